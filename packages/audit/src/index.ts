@@ -1,0 +1,2 @@
+// Public face of @toolgate/audit: explicit named exports only.
+export {};

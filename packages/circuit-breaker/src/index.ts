@@ -1,0 +1,2 @@
+// Public face of @toolgate/circuit-breaker: explicit named exports only.
+export {};

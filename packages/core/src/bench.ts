@@ -1,0 +1,89 @@
+/** One measured variant: a function that performs one call (a full tools/call round trip). */
+export interface BenchCase {
+  name: string;
+  call: (index: number) => Promise<unknown>;
+}
+
+export interface BenchOptions {
+  /** Calls per round per case. @default 2000 */
+  callsPerRound?: number;
+  /** Rounds; cases are interleaved round by round so machine noise hits all alike. @default 15 */
+  rounds?: number;
+  /** Calls in flight at once (1 = sequential). @default 1 */
+  concurrency?: number;
+  /** Warm-up calls per case before measuring. @default 500 */
+  warmup?: number;
+}
+
+export interface BenchRow {
+  name: string;
+  /** Median over rounds of the mean time per call, in microseconds. */
+  usPerCall: number;
+  /** Fastest round, in microseconds per call. */
+  bestUsPerCall: number;
+  /** usPerCall divided by the first case's (the baseline). */
+  ratio: number;
+  /** usPerCall minus the baseline's, in microseconds. */
+  addedUs: number;
+}
+
+/**
+ * Measures each case side by side: interleaved rounds, median per case, ratio to the first case.
+ * For `pnpm bench` scripts only; never for timed tests.
+ */
+export async function compareCalls(
+  cases: readonly BenchCase[],
+  options: BenchOptions = {},
+): Promise<BenchRow[]> {
+  const callsPerRound = options.callsPerRound ?? 2000;
+  const rounds = options.rounds ?? 15;
+  const concurrency = Math.max(1, options.concurrency ?? 1);
+  const warmup = options.warmup ?? 500;
+  let counter = 0;
+  const runBatch = async (bench: BenchCase, calls: number): Promise<number> => {
+    const started = performance.now();
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < calls) {
+        next += 1;
+        counter += 1;
+        await bench.call(counter);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(concurrency, calls) }, worker));
+    return ((performance.now() - started) * 1000) / calls;
+  };
+  for (const bench of cases) await runBatch(bench, warmup);
+  const samples = cases.map(() => [] as number[]);
+  for (let round = 0; round < rounds; round += 1) {
+    for (const [index, bench] of cases.entries()) samples[index]!.push(await runBatch(bench, callsPerRound));
+  }
+  const medians = samples.map((values) => median(values));
+  const baseline = medians[0] ?? 1;
+  return cases.map((bench, index) => ({
+    name: bench.name,
+    usPerCall: medians[index]!,
+    bestUsPerCall: Math.min(...samples[index]!),
+    ratio: medians[index]! / baseline,
+    addedUs: medians[index]! - baseline,
+  }));
+}
+
+/** A markdown table of bench rows. */
+export function formatBenchTable(rows: readonly BenchRow[]): string {
+  const lines = [
+    '| case | µs/call (median) | best µs/call | added µs | ratio |',
+    '|---|---:|---:|---:|---:|',
+    ...rows.map(
+      (row) =>
+        `| ${row.name} | ${row.usPerCall.toFixed(2)} | ${row.bestUsPerCall.toFixed(2)} | ${row.addedUs >= 0 ? '+' : ''}${row.addedUs.toFixed(2)} | ${row.ratio.toFixed(3)}x |`,
+    ),
+  ];
+  return lines.join('\n');
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 0 ? (sorted[middle - 1]! + sorted[middle]!) / 2 : sorted[middle]!;
+}

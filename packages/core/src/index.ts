@@ -1,0 +1,49 @@
+export { canonicalJson } from './canonical-json.js';
+export { ERROR_CODE_DEFAULTS, ERROR_CODES, type ErrorCode, isErrorCode } from './codes.js';
+export { compose } from './compose.js';
+export { defineTool } from './define-tool.js';
+export { isToolError, ToolError, type ToolErrorOptions } from './errors.js';
+export { newIncidentId } from './incident.js';
+export { createSilentLogger, createStderrLogger, type LogLevel, type StderrLoggerOptions } from './logger.js';
+export { principalOf } from './principal.js';
+export {
+  createSecretRedactor,
+  DEFAULT_SECRET_KEYS,
+  REDACTED,
+  type RedactSecretsOptions,
+  redactSecrets,
+  redactSecretsInText,
+  SECRET_PATTERNS,
+  type SecretPattern,
+} from './redact-secrets.js';
+export { type RegisterToolsOptions, registerTools } from './register.js';
+export {
+  type ArgumentIssue,
+  ERROR_META_KEY,
+  type ErrorEnvelope,
+  errorOf,
+  type FailOptions,
+  fail,
+  isToolResult,
+  type OkOptions,
+  ok,
+  outcomeOf,
+  resultFromEnvelope,
+  type ToolResult,
+  toolErrorResult,
+} from './result.js';
+export type {
+  ArgumentVerdict,
+  InferArgs,
+  InputSchema,
+  Logger,
+  NextFn,
+  PolicyDecision,
+  ToolCallState,
+  ToolContext,
+  ToolDefinition,
+  ToolHandler,
+  ToolMiddleware,
+  ToolRequest,
+  ToolSpec,
+} from './types.js';

@@ -1,0 +1,126 @@
+/** What replaces a secret. */
+export const REDACTED = '[REDACTED]';
+
+/**
+ * Key names whose values are secrets, matched case-insensitively after removing `-`, `_` and `.`,
+ * as a substring (`db_password`, `X-Api-Key` and `refreshToken` all match).
+ */
+export const DEFAULT_SECRET_KEYS: readonly string[] = [
+  'password',
+  'passwd',
+  'passphrase',
+  'secret',
+  'token',
+  'authorization',
+  'apikey',
+  'cookie',
+  'privatekey',
+  'credential',
+  'accesskey',
+  'sessionkey',
+  'signature',
+];
+
+/** A value pattern and what a match is replaced by. */
+export interface SecretPattern {
+  readonly name: string;
+  readonly pattern: RegExp;
+  readonly replace: string;
+}
+
+/**
+ * Secrets recognised inside any string, whatever its key: bearer tokens, JWTs, AWS-style keys,
+ * well-known API key prefixes, credentials in URLs and connection strings, PEM private keys and
+ * `password=...` pairs. Each pattern is global; the text around a match is kept.
+ */
+export const SECRET_PATTERNS: readonly SecretPattern[] = [
+  {
+    name: 'pem-private-key',
+    pattern: /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)/g,
+    replace: REDACTED,
+  },
+  { name: 'bearer', pattern: /\b(Bearer|Basic)\s+[A-Za-z0-9\-._~+/]+=*/gi, replace: `$1 ${REDACTED}` },
+  { name: 'jwt', pattern: /\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/g, replace: REDACTED },
+  { name: 'aws-access-key-id', pattern: /\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b/g, replace: REDACTED },
+  {
+    name: 'api-key-prefix',
+    pattern:
+      /\b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{10,}|\bsk-[A-Za-z0-9_-]{16,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}|\bxox[abposr]-[A-Za-z0-9-]{10,}|\bAIza[0-9A-Za-z_-]{35}|\bglpat-[A-Za-z0-9_-]{20,}/g,
+    replace: REDACTED,
+  },
+  {
+    name: 'url-credentials',
+    pattern: /\b([a-z][a-z0-9+.-]*:\/\/)[^\s:/@]*:[^\s@/]*@/gi,
+    replace: `$1${REDACTED}@`,
+  },
+  {
+    name: 'key-value-secret',
+    pattern:
+      /\b((?:[A-Za-z0-9]+[_-])*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s&;,'"]+)/gi,
+    replace: `$1${REDACTED}`,
+  },
+];
+
+export interface RedactSecretsOptions {
+  /** Key-name fragments whose values are always replaced. @default DEFAULT_SECRET_KEYS */
+  keys?: readonly string[];
+  /** Value patterns replaced inside every string. @default SECRET_PATTERNS */
+  patterns?: readonly SecretPattern[];
+  /** Deepest level walked; deeper values become `[Truncated]`. @default 32 */
+  maxDepth?: number;
+}
+
+/** Replaces secret patterns inside one string. */
+export function redactSecretsInText(
+  text: string,
+  patterns: readonly SecretPattern[] = SECRET_PATTERNS,
+): string {
+  let out = text;
+  for (const { pattern, replace } of patterns) {
+    pattern.lastIndex = 0;
+    out = out.replace(pattern, replace);
+  }
+  return out;
+}
+
+/**
+ * A copy of `value` with secrets replaced: values under secret-looking keys wholesale, and secret
+ * patterns inside every string, through nested objects and arrays. The input is not changed.
+ */
+export function createSecretRedactor(options: RedactSecretsOptions = {}): (value: unknown) => unknown {
+  const keys = (options.keys ?? DEFAULT_SECRET_KEYS).map(normaliseKey);
+  const patterns = options.patterns ?? SECRET_PATTERNS;
+  const maxDepth = options.maxDepth ?? 32;
+  const isSecretKey = (key: string): boolean => {
+    const normal = normaliseKey(key);
+    return keys.some((fragment) => normal.includes(fragment));
+  };
+  const walk = (value: unknown, depth: number, seen: Set<object>): unknown => {
+    if (typeof value === 'string') return redactSecretsInText(value, patterns);
+    if (typeof value !== 'object' || value === null) return value;
+    if (depth >= maxDepth) return '[Truncated]';
+    if (seen.has(value)) return '[Circular]';
+    seen.add(value);
+    try {
+      if (Array.isArray(value)) return value.map((item) => walk(item, depth + 1, seen));
+      const out: Record<string, unknown> = {};
+      for (const [key, item] of Object.entries(value)) {
+        out[key] =
+          isSecretKey(key) && item !== null && item !== undefined ? REDACTED : walk(item, depth + 1, seen);
+      }
+      return out;
+    } finally {
+      seen.delete(value);
+    }
+  };
+  return (value) => walk(value, 0, new Set());
+}
+
+/** `createSecretRedactor()` with the defaults, applied once. */
+export function redactSecrets(value: unknown, options?: RedactSecretsOptions): unknown {
+  return createSecretRedactor(options)(value);
+}
+
+function normaliseKey(key: string): string {
+  return key.toLowerCase().replace(/[-_.\s]/g, '');
+}

@@ -1,0 +1,97 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { type ErrorEnvelope, errorOf } from './result.js';
+
+export interface TestClientOptions {
+  /** Auth info attached to every request, as a verified bearer token's would be. @default undefined */
+  authInfo?: AuthInfo;
+  /** The session id the server sees (`ctx.request.sessionId`). @default undefined */
+  sessionId?: string;
+  /** The client's name in `initialize`. @default 'toolgate-test-client' */
+  clientName?: string;
+}
+
+export interface CallOptions {
+  /** `params._meta` of the request (e.g. `traceparent`). */
+  meta?: Record<string, unknown>;
+  /** Aborts the request from the client side (the server's `ctx.signal` follows). */
+  signal?: AbortSignal;
+  /** Request timeout in ms. @default 60000 */
+  timeoutMs?: number;
+}
+
+/** A real SDK client connected to a server over the in-memory transport. */
+export interface TestClient {
+  readonly client: Client;
+  /** Sends a real `tools/call` and returns the result exactly as the client received it. */
+  callTool(name: string, args?: Record<string, unknown>, options?: CallOptions): Promise<CallToolResult>;
+  /** `callTool`, then the parsed JSON of the first text content (what the model reads). */
+  callToolJson(name: string, args?: Record<string, unknown>, options?: CallOptions): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+/**
+ * Connects a real SDK `Client` to `server` over a linked in-memory transport pair, so tests drive
+ * real `tools/call` round trips (JSON-RPC framing, SDK validation, cancellation).
+ */
+export async function connectTestClient(
+  server: McpServer,
+  options: TestClientOptions = {},
+): Promise<TestClient> {
+  const [clientTransport, serverTransport] = InMemoryTransport.createLinkedPair();
+  if (options.sessionId !== undefined) serverTransport.sessionId = options.sessionId;
+  if (options.authInfo !== undefined) {
+    const authInfo = options.authInfo;
+    const send = clientTransport.send.bind(clientTransport);
+    clientTransport.send = (message, sendOptions) => send(message, { ...sendOptions, authInfo });
+  }
+  const client = new Client({ name: options.clientName ?? 'toolgate-test-client', version: '0.0.0' });
+  await server.connect(serverTransport);
+  await client.connect(clientTransport);
+  const callTool = async (
+    name: string,
+    args: Record<string, unknown> = {},
+    callOptions: CallOptions = {},
+  ): Promise<CallToolResult> => {
+    const params: { name: string; arguments: Record<string, unknown>; _meta?: Record<string, unknown> } = {
+      name,
+      arguments: args,
+    };
+    if (callOptions.meta) params._meta = callOptions.meta;
+    const requestOptions: { signal?: AbortSignal; timeout?: number } = {
+      timeout: callOptions.timeoutMs ?? 60_000,
+    };
+    if (callOptions.signal) requestOptions.signal = callOptions.signal;
+    return (await client.callTool(params, undefined, requestOptions)) as CallToolResult;
+  };
+  return {
+    client,
+    callTool,
+    async callToolJson(name, args, callOptions) {
+      return parseResultText(await callTool(name, args, callOptions));
+    },
+    async close() {
+      await client.close();
+      await server.close();
+    },
+  };
+}
+
+/** The parsed JSON of a result's first text content. */
+export function parseResultText(result: CallToolResult): unknown {
+  const text = result.content.find((part) => part.type === 'text');
+  if (text?.type !== 'text') throw new Error('result has no text content');
+  return JSON.parse(text.text);
+}
+
+/** The failure envelope of a result; throws when the result is a success (a test wanted a failure). */
+export function expectFailure(result: CallToolResult): ErrorEnvelope {
+  const envelope = errorOf(result);
+  if (!envelope) throw new Error(`expected a failure, got success: ${JSON.stringify(result)}`);
+  return envelope;
+}
+
+export { type BenchCase, type BenchOptions, type BenchRow, compareCalls, formatBenchTable } from './bench.js';

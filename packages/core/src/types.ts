@@ -1,0 +1,147 @@
+import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
+import type { RequestId, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import type * as z from 'zod';
+import type { ArgumentIssue, ToolResult } from './result.js';
+
+/** A tool's input: a zod shape (`{ q: z.string() }`) or a zod object. */
+export type InputSchema = z.ZodRawShape | z.ZodObject;
+
+/** The validated arguments an input schema describes. */
+export type InferArgs<S extends InputSchema> = S extends z.ZodObject
+  ? z.output<S>
+  : S extends z.ZodRawShape
+    ? z.output<z.ZodObject<S>>
+    : never;
+
+/** Where a tool call came from: what the transport and the SDK know about the request. */
+export interface ToolRequest {
+  /** The JSON-RPC request id. */
+  readonly id: RequestId;
+  /** The transport session, when the transport has one (Streamable HTTP with sessions). */
+  readonly sessionId: string | undefined;
+  /** The verified bearer token's info, when the server runs with auth. */
+  readonly authInfo: AuthInfo | undefined;
+  /** `params._meta` of the request (progress token, `traceparent`, ...). */
+  readonly meta: Readonly<Record<string, unknown>> | undefined;
+  /** HTTP headers of the request, when it came over HTTP. */
+  readonly headers: Readonly<Record<string, string | string[] | undefined>> | undefined;
+  /** Aborted when the client cancels or the connection closes. */
+  readonly signal: AbortSignal;
+}
+
+/** A fact a policy records about a call: who decided what. Audit and tracing record these. */
+export interface PolicyDecision {
+  /** The deciding package or middleware, e.g. `repeat-guard`. */
+  by: string;
+  /** What it did, e.g. `short-circuit`, `open`, `allow`. */
+  action: string;
+  /** Why, in a few words, for the log (never shown to the model by core). */
+  reason?: string;
+  /** Small, serialisable details. */
+  detail?: Record<string, unknown>;
+}
+
+/**
+ * Per-call state middleware leave for each other. Packages add their own typed members by
+ * declaration merging:
+ *
+ * ```ts
+ * declare module '@toolgate/core' {
+ *   interface ToolCallState { mySpan?: Span }
+ * }
+ * ```
+ */
+// biome-ignore lint/suspicious/noEmptyInterface: extended by declaration merging in other packages
+export interface ToolCallState {}
+
+/** The verdict of argument validation, made before the chain runs. */
+export type ArgumentVerdict =
+  | { readonly ok: true }
+  | { readonly ok: false; readonly issues: ArgumentIssue[] };
+
+/** A logger with pino's call shape; core's default writes JSON lines to stderr. */
+export interface Logger {
+  error(fields: Record<string, unknown>, message?: string): void;
+  warn(fields: Record<string, unknown>, message?: string): void;
+  info(fields: Record<string, unknown>, message?: string): void;
+  debug(fields: Record<string, unknown>, message?: string): void;
+}
+
+/** Everything a policy needs to know about one tool call. */
+export interface ToolContext<Args = Record<string, unknown>> {
+  /** The tool name the client asked for (also for unknown tools). */
+  readonly toolName: string;
+  /** The tool's definition; undefined when the client named a tool that does not exist. */
+  readonly tool: ToolDefinition | undefined;
+  /**
+   * The validated arguments. When `validation.ok` is false these are the raw arguments the client
+   * sent, and the chain's innermost step answers `invalid_argument` instead of the handler.
+   */
+  readonly args: Args;
+  /** The arguments exactly as the client sent them. */
+  readonly rawArgs: Readonly<Record<string, unknown>>;
+  /** Whether the arguments passed the input schema, and if not, why. */
+  readonly validation: ArgumentVerdict;
+  readonly request: ToolRequest;
+  /** Shorthand for `request.signal`. */
+  readonly signal: AbortSignal;
+  /** Wall-clock start (ms since the epoch). */
+  readonly startedAt: number;
+  /** Monotonic start (`performance.now()`), for durations. */
+  readonly startTime: number;
+  /** Set by whoever first needs one (redact-errors, core's last-resort guard); shown to the model. */
+  incidentId: string | undefined;
+  /** Policy decisions of this call, in the order they were made. */
+  readonly decisions: PolicyDecision[];
+  /** Typed per-call state shared between middleware (see `ToolCallState`). */
+  readonly state: ToolCallState;
+  /** The server's logger (stderr by default; never stdout). */
+  readonly logger: Logger;
+}
+
+/** What the next layer of the onion returns. */
+export type NextFn = () => Promise<ToolResult>;
+
+/**
+ * A middleware: act before `next()`, after it, or answer without calling it. Calling `next()` twice
+ * throws.
+ */
+export type ToolMiddleware = (ctx: ToolContext, next: NextFn) => Promise<ToolResult>;
+
+/** A tool's handler: validated arguments in, a result (`ok()` / `fail()`) out, or a thrown ToolError. */
+export type ToolHandler<Args> = (args: Args, ctx: ToolContext<Args>) => Promise<ToolResult> | ToolResult;
+
+/** What a server author writes to define a tool. */
+export interface ToolSpec<S extends InputSchema, O extends InputSchema | undefined = undefined> {
+  /** Unique, `snake_case` action name, e.g. `search_orders`. */
+  name: string;
+  title?: string;
+  /** When to use the tool, and when not. The model reads this to choose. */
+  description: string;
+  /** The arguments: a zod shape or object. Unknown arguments are refused. */
+  input: S;
+  /** The `data` of a success; published extended with `ok`, `total` and `note`. */
+  output?: O;
+  annotations?: ToolAnnotations;
+  /** This tool's own middleware, run inside the server's global middleware. */
+  middleware?: ToolMiddleware[];
+  /** Extra `_meta` published with the tool in `tools/list`. */
+  meta?: Record<string, unknown>;
+  handler: ToolHandler<InferArgs<S>>;
+}
+
+/** A defined tool, ready for `registerTools`. */
+export interface ToolDefinition<Args = Record<string, unknown>> {
+  readonly name: string;
+  readonly title: string | undefined;
+  readonly description: string;
+  /** The strict input object the arguments are validated against. */
+  readonly inputSchema: z.ZodObject;
+  /** The published output schema (declared output plus `ok`, `total`, `note`), when declared. */
+  readonly outputSchema: z.ZodObject | undefined;
+  readonly annotations: ToolAnnotations | undefined;
+  readonly middleware: readonly ToolMiddleware[];
+  readonly meta: Record<string, unknown> | undefined;
+  // Method syntax on purpose: a tool with narrower args still fits a list of tools.
+  handler(args: Args, ctx: ToolContext<Args>): Promise<ToolResult> | ToolResult;
+}

@@ -1,0 +1,2 @@
+// Public face of @toolgate/exec: explicit named exports only.
+export {};

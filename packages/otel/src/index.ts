@@ -1,0 +1,2 @@
+// Public face of @toolgate/otel: explicit named exports only.
+export {};

@@ -1,0 +1,2 @@
+// Public face of @toolgate/redact-errors: explicit named exports only.
+export {};

@@ -1,0 +1,2 @@
+// Public face of @toolgate/repeat-guard: explicit named exports only.
+export {};

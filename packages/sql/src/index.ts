@@ -1,0 +1,2 @@
+// Public face of @toolgate/sql: explicit named exports only.
+export {};

@@ -1,0 +1,2 @@
+// Public face of @toolgate/url-allowlist: explicit named exports only.
+export {};
