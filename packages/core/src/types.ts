@@ -51,8 +51,10 @@ export interface PolicyDecision {
  * }
  * ```
  */
-// biome-ignore lint/suspicious/noEmptyInterface: extended by declaration merging in other packages
-export interface ToolCallState {}
+export interface ToolCallState {
+  /** The active trace, set by tracing middleware (@toolgate/otel) for audit records and logs. */
+  trace?: { traceId: string; spanId: string };
+}
 
 /** The verdict of argument validation, made before the chain runs. */
 export type ArgumentVerdict =
@@ -83,8 +85,12 @@ export interface ToolContext<Args = Record<string, unknown>> {
   /** Whether the arguments passed the input schema, and if not, why. */
   readonly validation: ArgumentVerdict;
   readonly request: ToolRequest;
-  /** Shorthand for `request.signal`. */
-  readonly signal: AbortSignal;
+  /**
+   * The call's abort signal; starts as `request.signal`. A middleware that sets a deadline (a breaker
+   * timeout) replaces it with one that also follows the previous signal (`AbortSignal.any`), and the
+   * handler sees the replacement.
+   */
+  signal: AbortSignal;
   /** Wall-clock start (ms since the epoch). */
   readonly startedAt: number;
   /** Monotonic start (`performance.now()`), for durations. */
