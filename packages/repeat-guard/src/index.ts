@@ -1,2 +1,18 @@
 // Public face of @toolgate/repeat-guard: explicit named exports only.
-export {};
+export { createMemoryRepeatStore } from './memory-store.js';
+export { DEFAULT_RULES } from './options.js';
+export { createRedisRepeatStore } from './redis-store.js';
+export { repeatGuard } from './repeat-guard.js';
+export type {
+  MemoryRepeatStore,
+  MemoryRepeatStoreOptions,
+  OnFailedRepeat,
+  OnNoProgress,
+  OnRepeat,
+  RedisRepeatClient,
+  RedisRepeatStore,
+  RedisRepeatStoreOptions,
+  RepeatGuardOptions,
+  RepeatRules,
+  RepeatStore,
+} from './types.js';

@@ -1,0 +1,74 @@
+import { canonicalJson, type ToolContext, type ToolResult } from '@toolgate/core';
+import { noProgressFailure, noProgressNote, withNote } from './answers.js';
+import { progressKey, sha256 } from './key.js';
+import { readStore, writeStore } from './store-access.js';
+import type { RepeatRules, RepeatStore } from './types.js';
+
+interface StoredStreak {
+  v: 1;
+  /** The call key of the latest call (its arguments, hashed). */
+  a: string;
+  /** A hash of the latest result as the model saw it. */
+  r: string;
+  /** How many calls in a row returned that result, each with arguments different from the one before. */
+  s: number;
+}
+
+/**
+ * Tracks, per scope and tool, how many calls in a row returned an identical result with different
+ * arguments, and flags the result that reaches `rules.noProgress`. The same arguments again (a
+ * repeat under the threshold) neither extends nor breaks the streak.
+ */
+export async function checkProgress(
+  ctx: ToolContext,
+  rules: Readonly<RepeatRules>,
+  store: RepeatStore,
+  scope: string,
+  callKey: string,
+  result: ToolResult,
+): Promise<ToolResult> {
+  const limit = rules.noProgress;
+  if (limit === false) return result;
+  const key = progressKey(scope, ctx.toolName);
+  const previous = decodeStreak(await readStore(store, key, ctx));
+  const resultHash = sha256(
+    canonicalJson([result.isError === true, result.content, result.structuredContent ?? null]),
+  );
+  let streak = 1;
+  if (previous && previous.r === resultHash) streak = previous.a === callKey ? previous.s : previous.s + 1;
+  const next: StoredStreak = { v: 1, a: callKey, r: resultHash, s: streak };
+  await writeStore(store, key, JSON.stringify(next), rules.windowMs, ctx);
+  if (streak < limit) return result;
+  const answer = rules.onNoProgress === 'fail' ? 'repeated_call' : 'note';
+  ctx.decisions.push({
+    by: 'repeat-guard',
+    action: 'no-progress',
+    reason: 'identical result with different arguments',
+    detail: { streak, answer },
+  });
+  ctx.logger.info(
+    { tool: ctx.toolName, requestId: ctx.request.id, streak, answer },
+    'repeat-guard: no progress across calls with different arguments',
+  );
+  return answer === 'note'
+    ? withNote(result, noProgressNote(ctx.toolName, streak))
+    : noProgressFailure(ctx.toolName, streak);
+}
+
+function decodeStreak(text: string | undefined): StoredStreak | undefined {
+  if (text === undefined) return undefined;
+  try {
+    const stored = JSON.parse(text) as Partial<StoredStreak> | null;
+    if (
+      stored?.v === 1 &&
+      typeof stored.a === 'string' &&
+      typeof stored.r === 'string' &&
+      Number.isInteger(stored.s)
+    ) {
+      return stored as StoredStreak;
+    }
+  } catch {
+    // A foreign or truncated value reads as no streak.
+  }
+  return undefined;
+}

@@ -1,0 +1,122 @@
+import type { ToolContext } from '@toolgate/core';
+
+/** What the call that repeats an earlier successful call gets back. */
+export type OnRepeat = 'cached' | 'fail';
+
+/** What the repeat of a failed call gets back. */
+export type OnFailedRepeat = 'refuse' | 'run';
+
+/** What a call that ends a no-progress streak gets back. */
+export type OnNoProgress = 'note' | 'fail';
+
+/** The rules one tool follows; global defaults, overridable per tool. */
+export interface RepeatRules {
+  /**
+   * The identical call (same scope, tool and arguments) that reaches this count within the window
+   * is answered without running; 2 answers the second one.
+   * @default 2
+   */
+  threshold: number;
+  /** How long after the first identical call a repeat still counts, in ms. @default 60000 */
+  windowMs: number;
+  /**
+   * `cached`: the repeat gets the earlier result back with a note; `fail`: it gets a `repeated_call`
+   * failure with core's default hint.
+   * @default 'cached'
+   */
+  onRepeat: OnRepeat;
+  /**
+   * `refuse`: the repeat of a failed call gets the earlier error back with a hint not to retry it
+   * unchanged, unless that error was retryable and its `retryAfterMs` (0 when absent) has passed;
+   * `run`: failures are not remembered and every repeat runs.
+   * @default 'refuse'
+   */
+  onFailedRepeat: OnFailedRepeat;
+  /**
+   * "No progress": when this many calls in a row of one tool (in one scope) return an identical
+   * result with different arguments, the last one is flagged; `false` turns the check off.
+   * @default false
+   */
+  noProgress: number | false;
+  /**
+   * `note`: the flagged result is returned with a note (a hint on a failure) to stop varying the
+   * arguments; `fail`: it is replaced by a `repeated_call` failure.
+   * @default 'note'
+   */
+  onNoProgress: OnNoProgress;
+  /**
+   * Results whose stored JSON is longer than this (characters) are not remembered: their repeats
+   * run again. Bounds what one call can put in the store.
+   * @default 1000000
+   */
+  maxResultSize: number;
+}
+
+/**
+ * Where repeat-guard remembers calls: string values with a time to live. Methods may return
+ * promises (a shared store such as Redis) or plain values (memory).
+ */
+export interface RepeatStore {
+  /** The value under `key`, or undefined when absent or expired. */
+  get(key: string): Promise<string | undefined> | string | undefined;
+  /** Stores `value` under `key` for `ttlMs` milliseconds (a positive integer). */
+  set(key: string, value: string, ttlMs: number): Promise<void> | void;
+  /** Forgets `key`. */
+  delete(key: string): Promise<void> | void;
+}
+
+/** The in-memory store, with its size exposed for monitoring and tests. */
+export interface MemoryRepeatStore extends RepeatStore {
+  /** Entries held now (expired ones may linger until touched or evicted). */
+  readonly size: number;
+  /** Sum of the stored values' and keys' lengths, in characters. */
+  readonly totalSize: number;
+  /** Forgets everything. */
+  clear(): void;
+}
+
+export interface MemoryRepeatStoreOptions {
+  /** Most entries held; the least recently used is evicted beyond it. @default 10000 */
+  maxEntries?: number;
+  /** Most characters held across all keys and values; least recently used evicted beyond it. @default 64000000 */
+  maxSize?: number;
+}
+
+/**
+ * The part of a Redis client the Redis store uses. An ioredis client fits it as is; so does any
+ * client with the same three commands.
+ */
+export interface RedisRepeatClient {
+  get(key: string): Promise<string | null>;
+  set(key: string, value: string, millisecondsToken: 'PX', milliseconds: number): Promise<unknown>;
+  del(key: string): Promise<unknown>;
+}
+
+export interface RedisRepeatStoreOptions {
+  /** Prepended to every key, so one Redis serves several servers or environments. @default 'toolgate:repeat:' */
+  prefix?: string;
+}
+
+/** Options of `repeatGuard()`: global rules, the store, and per-tool overrides or opt-outs. */
+export interface RepeatGuardOptions extends Partial<RepeatRules> {
+  /**
+   * Where calls are remembered. Give a shared store (`createRedisRepeatStore`) when several
+   * replicas serve one client.
+   * @default createMemoryRepeatStore({ maxEntries })
+   */
+  store?: RepeatStore;
+  /** Most remembered entries of the default in-memory store; ignored when `store` is given. @default 10000 */
+  maxEntries?: number;
+  /**
+   * Whose calls count as the same: identical calls only repeat within one scope.
+   * @default the session id, else the principal (`principalOf`), else "anonymous"
+   */
+  scope?: (ctx: ToolContext) => string;
+  /** Per-tool overrides by tool name; `false` opts the tool out (a polling tool such as a job-status check). @default {} */
+  tools?: Record<string, Partial<RepeatRules> | false>;
+}
+
+/** The Redis store; `prefix` is the namespace its keys live under. */
+export interface RedisRepeatStore extends RepeatStore {
+  readonly prefix: string;
+}

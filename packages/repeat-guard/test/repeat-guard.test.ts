@@ -1,0 +1,487 @@
+import { ERROR_CODE_DEFAULTS, ERROR_META_KEY, type PolicyDecision } from '@toolgate/core';
+import { expectFailure, parseResultText } from '@toolgate/core/testing';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createMemoryRepeatStore, type RepeatGuardOptions, repeatGuard } from '../src/index.js';
+import {
+  closeAll,
+  createFixture,
+  decisionRecorder,
+  type Fixture,
+  type LogEntry,
+  recordingLogger,
+  serve,
+  sleep,
+} from './fixtures.js';
+
+const REPEAT_NOTE =
+  'Repeated call: this is the unchanged result of the identical call made moments ago. Calling again with the same arguments will not change it; change the arguments or answer the user.';
+
+afterEach(closeAll);
+
+interface Setup {
+  fixture: Fixture;
+  decisions: PolicyDecision[][];
+  logs: LogEntry[];
+  call: (
+    name: string,
+    args: Record<string, unknown>,
+  ) => ReturnType<Awaited<ReturnType<typeof serve>>['callTool']>;
+}
+
+async function setup(options: RepeatGuardOptions = {}): Promise<Setup> {
+  const fixture = createFixture();
+  const decisions: PolicyDecision[][] = [];
+  const logs: LogEntry[] = [];
+  const client = await serve(fixture.tools, [decisionRecorder(decisions), repeatGuard(options)], {
+    logger: recordingLogger(logs),
+  });
+  return { fixture, decisions, logs, call: (name, args) => client.callTool(name, args) };
+}
+
+describe('repeatGuard: the second identical call', () => {
+  it('does not reach the handler and gets the earlier result with a note, in structuredContent and its text', async () => {
+    const { fixture, decisions, call } = await setup();
+    const first = await call('search_orders', { status: 'open' });
+    const second = await call('search_orders', { status: 'open' });
+    const third = await call('search_orders', { status: 'open' });
+
+    expect(fixture.invocations.search_orders).toBe(1);
+    expect(first).toEqual({
+      content: [{ type: 'text', text: '{"ok":true,"items":[{"id":"open-30"}],"total":1}' }],
+      structuredContent: { ok: true, items: [{ id: 'open-30' }], total: 1 },
+    });
+    const annotated = { ok: true, items: [{ id: 'open-30' }], total: 1, note: REPEAT_NOTE };
+    expect(second).toEqual({
+      content: [{ type: 'text', text: JSON.stringify(annotated) }],
+      structuredContent: annotated,
+    });
+    expect(third).toEqual(second);
+    expect(decisions[0]).toEqual([]);
+    expect(decisions[1]).toEqual([
+      {
+        by: 'repeat-guard',
+        action: 'short-circuit',
+        reason: 'repeated_call',
+        detail: { answer: 'cached', ageMs: expect.any(Number), executions: 1, inFlight: false },
+      },
+    ]);
+  });
+
+  it('keeps the note the result already had, and adds its own after it', async () => {
+    const { fixture, call } = await setup();
+    await call('search_orders', { status: 'cancelled' });
+    const second = await call('search_orders', { status: 'cancelled' });
+    expect(fixture.invocations.search_orders).toBe(1);
+    expect(second.structuredContent).toEqual({
+      ok: true,
+      items: [],
+      total: 0,
+      note: `No orders match. ${REPEAT_NOTE}`,
+    });
+    expect(parseResultText(second)).toEqual(second.structuredContent);
+  });
+
+  it('treats the same validated arguments as the same call, whatever their order or spelled-out defaults', async () => {
+    const { fixture, call } = await setup();
+    await call('search_orders', { status: 'open', filters: { a: '1', b: '2' } });
+    await call('search_orders', { filters: { b: '2', a: '1' }, days: 30, status: 'open' });
+    expect(fixture.invocations.search_orders).toBe(1);
+  });
+
+  it('logs the short-circuit with the hashed key and no arguments', async () => {
+    const { logs, call } = await setup();
+    await call('get_order_status', { id: 'secret-order-4242' });
+    await call('get_order_status', { id: 'secret-order-4242' });
+    const entry = logs.find(
+      (log) => log.message === 'repeat-guard: repeated call answered without running it',
+    );
+    expect(entry?.level).toBe('info');
+    expect(entry?.fields).toMatchObject({ tool: 'get_order_status', answer: 'cached', inFlight: false });
+    expect(entry?.fields.key).toMatch(/^c:[A-Za-z0-9_-]{43}$/);
+    expect(JSON.stringify(logs)).not.toContain('secret-order-4242');
+  });
+});
+
+describe('repeatGuard: calls that run', () => {
+  it('runs calls with different arguments', async () => {
+    const { fixture, decisions, call } = await setup();
+    await call('search_orders', { status: 'open' });
+    await call('search_orders', { status: 'open', days: 7 });
+    await call('search_orders', { status: 'shipped' });
+    await call('search_orders', { status: 'open', filters: { a: '1' } });
+    await call('search_orders', { status: 'open', filters: { a: '1', constructor: 'x' } });
+    await call('search_orders', { status: 'open', filters: { a: '1\u0000' } });
+    expect(fixture.invocations.search_orders).toBe(6);
+    expect(decisions.flat()).toEqual([]);
+  });
+
+  it('runs an identical call from another session, and short-circuits within one', async () => {
+    const fixture = createFixture();
+    const guard = repeatGuard();
+    const alpha = await serve(fixture.tools, [guard], { sessionId: 'session-a' });
+    const beta = await serve(fixture.tools, [guard], { sessionId: 'session-b' });
+    await alpha.callTool('get_order_status', { id: '1001' });
+    await beta.callTool('get_order_status', { id: '1001' });
+    expect(fixture.invocations.get_order_status).toBe(2);
+    await beta.callTool('get_order_status', { id: '1001' });
+    expect(fixture.invocations.get_order_status).toBe(2);
+  });
+
+  it('runs an identical call from another principal, and short-circuits across connections of one principal', async () => {
+    const fixture = createFixture();
+    const guard = repeatGuard();
+    const auth = (sub: string) => ({ token: `t-${sub}`, clientId: 'desk-app', scopes: [], extra: { sub } });
+    const alice = await serve(fixture.tools, [guard], { authInfo: auth('alice') });
+    const bob = await serve(fixture.tools, [guard], { authInfo: auth('bob') });
+    const aliceAgain = await serve(fixture.tools, [guard], { authInfo: auth('alice') });
+    await alice.callTool('get_order_status', { id: '1001' });
+    await bob.callTool('get_order_status', { id: '1001' });
+    expect(fixture.invocations.get_order_status).toBe(2);
+    const repeated = await aliceAgain.callTool('get_order_status', { id: '1001' });
+    expect(fixture.invocations.get_order_status).toBe(2);
+    expect(repeated.structuredContent).toEqual({
+      ok: true,
+      id: '1001',
+      status: 'shipped',
+      note: REPEAT_NOTE,
+    });
+  });
+
+  it('keys on the scope function when one is given', async () => {
+    const fixture = createFixture();
+    const guard = repeatGuard({ scope: (ctx) => String(ctx.request.headers?.['x-tenant'] ?? 'none') });
+    const one = await serve(fixture.tools, [guard], { sessionId: 's1' });
+    const two = await serve(fixture.tools, [guard], { sessionId: 's2' });
+    await one.callTool('get_order_status', { id: '1001' });
+    await two.callTool('get_order_status', { id: '1001' });
+    expect(fixture.invocations.get_order_status).toBe(1);
+  });
+
+  it('runs every call of an opted-out tool', async () => {
+    const { fixture, decisions, call } = await setup({ tools: { job_status: false } });
+    for (let i = 0; i < 3; i += 1) {
+      expect((await call('job_status', { jobId: 'j-1' })).structuredContent).toEqual({
+        ok: true,
+        jobId: 'j-1',
+        state: 'running',
+      });
+    }
+    expect(fixture.invocations.job_status).toBe(3);
+    await call('get_order_status', { id: '1' });
+    await call('get_order_status', { id: '1' });
+    expect(fixture.invocations.get_order_status).toBe(1);
+    expect(decisions.flat().map((decision) => decision.action)).toEqual(['short-circuit']);
+  });
+
+  it('runs the identical call again once the window has passed', async () => {
+    const { fixture, call } = await setup({ windowMs: 60 });
+    await call('get_order_status', { id: '1001' });
+    await call('get_order_status', { id: '1001' });
+    expect(fixture.invocations.get_order_status).toBe(1);
+    await sleep(90);
+    const after = await call('get_order_status', { id: '1001' });
+    expect(fixture.invocations.get_order_status).toBe(2);
+    expect(after.structuredContent).toEqual({ ok: true, id: '1001', status: 'shipped' });
+  });
+
+  it('follows a per-tool threshold: the third identical call is the first answered from cache', async () => {
+    const { fixture, call } = await setup({ tools: { search_orders: { threshold: 3 } } });
+    await call('search_orders', { status: 'open' });
+    await call('search_orders', { status: 'open' });
+    expect(fixture.invocations.search_orders).toBe(2);
+    expect((await call('search_orders', { status: 'open' })).structuredContent).toMatchObject({
+      note: REPEAT_NOTE,
+    });
+    expect(fixture.invocations.search_orders).toBe(2);
+    await call('get_order_status', { id: '1' });
+    await call('get_order_status', { id: '1' });
+    expect(fixture.invocations.get_order_status).toBe(1);
+  });
+
+  it('passes calls with refused arguments and unknown tools through untouched', async () => {
+    const { fixture, decisions, call } = await setup();
+    for (let i = 0; i < 2; i += 1) {
+      const refused = expectFailure(await call('search_orders', { status: 'lost' }));
+      expect(refused.error).toBe('invalid_argument');
+      await expect(call('drop_tables', { all: true })).rejects.toThrow('Unknown tool: drop_tables');
+    }
+    expect(fixture.invocations.search_orders).toBeUndefined();
+    expect(decisions).toEqual([[], [], [], []]);
+  });
+});
+
+describe('repeatGuard: onRepeat fail', () => {
+  it('answers the repeat with repeated_call and core default hint, without running it', async () => {
+    const { fixture, decisions, call } = await setup({ onRepeat: 'fail' });
+    await call('get_order_status', { id: '1001' });
+    const second = await call('get_order_status', { id: '1001' });
+    expect(fixture.invocations.get_order_status).toBe(1);
+    expect(second.isError).toBe(true);
+    expect(second.structuredContent).toBeUndefined();
+    expect(expectFailure(second)).toEqual({
+      ok: false,
+      error: 'repeated_call',
+      message: 'This exact call to get_order_status was already answered moments ago.',
+      hint: ERROR_CODE_DEFAULTS.repeated_call.hint,
+      retryable: false,
+    });
+    expect(parseResultText(second)).toEqual(second._meta?.[ERROR_META_KEY]);
+    expect(decisions[1]?.[0]?.detail).toMatchObject({ answer: 'repeated_call' });
+  });
+});
+
+describe('repeatGuard: failures', () => {
+  it('refuses the repeat of a failed call with the earlier error and a hint not to retry unchanged', async () => {
+    const { fixture, decisions, call } = await setup();
+    const first = expectFailure(await call('get_order_status', { id: 'missing' }));
+    const second = expectFailure(await call('get_order_status', { id: 'missing' }));
+    expect(fixture.invocations.get_order_status).toBe(1);
+    expect(first).toEqual({
+      ok: false,
+      error: 'not_found',
+      message: 'No order missing.',
+      hint: 'Check the id.',
+      retryable: false,
+    });
+    expect(second).toEqual({
+      ...first,
+      hint: 'This exact call already failed moments ago with this error and would fail the same way; do not retry it unchanged. Check the id.',
+    });
+    expect(decisions[1]?.[0]).toMatchObject({ action: 'short-circuit', detail: { answer: 'earlier_error' } });
+  });
+
+  it('refuses a retryable failure until its retryAfterMs has passed, then runs it', async () => {
+    const { fixture, call } = await setup();
+    await call('get_order_status', { id: 'busy' });
+    const early = expectFailure(await call('get_order_status', { id: 'busy' }));
+    expect(fixture.invocations.get_order_status).toBe(1);
+    expect(early.error).toBe('unavailable');
+    expect(early.retryable).toBe(true);
+    expect(early.retryAfterMs).toBeGreaterThan(0);
+    expect(early.retryAfterMs).toBeLessThanOrEqual(150);
+    expect(early.hint).toBe(
+      `This exact call failed moments ago; wait retryAfterMs before retrying it unchanged. ${ERROR_CODE_DEFAULTS.unavailable.hint}`,
+    );
+    await sleep(170);
+    await call('get_order_status', { id: 'busy' });
+    expect(fixture.invocations.get_order_status).toBe(2);
+  });
+
+  it('runs the repeat of a retryable failure without retryAfterMs', async () => {
+    const { fixture, call } = await setup();
+    await call('get_order_status', { id: 'slow-db' });
+    await call('get_order_status', { id: 'slow-db' });
+    expect(fixture.invocations.get_order_status).toBe(2);
+  });
+
+  it('never caches a failure as a success: after the retry succeeds, that success is what repeats', async () => {
+    const { fixture, call } = await setup();
+    expect(expectFailure(await call('get_order_status', { id: 'flaky' })).error).toBe('unavailable');
+    await sleep(50);
+    const retried = await call('get_order_status', { id: 'flaky' });
+    expect(retried.structuredContent).toEqual({ ok: true, id: 'flaky', status: 'shipped' });
+    const repeated = await call('get_order_status', { id: 'flaky' });
+    expect(repeated.structuredContent).toEqual({
+      ok: true,
+      id: 'flaky',
+      status: 'shipped',
+      note: REPEAT_NOTE,
+    });
+    expect(fixture.invocations.get_order_status).toBe(2);
+  });
+
+  it('runs every repeat of a failed call with onFailedRepeat run, and forgets an earlier success', async () => {
+    const { fixture, call } = await setup({ onFailedRepeat: 'run' });
+    await call('get_order_status', { id: 'missing' });
+    await call('get_order_status', { id: 'missing' });
+    expect(fixture.invocations.get_order_status).toBe(2);
+  });
+
+  it('does not remember a call whose handler threw: the next identical call runs', async () => {
+    const { fixture, call } = await setup();
+    expect(expectFailure(await call('get_order_status', { id: 'crash' })).error).toBe('internal');
+    expect(expectFailure(await call('get_order_status', { id: 'crash' })).error).toBe('internal');
+    expect(fixture.invocations.get_order_status).toBe(2);
+  });
+
+  it('does not remember a call the client cancelled', async () => {
+    const fixture = createFixture();
+    const client = await serve(fixture.tools, [repeatGuard()]);
+    const controller = new AbortController();
+    const cancelled = client.callTool('get_order_status', { id: 'cancel-me' }, { signal: controller.signal });
+    await sleep(20);
+    controller.abort();
+    await expect(cancelled).rejects.toThrow();
+    await sleep(20);
+    const again = client.callTool('get_order_status', { id: 'cancel-me' }, { timeoutMs: 200 });
+    await expect(again).rejects.toThrow('Request timed out');
+    expect(fixture.invocations.get_order_status).toBe(2);
+  });
+});
+
+describe('repeatGuard: concurrency (single flight)', () => {
+  it('makes an identical call that arrives while the first runs wait for its answer instead of running', async () => {
+    const { fixture, decisions, call } = await setup();
+    const first = call('get_order_status', { id: 'slow' });
+    await fixture.gate.entered;
+    const second = call('get_order_status', { id: 'slow' });
+    const other = call('get_order_status', { id: 'other' });
+    await other;
+    fixture.gate.open();
+    const [a, b] = await Promise.all([first, second]);
+    expect(fixture.invocations.get_order_status).toBe(2);
+    expect(a.structuredContent).toEqual({ ok: true, id: 'slow', status: 'shipped' });
+    expect(b.structuredContent).toEqual({ ok: true, id: 'slow', status: 'shipped', note: REPEAT_NOTE });
+    expect(decisions.flat()).toEqual([
+      {
+        by: 'repeat-guard',
+        action: 'short-circuit',
+        reason: 'repeated_call',
+        detail: { answer: 'cached', ageMs: expect.any(Number), executions: 1, inFlight: true },
+      },
+    ]);
+  });
+});
+
+describe('repeatGuard: no progress', () => {
+  it('is off by default', async () => {
+    const { fixture, decisions, call } = await setup();
+    for (const sku of ['a', 'b', 'c', 'd']) await call('lookup_sku', { sku });
+    expect(fixture.invocations.lookup_sku).toBe(4);
+    expect(decisions.flat()).toEqual([]);
+  });
+
+  it('adds a note when the same tool returns an identical result N times in a row with different arguments', async () => {
+    const { fixture, decisions, call } = await setup({ noProgress: 3 });
+    const a = await call('lookup_sku', { sku: 'a' });
+    await call('lookup_sku', { sku: 'a' }); // a repeat neither extends nor breaks the streak
+    const b = await call('lookup_sku', { sku: 'b' });
+    const c = await call('lookup_sku', { sku: 'c' });
+    expect(fixture.invocations.lookup_sku).toBe(3);
+    expect(a.structuredContent).toEqual({ ok: true, found: false });
+    expect(b.structuredContent).toEqual({ ok: true, found: false });
+    const note =
+      'No progress: the last 3 calls to lookup_sku returned this same result with different arguments. Varying the arguments is not changing the answer; answer the user with what you have.';
+    expect(c).toEqual({
+      content: [{ type: 'text', text: JSON.stringify({ ok: true, found: false, note }) }],
+      structuredContent: { ok: true, found: false, note },
+    });
+    expect(decisions[3]).toEqual([
+      {
+        by: 'repeat-guard',
+        action: 'no-progress',
+        reason: 'identical result with different arguments',
+        detail: { streak: 3, answer: 'note' },
+      },
+    ]);
+  });
+
+  it('answers repeated_call with onNoProgress fail, and a different result breaks the streak', async () => {
+    const { call } = await setup({ noProgress: 2, onNoProgress: 'fail' });
+    await call('get_order_status', { id: '1' });
+    await call('get_order_status', { id: 'missing' });
+    await call('lookup_sku', { sku: 'a' });
+    const second = expectFailure(await call('lookup_sku', { sku: 'b' }));
+    expect(second).toEqual({
+      ok: false,
+      error: 'repeated_call',
+      message: 'The last 2 calls to lookup_sku returned the same result with different arguments.',
+      hint: 'Varying the arguments is not changing the result. Stop calling this tool with variations and answer the user with what you have.',
+      retryable: false,
+    });
+  });
+});
+
+describe('repeatGuard: hostile input and a failing store', () => {
+  it('keeps keys a fixed size whatever the arguments, and never stores the arguments themselves', async () => {
+    const keys: string[] = [];
+    const values: string[] = [];
+    const inner = createMemoryRepeatStore();
+    const { fixture, call } = await setup({
+      store: {
+        get: (key) => inner.get(key),
+        set: (key, value, ttl) => {
+          keys.push(key);
+          values.push(value);
+          inner.set(key, value, ttl);
+        },
+        delete: (key) => inner.delete(key),
+      },
+    });
+    const huge = 'x'.repeat(200_000);
+    await call('get_order_status', { id: huge });
+    await call('get_order_status', { id: '__proto__' });
+    await call('get_order_status', { id: '"]' });
+    expect(fixture.invocations.get_order_status).toBe(3);
+    expect(keys.map((key) => key.length)).toEqual([45, 45, 45]);
+    expect(new Set(keys).size).toBe(3);
+  });
+
+  it('does not remember a result larger than maxResultSize', async () => {
+    const { fixture, call } = await setup({ maxResultSize: 100 });
+    const long = 'y'.repeat(200);
+    await call('get_order_status', { id: long });
+    await call('get_order_status', { id: long });
+    expect(fixture.invocations.get_order_status).toBe(2);
+  });
+
+  it('runs calls when the store holds foreign or corrupt values', async () => {
+    const corrupt = ['not json', '{"v":1,"n":5,"f":0,"t":0,"r":{"content":"x"}}', '{"v":2}', 'null'];
+    let reads = 0;
+    const { fixture, call } = await setup({
+      store: {
+        get: () => corrupt[reads++ % corrupt.length],
+        set: () => undefined,
+        delete: () => undefined,
+      },
+    });
+    for (let i = 0; i < 4; i += 1) await call('get_order_status', { id: '1' });
+    expect(fixture.invocations.get_order_status).toBe(4);
+  });
+
+  it('fails open when the store throws: the call runs and the log gets a warning', async () => {
+    const { fixture, logs, call } = await setup({
+      store: {
+        get: async () => {
+          throw new Error('ECONNREFUSED 127.0.0.1:6390');
+        },
+        set: () => {
+          throw new Error('READONLY');
+        },
+        delete: () => undefined,
+      },
+    });
+    const first = await call('get_order_status', { id: '1' });
+    await call('get_order_status', { id: '1' });
+    expect(fixture.invocations.get_order_status).toBe(2);
+    expect(first.structuredContent).toEqual({ ok: true, id: '1', status: 'shipped' });
+    expect(logs.filter((log) => log.level === 'warn').map((log) => log.message)).toEqual([
+      'repeat-guard: store read failed; the call runs unguarded',
+      'repeat-guard: store write failed; this call is not remembered',
+      'repeat-guard: store read failed; the call runs unguarded',
+      'repeat-guard: store write failed; this call is not remembered',
+    ]);
+  });
+});
+
+describe('repeatGuard: options', () => {
+  it('refuses rules that cannot work, naming the option', () => {
+    expect(() => repeatGuard({ threshold: 1 })).toThrow(
+      'repeatGuard: threshold must be an integer of at least 2',
+    );
+    expect(() => repeatGuard({ windowMs: Number.NaN })).toThrow(
+      'repeatGuard: windowMs must be a finite number',
+    );
+    expect(() => repeatGuard({ onRepeat: 'ignore' as never })).toThrow("onRepeat must be 'cached' or 'fail'");
+    expect(() => repeatGuard({ noProgress: 1 })).toThrow(
+      'noProgress must be false or an integer of at least 2',
+    );
+    expect(() => repeatGuard({ tools: { job_status: { threshold: 0 } } })).toThrow(
+      'repeatGuard: tools.job_status: threshold must be an integer of at least 2',
+    );
+    expect(() => repeatGuard({ tools: { job_status: true as never } })).toThrow(
+      'tools.job_status must be an object of rules or false',
+    );
+    expect(() => createMemoryRepeatStore({ maxEntries: 0 })).toThrow('maxEntries must be a positive integer');
+  });
+});

@@ -1,0 +1,145 @@
+import { randomUUID } from 'node:crypto';
+import { ok, type ToolDefinition, type ToolResult } from '@toolgate/core';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createMemoryRepeatStore, createRedisRepeatStore, repeatGuard } from '../src/index.js';
+import { directContext } from './direct-context.js';
+import { closeAll, createFixture, serve, sleep } from './fixtures.js';
+
+const searchOrders = { name: 'search_orders' } as ToolDefinition;
+
+describe('memory store: bounded', () => {
+  it('holds at most maxEntries over 100,000 distinct calls, and the newest still repeat', async () => {
+    const store = createMemoryRepeatStore({ maxEntries: 1000 });
+    const guard = repeatGuard({ store, noProgress: 5 });
+    let handled = 0;
+    const handler = async (): Promise<ToolResult> => {
+      handled += 1;
+      return ok({ items: [{ id: `order-${handled}` }] });
+    };
+    let largest = 0;
+    for (let i = 0; i < 100_000; i += 1) {
+      await guard(directContext(searchOrders, { status: 'open', page: i }), handler);
+      if (i % 10_000 === 0) largest = Math.max(largest, store.size);
+    }
+    expect(handled).toBe(100_000);
+    expect(store.size).toBe(1000);
+    expect(largest).toBeLessThanOrEqual(1000);
+    const repeat = directContext(searchOrders, { status: 'open', page: 99_999 });
+    await guard(repeat, handler);
+    expect(handled).toBe(100_000);
+    expect(repeat.decisions).toMatchObject([{ by: 'repeat-guard', action: 'short-circuit' }]);
+    await guard(directContext(searchOrders, { status: 'open', page: 0 }), handler); // evicted long ago: runs
+    expect(handled).toBe(100_001);
+  }, 120_000); // about 1 s on an idle machine; generous for a loaded shared CI box
+
+  it('holds at most maxSize characters, evicting the least recently used', async () => {
+    const store = createMemoryRepeatStore({ maxEntries: 10_000, maxSize: 20_000 });
+    const guard = repeatGuard({ store });
+    const handler = async (): Promise<ToolResult> => ok({ blob: 'z'.repeat(500) });
+    for (let i = 0; i < 500; i += 1) await guard(directContext(searchOrders, { page: i }), handler);
+    expect(store.totalSize).toBeLessThanOrEqual(20_000);
+    expect(store.size).toBeLessThan(40);
+  });
+
+  it('expires an entry after its time to live', async () => {
+    const store = createMemoryRepeatStore();
+    store.set('k', 'v', 30);
+    expect(store.get('k')).toBe('v');
+    await sleep(50);
+    expect(store.get('k')).toBeUndefined();
+  });
+});
+
+const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const PREFIX = `toolgate:repeat-guard-test:${randomUUID()}:`;
+
+describe('Redis store (real Redis)', () => {
+  let redis: Redis | undefined;
+  let unreachable: string | undefined;
+
+  beforeAll(async () => {
+    const client = new Redis(REDIS_URL, {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      connectTimeout: 2000,
+      retryStrategy: () => null,
+    });
+    try {
+      await client.connect();
+      await client.ping();
+      redis = client;
+    } catch (error) {
+      client.disconnect();
+      unreachable = `Redis unreachable at ${REDIS_URL}: ${(error as Error).message}`;
+      // In CI a missing Redis is a broken pipeline, never a silent pass.
+      if (process.env.CI === 'true') throw new Error(`${unreachable} (CI=true requires it)`);
+      process.stderr.write(`repeat-guard: ${unreachable}; the Redis store tests are skipped\n`);
+    }
+  });
+
+  afterAll(async () => {
+    await closeAll();
+    if (!redis) return;
+    const keys = await redis.keys(`${PREFIX}*`);
+    if (keys.length > 0) await redis.del(...keys);
+    await redis.quit();
+  });
+
+  // Outside CI an absent Redis skips these tests with the reason shown in the report.
+  function connected(skip: (note: string) => void): Redis {
+    if (!redis) skip(unreachable ?? 'Redis unreachable');
+    return redis!;
+  }
+
+  it('stores with a PX time to live under its prefix, reads back, and deletes', async ({ skip }) => {
+    const client = connected(skip);
+    const store = createRedisRepeatStore(client, { prefix: PREFIX });
+    expect(store.prefix).toBe(PREFIX);
+    await store.set('k1', 'value-1', 5000);
+    expect(await store.get('k1')).toBe('value-1');
+    expect(await client.get(`${PREFIX}k1`)).toBe('value-1');
+    const ttl = await client.pttl(`${PREFIX}k1`);
+    expect(ttl).toBeGreaterThan(4000);
+    expect(ttl).toBeLessThanOrEqual(5000);
+    await store.delete('k1');
+    expect(await store.get('k1')).toBeUndefined();
+    await store.set('k2', 'value-2', 0.4); // a fraction of a millisecond still expires, never persists
+    await sleep(20);
+    expect(await store.get('k2')).toBeUndefined();
+  });
+
+  it('lets two replicas share repeats: the second replica answers the identical call without running it', async ({
+    skip,
+  }) => {
+    const client = connected(skip);
+    const fixture = createFixture();
+    const store = createRedisRepeatStore(client, { prefix: PREFIX });
+    const replicaA = await serve(fixture.tools, [repeatGuard({ store })], { sessionId: 'shared-session' });
+    const replicaB = await serve(fixture.tools, [repeatGuard({ store })], { sessionId: 'shared-session' });
+    const first = await replicaA.callTool('get_order_status', { id: 'redis-1' });
+    const second = await replicaB.callTool('get_order_status', { id: 'redis-1' });
+    expect(fixture.invocations.get_order_status).toBe(1);
+    expect(first.structuredContent).toEqual({ ok: true, id: 'redis-1', status: 'shipped' });
+    expect(second.structuredContent).toMatchObject({ ok: true, id: 'redis-1', status: 'shipped' });
+    expect((second.structuredContent as { note: string }).note).toMatch(/^Repeated call: /);
+    const keys = await client.keys(`${PREFIX}c:*`);
+    expect(keys).toHaveLength(1);
+    expect(await client.pttl(keys[0]!)).toBeLessThanOrEqual(60_000);
+  });
+
+  it('runs the identical call again after the window, when Redis has expired the entry', async ({ skip }) => {
+    const client = connected(skip);
+    const fixture = createFixture();
+    const store = createRedisRepeatStore(client, { prefix: `${PREFIX}window:` });
+    const replica = await serve(fixture.tools, [repeatGuard({ store, windowMs: 80 })]);
+    await replica.callTool('get_order_status', { id: 'redis-2' });
+    await replica.callTool('get_order_status', { id: 'redis-2' });
+    expect(fixture.invocations.get_order_status).toBe(1);
+    await sleep(120);
+    expect(await client.keys(`${PREFIX}window:*`)).toEqual([]);
+    await replica.callTool('get_order_status', { id: 'redis-2' });
+    expect(fixture.invocations.get_order_status).toBe(2);
+  });
+});
