@@ -1,2 +1,4 @@
 // Public face of @toolgate/otel: explicit named exports only.
-export {};
+export { otel } from './middleware.js';
+export * as semconv from './semconv.js';
+export type { OnSpanHook, OtelOptions, ToolOtelOptions } from './types.js';

@@ -1,0 +1,44 @@
+import type { Attributes } from '@opentelemetry/api';
+import type { ToolContext } from '@toolgate/core';
+import type { OtelConfig } from './options.js';
+import { clip } from './recorded-text.js';
+import {
+  ATTR_GEN_AI_OPERATION_NAME,
+  ATTR_GEN_AI_TOOL_NAME,
+  ATTR_JSONRPC_REQUEST_ID,
+  ATTR_MCP_METHOD_NAME,
+  ATTR_MCP_PROTOCOL_VERSION,
+  ATTR_MCP_SESSION_ID,
+  ATTR_NETWORK_TRANSPORT,
+  GEN_AI_OPERATION_EXECUTE_TOOL,
+  MCP_METHOD_TOOLS_CALL,
+} from './semconv.js';
+
+// Client-controlled strings (tool name, request id, header) are capped so one request cannot bloat a span.
+const MAX_ID_LENGTH = 256;
+// A protocol version is a date like 2025-06-18; anything else in the header is ignored.
+const PROTOCOL_VERSION = /^[A-Za-z0-9._-]{1,32}$/;
+
+/** The span's attributes known when the call starts (given at start, so samplers see them). */
+export function startAttributes(ctx: ToolContext, config: OtelConfig): Attributes {
+  const attributes: Attributes = {
+    [ATTR_MCP_METHOD_NAME]: MCP_METHOD_TOOLS_CALL,
+    [ATTR_GEN_AI_OPERATION_NAME]: GEN_AI_OPERATION_EXECUTE_TOOL,
+    [ATTR_GEN_AI_TOOL_NAME]: clip(ctx.toolName, MAX_ID_LENGTH),
+    [ATTR_JSONRPC_REQUEST_ID]: clip(String(ctx.request.id), MAX_ID_LENGTH),
+  };
+  const sessionId = ctx.request.sessionId;
+  if (typeof sessionId === 'string' && sessionId !== '') {
+    attributes[ATTR_MCP_SESSION_ID] = clip(sessionId, MAX_ID_LENGTH);
+  }
+  const version = protocolVersionOf(ctx) ?? config.protocolVersion;
+  if (version !== undefined) attributes[ATTR_MCP_PROTOCOL_VERSION] = version;
+  if (config.transport !== undefined) attributes[ATTR_NETWORK_TRANSPORT] = config.transport;
+  return attributes;
+}
+
+function protocolVersionOf(ctx: ToolContext): string | undefined {
+  const header = ctx.request.headers?.['mcp-protocol-version'];
+  const value = Array.isArray(header) ? header[0] : header;
+  return typeof value === 'string' && PROTOCOL_VERSION.test(value) ? value : undefined;
+}

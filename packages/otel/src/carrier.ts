@@ -1,0 +1,39 @@
+import type { Context, TextMapGetter, TextMapPropagator } from '@opentelemetry/api';
+import type { Logger } from '@toolgate/core';
+
+type Meta = Readonly<Record<string, unknown>>;
+
+// `_meta` comes from the client: read own string members only (never the prototype, never objects).
+const metaGetter: TextMapGetter<Meta> = {
+  keys: (carrier) => Object.keys(carrier),
+  get(carrier, key) {
+    if (!Object.hasOwn(carrier, key)) return undefined;
+    const value = carrier[key];
+    if (typeof value === 'string') return value;
+    if (Array.isArray(value) && value.every((item) => typeof item === 'string')) return value as string[];
+    return undefined;
+  },
+};
+
+/**
+ * The parent context of a call: the trace context a client put in `params._meta` (through the
+ * propagator), over the active context, which is also the fallback.
+ */
+export function extractParent(
+  propagator: TextMapPropagator,
+  meta: Meta | undefined,
+  active: Context,
+  logger: Logger,
+): Context {
+  if (meta === undefined || meta === null || typeof meta !== 'object') return active;
+  try {
+    return propagator.extract(active, meta, metaGetter);
+  } catch (error) {
+    // A custom propagator that throws must not fail the call; the span starts from the active context.
+    logger.warn(
+      { err: error },
+      'otel: the propagator threw while reading params._meta; using the active context',
+    );
+    return active;
+  }
+}

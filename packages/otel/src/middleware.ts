@@ -1,0 +1,165 @@
+import { type Attributes, context, isSpanContextValid, type Span, SpanKind, trace } from '@opentelemetry/api';
+import type {
+  Logger,
+  PolicyDecision,
+  ToolContext,
+  ToolDefinition,
+  ToolMiddleware,
+  ToolResult,
+} from '@toolgate/core';
+import { startAttributes } from './call-attributes.js';
+import { extractParent } from './carrier.js';
+import { type CallSettings, normaliseOptions, type OtelConfig } from './options.js';
+import { recordResultOutcome, recordThrownOutcome } from './outcome.js';
+import {
+  ATTR_ERROR_TYPE,
+  ATTR_GEN_AI_TOOL_CALL_ARGUMENTS,
+  ATTR_GEN_AI_TOOL_NAME,
+  ATTR_MCP_METHOD_NAME,
+  ATTR_TOOLGATE_DECISION_ACTION,
+  ATTR_TOOLGATE_DECISION_BY,
+  ATTR_TOOLGATE_DECISION_REASON,
+  EVENT_TOOLGATE_DECISION,
+  MCP_METHOD_TOOLS_CALL,
+  OTHER,
+} from './semconv.js';
+import type { OtelOptions } from './types.js';
+
+/** How the chain below ended: its result, or what it threw. */
+type Ending = { readonly result: ToolResult } | { readonly thrown: unknown };
+
+/**
+ * Traces every tool call: a SERVER span `tools/call {tool}` per the MCP semantic conventions, child of
+ * the trace context the client sent in `params._meta`, with the rest of the chain (and the handler)
+ * running inside it; the `mcp.server.operation.duration` histogram; policy decisions as span events.
+ * Put it first (outermost) so it times and sees everything.
+ */
+export function otel(options: OtelOptions = {}): ToolMiddleware {
+  const config = normaliseOptions(options);
+  return async function otelMiddleware(ctx, next) {
+    const settings = config.settingsFor(ctx.toolName);
+    if (settings === false) return next();
+    const logger = config.logger ?? ctx.logger;
+    const active = context.active();
+    const parent = extractParent(config.propagator, ctx.request.meta, active, logger);
+    // A name from the client that matches no tool must not become a span name (cardinality).
+    const name = ctx.tool === undefined ? MCP_METHOD_TOOLS_CALL : `${MCP_METHOD_TOOLS_CALL} ${ctx.tool.name}`;
+    const span = config.tracer.startSpan(
+      name,
+      { kind: SpanKind.SERVER, attributes: startAttributes(ctx, config) },
+      parent,
+    );
+    const spanContext = span.spanContext();
+    const valid = isSpanContextValid(spanContext);
+    if (valid) ctx.state.trace = { traceId: spanContext.traceId, spanId: spanContext.spanId };
+    if (settings.recordArguments && span.isRecording()) {
+      span.setAttribute(ATTR_GEN_AI_TOOL_CALL_ARGUMENTS, config.recorder.json(ctx.rawArgs));
+    }
+    let ending: Ending | undefined;
+    try {
+      // An invalid span (no SDK and no parent) has nothing to hand down: skip the context copy.
+      const below = valid
+        ? context.with(trace.setSpan(parent, span), next)
+        : parent === active
+          ? next()
+          : context.with(parent, next);
+      const result = await below;
+      ending = { result };
+      return result;
+    } catch (error) {
+      ending = { thrown: error };
+      throw error;
+    } finally {
+      finish(config, settings, span, ctx, ending, logger);
+    }
+  };
+}
+
+/** Records the outcome, ends the span and records the duration; never changes the call's outcome. */
+function finish(
+  config: OtelConfig,
+  settings: CallSettings,
+  span: Span,
+  ctx: ToolContext,
+  ending: Ending | undefined,
+  logger: Logger,
+): void {
+  let errorType: string | undefined;
+  try {
+    errorType =
+      ending === undefined || 'thrown' in ending
+        ? recordThrownOutcome(span, ctx, ending?.thrown, settings, config.recorder)
+        : recordResultOutcome(span, ctx, ending.result, settings, config.recorder);
+    if (span.isRecording()) {
+      // Added now, not before next(): inner middleware push decisions while the chain runs.
+      addDecisionEvents(span, ctx.decisions);
+      runHook(
+        settings.onSpan,
+        span,
+        ctx,
+        ending !== undefined && 'result' in ending ? ending.result : undefined,
+        logger,
+      );
+    }
+  } catch (error) {
+    logger.warn({ err: error, tool: ctx.toolName }, 'otel: recording the call on its span failed');
+  } finally {
+    span.end();
+  }
+  const histogram = config.durationHistogram();
+  if (histogram !== undefined) {
+    histogram.record((performance.now() - ctx.startTime) / 1000, metricAttributes(ctx.tool, errorType));
+  }
+}
+
+// Per registered tool, the attributes of a success are built once.
+const successAttributes = new WeakMap<ToolDefinition, Attributes>();
+
+// Metrics carry the tool only when it is registered: a client inventing names must not mint series.
+function metricAttributes(tool: ToolDefinition | undefined, errorType: string | undefined): Attributes {
+  if (tool !== undefined && errorType === undefined) {
+    let attributes = successAttributes.get(tool);
+    if (attributes === undefined) {
+      attributes = { [ATTR_MCP_METHOD_NAME]: MCP_METHOD_TOOLS_CALL, [ATTR_GEN_AI_TOOL_NAME]: tool.name };
+      successAttributes.set(tool, attributes);
+    }
+    return attributes;
+  }
+  const attributes: Attributes = {
+    [ATTR_MCP_METHOD_NAME]: MCP_METHOD_TOOLS_CALL,
+    [ATTR_GEN_AI_TOOL_NAME]: tool === undefined ? OTHER : tool.name,
+  };
+  if (errorType !== undefined) attributes[ATTR_ERROR_TYPE] = errorType;
+  return attributes;
+}
+
+function addDecisionEvents(span: Span, decisions: readonly PolicyDecision[]): void {
+  for (const decision of decisions) {
+    const attributes: Attributes = {
+      [ATTR_TOOLGATE_DECISION_BY]: String(decision.by),
+      [ATTR_TOOLGATE_DECISION_ACTION]: String(decision.action),
+    };
+    if (typeof decision.reason === 'string') attributes[ATTR_TOOLGATE_DECISION_REASON] = decision.reason;
+    span.addEvent(EVENT_TOOLGATE_DECISION, attributes);
+  }
+}
+
+// The user's hook runs in its own guard: a hook that throws or rejects is reported, never propagated.
+function runHook(
+  hook: CallSettings['onSpan'],
+  span: Span,
+  ctx: ToolContext,
+  result: ToolResult | undefined,
+  logger: Logger,
+): void {
+  if (hook === undefined) return;
+  const report = (error: unknown): void => {
+    logger.warn({ err: error, tool: ctx.toolName }, 'otel: the onSpan hook threw; ignored');
+  };
+  try {
+    const returned: unknown = hook(span, ctx, result);
+    if (returned instanceof Promise) returned.catch(report);
+  } catch (error) {
+    report(error);
+  }
+}

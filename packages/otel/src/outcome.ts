@@ -1,0 +1,98 @@
+import { type Span, SpanStatusCode } from '@opentelemetry/api';
+import { errorOf, isToolError, newIncidentId, type ToolContext, type ToolResult } from '@toolgate/core';
+import { errorTypeOf } from './error-type.js';
+import type { CallSettings } from './options.js';
+import { clip, type TextRecorder } from './recorded-text.js';
+import {
+  ATTR_ERROR_TYPE,
+  ATTR_EXCEPTION_MESSAGE,
+  ATTR_EXCEPTION_STACKTRACE,
+  ATTR_EXCEPTION_TYPE,
+  ATTR_GEN_AI_TOOL_CALL_RESULT,
+  ATTR_RPC_RESPONSE_STATUS_CODE,
+  ATTR_TOOLGATE_ERROR_CODE,
+  ATTR_TOOLGATE_INCIDENT_ID,
+  ERROR_TYPE_TOOL_ERROR,
+  EVENT_EXCEPTION,
+} from './semconv.js';
+
+// Core answers a call to an unknown (or disabled) tool with this JSON-RPC error after the chain ran.
+const JSONRPC_INVALID_PARAMS = '-32602';
+const MAX_STATUS_LENGTH = 1024;
+/** The status message of a thrown error: the raw message may hold paths, SQL or secrets. */
+export const THROWN_STATUS_MESSAGE = 'Internal error.';
+export const UNKNOWN_TOOL_STATUS_MESSAGE = 'Unknown tool.';
+
+/** Records a returned result on the span; returns its `error.type`, or undefined for a success. */
+export function recordResultOutcome(
+  span: Span,
+  ctx: ToolContext,
+  result: ToolResult,
+  settings: CallSettings,
+  recorder: TextRecorder,
+): string | undefined {
+  const envelope = errorOf(result);
+  if (settings.recordResult && span.isRecording()) {
+    const value = envelope ?? result.structuredContent ?? result.content;
+    span.setAttribute(ATTR_GEN_AI_TOOL_CALL_RESULT, recorder.json(value));
+  }
+  if (envelope === undefined) return undefined;
+  if (ctx.tool === undefined) {
+    // The client gets a JSON-RPC error, not this result: record it as the spec records RPC errors.
+    span.setAttribute(ATTR_ERROR_TYPE, JSONRPC_INVALID_PARAMS);
+    span.setAttribute(ATTR_RPC_RESPONSE_STATUS_CODE, JSONRPC_INVALID_PARAMS);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: UNKNOWN_TOOL_STATUS_MESSAGE });
+    return JSONRPC_INVALID_PARAMS;
+  }
+  span.setAttribute(ATTR_ERROR_TYPE, ERROR_TYPE_TOOL_ERROR);
+  span.setAttribute(ATTR_TOOLGATE_ERROR_CODE, envelope.error);
+  if (envelope.incidentId !== undefined) span.setAttribute(ATTR_TOOLGATE_INCIDENT_ID, envelope.incidentId);
+  // The envelope's message is what the model saw, already made safe by whoever built it.
+  span.setStatus({ code: SpanStatusCode.ERROR, message: clip(envelope.message, MAX_STATUS_LENGTH) });
+  return ERROR_TYPE_TOOL_ERROR;
+}
+
+/**
+ * Records a thrown error on the span; returns its `error.type`. A ToolError becomes its result (core
+ * answers with its code); anything else becomes `internal` under an incident id, which is set on the
+ * context here so that core's answer, its log entry and this span all carry the same one.
+ */
+export function recordThrownOutcome(
+  span: Span,
+  ctx: ToolContext,
+  error: unknown,
+  settings: CallSettings,
+  recorder: TextRecorder,
+): string {
+  if (isToolError(error)) {
+    span.setAttribute(ATTR_ERROR_TYPE, ERROR_TYPE_TOOL_ERROR);
+    span.setAttribute(ATTR_TOOLGATE_ERROR_CODE, error.code);
+    if (ctx.incidentId !== undefined) span.setAttribute(ATTR_TOOLGATE_INCIDENT_ID, ctx.incidentId);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: clip(error.message, MAX_STATUS_LENGTH) });
+    return ERROR_TYPE_TOOL_ERROR;
+  }
+  const type = errorTypeOf(error);
+  ctx.incidentId ??= newIncidentId();
+  span.setAttribute(ATTR_ERROR_TYPE, type);
+  span.setAttribute(ATTR_TOOLGATE_ERROR_CODE, 'internal');
+  span.setAttribute(ATTR_TOOLGATE_INCIDENT_ID, ctx.incidentId);
+  span.setStatus({ code: SpanStatusCode.ERROR, message: THROWN_STATUS_MESSAGE });
+  if (settings.recordErrorStack && span.isRecording()) {
+    const { message, stack } = describeThrown(error);
+    span.addEvent(EVENT_EXCEPTION, {
+      [ATTR_EXCEPTION_TYPE]: type,
+      [ATTR_EXCEPTION_MESSAGE]: recorder.text(message),
+      [ATTR_EXCEPTION_STACKTRACE]: recorder.text(stack),
+    });
+  }
+  return type;
+}
+
+function describeThrown(error: unknown): { message: string; stack: string } {
+  try {
+    if (error instanceof Error) return { message: error.message, stack: error.stack ?? '' };
+    return { message: String(error), stack: '' };
+  } catch {
+    return { message: '[unreadable error]', stack: '' };
+  }
+}

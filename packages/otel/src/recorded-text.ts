@@ -1,0 +1,39 @@
+import {
+  canonicalJson,
+  createSecretRedactor,
+  type RedactSecretsOptions,
+  redactSecretsInText,
+} from '@toolgate/core';
+
+const CUT_MARK = '…[truncated]';
+
+/** Cuts text to `max` characters, marking the cut. */
+export function clip(text: string, max: number): string {
+  if (text.length <= max) return text;
+  return `${text.slice(0, Math.max(0, max - CUT_MARK.length))}${CUT_MARK}`;
+}
+
+export interface TextRecorder {
+  /** A value as redacted, capped JSON (arguments, results). */
+  json(value: unknown): string;
+  /** Free text with secret patterns replaced, capped (error messages, stacks). */
+  text(value: string): string;
+}
+
+/** Redaction then JSON then a length cap: the only way a value from the call reaches a span. */
+export function createTextRecorder(redact: RedactSecretsOptions | undefined, max: number): TextRecorder {
+  const redactValue = createSecretRedactor(redact);
+  const patterns = redact?.patterns;
+  return {
+    json(value) {
+      try {
+        return clip(canonicalJson(redactValue(value)), max);
+      } catch {
+        return '[unserialisable]';
+      }
+    },
+    text(value) {
+      return clip(redactSecretsInText(value, patterns), max);
+    },
+  };
+}

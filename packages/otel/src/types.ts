@@ -1,0 +1,42 @@
+import type { MeterProvider, Span, TextMapPropagator, TracerProvider } from '@opentelemetry/api';
+import type { Logger, RedactSecretsOptions, ToolContext, ToolResult } from '@toolgate/core';
+
+/**
+ * Called with the tool span just before it ends, for recorded spans only: add attributes or events of
+ * your own. `result` is undefined when the chain threw. A hook that throws (or rejects) is logged and
+ * ignored; it can never break the call.
+ */
+export type OnSpanHook = (span: Span, ctx: ToolContext, result: ToolResult | undefined) => void;
+
+/** What a tool may override, or `false` in `tools` to opt out of tracing altogether. */
+export interface ToolOtelOptions {
+  /** Record the call's arguments (secrets redacted) as `gen_ai.tool.call.arguments`. @default false */
+  recordArguments?: boolean;
+  /** Record the call's result (secrets redacted) as `gen_ai.tool.call.result`. @default false */
+  recordResult?: boolean;
+  /** Record a thrown error's message and stack (secrets redacted) as an `exception` event. @default false */
+  recordErrorStack?: boolean;
+  /** A hook run just before the span ends; see `OnSpanHook`. @default undefined */
+  onSpan?: OnSpanHook;
+}
+
+export interface OtelOptions extends ToolOtelOptions {
+  /** Where spans go. @default the global tracer provider (`trace`), resolved on each call until one is registered */
+  tracerProvider?: TracerProvider;
+  /** Where the duration histogram goes. @default the global meter provider (`metrics`), re-read on each call */
+  meterProvider?: MeterProvider;
+  /** Reads `traceparent` / `tracestate` / `baggage` from `params._meta`. @default the global propagator (`propagation`) */
+  propagator?: TextMapPropagator;
+  /** The server's transport, recorded as `network.transport`: `pipe` for stdio, `tcp` for HTTP. @default undefined (not recorded) */
+  transport?: 'pipe' | 'tcp';
+  /** The MCP protocol version to record when the request carries no `mcp-protocol-version` header. @default undefined */
+  protocolVersion?: string;
+  /** Longest recorded arguments, result or stack text, in characters; longer text is cut. @default 4096 */
+  maxRecordedLength?: number;
+  /** Secret redaction applied to recorded arguments, results and stacks (core's redactor). @default core's defaults */
+  redact?: RedactSecretsOptions;
+  /** Where a throwing `onSpan` hook is reported. @default ctx.logger */
+  logger?: Logger;
+  /** Per-tool overrides by tool name; `false` turns tracing off for that tool. @default {} */
+  tools?: Record<string, ToolOtelOptions | false>;
+}
