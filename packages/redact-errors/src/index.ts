@@ -1,2 +1,11 @@
 // Public face of @toolgate/redact-errors: explicit named exports only.
-export {};
+export { classifyError } from './classify.js';
+export { redactErrors } from './redact-errors.js';
+export { scrubErrorText } from './scrub.js';
+export { ERROR_SCRUB_PATTERNS, INTERNAL_PATTERNS } from './scrub-patterns.js';
+export type {
+  ClassifyError,
+  ErrorClassification,
+  RedactErrorsOptions,
+  RedactErrorsToolOptions,
+} from './types.js';

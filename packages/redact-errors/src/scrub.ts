@@ -1,0 +1,101 @@
+import { DEFAULT_SECRET_KEYS, REDACTED, type SecretPattern } from '@toolgate/core';
+import { ERROR_SCRUB_PATTERNS } from './scrub-patterns.js';
+
+/** How many matches of each pattern were removed, by pattern name (for the server log). */
+export type RemovedCounts = Record<string, number>;
+
+/** Scrubs strings and nested values, counting what it removed. */
+export interface Scrubber {
+  text(text: string, removed: RemovedCounts): string;
+  value(value: unknown, removed: RemovedCounts): unknown;
+}
+
+const MAX_DEPTH = 32;
+// Strings found clean are remembered (hints and fixed messages repeat on every failure), bounded so
+// hostile input cannot grow it; strings that held something are never kept.
+const CLEAN_CACHE_SIZE = 512;
+const CLEAN_CACHE_MAX_LENGTH = 512;
+const SECRET_KEYS = DEFAULT_SECRET_KEYS.map(normaliseKey);
+
+/** Patterns must be global for `match` to count them and `replace` to replace every match. */
+export function asGlobal(pattern: SecretPattern): SecretPattern {
+  if (pattern.pattern.global) return pattern;
+  return { ...pattern, pattern: new RegExp(pattern.pattern.source, `${pattern.pattern.flags}g`) };
+}
+
+/**
+ * A scrubber over `patterns`, applied in order. Nested values keep their shape: every string (keys
+ * included) is scrubbed, and values under secret-looking keys (`password`, `token`, ...) are
+ * replaced whole, as core's secret redaction does.
+ */
+export function createScrubber(patterns: readonly SecretPattern[]): Scrubber {
+  const rules = patterns.map(asGlobal);
+  const clean = new Set<string>();
+  const text = (input: string, removed: RemovedCounts): string => {
+    if (clean.has(input)) return input;
+    let out = input;
+    let matched = false;
+    for (const { name, pattern, replace } of rules) {
+      const found = out.match(pattern);
+      if (found === null) continue;
+      matched = true;
+      removed[name] = (removed[name] ?? 0) + found.length;
+      out = out.replace(pattern, replace);
+    }
+    if (!matched && input.length <= CLEAN_CACHE_MAX_LENGTH) {
+      if (clean.size >= CLEAN_CACHE_SIZE) clean.clear();
+      clean.add(input);
+    }
+    return out;
+  };
+  const walk = (value: unknown, removed: RemovedCounts, depth: number, seen: Set<object>): unknown => {
+    if (typeof value === 'string') return text(value, removed);
+    if (typeof value !== 'object' || value === null) return value;
+    if (depth >= MAX_DEPTH) return '[Truncated]';
+    if (seen.has(value)) return '[Circular]';
+    seen.add(value);
+    try {
+      if (Array.isArray(value)) return value.map((item) => walk(item, removed, depth + 1, seen));
+      const out: Record<string, unknown> = {};
+      for (const [key, item] of Object.entries(value)) {
+        if (isSecretKey(key) && item !== null && item !== undefined) {
+          removed['secret-key'] = (removed['secret-key'] ?? 0) + 1;
+          out[text(key, removed)] = REDACTED;
+        } else {
+          out[text(key, removed)] = walk(item, removed, depth + 1, seen);
+        }
+      }
+      return out;
+    } finally {
+      seen.delete(value);
+    }
+  };
+  return { text, value: (value, removed) => walk(value, removed, 0, new Set()) };
+}
+
+const defaultScrubber = createScrubber(ERROR_SCRUB_PATTERNS);
+
+/**
+ * One string as the model would see it in an error: secrets, stack frames, paths, SQL, connection
+ * strings, hosts, IP addresses and environment dumps replaced. `patterns` replaces the defaults.
+ */
+export function scrubErrorText(text: string, patterns?: readonly SecretPattern[]): string {
+  const scrubber = patterns === undefined ? defaultScrubber : createScrubber(patterns);
+  return scrubber.text(text, {});
+}
+
+/** True when any pattern matched (a count above zero). */
+export function removedAny(removed: RemovedCounts): boolean {
+  for (const key in removed) if ((removed[key] ?? 0) > 0) return true;
+  return false;
+}
+
+function isSecretKey(key: string): boolean {
+  const normal = normaliseKey(key);
+  return SECRET_KEYS.some((fragment) => normal.includes(fragment));
+}
+
+// The same normalisation core's redactor uses, so `X-Api-Key` and `db_password` match.
+function normaliseKey(key: string): string {
+  return key.toLowerCase().replace(/[-_.\s]/g, '');
+}
