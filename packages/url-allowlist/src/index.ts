@@ -1,2 +1,13 @@
 // Public face of @toolgate/url-allowlist: explicit named exports only.
-export {};
+export { type UrlArgumentOptions, type UrlArgumentOverride, urlArgument } from './middleware.js';
+export { SAFE_RESPONSE_HEADERS } from './options.js';
+export { createUrlPolicy } from './policy.js';
+export { isUrlRefusedError, type UrlRefusalReason, UrlRefusedError } from './refusal.js';
+export type {
+  CheckedUrl,
+  Resolver,
+  UrlFetchInit,
+  UrlFetchResult,
+  UrlPolicy,
+  UrlPolicyOptions,
+} from './types.js';

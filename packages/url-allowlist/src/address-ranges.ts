@@ -1,0 +1,113 @@
+import { isIPv4, isIPv6 } from 'node:net';
+import ipaddr from 'ipaddr.js';
+
+type Address = ipaddr.IPv4 | ipaddr.IPv6;
+
+/** A parsed CIDR (a single address is a /32 or /128). */
+export type Cidr = readonly [Address, number];
+
+/**
+ * The verdict on one address: allowed (with its canonical text, what the connection dials), or the
+ * name of the range that refuses it (for the log).
+ */
+export type AddressVerdict =
+  | { readonly ok: true; readonly address: string }
+  | { readonly ok: false; readonly range: string };
+
+// Cloud metadata endpoints are refused even when `allowPrivate` names a range that holds them:
+// AWS/GCP/Azure/OpenStack, AWS ECS task and EKS pod identity, AWS IPv6, Alibaba Cloud.
+const METADATA_ADDRESSES: readonly string[] = [
+  '169.254.169.254',
+  '169.254.170.2',
+  '169.254.170.23',
+  'fd00:ec2::254',
+  'fd00:ec2::23',
+  '100.100.100.200',
+];
+const METADATA = new Set(METADATA_ADDRESSES.map((address) => ipaddr.parse(address).toNormalizedString()));
+
+const GLOBAL_UNICAST_V6 = ipaddr.parseCIDR('2000::/3');
+const NAT64_WELL_KNOWN = ipaddr.parseCIDR('64:ff9b::/96');
+
+/**
+ * Parses an address strictly. ipaddr.js alone is too lenient for a security check: it reads
+ * `0177.0.0.1` as octal and `::8.8.8.8` (IPv4-compatible) as IPv4-mapped. So IPv4 must be plain
+ * dotted decimal (`net.isIPv4`), and IPv6 is first canonicalised by the WHATWG URL parser, the same
+ * parser that produced the URL's host, so the address checked is the address connected to.
+ * Returns undefined for anything else (callers refuse it).
+ */
+export function parseAddress(text: string): Address | undefined {
+  if (isIPv4(text)) return ipaddr.IPv4.parse(text);
+  if (!isIPv6(text) || text.includes('%')) return undefined;
+  let canonical: string;
+  try {
+    canonical = new URL(`http://[${text}]/`).hostname.slice(1, -1);
+  } catch {
+    return undefined;
+  }
+  return ipaddr.IPv6.parse(canonical);
+}
+
+/** The canonical text of an address (what the pinned connection dials). */
+export function canonicalAddress(address: Address): string {
+  return address.toString();
+}
+
+/** Parses an `allowPrivate` entry: an address or a CIDR. Throws on anything malformed. */
+export function parseCidr(entry: string): Cidr {
+  const slash = entry.indexOf('/');
+  const address = parseAddress(slash === -1 ? entry : entry.slice(0, slash));
+  if (!address) throw new TypeError(`allowPrivate: "${entry}" is not an IP address or CIDR`);
+  const bits = address.kind() === 'ipv4' ? 32 : 128;
+  const prefixText = slash === -1 ? String(bits) : entry.slice(slash + 1);
+  const prefix = Number(prefixText);
+  if (!/^\d{1,3}$/.test(prefixText) || prefix > bits) {
+    throw new TypeError(`allowPrivate: "${entry}" has an invalid prefix length`);
+  }
+  return [address, prefix];
+}
+
+/**
+ * Decides whether a connection to `text` may be made. Everything that is not ordinary public
+ * unicast is refused, unless it is named in `allowPrivate`; metadata endpoints are refused always.
+ * IPv4 embedded in IPv6 (mapped, NAT64 well-known prefix) is unwrapped and judged as IPv4.
+ */
+export function checkAddress(text: string, allowPrivate: readonly Cidr[]): AddressVerdict {
+  const parsed = parseAddress(text);
+  if (!parsed) return { ok: false, range: text.includes('%') ? 'scoped' : 'unparseable' };
+  const address = unwrapEmbeddedIPv4(parsed);
+  if (
+    METADATA.has(address.toNormalizedString()) ||
+    (address !== parsed && METADATA.has(parsed.toNormalizedString()))
+  ) {
+    return { ok: false, range: 'metadata' };
+  }
+  const allowed = { ok: true, address: parsed.toString() } as const;
+  if (allowPrivate.some((cidr) => matches(address, cidr) || matches(parsed, cidr))) return allowed;
+  const range = rangeOf(address);
+  return range === 'unicast' ? allowed : { ok: false, range };
+}
+
+function rangeOf(address: Address): string {
+  const range = address.range();
+  if (range !== 'unicast') return range;
+  // ipaddr.js calls everything outside its special list "unicast"; on IPv6 only 2000::/3 is
+  // globally routed (this also refuses IPv4-compatible ::a.b.c.d and other unassigned space).
+  if (address.kind() === 'ipv6' && !address.match(GLOBAL_UNICAST_V6)) return 'reserved';
+  return 'unicast';
+}
+
+function unwrapEmbeddedIPv4(address: Address): Address {
+  if (address.kind() !== 'ipv6') return address;
+  const v6 = address as ipaddr.IPv6;
+  if (v6.isIPv4MappedAddress()) return v6.toIPv4Address();
+  if (v6.match(NAT64_WELL_KNOWN)) {
+    const [high = 0, low = 0] = v6.parts.slice(6);
+    return new ipaddr.IPv4([high >> 8, high & 0xff, low >> 8, low & 0xff]);
+  }
+  return address;
+}
+
+function matches(address: Address, [network, prefix]: Cidr): boolean {
+  return address.kind() === network.kind() && address.match(network, prefix);
+}

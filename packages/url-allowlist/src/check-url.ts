@@ -1,0 +1,188 @@
+import { checkAddress } from './address-ranges.js';
+import { matchesHost, type NormalHost, normaliseHost } from './host-pattern.js';
+import { defaultPort, type NormalPolicy } from './options.js';
+import { UrlRefusedError } from './refusal.js';
+import type { CheckedUrl } from './types.js';
+
+// Names of cloud metadata services, refused by name whatever the allowlist says.
+const METADATA_NAMES: ReadonlySet<string> = new Set([
+  'metadata.google.internal',
+  'metadata.goog',
+  'metadata',
+  'instance-data',
+  'instance-data.ec2.internal',
+]);
+
+// Whitespace and control characters: the WHATWG parser silently strips or drops them, so the URL
+// the model wrote would not be the URL checked. Refuse instead of guessing.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
+const CONTROL_OR_SPACE = /[\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200f\u2028-\u202f\u205f\u3000\ufeff]/;
+
+const BAD_URL_HINT = 'Give an absolute URL such as https://host.example/path, without spaces.';
+
+/**
+ * Parses and checks a URL against the policy, resolving its host once. Rejects with a
+ * `UrlRefusedError` naming the URL's host; resolved addresses go to `detail` (the log) only.
+ */
+export async function checkUrl(
+  policy: NormalPolicy,
+  input: string | URL,
+  signal: AbortSignal | undefined,
+): Promise<CheckedUrl> {
+  const { url, host } = parseTarget(policy, input);
+  const scheme = url.protocol.slice(0, -1);
+  const port = url.port === '' ? defaultPort(scheme) : Number(url.port);
+  if (host.kind !== 'domain') {
+    // A literal is judged by its address first, so the table of numeric forms is refused as such.
+    const verdict = checkAddress(host.name, policy.allowPrivate);
+    if (!verdict.ok) throw addressRefusal(host.name, verdict.range, { addresses: [host.name] });
+  }
+  if (!matchesHost(host, policy.patterns)) {
+    throw new UrlRefusedError('host', `Host ${host.name} is not on this tool's allowlist.`, {
+      host: host.name,
+      hint: hostHint(policy),
+    });
+  }
+  if (!policy.ports[scheme as 'https' | 'http'].has(port)) {
+    throw new UrlRefusedError('port', `Port ${port} is not allowed for ${host.name}.`, {
+      host: host.name,
+      hint: `Use the ${scheme} URL without a port, or one of the allowed ports: ${[...policy.ports[scheme as 'https' | 'http']].join(', ')}.`,
+    });
+  }
+  const addresses = host.kind === 'domain' ? await resolveChecked(policy, host.name, signal) : [host.name];
+  url.hostname = host.kind === 'ipv6' ? `[${host.name}]` : host.name;
+  return { url, hostname: host.name, port, addresses: Object.freeze(addresses) };
+}
+
+function parseTarget(policy: NormalPolicy, input: string | URL): { url: URL; host: NormalHost } {
+  const text = input instanceof URL ? input.href : input;
+  if (typeof text !== 'string' || text.length === 0 || text.length > policy.maxUrlLength) {
+    throw new UrlRefusedError('malformed', `Not a URL, or longer than ${policy.maxUrlLength} characters.`, {
+      hint: BAD_URL_HINT,
+    });
+  }
+  if (CONTROL_OR_SPACE.test(text)) {
+    throw new UrlRefusedError('malformed', 'The URL contains spaces or control characters.', {
+      hint: 'Percent-encode spaces and special characters in the path and query.',
+    });
+  }
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new UrlRefusedError('malformed', 'Not a valid absolute URL.', { hint: BAD_URL_HINT });
+  }
+  const scheme = url.protocol.slice(0, -1);
+  if (!policy.schemes.has(scheme)) {
+    throw new UrlRefusedError('scheme', `The URL scheme "${scheme}:" is not allowed.`, {
+      hint: `Only ${[...policy.schemes].join(' and ')} URLs can be fetched.`,
+    });
+  }
+  if (url.username !== '' || url.password !== '' || authorityOf(text).includes('@')) {
+    throw new UrlRefusedError('userinfo', 'URLs with a user name or password (user@host) are not accepted.', {
+      hint: 'Remove the part before "@" and give the host directly; credentials are never sent in URLs.',
+    });
+  }
+  const host = normaliseHost(url.hostname);
+  if (!host) {
+    throw new UrlRefusedError('malformed', 'The URL has an invalid host name.', { hint: BAD_URL_HINT });
+  }
+  if (METADATA_NAMES.has(host.name)) {
+    throw new UrlRefusedError(
+      'metadata',
+      `Host ${host.name} is a cloud metadata service and cannot be fetched.`,
+      {
+        host: host.name,
+        hint: 'Do not retry; this address is never reachable from tools.',
+      },
+    );
+  }
+  return { url, host };
+}
+
+/** The authority as written (after `scheme:` and any slashes, before the path): finds a bare `@`. */
+function authorityOf(text: string): string {
+  const rest = text.slice(text.indexOf(':') + 1).replace(/^[/\\]+/, '');
+  return rest.split(/[/\\?#]/, 1)[0] ?? '';
+}
+
+async function resolveChecked(
+  policy: NormalPolicy,
+  hostname: string,
+  signal: AbortSignal | undefined,
+): Promise<string[]> {
+  let answers: readonly string[];
+  try {
+    answers = await abortable(policy.resolve(hostname), signal);
+  } catch (error) {
+    if (signal?.aborted) throw error;
+    throw unresolvable(hostname, error);
+  }
+  if (!Array.isArray(answers) || answers.length === 0) throw unresolvable(hostname, undefined);
+  const addresses: string[] = [];
+  for (const answer of answers) {
+    const verdict = typeof answer === 'string' ? checkAddress(answer, policy.allowPrivate) : undefined;
+    if (!verdict?.ok) {
+      throw addressRefusal(hostname, verdict?.range ?? 'unparseable', { addresses: answers });
+    }
+    addresses.push(verdict.address);
+  }
+  return addresses;
+}
+
+function addressRefusal(host: string, range: string, detail: Record<string, unknown>): UrlRefusedError {
+  if (range === 'metadata') {
+    return new UrlRefusedError(
+      'metadata',
+      `Host ${host} is a cloud metadata service and cannot be fetched.`,
+      {
+        host,
+        detail: { ...detail, range },
+        hint: 'Do not retry; this address is never reachable from tools.',
+      },
+    );
+  }
+  return new UrlRefusedError(
+    'address',
+    `Host ${host} is not allowed: it is or resolves to a private, loopback, link-local or reserved address.`,
+    {
+      host,
+      detail: { ...detail, range },
+      hint: 'Only public hosts on the allowlist can be fetched. Do not retry with another spelling of the host.',
+    },
+  );
+}
+
+function unresolvable(host: string, cause: unknown): UrlRefusedError {
+  return new UrlRefusedError('unresolvable', `Host ${host} could not be resolved.`, {
+    host,
+    cause,
+    hint: 'Check the host name for typos; if it is right, the service may be down: tell the user.',
+  });
+}
+
+function hostHint(policy: NormalPolicy): string {
+  if (!policy.hintAllowedHosts)
+    return 'Only hosts on the allowlist can be fetched. Do not retry with another host.';
+  return `Only these hosts can be fetched: ${policy.patterns.map((pattern) => pattern.source).join(', ')}.`;
+}
+
+/** Settles with `promise`, or rejects with the signal's reason as soon as it aborts. */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}

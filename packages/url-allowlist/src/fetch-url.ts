@@ -1,0 +1,252 @@
+import { Agent, fetch as undiciFetch } from 'undici';
+import type { NormalPolicy } from './options.js';
+import { createPinnedConnector } from './pinned-connector.js';
+import { UrlRefusedError } from './refusal.js';
+import type { CheckedUrl, UrlFetchInit, UrlFetchResult } from './types.js';
+
+type Check = (url: string | URL, signal: AbortSignal) => Promise<CheckedUrl>;
+
+const REDIRECT_STATUSES: ReadonlySet<number> = new Set([301, 302, 303, 307, 308]);
+// Set by the client from the checked URL and the body; a caller's own value would let it
+// address another virtual host on the pinned server, or desynchronise the framing.
+const FORBIDDEN_REQUEST_HEADERS: ReadonlySet<string> = new Set([
+  'host',
+  'connection',
+  'content-length',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+// Dropped when a redirect leaves the origin (as the Fetch standard does for authorization).
+const CREDENTIAL_HEADERS: readonly string[] = ['authorization', 'cookie', 'proxy-authorization'];
+
+interface HopRequest {
+  method: string;
+  headers: Record<string, string>;
+  body: string | Uint8Array | undefined;
+}
+
+/**
+ * Fetches a checked URL over a pinned connection, following redirects by hand: each Location is
+ * checked as a new URL (scheme, host, port, resolution) before anything connects to it.
+ */
+export async function fetchUrl(
+  policy: NormalPolicy,
+  check: Check,
+  first: CheckedUrl | string | URL,
+  init: UrlFetchInit,
+): Promise<UrlFetchResult> {
+  const deadline = AbortSignal.timeout(policy.timeoutMs);
+  const signal = init.signal ? AbortSignal.any([init.signal, deadline]) : deadline;
+  let request = initialRequest(init);
+  let host = isCheckedUrl(first) ? first.hostname : undefined;
+  try {
+    let checked = isCheckedUrl(first) ? first : await check(first, signal);
+    host = checked.hostname;
+    for (let redirects = 0; ; redirects += 1) {
+      const hop = await fetchPinned(policy, checked, request, signal);
+      if (hop.location === undefined) return { ...hop.result, redirects };
+      if (redirects >= policy.maxRedirects) {
+        throw new UrlRefusedError('redirects', `${host} redirected more than ${policy.maxRedirects} times.`, {
+          host,
+          retryable: false,
+          hint: 'The page cannot be fetched through this tool; tell the user.',
+        });
+      }
+      const next = await checkRedirect(check, checked, hop.location, signal);
+      request = redirectedRequest(request, hop.result.status, checked.url.origin !== next.url.origin);
+      checked = next;
+      host = checked.hostname;
+    }
+  } catch (error) {
+    if (deadline.aborted) {
+      throw new UrlRefusedError(
+        'timeout',
+        `Fetching ${host ?? 'the URL'} took longer than ${policy.timeoutMs} ms.`,
+        {
+          ...(host !== undefined && { host }),
+          cause: error,
+        },
+      );
+    }
+    throw error;
+  }
+}
+
+function isCheckedUrl(value: CheckedUrl | string | URL): value is CheckedUrl {
+  return typeof value === 'object' && !(value instanceof URL);
+}
+
+async function checkRedirect(
+  check: Check,
+  from: CheckedUrl,
+  location: string,
+  signal: AbortSignal,
+): Promise<CheckedUrl> {
+  let target: URL;
+  try {
+    target = new URL(location, from.url);
+  } catch (cause) {
+    throw new UrlRefusedError('malformed', `${from.hostname} redirected to an invalid URL.`, {
+      host: from.hostname,
+      cause,
+      hint: 'The page cannot be fetched through this tool; tell the user.',
+    });
+  }
+  try {
+    return await check(target, signal);
+  } catch (error) {
+    if (!(error instanceof UrlRefusedError)) throw error;
+    // Same reason and code, told as a redirect: the model did not ask for that URL.
+    throw new UrlRefusedError(
+      error.reason,
+      `${from.hostname} redirected to a URL that is refused: ${error.message}`,
+      {
+        ...(error.host !== undefined && { host: error.host }),
+        detail: { ...error.detail, redirectFrom: from.hostname },
+        hint: 'The redirect target is not allowed. Do not retry; tell the user the page cannot be fetched here.',
+        cause: error,
+      },
+    );
+  }
+}
+
+function initialRequest(init: UrlFetchInit): HopRequest {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(init.headers ?? {})) {
+    const lower = name.toLowerCase();
+    if (FORBIDDEN_REQUEST_HEADERS.has(lower)) throw new TypeError(`fetch: the ${lower} header cannot be set`);
+    headers[lower] = value;
+  }
+  return { method: (init.method ?? 'GET').toUpperCase(), headers, body: init.body };
+}
+
+/** 303 (and 301/302 after a POST) turn into a body-less GET, as browsers do; 307/308 replay. */
+function redirectedRequest(request: HopRequest, status: number, crossOrigin: boolean): HopRequest {
+  const toGet =
+    (status === 303 && request.method !== 'HEAD') ||
+    ((status === 301 || status === 302) && request.method === 'POST');
+  const headers = { ...request.headers };
+  if (toGet) {
+    for (const name of ['content-type', 'content-encoding', 'content-language']) delete headers[name];
+  }
+  if (crossOrigin) for (const name of CREDENTIAL_HEADERS) delete headers[name];
+  return toGet ? { method: 'GET', headers, body: undefined } : { ...request, headers };
+}
+
+interface Hop {
+  result: Omit<UrlFetchResult, 'redirects'>;
+  location: string | undefined;
+}
+
+async function fetchPinned(
+  policy: NormalPolicy,
+  checked: CheckedUrl,
+  request: HopRequest,
+  signal: AbortSignal,
+): Promise<Hop> {
+  const protocol = checked.url.protocol === 'http:' ? 'http:' : 'https:';
+  const agent = new Agent({
+    connect: createPinnedConnector(
+      { protocol, hostname: checked.hostname, port: checked.port, address: checked.addresses[0]! },
+      { ca: policy.ca, timeoutMs: policy.timeoutMs },
+    ),
+  });
+  try {
+    let response: Awaited<ReturnType<typeof undiciFetch>>;
+    try {
+      response = await undiciFetch(checked.url, {
+        method: request.method,
+        headers: request.headers,
+        ...(request.body !== undefined && { body: request.body }),
+        redirect: 'manual',
+        signal,
+        dispatcher: agent,
+      });
+    } catch (cause) {
+      if (signal.aborted) throw cause;
+      policy.logger.warn(
+        { host: checked.hostname, address: checked.addresses[0], port: checked.port, err: cause },
+        'url-allowlist: connection failed',
+      );
+      throw new UrlRefusedError('connect', `Could not connect to ${checked.hostname}.`, {
+        host: checked.hostname,
+        cause,
+      });
+    }
+    const location = REDIRECT_STATUSES.has(response.status) ? response.headers.get('location') : null;
+    if (location !== null) {
+      await response.body?.cancel();
+      return { result: emptyResult(policy, response, checked), location };
+    }
+    const { body, bytes, truncated } = await readCapped(response.body, policy.maxBodyBytes);
+    return {
+      location: undefined,
+      result: {
+        status: response.status,
+        headers: keptHeaders(policy, response.headers),
+        body,
+        bytes,
+        truncated,
+        url: checked.url.href,
+        ...(truncated && {
+          note: `The response body was cut at ${policy.maxBodyBytes} bytes; only its beginning is shown.`,
+        }),
+      },
+    };
+  } finally {
+    // One agent per hop: it can only ever reach the origin it was pinned for.
+    await agent.destroy().catch(() => undefined);
+  }
+}
+
+function emptyResult(
+  policy: NormalPolicy,
+  response: Awaited<ReturnType<typeof undiciFetch>>,
+  checked: CheckedUrl,
+): Hop['result'] {
+  return {
+    status: response.status,
+    headers: keptHeaders(policy, response.headers),
+    body: '',
+    bytes: 0,
+    truncated: false,
+    url: checked.url.href,
+  };
+}
+
+function keptHeaders(
+  policy: NormalPolicy,
+  headers: Headers | Iterable<[string, string]>,
+): Record<string, string> {
+  const kept: Record<string, string> = {};
+  for (const [name, value] of headers) if (policy.responseHeaders.has(name)) kept[name] = value;
+  return kept;
+}
+
+/** Reads at most `max` bytes, then cancels the stream (the rest is never downloaded). */
+async function readCapped(
+  stream: ReadableStream<Uint8Array> | null,
+  max: number,
+): Promise<{ body: string; bytes: number; truncated: boolean }> {
+  if (!stream) return { body: '', bytes: 0, truncated: false };
+  const reader = stream.getReader();
+  const decoder = new TextDecoder('utf-8');
+  let body = '';
+  let bytes = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return { body: body + decoder.decode(), bytes, truncated: false };
+    const room = max - bytes;
+    if (value.byteLength > room) {
+      body += decoder.decode(value.subarray(0, room));
+      await reader.cancel();
+      return { body, bytes: max, truncated: true };
+    }
+    bytes += value.byteLength;
+    body += decoder.decode(value, { stream: true });
+  }
+}

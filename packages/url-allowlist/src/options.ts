@@ -1,0 +1,93 @@
+import { lookup } from 'node:dns/promises';
+import { createSilentLogger, type Logger } from '@toolgate/core';
+import { type Cidr, parseCidr } from './address-ranges.js';
+import { type HostPattern, parseHostPattern } from './host-pattern.js';
+import type { Resolver, UrlPolicyOptions } from './types.js';
+
+/** Response headers `fetch` returns by default: content metadata and caching, never cookies. */
+export const SAFE_RESPONSE_HEADERS: readonly string[] = [
+  'cache-control',
+  'content-language',
+  'content-length',
+  'content-type',
+  'date',
+  'etag',
+  'expires',
+  'last-modified',
+  'location',
+  'retry-after',
+];
+
+const DEFAULT_PORTS = { https: 443, http: 80 } as const;
+
+/** The options once normalised: every list parsed, every default filled in. */
+export interface NormalPolicy {
+  readonly patterns: readonly HostPattern[];
+  readonly schemes: ReadonlySet<string>;
+  /** Allowed ports per scheme. */
+  readonly ports: Readonly<Record<'https' | 'http', ReadonlySet<number>>>;
+  readonly allowPrivate: readonly Cidr[];
+  readonly resolve: Resolver;
+  readonly maxRedirects: number;
+  readonly maxBodyBytes: number;
+  readonly timeoutMs: number;
+  readonly maxUrlLength: number;
+  readonly responseHeaders: ReadonlySet<string>;
+  readonly hintAllowedHosts: boolean;
+  readonly ca: string | Buffer | (string | Buffer)[] | undefined;
+  readonly logger: Logger;
+}
+
+/** The default resolver: the OS resolver (as `http.get` would use), every A and AAAA answer. */
+export const lookupAll: Resolver = async (hostname) => {
+  const answers = await lookup(hostname, { all: true, verbatim: true });
+  return answers.map((answer) => answer.address);
+};
+
+export function normalisePolicyOptions(options: UrlPolicyOptions): NormalPolicy {
+  if (typeof options !== 'object' || options === null) throw new TypeError('createUrlPolicy: give options');
+  if (!Array.isArray(options.allow) || options.allow.length === 0) {
+    throw new TypeError('createUrlPolicy: allow must list at least one host');
+  }
+  const schemes = options.schemes ?? ['https'];
+  if (schemes.length === 0 || !schemes.every((scheme) => scheme === 'https' || scheme === 'http')) {
+    throw new TypeError('createUrlPolicy: schemes may only contain "https" and "http"');
+  }
+  const ports = options.ports?.map((port) => {
+    if (!Number.isInteger(port) || port < 1 || port > 65535) {
+      throw new TypeError(`createUrlPolicy: port ${String(port)} is not an integer in 1..65535`);
+    }
+    return port;
+  });
+  const portsOf = (scheme: 'https' | 'http'): ReadonlySet<number> =>
+    new Set(ports ?? [DEFAULT_PORTS[scheme]]);
+  return {
+    patterns: options.allow.map(parseHostPattern),
+    schemes: new Set(schemes),
+    ports: { https: portsOf('https'), http: portsOf('http') },
+    allowPrivate: (options.allowPrivate ?? []).map(parseCidr),
+    resolve: options.resolve ?? lookupAll,
+    maxRedirects: count('maxRedirects', options.maxRedirects, 5, 0),
+    maxBodyBytes: count('maxBodyBytes', options.maxBodyBytes, 1024 * 1024, 1),
+    timeoutMs: count('timeoutMs', options.timeoutMs, 10_000, 1),
+    maxUrlLength: count('maxUrlLength', options.maxUrlLength, 8192, 16),
+    responseHeaders: new Set(
+      (options.responseHeaders ?? SAFE_RESPONSE_HEADERS).map((name) => name.toLowerCase()),
+    ),
+    hintAllowedHosts: options.hintAllowedHosts ?? true,
+    ca: typeof options.ca === 'object' && !Buffer.isBuffer(options.ca) ? [...options.ca] : options.ca,
+    logger: options.logger ?? createSilentLogger(),
+  };
+}
+
+export function defaultPort(scheme: string): number {
+  return scheme === 'http' ? DEFAULT_PORTS.http : DEFAULT_PORTS.https;
+}
+
+function count(name: string, value: number | undefined, fallback: number, min: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || value < min) {
+    throw new TypeError(`createUrlPolicy: ${name} must be an integer >= ${min}`);
+  }
+  return value;
+}

@@ -1,0 +1,134 @@
+import { describe, expect, it } from 'vitest';
+import { checkAddress, parseCidr } from '../src/address-ranges.js';
+import { createUrlPolicy } from '../src/index.js';
+import { stubResolver } from './support/stub-resolver.js';
+
+const PUBLIC = '93.184.216.34';
+
+describe('createUrlPolicy: allowlist entries are normalised at creation', () => {
+  it.each([
+    ['*', 'is not a host name'],
+    ['*.com', 'is too broad'],
+    ['a.*.example.org', 'is not a host name'],
+    ['*example.org', 'is not a host name'],
+    ['https://api.example.com', 'is not a host name'],
+    ['api.example.com:443', 'is not a host name'],
+    ['api.example.com/path', 'is not a host name'],
+    ['user@api.example.com', 'is not a host name'],
+    [' api.example.com', 'is not a host name'],
+    ['*.127.0.0.1', 'puts a wildcard on an IP address'],
+    ['a$b.example.com', 'is not a valid host name'],
+    ['api..example.com', 'is not a valid host name'],
+  ])('refuses %s', (entry, message) => {
+    expect(() => createUrlPolicy({ allow: [entry] })).toThrow(message);
+  });
+
+  it('refuses an empty allowlist, unknown schemes, bad ports and bad allowPrivate entries', () => {
+    expect(() => createUrlPolicy({ allow: [] })).toThrow('allow must list at least one host');
+    expect(() => createUrlPolicy({ allow: ['a.example'], schemes: ['ftp' as 'http'] })).toThrow(
+      'schemes may only contain',
+    );
+    expect(() => createUrlPolicy({ allow: ['a.example'], ports: [0] })).toThrow('port 0 is not an integer');
+    expect(() => createUrlPolicy({ allow: ['a.example'], allowPrivate: ['0177.0.0.1'] })).toThrow(
+      'is not an IP address or CIDR',
+    );
+    expect(() => createUrlPolicy({ allow: ['a.example'], allowPrivate: ['10.0.0.0/33'] })).toThrow(
+      'invalid prefix length',
+    );
+    expect(() => createUrlPolicy({ allow: ['a.example'], maxRedirects: -1 })).toThrow('maxRedirects must be');
+  });
+
+  it('normalises case, trailing dots, IDNA and IPv6 brackets in entries', async () => {
+    const dns = stubResolver({ 'api.example.com': [PUBLIC], 'xn--bcher-kva.example': [PUBLIC] });
+    const policy = createUrlPolicy({
+      allow: ['API.Example.COM.', 'Bücher.example', '[2606:4700:0::1]'],
+      resolve: dns.resolve,
+    });
+    expect((await policy.check('https://api.example.com/')).hostname).toBe('api.example.com');
+    expect((await policy.check('https://xn--bcher-kva.example/')).hostname).toBe('xn--bcher-kva.example');
+    const literal = await policy.check('https://[2606:4700::1]/');
+    expect([literal.hostname, literal.addresses, literal.url.href]).toEqual([
+      '2606:4700::1',
+      ['2606:4700::1'],
+      'https://[2606:4700::1]/',
+    ]);
+  });
+});
+
+describe('wildcard entries', () => {
+  const dns = stubResolver({
+    'a.example.org': [PUBLIC],
+    'a.b.example.org': [PUBLIC],
+    'example.org': [PUBLIC],
+  });
+  const policy = createUrlPolicy({ allow: ['*.example.org'], resolve: dns.resolve });
+
+  it('match one or more labels before the suffix', async () => {
+    expect((await policy.check('https://a.example.org/')).hostname).toBe('a.example.org');
+    expect((await policy.check('https://a.b.example.org/')).hostname).toBe('a.b.example.org');
+  });
+
+  it.each([
+    'https://example.org/',
+    'https://evil-example.org/',
+    'https://example.org.evil.com/',
+    'https://xexample.org/',
+  ])('do not match %s', async (url) => {
+    await expect(policy.check(url)).rejects.toMatchObject({ reason: 'host', code: 'permission_denied' });
+  });
+
+  it('the hint lists the allowlist, or not when hintAllowedHosts is false', async () => {
+    await expect(policy.check('https://evil.com/')).rejects.toMatchObject({
+      hint: 'Only these hosts can be fetched: *.example.org.',
+    });
+    const quiet = createUrlPolicy({
+      allow: ['*.example.org'],
+      resolve: dns.resolve,
+      hintAllowedHosts: false,
+    });
+    await expect(quiet.check('https://evil.com/')).rejects.toMatchObject({
+      hint: 'Only hosts on the allowlist can be fetched. Do not retry with another host.',
+    });
+  });
+});
+
+describe('address checks', () => {
+  it('allowPrivate opens exactly the named addresses and CIDRs, in mapped form too', () => {
+    const allow = [parseCidr('127.0.0.1'), parseCidr('10.20.0.0/16'), parseCidr('fd12::/16')];
+    expect(checkAddress('127.0.0.1', allow)).toEqual({ ok: true, address: '127.0.0.1' });
+    expect(checkAddress('::ffff:127.0.0.1', allow)).toEqual({ ok: true, address: '::ffff:7f00:1' });
+    expect(checkAddress('10.20.255.1', allow)).toEqual({ ok: true, address: '10.20.255.1' });
+    expect(checkAddress('fd12:0:0::5', allow)).toEqual({ ok: true, address: 'fd12::5' });
+    expect(checkAddress('127.0.0.2', allow)).toEqual({ ok: false, range: 'loopback' });
+    expect(checkAddress('10.21.0.1', allow)).toEqual({ ok: false, range: 'private' });
+    expect(checkAddress('::1', allow)).toEqual({ ok: false, range: 'loopback' });
+  });
+
+  it('metadata addresses stay refused even inside an allowPrivate range', () => {
+    const allow = [parseCidr('169.254.0.0/16'), parseCidr('fd00::/8'), parseCidr('100.64.0.0/10')];
+    expect(checkAddress('169.254.1.1', allow)).toEqual({ ok: true, address: '169.254.1.1' });
+    for (const address of ['169.254.169.254', '::ffff:169.254.169.254', 'fd00:ec2::254', '100.100.100.200']) {
+      expect(checkAddress(address, allow)).toEqual({ ok: false, range: 'metadata' });
+    }
+  });
+
+  it('judges embedded IPv4 as IPv4: public NAT64 and mapped pass, private ones do not', () => {
+    expect(checkAddress('64:ff9b::5db8:d822', [])).toEqual({ ok: true, address: '64:ff9b::5db8:d822' });
+    expect(checkAddress('::ffff:93.184.216.34', [])).toEqual({ ok: true, address: '::ffff:5db8:d822' });
+    expect(checkAddress('64:ff9b::c0a8:101', [])).toEqual({ ok: false, range: 'private' });
+    expect(checkAddress('::ffff:10.0.0.1', [])).toEqual({ ok: false, range: 'private' });
+  });
+
+  it('reads ::a.b.c.d as IPv4-compatible (not mapped) and refuses it, public or not', () => {
+    expect(checkAddress('::8.8.8.8', [])).toEqual({ ok: false, range: 'reserved' });
+    expect(checkAddress('::127.0.0.1', [])).toEqual({ ok: false, range: 'reserved' });
+  });
+
+  it('passes ordinary public unicast, IPv4 and IPv6', () => {
+    expect(checkAddress(PUBLIC, [])).toEqual({ ok: true, address: PUBLIC });
+    expect(checkAddress('2606:2800:0220:0001:248:1893:25C8:1946', [])).toEqual({
+      ok: true,
+      address: '2606:2800:220:1:248:1893:25c8:1946',
+    });
+  });
+});
