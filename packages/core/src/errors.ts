@@ -1,4 +1,5 @@
 import { ERROR_CODE_DEFAULTS, type ErrorCode } from './codes.js';
+import type { ArgumentIssue } from './result.js';
 
 // A registry symbol, so the brand survives two copies of this package in one process.
 const TOOL_ERROR_BRAND = Symbol.for('toolgate.ToolError');
@@ -10,6 +11,8 @@ export interface ToolErrorOptions {
   retryable?: boolean;
   /** How long to wait before retrying, in milliseconds. */
   retryAfterMs?: number;
+  /** For `invalid_argument`: each refused field and what it expects. */
+  fields?: ArgumentIssue[];
   /** The underlying error, kept for the server log, never shown to the model. */
   cause?: unknown;
 }
@@ -23,6 +26,7 @@ export class ToolError extends Error {
   readonly hint: string;
   readonly retryable: boolean;
   readonly retryAfterMs: number | undefined;
+  readonly fields: ArgumentIssue[] | undefined;
 
   constructor(code: ErrorCode, message: string, options: ToolErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -31,6 +35,7 @@ export class ToolError extends Error {
     this.hint = options.hint ?? ERROR_CODE_DEFAULTS[code].hint;
     this.retryable = options.retryable ?? ERROR_CODE_DEFAULTS[code].retryable;
     this.retryAfterMs = options.retryAfterMs;
+    this.fields = options.fields;
     Object.defineProperty(this, TOOL_ERROR_BRAND, { value: true });
   }
 }

@@ -163,8 +163,15 @@ async function innermost(ctx: ToolContext): Promise<ToolResult> {
   try {
     result = await tool.handler(ctx.args, ctx);
   } catch (error) {
-    if (isToolError(error)) return toolErrorResult(error);
-    throw error;
+    if (!isToolError(error)) throw error;
+    if (error.cause === undefined) return toolErrorResult(error);
+    // The model sees the ToolError; the log keeps what caused it, under the id the model sees.
+    ctx.incidentId ??= newIncidentId();
+    ctx.logger.error(
+      { incidentId: ctx.incidentId, tool: tool.name, requestId: ctx.request.id, code: error.code, err: error },
+      'tool error with a cause',
+    );
+    return toolErrorResult(error, ctx.incidentId);
   }
   if (!isToolResult(result)) {
     throw new TypeError(`Tool ${tool.name} returned ${typeof result}; a handler must return ok() or fail()`);

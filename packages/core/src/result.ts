@@ -90,6 +90,7 @@ export function resultFromEnvelope(envelope: ErrorEnvelope): ToolResult {
 export function toolErrorResult(error: ToolError, incidentId?: string): ToolResult {
   const options: FailOptions = { hint: error.hint, retryable: error.retryable };
   if (error.retryAfterMs !== undefined) options.retryAfterMs = error.retryAfterMs;
+  if (error.fields !== undefined) options.fields = error.fields;
   if (incidentId !== undefined) options.incidentId = incidentId;
   return fail(error.code, error.message, options);
 }

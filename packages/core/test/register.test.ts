@@ -50,6 +50,11 @@ const failing = defineTool({
   handler: async ({ id }) => {
     if (id === 'missing') return fail('not_found', `No order ${id}.`, { hint: 'Check the id.' });
     if (id === 'thrown') throw new ToolError('permission_denied', 'Not yours.');
+    if (id === '-rf') {
+      throw new ToolError('invalid_argument', 'The id cannot start with a dash.', {
+        fields: [{ path: 'id', expected: 'an id that does not start with "-"' }],
+      });
+    }
     if (id === 'crash') throw new Error('connect ECONNREFUSED 10.0.0.5:5432 at /srv/app/db.js:10');
     if (id === 'not-a-result') return { id } as never;
     return ok({ id });
@@ -190,6 +195,31 @@ describe('registerTools: the result contract through a real client', () => {
       hint: 'This call is not allowed for this user. Do not retry; tell the user it cannot be done here.',
       retryable: false,
     });
+  });
+
+  it('a ToolError with a cause shows an incident id; the log keeps the cause under it', async () => {
+    const entries: LogEntry[] = [];
+    const tool = defineTool({
+      name: 'caused',
+      description: 'Fails with a cause.',
+      input: {},
+      handler: () => {
+        throw new ToolError('unavailable', 'Orders are unavailable.', { cause: new Error('connect ECONNREFUSED') });
+      },
+    });
+    const c = await serve([tool], [], { logger: recordingLogger(entries) });
+    const envelope = expectFailure(await c.callTool('caused'));
+    expect(envelope).toMatchObject({ error: 'unavailable', incidentId: expect.stringMatching(/^inc_/) });
+    expect(entries).toHaveLength(1);
+    expect(entries[0]!.fields.incidentId).toBe(envelope.incidentId);
+    expect(((entries[0]!.fields.err as Error).cause as Error).message).toBe('connect ECONNREFUSED');
+  });
+
+  it('a thrown ToolError carries its fields', async () => {
+    const c = await serve([failing]);
+    expect(expectFailure(await c.callTool('get_order_status', { id: '-rf' })).fields).toEqual([
+      { path: 'id', expected: 'an id that does not start with "-"' },
+    ]);
   });
 
   it('anything else thrown becomes internal with an incident id; the log gets the full error', async () => {
