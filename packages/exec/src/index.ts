@@ -1,2 +1,17 @@
 // Public face of @toolgate/exec: explicit named exports only.
-export {};
+export {
+  type ArgEntry,
+  type ArgSpec,
+  type ArgText,
+  type ArgValue,
+  isArgValue,
+  type OptionOptions,
+  option,
+  type ValueOptions,
+  value,
+} from './arg-spec.js';
+export { ArgumentRefusal } from './argument-refusal.js';
+export { DEFAULT_EXEC_ENV } from './environment.js';
+export { execTool } from './exec-tool.js';
+export { safeExec } from './safe-exec.js';
+export type { ExecOptions, ExecOutcome, ExecToolOptions, ExitCodeMapping, SafeExecOptions } from './types.js';

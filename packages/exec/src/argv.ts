@@ -1,0 +1,115 @@
+import { type ArgSpec, isArgValue } from './arg-spec.js';
+import { ArgumentRefusal } from './argument-refusal.js';
+
+/** An argv entry as a declaration may return it: skipped when false, null or undefined. */
+export type ArgEntry = ArgSpec | false | null | undefined;
+
+// NUL ends a C string early; line breaks split records in programs that read argv as lines.
+const CONTROL = /[\0\n\r]/;
+
+const DASH_HINT =
+  'Values are passed to the program as data and may not start with "-" (that would read as an option). Remove the leading "-".';
+const CONTROL_HINT = 'Remove NUL bytes and line breaks from the value and call again.';
+
+/**
+ * Builds the argv array for one call and enforces the rules every element obeys:
+ * - no element contains NUL, `\n` or `\r`;
+ * - a model value (`value()`, `option()`, or a plain string identical to a string or number in the
+ *   input) starting with `-` is refused, unless its position allows it (`allowDash`) or it comes after
+ *   the declaration's own `--` (the bare `-`, read as stdin/stdout by many programs even as an operand,
+ *   still needs `allowDash`);
+ * - the total size stays within `maxArgvBytes`.
+ * `input` is the call's validated arguments; `undefined` for `safeExec`, where positions name the field.
+ */
+export function buildArgv(entries: readonly ArgEntry[], input: unknown, maxArgvBytes: number): string[] {
+  if (!Array.isArray(entries)) throw new TypeError('args must return an array');
+  const inputTexts = indexInputTexts(input);
+  const argv: string[] = [];
+  let afterSeparator = false;
+  entries.forEach((entry, index) => {
+    if (entry === false || entry === null || entry === undefined) return;
+    if (typeof entry === 'string') {
+      const fromInput = inputTexts.get(entry);
+      refuseControl(entry, fromInput ?? findContainingPath(entry, inputTexts) ?? `argv[${index}]`);
+      if (fromInput === undefined) {
+        if (entry === '--') afterSeparator = true;
+      } else {
+        // An untagged value from the input: checked as if it were value().
+        refuseDash(entry, fromInput, afterSeparator, false);
+      }
+      argv.push(entry);
+      return;
+    }
+    if (!isArgValue(entry)) {
+      throw new TypeError(
+        `args[${index}] must be a string, value() or option(); got ${Array.isArray(entry) ? 'an array' : typeof entry}`,
+      );
+    }
+    const path = inputTexts.get(entry.text) ?? `argv[${index}]`;
+    refuseControl(entry.text, path);
+    refuseDash(entry.text, path, afterSeparator, entry.allowDash);
+    if (entry.flag === undefined) {
+      argv.push(entry.text);
+    } else if (afterSeparator) {
+      throw new TypeError(
+        `args[${index}]: option(${entry.flag}) after "--" would be an operand, not an option`,
+      );
+    } else if (entry.inline) {
+      argv.push(entry.flag.startsWith('--') ? `${entry.flag}=${entry.text}` : `${entry.flag}${entry.text}`);
+    } else {
+      argv.push(entry.flag, entry.text);
+    }
+  });
+  const bytes = argv.reduce((sum, element) => sum + Buffer.byteLength(element) + 1, 0);
+  if (bytes > maxArgvBytes) {
+    throw new ArgumentRefusal(
+      `The arguments are too long (${bytes} bytes; at most ${maxArgvBytes}).`,
+      'Pass shorter values.',
+      { path: '(arguments)', expected: `at most ${maxArgvBytes} bytes in all` },
+    );
+  }
+  return argv;
+}
+
+function refuseControl(text: string, path: string): void {
+  if (CONTROL.test(text)) {
+    throw new ArgumentRefusal(`Argument ${path} contains a NUL byte or a line break.`, CONTROL_HINT, {
+      path,
+      expected: 'text without NUL bytes or line breaks',
+    });
+  }
+}
+
+function refuseDash(text: string, path: string, afterSeparator: boolean, allowDash: boolean): void {
+  if (allowDash || !text.startsWith('-')) return;
+  if (afterSeparator && text !== '-') return;
+  throw new ArgumentRefusal(`Argument ${path} may not start with "-".`, DASH_HINT, {
+    path,
+    expected: 'a value that does not start with "-"',
+  });
+}
+
+/** Every string and number in the input, as text, with the dotted path of its first occurrence. */
+function indexInputTexts(input: unknown): Map<string, string> {
+  const texts = new Map<string, string>();
+  const walk = (node: unknown, path: string, depth: number): void => {
+    if (typeof node === 'string' || typeof node === 'number' || typeof node === 'bigint') {
+      const text = String(node);
+      if (!texts.has(text)) texts.set(text, path || '(arguments)');
+      return;
+    }
+    if (typeof node !== 'object' || node === null || depth > 32) return;
+    for (const [key, child] of Object.entries(node)) walk(child, path ? `${path}.${key}` : key, depth + 1);
+  };
+  walk(input, '', 0);
+  return texts;
+}
+
+/** The path of an input value with a control character that a declaration built into a longer element. */
+function findContainingPath(element: string, inputTexts: Map<string, string>): string | undefined {
+  if (!CONTROL.test(element)) return undefined;
+  for (const [text, path] of inputTexts) {
+    if (CONTROL.test(text) && element.includes(text)) return path;
+  }
+  return undefined;
+}

@@ -1,0 +1,54 @@
+import { type ResolvedCommand, resolveCommand, resolveWorkingDirectory } from './command.js';
+import { buildEnvironment } from './environment.js';
+import type { ExecOptions } from './types.js';
+
+/** Every option checked and defaulted once, at creation. */
+export interface NormalisedExecOptions {
+  readonly command: ResolvedCommand;
+  readonly cwd: string;
+  readonly env: Readonly<Record<string, string>>;
+  readonly timeoutMs: number;
+  readonly maxOutputBytes: number;
+  readonly killAfterOutputBytes: number;
+  readonly killGraceMs: number;
+  readonly stderrTailBytes: number;
+  readonly maxArgvBytes: number;
+}
+
+export const DEFAULT_TIMEOUT_MS = 10_000;
+export const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024;
+export const DEFAULT_KILL_GRACE_MS = 2000;
+export const DEFAULT_STDERR_TAIL_BYTES = 2048;
+export const DEFAULT_MAX_ARGV_BYTES = 128 * 1024;
+
+/** Checks the command, cwd and environment and fills in the defaults; throws a TypeError on a bad option. */
+export function normaliseExecOptions(command: string, options: ExecOptions): NormalisedExecOptions {
+  const maxOutputBytes = positive(options.maxOutputBytes, DEFAULT_MAX_OUTPUT_BYTES, 'maxOutputBytes');
+  const killAfterOutputBytes = positive(
+    options.killAfterOutputBytes,
+    4 * maxOutputBytes,
+    'killAfterOutputBytes',
+  );
+  if (killAfterOutputBytes < maxOutputBytes) {
+    throw new TypeError('exec: killAfterOutputBytes must be at least maxOutputBytes');
+  }
+  return Object.freeze({
+    command: resolveCommand(command, options.allow),
+    cwd: resolveWorkingDirectory(options.cwd),
+    env: buildEnvironment(options.env, options.inheritEnv),
+    timeoutMs: positive(options.timeoutMs, DEFAULT_TIMEOUT_MS, 'timeoutMs'),
+    maxOutputBytes,
+    killAfterOutputBytes,
+    killGraceMs: positive(options.killGraceMs, DEFAULT_KILL_GRACE_MS, 'killGraceMs'),
+    stderrTailBytes: positive(options.stderrTailBytes, DEFAULT_STDERR_TAIL_BYTES, 'stderrTailBytes'),
+    maxArgvBytes: positive(options.maxArgvBytes, DEFAULT_MAX_ARGV_BYTES, 'maxArgvBytes'),
+  });
+}
+
+function positive(candidate: number | undefined, fallback: number, name: string): number {
+  if (candidate === undefined) return fallback;
+  if (!Number.isSafeInteger(candidate) || candidate <= 0) {
+    throw new TypeError(`exec: ${name} must be a positive integer, got ${String(candidate)}`);
+  }
+  return candidate;
+}

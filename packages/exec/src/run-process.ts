@@ -1,0 +1,133 @@
+import { type ChildProcess, type SpawnOptions, spawn } from 'node:child_process';
+import { type Logger, redactSecretsInText, ToolError } from '@toolgate/core';
+import type { NormalisedExecOptions } from './options.js';
+import { OutputCapture } from './output-capture.js';
+import { signalProcessTree } from './process-tree.js';
+import type { ExecOutcome } from './types.js';
+
+// After the child exits, how long pipes still held open by an escaped descendant may delay the result.
+const PIPE_DRAIN_MS = 250;
+
+type StopReason = 'timeout' | 'aborted' | 'output';
+
+/**
+ * Spawns the checked command with an already checked argv and waits for it. Resolves with the
+ * outcome (any exit code); throws a `timeout` ToolError when the deadline or the signal stopped it and
+ * an `unavailable` ToolError when it could not start.
+ */
+export function runProcess(
+  options: NormalisedExecOptions,
+  argv: readonly string[],
+  signal: AbortSignal | undefined,
+  logger: Logger,
+): Promise<ExecOutcome> {
+  if (signal?.aborted) {
+    return Promise.reject(new ToolError('timeout', 'The call was cancelled before the program started.'));
+  }
+  const spawnOptions: SpawnOptions = {
+    shell: false,
+    cwd: options.cwd,
+    env: options.env,
+    argv0: options.command.declared,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    // A group of its own, so the whole tree can be signalled at once (see process-tree.ts).
+    detached: true,
+    windowsHide: true,
+  };
+  // Guard against a future edit: nothing here may ever go through a shell.
+  if (spawnOptions.shell !== false) throw new Error('exec: refusing to spawn through a shell');
+  const started = performance.now();
+  const stdout = new OutputCapture(options.maxOutputBytes, 0);
+  const stderr = new OutputCapture(options.maxOutputBytes, options.stderrTailBytes);
+
+  return new Promise<ExecOutcome>((resolve, reject) => {
+    let child: ChildProcess;
+    try {
+      child = spawn(options.command.real, [...argv], spawnOptions);
+    } catch (error) {
+      reject(spawnFailure(options, error, logger));
+      return;
+    }
+    let stopReason: StopReason | undefined;
+    let settled = false;
+    const timers: NodeJS.Timeout[] = [];
+
+    const stop = (reason: StopReason): void => {
+      if (stopReason !== undefined) return;
+      stopReason = reason;
+      signalProcessTree(child, 'SIGTERM');
+      timers.push(setTimeout(() => signalProcessTree(child, 'SIGKILL'), options.killGraceMs).unref());
+    };
+    const onAbort = (): void => stop('aborted');
+    const cleanUp = (): void => {
+      for (const timer of timers) clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    const watch = (stream: NodeJS.ReadableStream | null, capture: OutputCapture): void => {
+      stream?.on('data', (chunk: Buffer) => {
+        capture.push(chunk);
+        if (capture.total > options.killAfterOutputBytes) stop('output');
+      });
+    };
+
+    watch(child.stdout, stdout);
+    watch(child.stderr, stderr);
+    timers.push(setTimeout(() => stop('timeout'), options.timeoutMs));
+    signal?.addEventListener('abort', onAbort, { once: true });
+
+    child.on('error', (error) => {
+      // Only a failed spawn has no pid; signalling errors are handled where they happen.
+      if (settled || child.pid !== undefined) return;
+      settled = true;
+      cleanUp();
+      reject(spawnFailure(options, error, logger));
+    });
+    child.on('exit', () => {
+      // Descendants left behind in the group are stopped with it: a tool call leaves no processes.
+      signalProcessTree(child, 'SIGKILL');
+      // A descendant that left the group may still hold the pipes open; do not wait for it forever.
+      timers.push(
+        setTimeout(() => {
+          child.stdout?.destroy();
+          child.stderr?.destroy();
+        }, PIPE_DRAIN_MS).unref(),
+      );
+    });
+    child.on('close', (exitCode: number | null, exitSignal: NodeJS.Signals | null) => {
+      if (settled) return;
+      settled = true;
+      cleanUp();
+      if (stopReason === 'timeout') {
+        reject(
+          new ToolError('timeout', `The program ran past its ${options.timeoutMs} ms limit and was stopped.`),
+        );
+        return;
+      }
+      if (stopReason === 'aborted') {
+        reject(new ToolError('timeout', 'The call was cancelled and the program was stopped.'));
+        return;
+      }
+      resolve({
+        exitCode,
+        signal: exitSignal,
+        stdout: stdout.text(),
+        stderr: stderr.text(),
+        stdoutBytes: stdout.total,
+        stderrBytes: stderr.total,
+        truncated: stdout.truncated || stderr.truncated,
+        stoppedForOutput: stopReason === 'output',
+        stderrTail: redactSecretsInText(stderr.tailText()),
+        durationMs: performance.now() - started,
+      });
+    });
+  });
+}
+
+function spawnFailure(options: NormalisedExecOptions, error: unknown, logger: Logger): ToolError {
+  logger.error(
+    { command: options.command.declared, real: options.command.real, cwd: options.cwd, err: error },
+    'exec: the program could not be started',
+  );
+  // Logged here in full (with the command and cwd); no `cause`, so core does not log it twice.
+  return new ToolError('unavailable', 'The program could not be started.');
+}

@@ -1,0 +1,78 @@
+import { existsSync, mkdtempSync, readFileSync, realpathSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { type Logger, registerTools, type ToolDefinition, type ToolMiddleware } from '@toolgate/core';
+import { connectTestClient, type TestClient } from '@toolgate/core/testing';
+
+/** The node binary itself (symlinks resolved), the one program every test runs. */
+export const NODE = realpathSync(process.execPath);
+const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
+/** Prints JSON of its argv, env and cwd. */
+export const ECHO = path.join(fixtures, 'echo.mjs');
+/** Exits, floods, spawns grandchildren... as its first argument says. */
+export const BEHAVE = path.join(fixtures, 'behave.mjs');
+
+/** A fresh directory under the system temp dir, symlinks resolved. */
+export function scratchDir(): string {
+  return realpathSync(mkdtempSync(path.join(tmpdir(), 'toolgate-exec-')));
+}
+
+export interface LogEntry {
+  level: string;
+  fields: Record<string, unknown>;
+  message: string | undefined;
+}
+
+export function recordingLogger(entries: LogEntry[]): Logger {
+  const at =
+    (level: string) =>
+    (fields: Record<string, unknown>, message?: string): void => {
+      entries.push({ level, fields, message });
+    };
+  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+}
+
+/** A real McpServer with the tools registered, and a real SDK client connected to it. */
+export async function serve(
+  tools: ToolDefinition[],
+  logger: Logger,
+  middleware: ToolMiddleware[] = [],
+): Promise<TestClient> {
+  const server = new McpServer({ name: 'exec-test', version: '1.0.0' });
+  registerTools(server, tools, { logger, middleware });
+  return connectTestClient(server);
+}
+
+async function until(done: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** The pids a `behave.mjs tree` program wrote, once it has written them. */
+export async function readPids(pidFile: string): Promise<{ child: number; grandchild: number }> {
+  await until(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8').endsWith('}'), pidFile);
+  return JSON.parse(readFileSync(pidFile, 'utf8')) as { child: number; grandchild: number };
+}
+
+function isGone(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return true;
+    throw error;
+  }
+}
+
+/**
+ * Resolves once `process.kill(pid, 0)` throws ESRCH. Polls: a killed orphan stays a zombie until
+ * init reaps it, and some container inits reap late.
+ */
+export async function expectGone(pid: number): Promise<void> {
+  await until(() => isGone(pid), `pid ${pid} to be gone`);
+}
