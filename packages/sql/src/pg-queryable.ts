@@ -1,0 +1,116 @@
+import { markConnectionFailure } from './database-error.js';
+import { abortRace, abortReason, readOnlySettings } from './transaction-start.js';
+import type { Queryable, QueryRows, QueryRunner, ReadOnlyOptions } from './types.js';
+
+/** The part of a `pg` Client (or PoolClient) this adapter uses. */
+export interface PgClientLike {
+  query(config: { text: string; values?: unknown[] }): Promise<QueryRows>;
+}
+
+/** The part of a `pg` Pool this adapter uses. */
+export interface PgPoolLike {
+  connect(): Promise<PgClientLike & { release(destroy?: boolean | Error): void }>;
+  query(text: string, values?: unknown[]): Promise<unknown>;
+  readonly totalCount: number;
+}
+
+function isPool(value: PgPoolLike | PgClientLike): value is PgPoolLike {
+  return typeof (value as PgPoolLike).connect === 'function' && 'totalCount' in value;
+}
+
+/**
+ * A Queryable over `pg`. With a Pool, each call checks out one client for its transaction (calls run
+ * in parallel); an aborted call cancels its statement (`pg_cancel_backend`) and drops that connection
+ * rather than returning it to the pool. With a single Client, calls are serialised (one transaction
+ * at a time on one connection) and an abort stops the wait while the statement itself ends at the
+ * statement timeout.
+ */
+export function pgQueryable(poolOrClient: PgPoolLike | PgClientLike): Queryable {
+  if (typeof poolOrClient !== 'object' || poolOrClient === null || typeof poolOrClient.query !== 'function') {
+    throw new TypeError('pgQueryable: pass a pg Pool or Client');
+  }
+  if (isPool(poolOrClient)) return poolQueryable(poolOrClient);
+  return clientQueryable(poolOrClient);
+}
+
+function poolQueryable(pool: PgPoolLike): Queryable {
+  return {
+    engine: 'pg',
+    async readOnly<T>(options: ReadOnlyOptions, work: (runner: QueryRunner) => Promise<T>): Promise<T> {
+      const signal = options.signal;
+      if (signal?.aborted) throw abortReason(signal);
+      const settings = readOnlySettings(options.timeoutMs);
+      let client: Awaited<ReturnType<PgPoolLike['connect']>>;
+      try {
+        client = await abortRace(pool.connect(), signal);
+      } catch (error) {
+        throw signal?.aborted ? error : markConnectionFailure(error);
+      }
+      let aborted = false;
+      const onAbort = (): void => {
+        aborted = true;
+        const pid = (client as { processID?: unknown }).processID;
+        // Best effort: the statement timeout bounds the statement anyway.
+        if (typeof pid === 'number') pool.query('SELECT pg_cancel_backend($1)', [pid]).catch(() => undefined);
+      };
+      const transaction = runTransaction<T>(client, settings, options, work).then(
+        (value) => {
+          // An aborted connection is never reused: a late cancel must not hit the next caller.
+          client.release(aborted);
+          return value;
+        },
+        (error: unknown) => {
+          client.release(aborted || isBroken(error));
+          throw error;
+        },
+      );
+      return abortRace(transaction, signal, onAbort);
+    },
+  };
+}
+
+function clientQueryable(client: PgClientLike): Queryable {
+  // One connection holds one transaction at a time; later calls wait their turn.
+  let queue: Promise<unknown> = Promise.resolve();
+  return {
+    engine: 'pg',
+    readOnly<T>(options: ReadOnlyOptions, work: (runner: QueryRunner) => Promise<T>): Promise<T> {
+      const signal = options.signal;
+      if (signal?.aborted) return Promise.reject(abortReason(signal));
+      const settings = readOnlySettings(options.timeoutMs);
+      const transaction = queue.then(() => runTransaction<T>(client, settings, options, work));
+      queue = transaction.catch(() => undefined);
+      return abortRace(transaction, signal);
+    },
+  };
+}
+
+async function runTransaction<T>(
+  client: PgClientLike,
+  settings: string,
+  options: ReadOnlyOptions,
+  work: (runner: QueryRunner) => Promise<T>,
+): Promise<T> {
+  if (options.signal?.aborted) throw abortReason(options.signal);
+  try {
+    // No parameters, so pg sends both statements in one simple-protocol round trip.
+    await client.query({ text: `BEGIN READ ONLY; ${settings}` });
+  } catch (error) {
+    throw isBroken(error) ? markConnectionFailure(error) : error;
+  }
+  try {
+    const result = await work({
+      query: (text, values) => client.query({ text, values: values as unknown[] }),
+    });
+    await client.query({ text: 'COMMIT' });
+    return result;
+  } catch (error) {
+    if (!isBroken(error)) await client.query({ text: 'ROLLBACK' }).catch(() => undefined);
+    throw error;
+  }
+}
+
+// pg's server errors carry a severity; anything else thrown mid-transaction is the connection's.
+function isBroken(error: unknown): boolean {
+  return typeof error !== 'object' || error === null || !('severity' in error);
+}

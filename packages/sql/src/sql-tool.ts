@@ -1,0 +1,66 @@
+import { defineTool, ok, type ToolContext, type ToolDefinition, type ToolResult } from '@toolgate/core';
+import { buildCompiledQuery } from './build-query.js';
+import { type CompiledQuery, compileDeclaration } from './compile.js';
+import { toToolError } from './database-error.js';
+import { inputShape, outputShape } from './input-schema.js';
+import { resultNote } from './note.js';
+import { readRows } from './rows.js';
+import type { BindValue, SqlToolOptions } from './types.js';
+
+const DEFAULT_TIMEOUT_MS = 5000;
+
+/**
+ * Defines a read-only SQL tool from a declaration. The model fills typed fields (one per filter,
+ * `sort`, `limit`); the SQL text comes only from the declaration, checked here, and every value is a
+ * `$n` parameter. Each call runs in a read-only transaction with a statement timeout and answers
+ * `{ items, total }` with a note on how many of how many were returned.
+ */
+export function sqlTool(options: SqlToolOptions): ToolDefinition {
+  const what = `sqlTool(${String(options?.name)})`;
+  if (typeof options?.db?.readOnly !== 'function') {
+    throw new TypeError(`${what}: db must be a Queryable, e.g. pgQueryable(pool) or pgliteQueryable(db)`);
+  }
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
+    throw new TypeError(`${what}: timeoutMs must be a positive integer`);
+  }
+  const compiled = compileDeclaration(options, what);
+  const noun = options.noun ?? 'rows';
+  const db = options.db;
+  const tool = defineTool({
+    name: options.name,
+    ...(options.title !== undefined && { title: options.title }),
+    description: options.description,
+    input: inputShape(compiled),
+    output: outputShape(compiled),
+    annotations: { ...options.annotations, readOnlyHint: true, openWorldHint: false },
+    ...(options.middleware !== undefined && { middleware: options.middleware }),
+    handler: (args, ctx) => runSqlTool(compiled, db, timeoutMs, noun, args, ctx as ToolContext),
+  });
+  return tool as unknown as ToolDefinition;
+}
+
+async function runSqlTool(
+  compiled: CompiledQuery,
+  db: SqlToolOptions['db'],
+  timeoutMs: number,
+  noun: string,
+  args: Record<string, unknown>,
+  ctx: ToolContext,
+): Promise<ToolResult> {
+  const bound: Record<string, BindValue> = {};
+  for (const binding of compiled.bindings) bound[binding.name] = binding.resolve(ctx);
+  const query = buildCompiledQuery(compiled, args, bound);
+  let rows: Record<string, unknown>[];
+  try {
+    rows = await db.readOnly({ timeoutMs, signal: ctx.signal }, async (runner) => {
+      return (await runner.query(query.text, query.values)).rows;
+    });
+  } catch (error) {
+    // Core logs a thrown ToolError with its cause (the raw driver error) under an incident id.
+    throw toToolError(error, ctx.signal, timeoutMs);
+  }
+  const { items, total } = readRows(compiled, rows);
+  const note = resultNote(items.length, total, noun, query.limit, compiled.limit.max, query.requestedLimit);
+  return ok({ items, total }, { total, note });
+}

@@ -1,0 +1,48 @@
+const starts = new Map<number, string>();
+
+/**
+ * The statements that open a call's transaction, for a timeout in ms. `SET` takes no parameters, so
+ * the timeout is written into the text; it is checked to be a positive integer first.
+ */
+export function readOnlySettings(timeoutMs: number): string {
+  let text = starts.get(timeoutMs);
+  if (text === undefined) {
+    if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
+      throw new TypeError(`timeoutMs must be a positive integer, got ${String(timeoutMs)}`);
+    }
+    text = `SET LOCAL statement_timeout = ${timeoutMs}`;
+    starts.set(timeoutMs, text);
+  }
+  return text;
+}
+
+/** `work`, or a rejection as soon as `signal` aborts (then `onAbort` runs); the listener is removed after. */
+export function abortRace<T>(
+  work: Promise<T>,
+  signal: AbortSignal | undefined,
+  onAbort?: () => void,
+): Promise<T> {
+  if (!signal) return work;
+  return new Promise<T>((resolve, reject) => {
+    const abort = (): void => {
+      onAbort?.();
+      reject(abortReason(signal));
+    };
+    signal.addEventListener('abort', abort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener('abort', abort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', abort);
+        reject(error);
+      },
+    );
+  });
+}
+
+/** The error an aborted call rejects with. */
+export function abortReason(signal: AbortSignal): unknown {
+  return signal.reason ?? new Error('The operation was aborted.');
+}

@@ -1,0 +1,159 @@
+import { PGlite } from '@electric-sql/pglite';
+import pg from 'pg';
+import {
+  pgliteQueryable,
+  pgQueryable,
+  type Queryable,
+  type QueryRunner,
+  type ReadOnlyOptions,
+} from '../src/index.js';
+
+export const SCHEMA = 'toolgate_sql_test';
+const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL;
+
+if (process.env.CI === 'true' && !TEST_DATABASE_URL) {
+  throw new Error(
+    'TEST_DATABASE_URL must be set in CI: the SQL tests must run on a real PostgreSQL server too',
+  );
+}
+
+/** A database under test: the adapter the tools use and a side door for fixtures and checks. */
+export interface TestDatabase {
+  readonly db: Queryable;
+  rows(text: string, values?: unknown[]): Promise<Record<string, unknown>[]>;
+  /** A Queryable whose connection is dead (on PGlite the database itself is closed: call it last). */
+  deadQueryable(): Promise<Queryable>;
+  close(): Promise<void>;
+}
+
+export interface Engine {
+  readonly name: string;
+  /** Whether an abort can stop a statement that is already running. */
+  readonly cancelsRunningStatements: boolean;
+  open(): Promise<TestDatabase>;
+}
+
+const FIXTURE = `
+DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE;
+CREATE SCHEMA ${SCHEMA};
+CREATE TABLE ${SCHEMA}.orders (
+  id integer PRIMARY KEY,
+  customer_id integer NOT NULL,
+  customer_email text NOT NULL,
+  status text NOT NULL,
+  total_cents integer NOT NULL,
+  placed_on date NOT NULL,
+  created_at timestamptz NOT NULL,
+  note text
+);
+INSERT INTO ${SCHEMA}.orders VALUES
+  (1, 1, 'alice@example.com', 'shipped', 1500, '2024-01-01', now() - interval '1 day', 'gift wrap please'),
+  (2, 1, 'alice@example.com', 'pending', 2500, '2024-01-02', now() - interval '10 days', NULL),
+  (3, 2, 'bob@example.com', 'shipped', 500, '2024-01-03', now() - interval '2 days', 'leave at door'),
+  (4, 2, 'bob_smith@example.com', 'cancelled', 9900, '2024-01-04', now() - interval '40 days', '100% refund_due'),
+  (5, 3, '50%off@example.com', 'delivered', 7000, '2024-01-05', now() - interval '3 days', NULL),
+  (6, 3, 'a\\b@example.com', 'paid', 3000, '2024-01-05', now() - interval '5 days', 'path a\\b'),
+  (7, 4, 'carol@example.org', 'shipped', 12000, '2024-01-31', now() - interval '100 days', NULL),
+  (8, 4, 'o''hara@example.com', 'paid', 100, '2024-02-01', now() - interval '12 hours', 'gift');
+CREATE VIEW ${SCHEMA}.slow_orders AS SELECT o.* FROM ${SCHEMA}.orders o, pg_sleep(0.3);
+CREATE VIEW ${SCHEMA}.very_slow_orders AS SELECT o.* FROM ${SCHEMA}.orders o, pg_sleep(5);
+`;
+
+const pgliteEngine: Engine = {
+  name: 'pglite',
+  cancelsRunningStatements: false,
+  async open() {
+    const database = await PGlite.create();
+    await database.exec(FIXTURE);
+    await database.exec('CREATE ROLE toolgate_sql_noaccess NOLOGIN');
+    return {
+      db: pgliteQueryable(database),
+      async rows(text, values) {
+        return (await database.query<Record<string, unknown>>(text, values)).rows;
+      },
+      async deadQueryable() {
+        // A second PGlite costs seconds to boot; closing this one is just as dead, so it runs last.
+        await database.close();
+        return pgliteQueryable(database);
+      },
+      async close() {
+        if (!database.closed) await database.close();
+      },
+    };
+  },
+};
+
+const postgresEngine = (url: string): Engine => ({
+  name: 'postgresql',
+  cancelsRunningStatements: true,
+  async open() {
+    const pool = new pg.Pool({ connectionString: url, max: 4, application_name: 'toolgate_sql_test' });
+    await pool.query(FIXTURE);
+    await pool.query(
+      `DO $$ BEGIN CREATE ROLE toolgate_sql_noaccess NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$`,
+    );
+    return {
+      db: pgQueryable(pool),
+      async rows(text, values) {
+        return (await pool.query(text, values)).rows as Record<string, unknown>[];
+      },
+      async deadQueryable() {
+        const client = new pg.Client({ connectionString: url, application_name: 'toolgate_sql_dead' });
+        client.on('error', () => undefined);
+        await client.connect();
+        const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+        await pool.query('SELECT pg_terminate_backend($1)', [rows[0]!.pid]);
+        return pgQueryable(client);
+      },
+      async close() {
+        await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
+        await pool.end();
+      },
+    };
+  },
+});
+
+/** PGlite always; the real server too when TEST_DATABASE_URL is set. */
+export const ENGINES: Engine[] = TEST_DATABASE_URL
+  ? [pgliteEngine, postgresEngine(TEST_DATABASE_URL)]
+  : [pgliteEngine];
+
+/** A Queryable that records every transaction and statement before passing it on. */
+export interface RecordingQueryable extends Queryable {
+  readonly transactions: ReadOnlyOptions[];
+  readonly statements: { text: string; values: readonly unknown[] }[];
+}
+
+export function recording(inner: Queryable): RecordingQueryable {
+  const transactions: ReadOnlyOptions[] = [];
+  const statements: { text: string; values: readonly unknown[] }[] = [];
+  return {
+    engine: inner.engine,
+    transactions,
+    statements,
+    readOnly(options, work) {
+      transactions.push(options);
+      return inner.readOnly(options, (runner: QueryRunner) =>
+        work({
+          query(text, values) {
+            statements.push({ text, values });
+            return runner.query(text, values);
+          },
+        }),
+      );
+    },
+  };
+}
+
+/** The same database, each transaction switched to a role without access to the schema. */
+export function unprivileged(inner: Queryable): Queryable {
+  return {
+    engine: inner.engine,
+    readOnly(options, work) {
+      return inner.readOnly(options, async (runner) => {
+        await runner.query('SET LOCAL ROLE toolgate_sql_noaccess', []);
+        return work(runner);
+      });
+    },
+  };
+}
