@@ -63,7 +63,7 @@ function argumentSchema(argument: CompiledArgument): z.ZodType {
           .int()
           .min(spec.min ?? Number.MIN_SAFE_INTEGER)
           .max(spec.max ?? Number.MAX_SAFE_INTEGER);
-      } else schema = text(spec.maxLength);
+      } else schema = spec.pattern ? text(spec.maxLength).regex(spec.pattern) : text(spec.maxLength);
       break;
     case 'range': {
       const which = argument.bound === 'min' ? 'at least' : 'at most';

@@ -67,6 +67,8 @@ export interface EqualsFilter extends FilterBase {
   readonly type: 'string' | 'integer' | 'uuid';
   /** For `string`: the longest accepted value. @default 200 */
   readonly maxLength?: number;
+  /** For `string`: a pattern the whole value must match (anchor it), e.g. `/^\d{16}$/`. */
+  readonly pattern?: RegExp;
   /** For `integer`: the smallest accepted value. */
   readonly min?: number;
   /** For `integer`: the largest accepted value. */
