@@ -52,9 +52,8 @@ function describeIssue(issue: z.core.$ZodIssue, allowed: readonly string[], inpu
     case 'too_small':
       return [{ path, expected: bound('at least', issue.minimum, issue.inclusive !== false, issue.origin) }];
     case 'invalid_format':
-      return [
-        { path, expected: `a valid ${issue.format}${issue.pattern ? ` matching ${issue.pattern}` : ''}` },
-      ];
+      if (issue.format === 'regex') return [{ path, expected: `a string matching ${issue.pattern}` }];
+      return [{ path, expected: `a valid ${issue.format}` }];
     default:
       return [{ path, expected: issue.message }];
   }
