@@ -1,0 +1,273 @@
+import { EventEmitter } from 'node:events';
+import type { Logger, NextFn, ToolContext, ToolResult } from '@toolgate/core';
+import CircuitBreaker from 'opossum';
+import { cancelledAnswer, capacityAnswer, openAnswer, probingAnswer, timeoutAnswer } from './answers.js';
+import { type Verdict, verdictOfResult, verdictOfThrow } from './classify.js';
+import { runWithDeadline } from './deadline.js';
+import { DeadlineQueue } from './deadline-queue.js';
+import type { CircuitEvents } from './events.js';
+import type { ResolvedSettings } from './settings.js';
+import type { BreakerStats, CircuitEventType, CircuitState } from './types.js';
+
+/** One counted outcome, fed to opossum after the call ended. */
+interface Report {
+  readonly ctx: ToolContext;
+  readonly failed: boolean;
+}
+
+type Transition = 'open' | 'half-open' | 'close';
+
+const BY = 'circuit-breaker';
+
+// opossum's action: it only replays an outcome that already happened (see DependencyBreaker).
+const replay = (report: Report): Promise<Report> =>
+  report.failed ? Promise.reject(report) : Promise.resolve(report);
+const ignore = (): void => {};
+
+/**
+ * One breaker for one dependency (or one tool), for the server's life.
+ *
+ * opossum keeps the rolling window, the error-rate and volume thresholds and the open → half-open →
+ * closed machine with its reset timer. The call itself runs outside opossum's `fire`, and only
+ * counted outcomes are replayed into it afterwards, because inside `fire` a tool server's guarantees
+ * break: every fire counts toward the volume (so short-circuits and model mistakes dilute the error
+ * rate), an `errorFilter`-excluded error counts as a success and closes a half-open breaker, a
+ * capacity refusal counts as a failure, a timeout only stops the waiting, and a call that started
+ * before the breaker opened can close it by succeeding during half-open.
+ */
+export class DependencyBreaker {
+  readonly name: string;
+  readonly settings: ResolvedSettings;
+  /** Tools that call through this breaker. */
+  readonly tools = new Set<string>();
+  readonly #opossum: CircuitBreaker<[Report], Report>;
+  readonly #rotator = new EventEmitter();
+  readonly #rotateTimer: NodeJS.Timeout;
+  readonly #logger: Logger;
+  readonly #events: CircuitEvents;
+  readonly #deadlines: DeadlineQueue | undefined;
+  /** Bumped on every state change; an outcome from an older generation is stale. */
+  #generation = 0;
+  #probing = false;
+  #inFlight = 0;
+  #openedAt = 0;
+  #shut = false;
+  /** The report opossum is processing: state changes happen synchronously inside its events. */
+  #reporting: Report | undefined;
+  readonly #totals: BreakerStats['totals'] = {
+    successes: 0,
+    failures: 0,
+    timeouts: 0,
+    ignored: 0,
+    stale: 0,
+    shortCircuits: 0,
+    capacityRejections: 0,
+    opened: 0,
+    closed: 0,
+  };
+  readonly #release = (): void => {
+    this.#inFlight -= 1;
+  };
+
+  constructor(name: string, settings: ResolvedSettings, logger: Logger, events: CircuitEvents) {
+    this.name = name;
+    this.settings = settings;
+    this.#logger = logger;
+    this.#events = events;
+    this.#deadlines = settings.timeout === false ? undefined : new DeadlineQueue(settings.timeout);
+    // A fresh options object per breaker: opossum's constructor writes its defaults into the one it gets.
+    this.#opossum = new CircuitBreaker(replay, {
+      name,
+      timeout: false, // the deadline is per call, through the call's own signal (runWithDeadline)
+      errorThresholdPercentage: settings.errorThresholdPercentage,
+      volumeThreshold: settings.volumeThreshold,
+      rollingCountTimeout: settings.rollingCountTimeout,
+      rollingCountBuckets: settings.rollingCountBuckets,
+      resetTimeout: settings.resetTimeout,
+      rollingPercentilesEnabled: false,
+      enableSnapshots: false,
+      // Our own rotation, so the window can also be emptied when the breaker closes.
+      rotateBucketController: this.#rotator,
+    });
+    const bucketMs = Math.floor(settings.rollingCountTimeout / settings.rollingCountBuckets);
+    this.#rotateTimer = setInterval(() => this.#rotator.emit('rotate'), bucketMs);
+    this.#rotateTimer.unref();
+    this.#opossum.on('failure', (_error, _latency, args) => {
+      this.#reporting = args[0];
+    });
+    // Before opossum's own success listener, which closes a half-open breaker.
+    this.#opossum.prependListener('success', (report: Report) => {
+      this.#reporting = report;
+    });
+    this.#opossum.on('open', () => this.#transition('open'));
+    this.#opossum.on('halfOpen', () => this.#transition('half-open'));
+    this.#opossum.on('close', () => this.#transition('close'));
+  }
+
+  async run(ctx: ToolContext, next: NextFn): Promise<ToolResult> {
+    const breaker = this.#opossum;
+    let probe = false;
+    if (!breaker.closed) {
+      if (!breaker.halfOpen || this.#probing) return this.#shortCircuit(ctx);
+      probe = true;
+    }
+    if (this.#inFlight >= this.settings.capacity) return this.#rejectCapacity(ctx);
+    if (probe) {
+      this.#probing = true;
+      this.#decide(ctx, 'half-open', 'probe call after the reset timeout');
+    }
+    this.#inFlight += 1;
+    const generation = this.#generation;
+    try {
+      const settled = await runWithDeadline(ctx, next, this.#deadlines, this.#release);
+      switch (settled.kind) {
+        case 'returned':
+          await this.#record(ctx, generation, verdictOfResult(settled.result), probe);
+          return settled.result;
+        case 'threw':
+          await this.#record(ctx, generation, verdictOfThrow(settled.error), probe);
+          throw settled.error;
+        case 'timed-out': {
+          const timeoutMs = this.settings.timeout as number;
+          this.#totals.timeouts += 1;
+          this.#decide(ctx, 'timeout', `no answer within ${timeoutMs} ms; the call's signal was aborted`, {
+            timeoutMs,
+          });
+          this.#emit('timeout', ctx.toolName);
+          await this.#record(ctx, generation, 'failure', probe);
+          return timeoutAnswer(ctx.toolName, timeoutMs);
+        }
+        default:
+          // Cancelled by the caller: says nothing about the dependency.
+          await this.#record(ctx, generation, 'ignored', probe);
+          return cancelledAnswer(ctx.toolName);
+      }
+    } finally {
+      // Only after the probe's outcome reached opossum, so no second probe slips in meanwhile.
+      if (probe) this.#probing = false;
+    }
+  }
+
+  state(): CircuitState {
+    const breaker = this.#opossum;
+    return breaker.closed ? 'closed' : breaker.halfOpen ? 'half-open' : 'open';
+  }
+
+  stats(): BreakerStats {
+    const window = this.#opossum.stats;
+    const state = this.state();
+    return {
+      name: this.name,
+      state,
+      tools: [...this.tools],
+      inFlight: this.#inFlight,
+      retryAfterMs: state === 'open' ? this.#retryAfterMs() : undefined,
+      window: {
+        calls: window.fires,
+        successes: window.successes,
+        failures: window.failures,
+        errorPercentage: window.fires === 0 ? 0 : (window.failures / window.fires) * 100,
+      },
+      totals: { ...this.#totals },
+    };
+  }
+
+  shutdown(): void {
+    if (this.#shut) return;
+    this.#shut = true;
+    clearInterval(this.#rotateTimer);
+    this.#opossum.shutdown();
+  }
+
+  /** Replays a counted outcome into opossum, unless the breaker changed state since the call began. */
+  async #record(ctx: ToolContext, generation: number, verdict: Verdict, probe: boolean): Promise<void> {
+    if (verdict === 'ignored') {
+      this.#totals.ignored += 1;
+      return;
+    }
+    if (generation !== this.#generation || this.#shut) {
+      // Started before the last state change: it says nothing about the dependency as it is now, and
+      // only the probe may close a half-open breaker.
+      this.#totals.stale += 1;
+      return;
+    }
+    const failed = verdict === 'failure';
+    if (failed) this.#totals.failures += 1;
+    else this.#totals.successes += 1;
+    const replayed = this.#opossum.fire({ ctx, failed });
+    // A success of a closed breaker changes nothing and cannot reject; a failure may open the breaker
+    // and a probe may close it: wait for those, so the state change lands in this call's decisions.
+    if (failed || probe) await replayed.then(ignore, ignore);
+  }
+
+  #transition(transition: Transition): void {
+    this.#generation += 1;
+    const ctx = transition === 'half-open' ? undefined : this.#reporting?.ctx;
+    this.#reporting = undefined;
+    const fields: Record<string, unknown> = { breaker: this.name, tools: [...this.tools], state: transition };
+    if (transition === 'open') {
+      this.#openedAt = Date.now();
+      this.#totals.opened += 1;
+      const window = this.#opossum.stats;
+      fields.calls = window.fires;
+      fields.failures = window.failures;
+      fields.resetTimeoutMs = this.settings.resetTimeout;
+      this.#logger.warn(fields, 'circuit breaker opened');
+      if (ctx) this.#decide(ctx, 'open', `${window.failures} of ${window.fires} calls failed in the window`);
+    } else if (transition === 'close') {
+      this.#totals.closed += 1;
+      // Start the closed breaker with an empty window (as Hystrix does): the failures that opened it
+      // would otherwise reopen it at the first new failure.
+      for (let bucket = 0; bucket < this.settings.rollingCountBuckets; bucket += 1)
+        this.#rotator.emit('rotate');
+      this.#logger.info(fields, 'circuit breaker closed');
+      if (ctx) this.#decide(ctx, 'close', 'the probe call succeeded');
+    } else {
+      this.#logger.info(fields, 'circuit breaker half-open: the next call is a probe');
+    }
+    this.#emit(transition, ctx?.toolName);
+  }
+
+  #shortCircuit(ctx: ToolContext): ToolResult {
+    const open = this.#opossum.opened;
+    const retryAfterMs = open ? this.#retryAfterMs() : this.#probeWaitMs();
+    this.#totals.shortCircuits += 1;
+    this.#decide(ctx, 'short-circuit', open ? 'breaker open' : 'half-open: a probe call is in flight', {
+      state: open ? 'open' : 'half-open',
+      retryAfterMs,
+    });
+    this.#emit('short-circuit', ctx.toolName);
+    return open ? openAnswer(ctx.toolName, retryAfterMs) : probingAnswer(ctx.toolName, retryAfterMs);
+  }
+
+  #rejectCapacity(ctx: ToolContext): ToolResult {
+    this.#totals.capacityRejections += 1;
+    this.#decide(ctx, 'reject-capacity', `${this.settings.capacity} calls already in flight`, {
+      capacity: this.settings.capacity,
+    });
+    this.#emit('reject-capacity', ctx.toolName);
+    return capacityAnswer(ctx.toolName);
+  }
+
+  /** Time until the reset timer lets a probe through. */
+  #retryAfterMs(): number {
+    return Math.max(1, Math.ceil(this.#openedAt + this.settings.resetTimeout - Date.now()));
+  }
+
+  /** The probe ends within its deadline; without one, suggest one reset period. */
+  #probeWaitMs(): number {
+    const { timeout, resetTimeout } = this.settings;
+    return timeout === false ? resetTimeout : Math.min(timeout, resetTimeout);
+  }
+
+  #decide(ctx: ToolContext, action: string, reason: string, detail: Record<string, unknown> = {}): void {
+    ctx.decisions.push({ by: BY, action, reason, detail: { breaker: this.name, ...detail } });
+  }
+
+  #emit(type: CircuitEventType, toolName: string | undefined): void {
+    this.#events.emit(
+      { type, breaker: this.name, state: this.state(), toolName, at: Date.now() },
+      this.#logger,
+    );
+  }
+}

@@ -1,0 +1,74 @@
+import type { ToolContext, ToolMiddleware } from '@toolgate/core';
+import { shutdownAnswer } from './answers.js';
+import { DependencyBreaker } from './breaker.js';
+import { CircuitEvents } from './events.js';
+import { resolveOptions } from './settings.js';
+import type { BreakerStats, CircuitBreakerOptions, CircuitBreakers } from './types.js';
+
+/**
+ * Creates the breakers of one server and the middleware that runs each call through its tool's
+ * breaker: one per tool, or one per named dependency shared by several tools. Breakers are made on a
+ * tool's first call and live until `shutdown()`; never one per call. Put the middleware innermost:
+ * `otel → audit → redact-errors → repeat-guard → circuit-breaker → handler`.
+ */
+export function createCircuitBreakers(options: CircuitBreakerOptions = {}): CircuitBreakers {
+  const resolved = resolveOptions(options);
+  const logger = options.logger;
+  const events = new CircuitEvents();
+  const breakers = new Map<string, DependencyBreaker>();
+  // Per tool name, decided on its first call: its breaker, or null when it opted out.
+  const plans = new Map<string, DependencyBreaker | null>();
+  let shut = false;
+
+  const breakerFor = (ctx: ToolContext): DependencyBreaker | null => {
+    const planned = plans.get(ctx.toolName);
+    if (planned !== undefined) return planned;
+    const plan = resolved.tools.get(ctx.toolName);
+    let breaker: DependencyBreaker | null = null;
+    if (plan?.kind !== 'off') {
+      const name = plan?.kind === 'shared' ? plan.dependency : ctx.toolName;
+      const settings =
+        plan?.kind === 'shared'
+          ? (resolved.dependencies.get(plan.dependency) ?? resolved.global)
+          : plan?.kind === 'own'
+            ? plan.settings
+            : (resolved.dependencies.get(name) ?? resolved.global);
+      breaker = breakers.get(name) ?? null;
+      if (breaker === null) {
+        breaker = new DependencyBreaker(name, settings, logger ?? ctx.logger, events);
+        breakers.set(name, breaker);
+      }
+      breaker.tools.add(ctx.toolName);
+    }
+    plans.set(ctx.toolName, breaker);
+    return breaker;
+  };
+
+  const middleware: ToolMiddleware = (ctx, next) => {
+    // Unknown tools and refused arguments never reach a dependency: nothing to guard or count, and
+    // no breaker is ever made for a name a client invents.
+    if (ctx.tool === undefined || !ctx.validation.ok) return next();
+    if (shut) return Promise.resolve(shutdownAnswer(ctx.toolName));
+    const breaker = breakerFor(ctx);
+    return breaker === null ? next() : breaker.run(ctx, next);
+  };
+
+  return {
+    middleware,
+    stats() {
+      const all: Record<string, BreakerStats> = {};
+      for (const [name, breaker] of breakers) all[name] = breaker.stats();
+      return all;
+    },
+    on(type, listener) {
+      return events.on(type, listener);
+    },
+    shutdown() {
+      shut = true;
+      for (const breaker of breakers.values()) breaker.shutdown();
+      breakers.clear();
+      plans.clear();
+      events.clear();
+    },
+  };
+}

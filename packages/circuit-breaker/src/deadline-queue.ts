@@ -1,0 +1,70 @@
+interface Entry {
+  readonly deadline: number;
+  readonly expire: () => void;
+  prev: Entry | undefined;
+  next: Entry | undefined;
+  linked: boolean;
+}
+
+/** A call waiting in a DeadlineQueue; pass it back to `remove` when the call ends. */
+export type DeadlineTicket = Entry;
+
+/**
+ * The deadlines of one breaker's calls in flight, oldest first. They all share one timeout, so the
+ * oldest always expires first and one timer serves them all: adding and removing a call is a list
+ * link, not a timer (a timer per call measured several microseconds). The timer is unref'd, so a
+ * stale one never holds the process open; when it fires it expires what is due and re-arms for the
+ * oldest call left.
+ */
+export class DeadlineQueue {
+  readonly timeoutMs: number;
+  #head: Entry | undefined;
+  #tail: Entry | undefined;
+  #armed = false;
+
+  constructor(timeoutMs: number) {
+    this.timeoutMs = timeoutMs;
+  }
+
+  add(expire: () => void): DeadlineTicket {
+    const entry: Entry = {
+      deadline: performance.now() + this.timeoutMs,
+      expire,
+      prev: this.#tail,
+      next: undefined,
+      linked: true,
+    };
+    if (this.#tail) this.#tail.next = entry;
+    else this.#head = entry;
+    this.#tail = entry;
+    if (!this.#armed) this.#arm(this.timeoutMs);
+    return entry;
+  }
+
+  remove(entry: DeadlineTicket): void {
+    if (!entry.linked) return;
+    entry.linked = false;
+    if (entry.prev) entry.prev.next = entry.next;
+    else this.#head = entry.next;
+    if (entry.next) entry.next.prev = entry.prev;
+    else this.#tail = entry.prev;
+    entry.prev = undefined;
+    entry.next = undefined;
+  }
+
+  #arm(delayMs: number): void {
+    this.#armed = true;
+    setTimeout(this.#fire, Math.max(1, Math.ceil(delayMs))).unref();
+  }
+
+  readonly #fire = (): void => {
+    this.#armed = false;
+    const now = performance.now();
+    while (this.#head !== undefined && this.#head.deadline <= now) {
+      const due = this.#head;
+      this.remove(due);
+      due.expire();
+    }
+    if (this.#head !== undefined) this.#arm(this.#head.deadline - now);
+  };
+}

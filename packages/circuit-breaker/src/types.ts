@@ -1,0 +1,110 @@
+import type { Logger, ToolMiddleware } from '@toolgate/core';
+
+/** The settings of one breaker. Every field is optional; unset fields fall back to the defaults. */
+export interface BreakerSettings {
+  /**
+   * Milliseconds a call may run before it is answered `timeout` and its `ctx.signal` is aborted; it
+   * counts as a dependency failure. `false` disables the deadline (`0` is refused, not "disabled").
+   * @default 30000
+   */
+  timeout?: number | false;
+  /** The breaker opens when failures exceed this percentage of counted calls in the window. @default 50 */
+  errorThresholdPercentage?: number;
+  /** Counted calls the window must hold before the breaker may open at all (opossum's default is 0). @default 5 */
+  volumeThreshold?: number;
+  /** Length of the rolling window of counted calls, in milliseconds. @default 60000 */
+  rollingCountTimeout?: number;
+  /** Buckets the window is divided into (it slides one bucket at a time). @default 12 */
+  rollingCountBuckets?: number;
+  /** Milliseconds the breaker stays open before it lets one probe call through (half-open). @default 30000 */
+  resetTimeout?: number;
+  /** Calls allowed in flight at once; the next is answered `rate_limited` (never counted). @default 32 */
+  capacity?: number;
+}
+
+/** Per-tool entry of `tools`: own settings, or the name of a dependency whose breaker it shares. */
+export interface ToolBreakerOptions extends BreakerSettings {
+  /**
+   * A dependency this tool guards together with other tools (e.g. `carrier-api`); its settings come
+   * from `dependencies[name]`, so none may be given here.
+   * @default the tool's own name (one breaker per tool)
+   */
+  dependency?: string;
+}
+
+/** Options of `createCircuitBreakers`: global settings, per-tool overrides and shared dependencies. */
+export interface CircuitBreakerOptions extends BreakerSettings {
+  /** Per-tool settings, a shared dependency, or `false` to opt the tool out. @default {} */
+  tools?: Record<string, ToolBreakerOptions | false>;
+  /** Settings of the breakers shared by tools that name a dependency. @default {} */
+  dependencies?: Record<string, BreakerSettings>;
+  /** Where state changes are logged; never stdout. @default the calling server's `ctx.logger` */
+  logger?: Logger;
+}
+
+/** A breaker's state. */
+export type CircuitState = 'closed' | 'open' | 'half-open';
+
+/** What the event API reports. */
+export type CircuitEventType =
+  | 'open'
+  | 'half-open'
+  | 'close'
+  | 'short-circuit'
+  | 'reject-capacity'
+  | 'timeout';
+
+/** One event: a state change of a breaker, or a call it refused or timed out. */
+export interface CircuitEvent {
+  type: CircuitEventType;
+  /** The breaker's name: the dependency, or the tool it belongs to. */
+  breaker: string;
+  /** The breaker's state after the event. */
+  state: CircuitState;
+  /** The tool of the call that caused the event; undefined for the timer-driven `half-open`. */
+  toolName: string | undefined;
+  /** Wall-clock time of the event (ms since the epoch). */
+  at: number;
+}
+
+export type CircuitEventListener = (event: CircuitEvent) => void;
+
+/** A breaker's counts, for tracing and health endpoints. */
+export interface BreakerStats {
+  name: string;
+  state: CircuitState;
+  /** The tools that have called through this breaker. */
+  tools: string[];
+  /** Calls running now (a timed-out call whose handler ignores its signal still runs). */
+  inFlight: number;
+  /** While open: milliseconds until the breaker lets a probe through. */
+  retryAfterMs: number | undefined;
+  /** opossum's rolling window: counted calls only (never short-circuits, capacity refusals or model mistakes). */
+  window: { calls: number; successes: number; failures: number; errorPercentage: number };
+  /** Since the breaker was created. */
+  totals: {
+    successes: number;
+    failures: number;
+    timeouts: number;
+    /** Model mistakes and cancelled calls: neither success nor failure. */
+    ignored: number;
+    /** Outcomes of calls that started before the last state change, kept out of the window. */
+    stale: number;
+    shortCircuits: number;
+    capacityRejections: number;
+    opened: number;
+    closed: number;
+  };
+}
+
+/** The breakers of one server, and the middleware that runs calls through them. */
+export interface CircuitBreakers {
+  /** Put it last in the global chain (innermost), or in a tool's own `middleware`. */
+  readonly middleware: ToolMiddleware;
+  /** Every breaker created so far, by name. */
+  stats(): Record<string, BreakerStats>;
+  /** Subscribes to breaker events; returns the unsubscribe function. A throwing listener is logged, never fatal. */
+  on(type: CircuitEventType, listener: CircuitEventListener): () => void;
+  /** Stops every breaker's timers; later calls are answered `unavailable`. Call it when the server closes. */
+  shutdown(): void;
+}

@@ -1,0 +1,156 @@
+import { expectFailure, parseResultText } from '@toolgate/core/testing';
+import { afterEach, describe, expect, it } from 'vitest';
+import { actions, closeAll, deferred, type Step, scriptedTool, serve, sleep, waitFor } from './harness.js';
+
+afterEach(closeAll);
+
+const MISTAKES: Step[] = [
+  'invalid_argument',
+  'not_found',
+  'permission_denied',
+  'repeated_call',
+  'rate_limited',
+];
+
+describe("the model's own mistakes", () => {
+  it('never open the breaker, however many and however strict the threshold', async () => {
+    const lookup = scriptedTool(
+      'lookup_order',
+      Array.from({ length: 30 }, (_, i) => MISTAKES[i % MISTAKES.length]!),
+    );
+    const h = await serve([lookup], { volumeThreshold: 1, errorThresholdPercentage: 0 });
+    const codes: string[] = [];
+    for (let i = 0; i < 30; i += 1)
+      codes.push(expectFailure(await h.client.callTool('lookup_order', {})).error);
+    expect(codes.slice(0, 5)).toEqual([
+      'invalid_argument',
+      'not_found',
+      'permission_denied',
+      'repeated_call',
+      'rate_limited',
+    ]);
+    expect(lookup.calls).toBe(30);
+    const stats = h.breakers.stats().lookup_order!;
+    expect(stats.state).toBe('closed');
+    // Neither failures nor successes: the window holds none of them.
+    expect(stats.window).toEqual({ calls: 0, successes: 0, failures: 0, errorPercentage: 0 });
+    expect(stats.totals).toMatchObject({ ignored: 30, successes: 0, failures: 0, opened: 0 });
+    expect(h.decisions.every((list) => list.length === 0)).toBe(true);
+  });
+
+  it('do not dilute the error rate: four real failures among ten mistakes still open it', async () => {
+    const script: Step[] = [
+      'unavailable',
+      'not_found',
+      'not_found',
+      'invalid_argument',
+      'unavailable',
+      'permission_denied',
+    ];
+    script.push('not_found', 'repeated_call', 'throw', 'not_found', 'rate_limited', 'not_found', 'timeout');
+    const lookup = scriptedTool('lookup_order', script);
+    const h = await serve([lookup], { volumeThreshold: 4, errorThresholdPercentage: 50 });
+    for (let i = 0; i < 13; i += 1) await h.client.callTool('lookup_order', {});
+    // Had the 9 mistakes counted as successes (opossum's errorFilter), 4 of 13 = 31% would not open it.
+    expect(h.breakers.stats().lookup_order!.state).toBe('open');
+    expect(actions(h.decisions.at(-1))).toEqual(['open']);
+    expect(h.decisions.at(-1)![0]!.reason).toBe('4 of 4 calls failed in the window');
+  });
+
+  it('do not close a half-open breaker: only a real success does', async () => {
+    const track = scriptedTool('track_shipment', ['unavailable', 'not_found', 'permission_denied', 'ok']);
+    const h = await serve([track], { volumeThreshold: 1, resetTimeout: 80 });
+    await h.client.callTool('track_shipment', {});
+    await sleep(120);
+    expect(expectFailure(await h.client.callTool('track_shipment', {})).error).toBe('not_found');
+    expect(actions(h.decisions.at(-1))).toEqual(['half-open']);
+    expect(h.breakers.stats().track_shipment!.state).toBe('half-open');
+    // The next call is the probe again and reaches the handler.
+    expect(expectFailure(await h.client.callTool('track_shipment', {})).error).toBe('permission_denied');
+    expect(h.breakers.stats().track_shipment!.state).toBe('half-open');
+    expect(parseResultText(await h.client.callTool('track_shipment', {}))).toEqual({ ok: true, call: 4 });
+    expect(actions(h.decisions.at(-1))).toEqual(['half-open', 'close']);
+    expect(h.breakers.stats().track_shipment!.state).toBe('closed');
+  });
+});
+
+describe('capacity', () => {
+  it('refuses the call over capacity with rate_limited and a hint, without reaching the handler', async () => {
+    const gate = deferred();
+    const slow = scriptedTool('slow_lookup', [
+      async () => {
+        await gate.promise;
+        return parseOk();
+      },
+      async () => {
+        await gate.promise;
+        return parseOk();
+      },
+    ]);
+    const h = await serve([slow], { capacity: 2, volumeThreshold: 1, errorThresholdPercentage: 0 });
+    const running = [
+      h.client.callTool('slow_lookup', { id: 'a' }),
+      h.client.callTool('slow_lookup', { id: 'b' }),
+    ];
+    await waitFor(() => slow.calls === 2);
+    for (let i = 0; i < 10; i += 1) {
+      expect(expectFailure(await h.client.callTool('slow_lookup', { id: `c${i}` }))).toEqual({
+        ok: false,
+        error: 'rate_limited',
+        message: 'Too many slow_lookup calls are running at once.',
+        hint: 'Wait for retryAfterMs, then call again; do not send these calls in parallel.',
+        retryable: true,
+        retryAfterMs: 1000,
+      });
+    }
+    expect(slow.calls).toBe(2);
+    expect(h.decisions.at(-1)).toEqual([
+      {
+        by: 'circuit-breaker',
+        action: 'reject-capacity',
+        reason: '2 calls already in flight',
+        detail: { breaker: 'slow_lookup', capacity: 2 },
+      },
+    ]);
+    // opossum counts its own capacity refusals as failures; even with the strictest threshold these
+    // ten refusals leave the breaker closed and the window empty.
+    const stats = h.breakers.stats().slow_lookup!;
+    expect(stats.state).toBe('closed');
+    expect(stats.inFlight).toBe(2);
+    expect(stats.window.calls).toBe(0);
+    expect(stats.totals).toMatchObject({ capacityRejections: 10, failures: 0 });
+
+    gate.resolve();
+    await Promise.all(running);
+    expect(parseResultText(await h.client.callTool('slow_lookup', {}))).toEqual({ ok: true, call: 3 });
+    expect(h.breakers.stats().slow_lookup!.inFlight).toBe(0);
+  });
+
+  it('is shared by the tools of one dependency', async () => {
+    const gate = deferred();
+    const hold = async () => {
+      await gate.promise;
+      return parseOk();
+    };
+    const track = scriptedTool('track_shipment', [hold]);
+    const eta = scriptedTool('get_carrier_eta');
+    const h = await serve([track, eta], {
+      tools: {
+        track_shipment: { dependency: 'carrier-api' },
+        get_carrier_eta: { dependency: 'carrier-api' },
+      },
+      dependencies: { 'carrier-api': { capacity: 1 } },
+    });
+    const running = h.client.callTool('track_shipment', {});
+    await waitFor(() => track.calls === 1);
+    expect(expectFailure(await h.client.callTool('get_carrier_eta', {})).error).toBe('rate_limited');
+    expect(eta.calls).toBe(0);
+    gate.resolve();
+    await running;
+    expect(parseResultText(await h.client.callTool('get_carrier_eta', {}))).toEqual({ ok: true, call: 1 });
+  });
+});
+
+function parseOk() {
+  return { content: [{ type: 'text' as const, text: '{"ok":true}' }], structuredContent: { ok: true } };
+}
