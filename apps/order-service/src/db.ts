@@ -1,0 +1,135 @@
+import { PGlite } from '@electric-sql/pglite';
+import pg from 'pg';
+
+/** The order statuses, in lifecycle order. Published in the `orders://schema` resource. */
+export const ORDER_STATUSES = ['pending', 'paid', 'shipped', 'delivered', 'cancelled', 'refunded'] as const;
+export type OrderStatus = (typeof ORDER_STATUSES)[number];
+
+/** The order fields a model may see, with their meaning (also the `orders://schema` resource). */
+export const ORDER_FIELDS = {
+  order_id: '16-digit order id',
+  customer_id: 'numeric customer id',
+  customer_email: "the customer's email address",
+  status: `one of ${ORDER_STATUSES.join(', ')}`,
+  total_cents: 'order total in cents',
+  currency: 'ISO 4217 currency code',
+  item_count: 'number of items',
+  created_at: 'when the order was placed (ISO 8601, UTC)',
+  shipped_at: 'when it left the warehouse, if it did',
+  carrier: 'carrier name, if shipped',
+  tracking_number: "carrier's tracking number, if shipped",
+} as const;
+
+export const SEED_CUSTOMERS = 200;
+export const SEED_ORDERS = 10_000;
+
+// Idempotent: safe to run on every start and by `db:setup` against PostgreSQL.
+const SCHEMA_SQL = `
+CREATE TABLE IF NOT EXISTS customers (
+  id integer PRIMARY KEY,
+  email text NOT NULL UNIQUE,
+  name text NOT NULL
+);
+CREATE TABLE IF NOT EXISTS orders (
+  order_id text PRIMARY KEY CHECK (order_id ~ '^[0-9]{16}$'),
+  customer_id integer NOT NULL REFERENCES customers(id),
+  customer_email text NOT NULL,
+  status text NOT NULL CHECK (status IN (${ORDER_STATUSES.map((s) => `'${s}'`).join(', ')})),
+  total_cents integer NOT NULL,
+  currency text NOT NULL,
+  item_count integer NOT NULL,
+  created_at timestamptz NOT NULL,
+  shipped_at timestamptz,
+  carrier text,
+  tracking_number text
+);
+CREATE INDEX IF NOT EXISTS orders_status_created_idx ON orders (status, created_at DESC);
+CREATE INDEX IF NOT EXISTS orders_customer_created_idx ON orders (customer_id, created_at DESC);
+CREATE INDEX IF NOT EXISTS orders_email_idx ON orders (customer_email text_pattern_ops);
+`;
+
+// Deterministic: every value is arithmetic on the row number, so each seeded database holds the
+// same orders (dates are relative to the moment of seeding, so "last N days" always finds some).
+const SEED_SQL = `
+INSERT INTO customers (id, email, name)
+SELECT g, 'customer' || lpad(g::text, 3, '0') || '@example.com', 'Customer ' || g
+FROM generate_series(1, ${SEED_CUSTOMERS}) AS g
+ON CONFLICT (id) DO NOTHING;
+
+INSERT INTO orders (order_id, customer_id, customer_email, status, total_cents, currency, item_count,
+                    created_at, shipped_at, carrier, tracking_number)
+SELECT
+  (4000000000000000 + g * 7919)::text,
+  c,
+  'customer' || lpad(c::text, 3, '0') || '@example.com',
+  s,
+  500 + (g * 7907) % 49500,
+  CASE WHEN g % 5 = 0 THEN 'EUR' ELSE 'USD' END,
+  1 + (g * 31) % 6,
+  date_trunc('second', now()) - make_interval(days => (g * 7) % 120, secs => (g * 97) % 86400),
+  CASE WHEN s IN ('shipped', 'delivered') THEN
+    date_trunc('second', now()) - make_interval(days => (g * 7) % 120, secs => (g * 97) % 86400)
+      + interval '1 day' END,
+  CASE WHEN s IN ('shipped', 'delivered') THEN 'Parcelwise' END,
+  CASE WHEN s IN ('shipped', 'delivered') THEN 'TRK' || lpad(g::text, 8, '0') END
+FROM (
+  SELECT g, 1 + (g * 37) % ${SEED_CUSTOMERS} AS c,
+         (ARRAY['pending','paid','shipped','delivered','cancelled','refunded'])[1 + (g * 13) % 6] AS s
+  FROM generate_series(1, ${SEED_ORDERS}) AS g
+) AS seed
+ON CONFLICT (order_id) DO NOTHING;
+`;
+
+/** An open database: embedded PGlite by default, PostgreSQL when a URL is given. */
+export interface OrderDatabase {
+  readonly kind: 'pglite' | 'postgres';
+  readonly pglite: PGlite | undefined;
+  readonly pool: pg.Pool | undefined;
+  /** Runs SQL text written by this app (schema, seed); never model input. */
+  exec(sql: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface OpenDatabaseOptions {
+  /** PostgreSQL connection string; embedded PGlite when absent. @default process.env.DATABASE_URL */
+  url?: string | undefined;
+  /** Apply the schema and the seed (always on for PGlite, which starts empty). @default false */
+  setup?: boolean;
+}
+
+export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<OrderDatabase> {
+  if (options.url) {
+    const pool = new pg.Pool({ connectionString: options.url, max: 10, connectionTimeoutMillis: 5000 });
+    // An idle client's error (the server went away) must not crash the process; the next query reports it.
+    pool.on('error', () => {});
+    const database: OrderDatabase = {
+      kind: 'postgres',
+      pglite: undefined,
+      pool,
+      exec: async (sql) => {
+        await pool.query(sql);
+      },
+      close: () => pool.end(),
+    };
+    if (options.setup) await setupDatabase(database);
+    return database;
+  }
+  const pglite = await PGlite.create();
+  const database: OrderDatabase = {
+    kind: 'pglite',
+    pglite,
+    pool: undefined,
+    exec: async (sql) => {
+      await pglite.exec(sql);
+    },
+    close: () => pglite.close(),
+  };
+  await setupDatabase(database);
+  return database;
+}
+
+/** Creates the tables and indexes and inserts the seed, idempotently. */
+export async function setupDatabase(database: Pick<OrderDatabase, 'exec'>): Promise<void> {
+  await database.exec(SCHEMA_SQL);
+  await database.exec(SEED_SQL);
+}

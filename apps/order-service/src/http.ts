@@ -1,0 +1,167 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { Logger } from '@toolgate/core';
+import type { TokenVerifier } from './auth.js';
+
+export interface HttpServerOptions {
+  /** Interface to bind. @default '127.0.0.1' */
+  host?: string;
+  /** Port; 0 picks a free one. @default 3000 */
+  port?: number;
+  /** Path of the MCP endpoint. @default '/mcp' */
+  path?: string;
+  /** Bearer-token verifier; undefined serves without auth (only allowed on a loopback host). */
+  verifier: TokenVerifier | undefined;
+  /** Scope every caller needs. @default 'orders:read' */
+  requiredScope?: string;
+  /** Host header values accepted (DNS rebinding); `host:port` of the bound address are always added. @default [] */
+  allowedHosts?: readonly string[];
+  /** Origin header values accepted when a browser sends one. @default [] (no browser origins) */
+  allowedOrigins?: readonly string[];
+  /** Largest request body read. @default 262144 (256 KiB) */
+  maxBodyBytes?: number;
+  /** A fresh McpServer per request (stateless mode); tools and shared middleware come from the caller. */
+  createServer: () => McpServer;
+  logger: Logger;
+}
+
+export interface RunningHttpServer {
+  readonly url: string;
+  readonly server: Server;
+  close(): Promise<void>;
+}
+
+const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
+
+/**
+ * Streamable HTTP in stateless mode: every POST gets a fresh server and transport. In front of it,
+ * in this order: Host and Origin checks (DNS rebinding), bearer auth (401 without, 403 without the
+ * scope), a body size limit.
+ */
+export async function startHttpServer(options: HttpServerOptions): Promise<RunningHttpServer> {
+  const host = options.host ?? '127.0.0.1';
+  const path = options.path ?? '/mcp';
+  const requiredScope = options.requiredScope ?? 'orders:read';
+  const maxBodyBytes = options.maxBodyBytes ?? 256 * 1024;
+  if (!options.verifier && !LOOPBACK.has(host)) {
+    throw new Error(`refusing to serve without auth on ${host}; configure tokens or bind to 127.0.0.1`);
+  }
+  const allowedOrigins = new Set(options.allowedOrigins ?? []);
+  const allowedHosts = new Set((options.allowedHosts ?? []).map((entry) => entry.toLowerCase()));
+  const { logger } = options;
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      logger.error({ err: error, url: req.url }, 'http request failed');
+      if (!res.headersSent) sendJsonRpcError(res, 500, -32603, 'Internal server error');
+      else res.end();
+    });
+  });
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://placeholder');
+    if (url.pathname !== path) {
+      res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not found"}');
+      return;
+    }
+    const hostHeader = (req.headers.host ?? '').toLowerCase();
+    if (!allowedHosts.has(hostHeader)) {
+      sendJsonRpcError(res, 403, -32000, 'Forbidden: Host header not allowed');
+      return;
+    }
+    const origin = req.headers.origin;
+    if (origin !== undefined && !allowedOrigins.has(origin)) {
+      sendJsonRpcError(res, 403, -32000, 'Forbidden: Origin not allowed');
+      return;
+    }
+    let authInfo: AuthInfo | undefined;
+    if (options.verifier) {
+      const match = /^Bearer ([^\s]+)$/i.exec(req.headers.authorization ?? '');
+      authInfo = match ? options.verifier.verify(match[1]!) : undefined;
+      if (!authInfo) {
+        res.setHeader(
+          'www-authenticate',
+          'Bearer error="invalid_token", error_description="Missing or invalid bearer token"',
+        );
+        sendJsonRpcError(res, 401, -32001, 'Unauthorized: a valid bearer token is required');
+        return;
+      }
+      if (!authInfo.scopes.includes(requiredScope)) {
+        res.setHeader('www-authenticate', `Bearer error="insufficient_scope", scope="${requiredScope}"`);
+        sendJsonRpcError(res, 403, -32001, `Forbidden: the token lacks the ${requiredScope} scope`);
+        return;
+      }
+    }
+    if (req.method !== 'POST') {
+      // Stateless mode: no standalone SSE stream and no sessions to delete.
+      res.setHeader('allow', 'POST');
+      sendJsonRpcError(res, 405, -32000, 'Method not allowed.');
+      return;
+    }
+    const body = await readBody(req, maxBodyBytes);
+    if (body === 'too-large') {
+      sendJsonRpcError(res, 413, -32600, `Request body larger than ${maxBodyBytes} bytes`);
+      return;
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(body);
+    } catch {
+      sendJsonRpcError(res, 400, -32700, 'Parse error: the body is not JSON');
+      return;
+    }
+    const mcp = options.createServer();
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+    res.on('close', () => {
+      void transport.close();
+      void mcp.close();
+    });
+    await mcp.connect(transport);
+    (req as IncomingMessage & { auth?: AuthInfo }).auth = authInfo;
+    await transport.handleRequest(req, res, parsed);
+  }
+
+  await new Promise<void>((resolveListen, rejectListen) => {
+    server.once('error', rejectListen);
+    server.listen(options.port ?? 3000, host, () => {
+      server.off('error', rejectListen);
+      resolveListen();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const hostPart = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  for (const name of [hostPart, ...(LOOPBACK.has(host) ? ['localhost', '127.0.0.1'] : [])]) {
+    allowedHosts.add(`${name}:${address.port}`.toLowerCase());
+  }
+  return {
+    url: `http://${hostPart}:${address.port}${path}`,
+    server,
+    close: () =>
+      new Promise<void>((resolveClose) => {
+        server.closeAllConnections();
+        server.close(() => resolveClose());
+      }),
+  };
+}
+
+function sendJsonRpcError(res: ServerResponse, status: number, code: number, message: string): void {
+  res
+    .writeHead(status, { 'content-type': 'application/json' })
+    .end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
+}
+
+async function readBody(req: IncomingMessage, limit: number): Promise<string | 'too-large'> {
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > limit) return 'too-large';
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) return 'too-large';
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}

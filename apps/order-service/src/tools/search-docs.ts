@@ -1,0 +1,164 @@
+import { readdir, readFile, realpath, stat } from 'node:fs/promises';
+import { isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { defineTool, fail, type Logger, ok, type ToolDefinition } from '@toolgate/core';
+import * as z from 'zod';
+
+export const SEARCH_DOCS_MAX_TOP_K = 5;
+const DEFAULT_TOP_K = 3;
+const MAX_FILE_BYTES = 1024 * 1024;
+
+export interface SearchDocsOptions {
+  /** The folder of markdown policy documents; nothing outside it is ever read. */
+  root: string;
+  logger?: Logger;
+}
+
+interface Hit {
+  file: string;
+  line: number;
+  text: string;
+  score: number;
+}
+
+/**
+ * Keyword search over the policy documents under one root. Every path is resolved (symlinks too)
+ * and must stay under the root's real path, whatever the `path` argument says.
+ */
+export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
+  const root = resolve(options.root);
+  return defineTool({
+    name: 'search_docs',
+    title: 'Search policy documents',
+    description:
+      'Keyword search over the refund, shipping and returns policy documents. Use it to answer policy questions ' +
+      '(refund windows, delivery times, return rules) with the exact wording and where it stands. ' +
+      'Not for order data: use search_orders or get_order_status for that. ' +
+      `Returns file, line and text of the best matching lines; top_k defaults to ${DEFAULT_TOP_K}, at most ${SEARCH_DOCS_MAX_TOP_K}.`,
+    input: {
+      query: z.string().max(200).describe('Keywords to look for, e.g. "refund days". Not empty.'),
+      top_k: z
+        .number()
+        .int()
+        .min(1)
+        .default(DEFAULT_TOP_K)
+        .describe(
+          `How many lines to return (default ${DEFAULT_TOP_K}; more than ${SEARCH_DOCS_MAX_TOP_K} is cut to ${SEARCH_DOCS_MAX_TOP_K}).`,
+        ),
+      path: z
+        .string()
+        .max(200)
+        .optional()
+        .describe(
+          'Optional document or folder to search, relative to the docs root, e.g. "refund-policy.md".',
+        ),
+    },
+    output: {
+      items: z.array(
+        z.object({ file: z.string(), line: z.number().int(), text: z.string(), score: z.number() }),
+      ),
+    },
+    annotations: { readOnlyHint: true, openWorldHint: false },
+    handler: async ({ query, top_k, path }, ctx) => {
+      const terms = tokenize(query);
+      if (terms.length === 0) {
+        return fail('invalid_argument', 'The query is empty.', {
+          hint: 'Give one or more keywords, e.g. "refund days" or "tracking".',
+          fields: [{ path: 'query', expected: 'one or more words' }],
+        });
+      }
+      const realRoot = await realpathOrUndefined(root);
+      if (!realRoot) return ok({ items: [] }, { total: 0, note: 'No documents are available.' });
+      const start = path === undefined ? realRoot : await resolveUnder(realRoot, path);
+      if (!start) {
+        return fail('invalid_argument', 'That path is not a document under the docs root.', {
+          hint: 'Use a file name from the docs root such as "refund-policy.md", or leave path out to search all documents.',
+          fields: [{ path: 'path', expected: 'a relative path inside the docs root' }],
+        });
+      }
+      const logger = options.logger ?? ctx.logger;
+      const hits: Hit[] = [];
+      for (const file of await markdownFiles(realRoot, start, logger)) {
+        const text = await readFile(file, 'utf8');
+        const name = relative(realRoot, file).split(sep).join('/');
+        text.split('\n').forEach((lineText, index) => {
+          const score = scoreLine(lineText, terms);
+          if (score > 0) hits.push({ file: name, line: index + 1, text: lineText.trim(), score });
+        });
+      }
+      hits.sort((a, b) => b.score - a.score || a.file.localeCompare(b.file) || a.line - b.line);
+      const limit = Math.min(top_k, SEARCH_DOCS_MAX_TOP_K);
+      const items = hits.slice(0, limit);
+      const notes: string[] = [];
+      if (top_k > SEARCH_DOCS_MAX_TOP_K) notes.push(`top_k was cut to ${SEARCH_DOCS_MAX_TOP_K}.`);
+      if (hits.length === 0) notes.push('No line matches these keywords; try other words.');
+      else if (hits.length > items.length)
+        notes.push(`Showing ${items.length} of ${hits.length} matching lines.`);
+      return ok(
+        { items },
+        notes.length > 0 ? { total: hits.length, note: notes.join(' ') } : { total: hits.length },
+      );
+    },
+  });
+}
+
+function tokenize(text: string): string[] {
+  return [...new Set(text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [])];
+}
+
+function scoreLine(line: string, terms: readonly string[]): number {
+  const words = new Set(tokenize(line));
+  let score = 0;
+  for (const term of terms)
+    if (words.has(term) || [...words].some((word) => word.startsWith(term))) score += 1;
+  return score;
+}
+
+async function realpathOrUndefined(path: string): Promise<string | undefined> {
+  try {
+    return await realpath(path);
+  } catch {
+    return undefined;
+  }
+}
+
+function isInside(realRoot: string, candidate: string): boolean {
+  return candidate === realRoot || candidate.startsWith(realRoot + sep);
+}
+
+/** The real path of `requested` when it exists and stays under the root; undefined otherwise. */
+async function resolveUnder(realRoot: string, requested: string): Promise<string | undefined> {
+  if (requested.includes('\0') || isAbsolute(requested)) return undefined;
+  const lexical = resolve(realRoot, requested);
+  if (!isInside(realRoot, lexical)) return undefined;
+  const real = await realpathOrUndefined(lexical);
+  return real && isInside(realRoot, real) ? real : undefined;
+}
+
+async function markdownFiles(
+  realRoot: string,
+  start: string,
+  logger: Logger,
+  visited: Set<string> = new Set(),
+): Promise<string[]> {
+  // A link back to a parent folder would loop forever.
+  if (visited.has(start)) return [];
+  visited.add(start);
+  const info = await stat(start);
+  if (info.isFile()) return start.endsWith('.md') && info.size <= MAX_FILE_BYTES ? [start] : [];
+  const found: string[] = [];
+  const entries = await readdir(start, { withFileTypes: true });
+  for (const entry of entries.sort((a, b) => a.name.localeCompare(b.name))) {
+    const real = await realpathOrUndefined(join(start, entry.name));
+    if (!real) continue;
+    if (!isInside(realRoot, real)) {
+      // A symlink pointing out of the root: never read, always logged.
+      logger.warn(
+        { tool: 'search_docs', entry: join(start, entry.name) },
+        'skipped a link that leaves the docs root',
+      );
+      continue;
+    }
+    found.push(...(await markdownFiles(realRoot, real, logger, visited)));
+  }
+  return found;
+}
