@@ -105,8 +105,15 @@ export function createSecretRedactor(options: RedactSecretsOptions = {}): (value
       if (Array.isArray(value)) return value.map((item) => walk(item, depth + 1, seen));
       const out: Record<string, unknown> = {};
       for (const [key, item] of Object.entries(value)) {
-        out[key] =
+        const redacted =
           isSecretKey(key) && item !== null && item !== undefined ? REDACTED : walk(item, depth + 1, seen);
+        // defineProperty, not assignment: a hostile "__proto__" key must stay a key, not set the prototype.
+        Object.defineProperty(out, key, {
+          value: redacted,
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
       }
       return out;
     } finally {

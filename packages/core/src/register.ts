@@ -168,7 +168,13 @@ async function innermost(ctx: ToolContext): Promise<ToolResult> {
     // The model sees the ToolError; the log keeps what caused it, under the id the model sees.
     ctx.incidentId ??= newIncidentId();
     ctx.logger.error(
-      { incidentId: ctx.incidentId, tool: tool.name, requestId: ctx.request.id, code: error.code, err: error },
+      {
+        incidentId: ctx.incidentId,
+        tool: tool.name,
+        requestId: ctx.request.id,
+        code: error.code,
+        err: error,
+      },
       'tool error with a cause',
     );
     return toolErrorResult(error, ctx.incidentId);

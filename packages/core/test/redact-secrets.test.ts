@@ -39,6 +39,15 @@ describe('redactSecrets', () => {
     expect(redactSecretsInText(text)).toBe(text);
   });
 
+  it('keeps a hostile __proto__ key as a key and never touches the prototype', () => {
+    const input = JSON.parse('{"__proto__":{"polluted":true,"token":"t"},"a":1}') as Record<string, unknown>;
+    const out = redactSecrets(input) as Record<string, unknown>;
+    expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
+    expect(Object.keys(out)).toEqual(['__proto__', 'a']);
+    expect(JSON.stringify(out)).toBe('{"__proto__":{"polluted":true,"token":"[REDACTED]"},"a":1}');
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
   it('takes configured keys and does not change its input', () => {
     const input = { pin: '1234', password: 'x' };
     expect(redactSecrets(input, { keys: ['pin'] })).toEqual({ pin: REDACTED, password: 'x' });

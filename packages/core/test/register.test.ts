@@ -204,7 +204,9 @@ describe('registerTools: the result contract through a real client', () => {
       description: 'Fails with a cause.',
       input: {},
       handler: () => {
-        throw new ToolError('unavailable', 'Orders are unavailable.', { cause: new Error('connect ECONNREFUSED') });
+        throw new ToolError('unavailable', 'Orders are unavailable.', {
+          cause: new Error('connect ECONNREFUSED'),
+        });
       },
     });
     const c = await serve([tool], [], { logger: recordingLogger(entries) });
