@@ -1,2 +1,26 @@
 // Public face of @toolgate/audit: explicit named exports only.
-export {};
+export { createAudit } from './audit.js';
+export { GENESIS_HASH } from './chain.js';
+export { createFileSink, type FileSinkOptions } from './file-sink.js';
+export { createFunctionSink, type FunctionSinkOptions } from './function-sink.js';
+export { createPostgresSink, type PostgresSinkOptions } from './postgres-sink.js';
+export { createStderrSink, type StderrSinkOptions } from './stderr-sink.js';
+export type {
+  ArgsMode,
+  AuditBatch,
+  AuditMiddleware,
+  AuditOptions,
+  AuditQueryable,
+  AuditRecord,
+  AuditSink,
+  AuditStats,
+  AuditToolOptions,
+  ChainHead,
+} from './types.js';
+export {
+  type VerifyResult,
+  type VerifyTableOptions,
+  verifyAuditFile,
+  verifyAuditLines,
+  verifyAuditTable,
+} from './verify.js';

@@ -1,0 +1,132 @@
+// Added cost of @toolgate/audit per tools/call against the bare core chain: records built, redacted,
+// hash-chained and written, to a no-op function sink (the middleware's own work) and to the file
+// sink on a temp file (the default production shape). Every case flushes every 256 calls, so the
+// writer's batched work (redaction, canonical JSON, SHA-256, the write) is inside the measurement,
+// not deferred past it. Two measurements: a full round trip over the in-memory transport, and the
+// chain called directly (the middleware's cost free of transport noise).
+import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import {
+  compose,
+  createSilentLogger,
+  defineTool,
+  ok,
+  registerTools,
+  type ToolContext,
+  type ToolMiddleware,
+} from '@toolgate/core';
+import { compareCalls, connectTestClient, formatBenchTable, type TestClient } from '@toolgate/core/testing';
+import * as z from 'zod';
+import { type AuditMiddleware, createAudit, createFileSink, createFunctionSink } from '../src/index.js';
+
+const echo = defineTool({
+  name: 'echo',
+  description: 'Echo.',
+  input: { q: z.string(), token: z.string().optional() },
+  handler: ({ q }) => ok({ q }),
+});
+const logger = createSilentLogger();
+const dir = await mkdtemp(join(tmpdir(), 'toolgate-audit-bench-'));
+const FLUSH_EVERY = 256;
+
+async function serverWith(middleware: ToolMiddleware[]): Promise<TestClient> {
+  const server = new McpServer({ name: 'bench', version: '1.0.0' });
+  registerTools(server, [echo], { middleware, logger });
+  return connectTestClient(server);
+}
+
+function audits(): { noop: AuditMiddleware; file: AuditMiddleware; path: string } {
+  const path = join(dir, `audit-${Math.random().toString(36).slice(2)}.jsonl`);
+  return {
+    noop: createAudit({ sink: createFunctionSink(() => {}), logger, flushOnExit: false }),
+    file: createAudit({ sink: createFileSink(path), logger, flushOnExit: false }),
+    path,
+  };
+}
+
+/** One call, and every FLUSH_EVERY calls a flush, so the writer's batch work is paid inside the round. */
+function flushing(audit: AuditMiddleware | undefined, call: (i: number) => Promise<unknown>) {
+  return async (i: number): Promise<void> => {
+    await call(i);
+    if (audit && i % FLUSH_EVERY === 0) await audit.flush();
+  };
+}
+
+const signal = new AbortController().signal;
+const answer = ok({ q: 'v' });
+const handlerStep = (): Promise<typeof answer> => Promise.resolve(answer);
+
+function contextFor(index: number): ToolContext {
+  const args = { q: `v${index}`, token: 'Bearer abc.def' };
+  return {
+    toolName: 'echo',
+    tool: echo as unknown as ToolContext['tool'],
+    args,
+    rawArgs: args,
+    validation: { ok: true },
+    request: {
+      id: index,
+      sessionId: undefined,
+      authInfo: undefined,
+      meta: undefined,
+      headers: undefined,
+      signal,
+    },
+    signal,
+    startedAt: Date.now(),
+    startTime: performance.now(),
+    incidentId: undefined,
+    decisions: [],
+    state: {},
+    logger,
+  };
+}
+
+// 1. Round trip through a real client.
+{
+  const { noop, file, path } = audits();
+  const bare = await serverWith([]);
+  const withNoop = await serverWith([noop]);
+  const withFile = await serverWith([file]);
+  const args = (i: number) => ({ q: `v${i}`, token: 'Bearer abc.def' });
+  const rows = await compareCalls(
+    [
+      { name: 'core chain, no audit', call: (i) => bare.callTool('echo', args(i)) },
+      { name: 'core + audit → no-op sink', call: flushing(noop, (i) => withNoop.callTool('echo', args(i))) },
+      { name: 'core + audit → file sink', call: flushing(file, (i) => withFile.callTool('echo', args(i))) },
+    ],
+    { rounds: 15, callsPerRound: 1000 },
+  );
+  console.log('\n### @toolgate/audit: tools/call round trip\n');
+  console.log(formatBenchTable(rows));
+  await Promise.all([noop.close(), file.close(), bare.close(), withNoop.close(), withFile.close()]);
+  console.log(`\n(file sink wrote ${(await stat(path)).size} bytes)`);
+}
+
+// 2. The chain alone, no transport.
+{
+  const { noop, file } = audits();
+  const bareChain = compose([]);
+  const noopChain = compose([noop]);
+  const fileChain = compose([file]);
+  const rows = await compareCalls(
+    [
+      { name: 'core chain, no audit', call: (i) => bareChain(contextFor(i), handlerStep) },
+      {
+        name: 'core + audit → no-op sink',
+        call: flushing(noop, (i) => noopChain(contextFor(i), handlerStep)),
+      },
+      {
+        name: 'core + audit → file sink',
+        call: flushing(file, (i) => fileChain(contextFor(i), handlerStep)),
+      },
+    ],
+    { rounds: 15, callsPerRound: 20_000, warmup: 5000 },
+  );
+  console.log('\n### @toolgate/audit: the chain alone (no transport)\n');
+  console.log(formatBenchTable(rows));
+  await Promise.all([noop.close(), file.close()]);
+}
+await rm(dir, { recursive: true, force: true });

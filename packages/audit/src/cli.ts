@@ -1,0 +1,71 @@
+#!/usr/bin/env node
+// toolgate-audit: checks an audit chain. The report goes to stdout (this is a CLI, not a server).
+import { parseArgs } from 'node:util';
+import { type VerifyResult, verifyAuditFile, verifyAuditTable } from './verify.js';
+
+const USAGE = `usage:
+  toolgate-audit verify FILE
+  toolgate-audit verify --table NAME [--chain NAME] [--database-url URL]   (default: $DATABASE_URL)
+
+Exit status: 0 intact, 1 broken, 2 usage or read error.`;
+
+async function main(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      table: { type: 'string' },
+      chain: { type: 'string' },
+      'database-url': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  const [command, file, ...extra] = positionals;
+  if (
+    values.help ||
+    command !== 'verify' ||
+    extra.length > 0 ||
+    (file === undefined) === (values.table === undefined)
+  ) {
+    console.error(USAGE);
+    return 2;
+  }
+  let result: VerifyResult;
+  if (file !== undefined) {
+    result = await verifyAuditFile(file);
+  } else {
+    const url = values['database-url'] ?? process.env.DATABASE_URL;
+    if (!url) {
+      console.error('toolgate-audit: --table needs --database-url or $DATABASE_URL');
+      return 2;
+    }
+    const { default: pg } = await import('pg');
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      result = await verifyAuditTable({
+        client,
+        ...(values.table !== undefined && { table: values.table }),
+        ...(values.chain !== undefined && { chain: values.chain }),
+      });
+    } finally {
+      await client.end();
+    }
+  }
+  if (result.intact) {
+    console.log(`intact: ${result.records} records${result.head ? `, head ${result.head}` : ''}`);
+    return 0;
+  }
+  console.log(`broken at record ${result.brokenAt}: ${result.reason}`);
+  return 1;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    console.error(`toolgate-audit: ${error instanceof Error ? error.message : String(error)}`);
+    process.exitCode = 2;
+  },
+);

@@ -1,0 +1,93 @@
+import { constants, type FileHandle, open } from 'node:fs/promises';
+import { parseRecordLine } from './chain.js';
+import type { AuditBatch, AuditSink, ChainHead } from './types.js';
+
+export interface FileSinkOptions {
+  /** The file; created when missing, only ever appended to. */
+  path: string;
+  /** `fdatasync` after every batch, so a power loss keeps what was acknowledged. @default false */
+  fsync?: boolean;
+  /** Permissions of a new file (records name principals). @default 0o600 */
+  mode?: number;
+}
+
+const TAIL_CHUNK = 64 * 1024;
+
+/**
+ * An append-only JSON-lines file. Opened with O_APPEND, each batch is one `write` that lands at the
+ * end of the file whatever else happened to it, and the batch counts as stored only once the kernel
+ * has all of it. Reopening an existing file continues its chain from the last complete line.
+ * One process per file: two writers would interleave two chains.
+ */
+export function createFileSink(options: FileSinkOptions | string): AuditSink {
+  const settings = typeof options === 'string' ? { path: options } : options;
+  const { path } = settings;
+  let handle: FileHandle | undefined;
+  let tornTail = false;
+  return {
+    async head(): Promise<ChainHead | undefined> {
+      // head() is retried after a failure: open once, not once per attempt.
+      handle ??= await open(
+        path,
+        constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT,
+        settings.mode ?? 0o600,
+      );
+      const tail = await readLastLine(path);
+      tornTail = tail.torn;
+      if (tail.line === undefined) return undefined;
+      const record = parseRecordLine(tail.line);
+      if (!record)
+        throw new Error(
+          `audit file ${path}: the last line is not an audit record; refusing to continue its chain`,
+        );
+      return { seq: record.seq, hash: record.hash };
+    },
+    async write(batch: AuditBatch): Promise<void> {
+      if (!handle) throw new Error('audit file sink: head() must run before write()');
+      // A torn last line (a crash mid-write) is closed first, so it cannot swallow the next record.
+      const text = `${tornTail ? '\n' : ''}${batch.lines.join('\n')}\n`;
+      const bytes = Buffer.from(text, 'utf8');
+      let offset = 0;
+      while (offset < bytes.length) {
+        const { bytesWritten } = await handle.write(bytes, offset, bytes.length - offset);
+        offset += bytesWritten;
+      }
+      tornTail = false;
+      if (settings.fsync) await handle.datasync();
+    },
+    async close(): Promise<void> {
+      await handle?.close();
+      handle = undefined;
+    },
+  };
+}
+
+/** The last complete line of a file (read backwards in chunks), and whether a partial line follows it. */
+async function readLastLine(path: string): Promise<{ line: string | undefined; torn: boolean }> {
+  const file = await open(path, 'r');
+  try {
+    const { size } = await file.stat();
+    if (size === 0) return { line: undefined, torn: false };
+    let end = size;
+    let tail = Buffer.alloc(0);
+    let torn: boolean | undefined;
+    while (end > 0) {
+      const start = Math.max(0, end - TAIL_CHUNK);
+      const chunk = Buffer.alloc(end - start);
+      await file.read(chunk, 0, chunk.length, start);
+      tail = Buffer.concat([chunk, tail]);
+      end = start;
+      torn ??= tail[tail.length - 1] !== 0x0a;
+      const text = tail.toString('utf8');
+      const lines = text.split('\n');
+      // Complete lines end in '\n'; with a torn tail the last element is the partial line.
+      lines.pop();
+      if (lines.length >= 2 || (end === 0 && lines.length === 1)) {
+        return { line: lines.at(-1), torn };
+      }
+    }
+    return { line: undefined, torn: torn ?? false };
+  } finally {
+    await file.close();
+  }
+}

@@ -1,0 +1,195 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { type AuditRecord, type AuditSink, createAudit, verifyAuditLines } from '../src/index.js';
+import { closeConnections, recordingLogger, serve } from './helpers.js';
+
+afterEach(closeConnections);
+
+/** A sink whose writes wait until the test opens the gate. */
+function gatedSink(): { sink: AuditSink; records: AuditRecord[]; lines: string[]; open: () => void } {
+  const records: AuditRecord[] = [];
+  const lines: string[] = [];
+  let release: () => void = () => {};
+  const gate = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  return {
+    records,
+    lines,
+    open: () => release(),
+    sink: {
+      async write(batch) {
+        await gate;
+        records.push(...batch.records);
+        lines.push(...batch.lines);
+      },
+    },
+  };
+}
+
+/** A server whose audit has a stuck sink, one record per batch and room for two more. */
+async function slowSinkServer(maxWaitMs: number) {
+  const gated = gatedSink();
+  const logger = recordingLogger();
+  const audit = createAudit({
+    sink: gated.sink,
+    logger,
+    flushOnExit: false,
+    batchSize: 1,
+    bufferSize: 2,
+    maxWaitMs,
+  });
+  return { gated, logger, audit, client: await serve([audit]) };
+}
+
+const droppedIn = (entries: ReturnType<typeof recordingLogger>['entries']): number =>
+  entries
+    .filter((entry) => entry.level === 'warn')
+    .reduce((sum, entry) => sum + (entry.fields.dropped as number), 0);
+
+describe('bounded buffer: a slow sink', () => {
+  it('past bufferSize a call waits maxWaitMs, then its record is dropped, counted and reported', async () => {
+    const { gated, logger, audit, client } = await slowSinkServer(50);
+    const results = await Promise.all(
+      Array.from({ length: 5 }, (_, index) => client.callTool('get_order', { id: `A-${index}` })),
+    );
+    // The calls themselves all succeed: auditing never fails a call.
+    expect(results.every((result) => result.isError !== true)).toBe(true);
+    // One batch in flight, two buffered, two dropped.
+    expect(audit.stats()).toEqual({ written: 0, dropped: 2, pending: 3 });
+    await vi.waitFor(() => expect(droppedIn(logger.entries)).toBe(2), { timeout: 5_000 });
+    expect(logger.entries[0]).toEqual({
+      level: 'warn',
+      fields: { dropped: 1, totalDropped: 1, bufferSize: 2, maxWaitMs: 50 },
+      message: 'audit records dropped: the sink is too slow',
+    });
+    gated.open();
+    await audit.close();
+    expect(audit.stats()).toEqual({ written: 3, dropped: 2, pending: 0 });
+    expect(gated.records.map((record) => record.seq)).toEqual([1, 2, 3]);
+    await expect(verifyAuditLines(gated.lines)).resolves.toMatchObject({ intact: true, records: 3 });
+  });
+
+  it('a call that finds the buffer full waits, and nothing is lost when the sink catches up in time', async () => {
+    const { gated, logger, audit, client } = await slowSinkServer(30_000);
+    let settled = 0;
+    const calls = Array.from({ length: 5 }, (_, index) =>
+      client.callTool('get_order', { id: `A-${index}` }).then(() => {
+        settled += 1;
+      }),
+    );
+    await vi.waitFor(() => expect(audit.stats().pending).toBe(5));
+    // Three records are taken (one in flight, two buffered); two calls are held back while the sink is stuck.
+    await vi.waitFor(() => expect(settled).toBe(3));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(settled).toBe(3);
+    gated.open();
+    await Promise.all(calls);
+    await audit.close();
+    expect(audit.stats()).toEqual({ written: 5, dropped: 0, pending: 0 });
+    expect(logger.entries).toEqual([]);
+    await expect(verifyAuditLines(gated.lines)).resolves.toMatchObject({ intact: true, records: 5 });
+  });
+});
+
+describe('a failing sink', () => {
+  it('the same batch is retried until it is stored: no loss, no gap in the chain, one error logged', async () => {
+    const lines: string[] = [];
+    let failures = 2;
+    const sink: AuditSink = {
+      async write(batch) {
+        if (failures > 0) {
+          failures -= 1;
+          throw new Error('connection reset');
+        }
+        lines.push(...batch.lines);
+      },
+    };
+    const logger = recordingLogger();
+    const audit = createAudit({ sink, logger, flushOnExit: false });
+    const client = await serve([audit]);
+    await Promise.all(
+      Array.from({ length: 20 }, (_, index) => client.callTool('get_order', { id: `A-${index}` })),
+    );
+    await audit.close();
+    expect(audit.stats()).toEqual({ written: 20, dropped: 0, pending: 0 });
+    await expect(verifyAuditLines(lines)).resolves.toMatchObject({ intact: true, records: 20 });
+    expect(
+      logger.entries.map((entry) => [entry.level, entry.message, entry.fields.records, entry.fields.attempt]),
+    ).toEqual([['error', 'audit sink failed; retrying the same batch', expect.any(Number), 1]]);
+  });
+
+  it('close() gives up after closeTimeoutMs and reports what was lost', async () => {
+    const sink: AuditSink = {
+      async write() {
+        throw new Error('disk full');
+      },
+    };
+    const logger = recordingLogger();
+    const audit = createAudit({ sink, logger, flushOnExit: false, closeTimeoutMs: 150 });
+    const client = await serve([audit]);
+    await client.callTool('get_order', { id: 'A-1' });
+    await client.callTool('get_order', { id: 'A-2' });
+    await audit.close();
+    expect(audit.stats()).toEqual({ written: 0, dropped: 2, pending: 0 });
+    expect(logger.entries.at(-1)).toEqual({
+      level: 'error',
+      fields: { lost: 2, totalDropped: 2 },
+      message: 'audit records lost: the sink did not take them before close() gave up',
+    });
+  });
+});
+
+describe('a hung sink', () => {
+  it('a write that never settles cannot hold close() past closeTimeoutMs and a grace second', async () => {
+    const sink: AuditSink = { write: () => new Promise<void>(() => {}) };
+    const logger = recordingLogger();
+    const audit = createAudit({ sink, logger, flushOnExit: false, closeTimeoutMs: 50 });
+    const client = await serve([audit]);
+    await client.callTool('get_order', { id: 'A-1' });
+    await client.callTool('get_order', { id: 'A-2' });
+    await audit.close();
+    expect(audit.stats()).toEqual({ written: 0, dropped: 2, pending: 0 });
+    expect(logger.entries).toEqual([
+      {
+        level: 'error',
+        fields: { lost: 2, totalDropped: 2 },
+        message: 'audit records lost: the sink did not take them before close() gave up',
+      },
+    ]);
+  });
+});
+
+describe('after close()', () => {
+  it('a late call still gets its answer; its record is dropped, counted and reported', async () => {
+    const records: AuditRecord[] = [];
+    const logger = recordingLogger();
+    const audit = createAudit({
+      sink: { write: async (batch) => void records.push(...batch.records) },
+      logger,
+      flushOnExit: false,
+    });
+    const client = await serve([audit]);
+    await client.callTool('get_order', { id: 'A-1' });
+    await audit.close();
+    const late = await client.callTool('get_order', { id: 'A-2' });
+    expect(late.isError).toBeUndefined();
+    expect(records).toHaveLength(1);
+    expect(audit.stats()).toEqual({ written: 1, dropped: 1, pending: 0 });
+    expect(logger.entries).toEqual([
+      {
+        level: 'warn',
+        fields: { dropped: 1, totalDropped: 1, bufferSize: 10_000, maxWaitMs: 1_000 },
+        message: 'audit records dropped: audit is closed',
+      },
+    ]);
+  });
+
+  it('rejects options that cannot work', () => {
+    expect(() => createAudit({ bufferSize: 0, flushOnExit: false })).toThrow(
+      'createAudit: bufferSize must be a positive integer',
+    );
+    expect(() => createAudit({ batchSize: 1.5, flushOnExit: false })).toThrow(
+      'createAudit: batchSize must be a positive integer',
+    );
+  });
+});

@@ -1,0 +1,45 @@
+import { PGlite } from '@electric-sql/pglite';
+import pg from 'pg';
+import type { AuditQueryable } from '../src/index.js';
+
+export interface Database {
+  readonly name: string;
+  readonly client: AuditQueryable;
+  /** A connection string a child process can use, for real PostgreSQL only. */
+  readonly url: string | undefined;
+  end(): Promise<void>;
+}
+
+/** Schema of this package's test tables: other packages' tests share the database. */
+export const TEST_SCHEMA = 'toolgate_audit_test';
+
+const url = process.env.TEST_DATABASE_URL;
+if (!url && process.env.CI === 'true') {
+  throw new Error('TEST_DATABASE_URL must be set in CI: the PostgreSQL sink tests need a real server');
+}
+
+/** PGlite always; real PostgreSQL too when TEST_DATABASE_URL is set. */
+export const databases: { name: string; open: () => Promise<Database> }[] = [
+  {
+    name: 'PGlite',
+    open: async () => {
+      const db = new PGlite();
+      return { name: 'PGlite', client: db, url: undefined, end: () => db.close() };
+    },
+  },
+  ...(url
+    ? [
+        {
+          name: 'PostgreSQL',
+          open: async (): Promise<Database> => {
+            const pool = new pg.Pool({ connectionString: url, max: 4 });
+            return { name: 'PostgreSQL', client: pool, url, end: () => pool.end() };
+          },
+        },
+      ]
+    : []),
+];
+
+export function uniqueTable(): string {
+  return `${TEST_SCHEMA}.audit_${process.pid}_${Math.random().toString(36).slice(2, 10)}`;
+}

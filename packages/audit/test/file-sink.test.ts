@@ -1,0 +1,114 @@
+import { appendFile, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createAudit, createFileSink, GENESIS_HASH, verifyAuditFile } from '../src/index.js';
+import { closeConnections, recordingLogger, serve } from './helpers.js';
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'toolgate-audit-'));
+});
+afterEach(async () => {
+  await closeConnections();
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function lines(path: string): Promise<Record<string, unknown>[]> {
+  const text = await readFile(path, 'utf8');
+  return text
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+describe('file sink', () => {
+  it('1,000 concurrent calls through a real client, then close(): exactly 1,000 records, chain intact', async () => {
+    const path = join(dir, 'audit.jsonl');
+    const logger = recordingLogger();
+    const audit = createAudit({ sink: createFileSink(path), flushOnExit: false, logger, batchSize: 64 });
+    const client = await serve([audit]);
+    const results = await Promise.all(
+      Array.from({ length: 1000 }, (_, index) => client.callTool('get_order', { id: `A-${index}` })),
+    );
+    expect(results.every((result) => result.isError !== true)).toBe(true);
+    await audit.close();
+    const records = await lines(path);
+    expect(records).toHaveLength(1000);
+    expect(records.map((record) => record.seq)).toEqual(
+      Array.from({ length: 1000 }, (_, index) => index + 1),
+    );
+    expect(new Set(records.map((record) => (record.args as { id: string }).id)).size).toBe(1000);
+    expect(audit.stats()).toEqual({ written: 1000, dropped: 0, pending: 0 });
+    expect(logger.entries).toEqual([]);
+    await expect(verifyAuditFile(path)).resolves.toEqual({
+      intact: true,
+      records: 1000,
+      head: records[999]!.hash,
+    });
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
+  });
+
+  it('a reopened file continues its chain from the last line', async () => {
+    const path = join(dir, 'audit.jsonl');
+    for (const run of [1, 2]) {
+      const audit = createAudit({ sink: createFileSink(path), flushOnExit: false });
+      const client = await serve([audit]);
+      await client.callTool('get_order', { id: `run-${run}-a` });
+      await client.callTool('get_order', { id: `run-${run}-b` });
+      await audit.close();
+      await closeConnections();
+    }
+    const records = await lines(path);
+    expect(records.map((record) => [record.seq, (record.args as { id: string }).id])).toEqual([
+      [1, 'run-1-a'],
+      [2, 'run-1-b'],
+      [3, 'run-2-a'],
+      [4, 'run-2-b'],
+    ]);
+    expect(records[0]!.prevHash).toBe(GENESIS_HASH);
+    expect(records[2]!.prevHash).toBe(records[1]!.hash);
+    await expect(verifyAuditFile(path)).resolves.toMatchObject({ intact: true, records: 4 });
+  });
+
+  it('a torn last line (a crash mid-write) is closed off; the chain continues from the last whole record', async () => {
+    const path = join(dir, 'audit.jsonl');
+    const first = createAudit({ sink: createFileSink(path), flushOnExit: false });
+    await (await serve([first])).callTool('get_order', { id: 'before' });
+    await first.close();
+    await appendFile(path, '{"seq":2,"tor');
+    const second = createAudit({ sink: createFileSink(path), flushOnExit: false });
+    await (await serve([second])).callTool('get_order', { id: 'after' });
+    await second.close();
+    const text = await readFile(path, 'utf8');
+    const [one, torn, three] = text.split('\n');
+    expect(torn).toBe('{"seq":2,"tor');
+    expect(JSON.parse(three!)).toMatchObject({
+      seq: 2,
+      prevHash: JSON.parse(one!).hash,
+      args: { id: 'after' },
+    });
+    await expect(verifyAuditFile(path)).resolves.toEqual({
+      intact: false,
+      records: 1,
+      brokenAt: 2,
+      reason: 'record 2 is not an audit record (not JSON, or no seq, hash and prevHash)',
+    });
+  });
+
+  it('refuses to continue a file whose last line is not an audit record, and says so in the log', async () => {
+    const path = join(dir, 'not-audit.log');
+    await writeFile(path, 'hello world\n');
+    const logger = recordingLogger();
+    const audit = createAudit({ sink: createFileSink(path), flushOnExit: false, logger, closeTimeoutMs: 0 });
+    await (await serve([audit])).callTool('get_order', { id: 'A-1' });
+    await audit.close();
+    expect(await readFile(path, 'utf8')).toBe('hello world\n');
+    expect(audit.stats()).toEqual({ written: 0, dropped: 1, pending: 0 });
+    expect(logger.entries.map((entry) => [entry.level, entry.message])).toEqual([
+      ['error', 'audit sink failed; retrying the same batch'],
+      ['error', 'audit records lost: the sink did not take them before close() gave up'],
+    ]);
+    expect((logger.entries[0]!.fields.err as Error).message).toMatch(/last line is not an audit record/);
+  });
+});

@@ -1,0 +1,150 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAudit, createPostgresSink, GENESIS_HASH, verifyAuditTable } from '../src/index.js';
+import { type Database, databases, TEST_SCHEMA, uniqueTable } from './database.js';
+import { closeConnections, recordingLogger, serve } from './helpers.js';
+
+describe.each(databases)('PostgreSQL sink on $name', ({ open }) => {
+  let db: Database;
+  const tables: string[] = [];
+  beforeAll(async () => {
+    db = await open();
+  });
+  afterAll(async () => {
+    for (const table of tables) await db.client.query(`DROP TABLE IF EXISTS ${table}`);
+    await db.end();
+  });
+  const newTable = (): string => {
+    const table = uniqueTable();
+    tables.push(table);
+    return table;
+  };
+
+  it('creates the table, takes 1,000 concurrent calls, and holds exactly 1,000 chained rows after close()', async () => {
+    const table = newTable();
+    const logger = recordingLogger();
+    const audit = createAudit({
+      sink: createPostgresSink({ client: db.client, table }),
+      flushOnExit: false,
+      logger,
+    });
+    const client = await serve([audit], undefined, { authInfo: { token: 't', clientId: 'c-1', scopes: [] } });
+    await Promise.all(
+      Array.from({ length: 1000 }, (_, index) => client.callTool('get_order', { id: `A-${index}` })),
+    );
+    await audit.close();
+    await closeConnections();
+    const { rows } = await db.client.query(
+      `SELECT count(*)::int AS n, min(seq)::int AS first, max(seq)::int AS last, count(DISTINCT hash)::int AS hashes FROM ${table}`,
+    );
+    expect(rows[0]).toEqual({ n: 1000, first: 1, last: 1000, hashes: 1000 });
+    expect(logger.entries).toEqual([]);
+    const first = await db.client.query(
+      `SELECT chain, seq::int AS seq, tool, outcome, principal, incident_id, record::text AS record FROM ${table} WHERE seq = 1`,
+    );
+    const row = first.rows[0] as Record<string, unknown>;
+    expect(row).toMatchObject({
+      chain: 'default',
+      seq: 1,
+      tool: 'get_order',
+      outcome: 'ok',
+      principal: 'c-1',
+      incident_id: null,
+    });
+    expect(JSON.parse(row.record as string)).toMatchObject({
+      seq: 1,
+      prevHash: GENESIS_HASH,
+      clientId: 'c-1',
+    });
+    await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+      intact: true,
+      records: 1000,
+    });
+  });
+
+  it('a restart continues the chain from the table; chains are kept apart', async () => {
+    const table = newTable();
+    for (const [chain, id] of [
+      ['default', 'one'],
+      ['default', 'two'],
+      ['replica-b', 'three'],
+    ] as const) {
+      const audit = createAudit({
+        sink: createPostgresSink({ client: db.client, table, chain }),
+        flushOnExit: false,
+      });
+      await (await serve([audit])).callTool('get_order', { id });
+      await audit.close();
+      await closeConnections();
+    }
+    const { rows } = await db.client.query(
+      `SELECT chain, seq::int AS seq, record->'args'->>'id' AS id FROM ${table} ORDER BY chain, seq`,
+    );
+    expect(rows).toEqual([
+      { chain: 'default', seq: 1, id: 'one' },
+      { chain: 'default', seq: 2, id: 'two' },
+      { chain: 'replica-b', seq: 1, id: 'three' },
+    ]);
+    await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+      intact: true,
+      records: 2,
+    });
+    await expect(verifyAuditTable({ client: db.client, table, chain: 'replica-b' })).resolves.toMatchObject({
+      intact: true,
+      records: 1,
+    });
+  });
+
+  it('stores hostile values exactly: NUL bytes, quotes, a tool name built to break SQL', async () => {
+    const table = newTable();
+    const audit = createAudit({ sink: createPostgresSink({ client: db.client, table }), flushOnExit: false });
+    const client = await serve([audit]);
+    const name = `x'); DROP TABLE ${TEST_SCHEMA}.victim; --\u0000`;
+    await expect(client.callTool(name, { q: '\'\u0000"\\' })).rejects.toThrow(/Unknown tool/);
+    await audit.close();
+    const { rows } = await db.client.query(`SELECT tool, record::text AS record FROM ${table}`);
+    const row = rows[0] as { tool: string; record: string };
+    expect(row.tool).toBe(name.replace('\u0000', '\uFFFD'));
+    expect(JSON.parse(row.record)).toMatchObject({
+      tool: name,
+      args: { q: '\'\u0000"\\' },
+      unknownTool: true,
+    });
+    await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+      intact: true,
+      records: 1,
+    });
+  });
+
+  it('the verifier finds an edited, a deleted and a reordered row', async () => {
+    const table = newTable();
+    const audit = createAudit({ sink: createPostgresSink({ client: db.client, table }), flushOnExit: false });
+    const client = await serve([audit]);
+    for (let index = 1; index <= 5; index += 1) await client.callTool('get_order', { id: `A-${index}` });
+    await audit.close();
+    await db.client.query(
+      `UPDATE ${table} SET record = replace(record::text, '"A-4"', '"B-4"')::json WHERE seq = 4`,
+    );
+    await expect(verifyAuditTable({ client: db.client, table })).resolves.toEqual({
+      intact: false,
+      records: 3,
+      brokenAt: 4,
+      reason: 'record 4 (seq 4) was altered: its content does not match its hash',
+    });
+    await db.client.query(`DELETE FROM ${table} WHERE seq >= 4`);
+    await db.client.query(`DELETE FROM ${table} WHERE seq = 2`);
+    await expect(verifyAuditTable({ client: db.client, table })).resolves.toEqual({
+      intact: false,
+      records: 1,
+      brokenAt: 2,
+      reason: 'record 2 does not follow record 1: seq jumps from 1 to 3 (a record was deleted or moved)',
+    });
+    await db.client.query(`UPDATE ${table} SET seq = 2 WHERE seq = 3`);
+    await db.client.query(`UPDATE ${table} SET seq = 3 WHERE seq = 1`);
+    await expect(verifyAuditTable({ client: db.client, table })).resolves.toEqual({
+      intact: false,
+      records: 0,
+      brokenAt: 1,
+      reason: 'record 1 (seq 3) does not start the chain: the records before it were deleted',
+    });
+  });
+});

@@ -1,0 +1,214 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createAudit,
+  createFileSink,
+  createPostgresSink,
+  verifyAuditFile,
+  verifyAuditLines,
+} from '../src/index.js';
+import { databases, uniqueTable } from './database.js';
+import { closeConnections, serve } from './helpers.js';
+
+const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+const run = promisify(execFile);
+
+let dir: string;
+let path: string;
+let original: string[];
+
+/** Runs the built CLI; resolves with its exit code and output whatever the code. */
+async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [CLI, ...args]);
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
+  }
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'toolgate-audit-verify-'));
+  path = join(dir, 'audit.jsonl');
+  const audit = createAudit({ sink: createFileSink(path), flushOnExit: false });
+  const client = await serve([audit]);
+  for (let index = 1; index <= 5; index += 1) await client.callTool('get_order', { id: `A-${index}` });
+  await audit.close();
+  await closeConnections();
+  original = (await readFile(path, 'utf8')).split('\n').slice(0, -1);
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('verifier: each kind of tampering, first broken link', () => {
+  it('an untouched file is intact', async () => {
+    expect(original).toHaveLength(5);
+    await expect(verifyAuditFile(path)).resolves.toEqual({
+      intact: true,
+      records: 5,
+      head: JSON.parse(original[4]!).hash,
+    });
+  });
+
+  it('an edited record', async () => {
+    const lines = [...original];
+    lines[2] = lines[2]!.replace('"A-3"', '"A-9"');
+    await expect(verifyAuditLines(lines)).resolves.toEqual({
+      intact: false,
+      records: 2,
+      brokenAt: 3,
+      reason: 'record 3 (seq 3) was altered: its content does not match its hash',
+    });
+  });
+
+  it('an edited record whose hash was recomputed breaks the next link', async () => {
+    const { createHash } = await import('node:crypto');
+    const { canonicalJson } = await import('@toolgate/core');
+    const { hash: _old, ...rest } = JSON.parse(original[2]!) as Record<string, unknown>;
+    const forged = { ...rest, args: { id: 'A-9' } };
+    const lines = [...original];
+    lines[2] = JSON.stringify({
+      ...forged,
+      hash: createHash('sha256').update(canonicalJson(forged)).digest('hex'),
+    });
+    await expect(verifyAuditLines(lines)).resolves.toEqual({
+      intact: false,
+      records: 3,
+      brokenAt: 4,
+      reason:
+        'record 4 (seq 4) does not link to record 3: its prevHash differs (a record was inserted or replaced)',
+    });
+  });
+
+  it('a deleted record', async () => {
+    const lines = original.filter((_, index) => index !== 1);
+    await expect(verifyAuditLines(lines)).resolves.toEqual({
+      intact: false,
+      records: 1,
+      brokenAt: 2,
+      reason: 'record 2 does not follow record 1: seq jumps from 1 to 3 (a record was deleted or moved)',
+    });
+  });
+
+  it('the first record deleted', async () => {
+    await expect(verifyAuditLines(original.slice(1))).resolves.toEqual({
+      intact: false,
+      records: 0,
+      brokenAt: 1,
+      reason: 'record 1 (seq 2) does not start the chain: the records before it were deleted',
+    });
+  });
+
+  it('an inserted record (a copy of another)', async () => {
+    const lines = [...original.slice(0, 3), original[1]!, ...original.slice(3)];
+    await expect(verifyAuditLines(lines)).resolves.toEqual({
+      intact: false,
+      records: 3,
+      brokenAt: 4,
+      reason: 'record 4 is out of order: seq 2 after seq 3 (a record was inserted or moved)',
+    });
+  });
+
+  it('two records swapped', async () => {
+    const lines = [original[0]!, original[2]!, original[1]!, ...original.slice(3)];
+    await expect(verifyAuditLines(lines)).resolves.toEqual({
+      intact: false,
+      records: 1,
+      brokenAt: 2,
+      reason: 'record 2 does not follow record 1: seq jumps from 1 to 3 (a record was deleted or moved)',
+    });
+  });
+
+  it('a line that is not a record', async () => {
+    const lines = [...original.slice(0, 2), '{"seq":3,"hash":"nope"}', ...original.slice(2)];
+    await expect(verifyAuditLines(lines)).resolves.toEqual({
+      intact: false,
+      records: 2,
+      brokenAt: 3,
+      reason: 'record 3 is not an audit record (not JSON, or no seq, hash and prevHash)',
+    });
+  });
+});
+
+describe('toolgate-audit verify (the built CLI, in a child process)', () => {
+  it('prints "intact" and exits 0 for the file the sink wrote', async () => {
+    const result = await cli('verify', path);
+    expect(result).toEqual({
+      code: 0,
+      stdout: `intact: 5 records, head ${JSON.parse(original[4]!).hash}\n`,
+      stderr: '',
+    });
+  });
+
+  it('prints the first broken link and exits 1 for an edited file', async () => {
+    const edited = join(dir, 'edited.jsonl');
+    await writeFile(
+      edited,
+      `${original.map((line, index) => (index === 3 ? line.replace('"ok"', '"internal"') : line)).join('\n')}\n`,
+    );
+    await expect(cli('verify', edited)).resolves.toEqual({
+      code: 1,
+      stdout: 'broken at record 4: record 4 (seq 4) was altered: its content does not match its hash\n',
+      stderr: '',
+    });
+  });
+
+  it('exits 2 with usage for bad arguments, and with a message for a missing file', async () => {
+    const usage = await cli('check', path);
+    expect(usage.code).toBe(2);
+    expect(usage.stdout).toBe('');
+    expect(usage.stderr).toMatch(/^usage:\n {2}toolgate-audit verify FILE/);
+    const missing = await cli('verify', join(dir, 'absent.jsonl'));
+    expect(missing).toMatchObject({ code: 2, stdout: '' });
+    expect(missing.stderr).toMatch(/^toolgate-audit: ENOENT/);
+  });
+
+  // The CLI reaches a table over the network, so this runs where TEST_DATABASE_URL names a server
+  // (always in CI: database.ts throws there without it).
+  const servers = databases.filter((database) => database.name === 'PostgreSQL');
+  it.each(servers)(
+    'verify --table on $name: intact, then broken after a row is deleted',
+    async ({ open }) => {
+      const db = await open();
+      const table = uniqueTable();
+      try {
+        const audit = createAudit({
+          sink: createPostgresSink({ client: db.client, table }),
+          flushOnExit: false,
+        });
+        const client = await serve([audit]);
+        for (let index = 1; index <= 3; index += 1) await client.callTool('get_order', { id: `A-${index}` });
+        await audit.close();
+        await closeConnections();
+        const intact = await cli(
+          'verify',
+          '--table',
+          table,
+          '--database-url',
+          process.env.TEST_DATABASE_URL!,
+        );
+        expect(intact).toMatchObject({ code: 0, stderr: '' });
+        expect(intact.stdout).toMatch(/^intact: 3 records, head [0-9a-f]{64}\n$/);
+        await db.client.query(`DELETE FROM ${table} WHERE seq = 2`);
+        await expect(
+          cli('verify', '--table', table, '--database-url', process.env.TEST_DATABASE_URL!),
+        ).resolves.toEqual({
+          code: 1,
+          stdout:
+            'broken at record 2: record 2 does not follow record 1: seq jumps from 1 to 3 (a record was deleted or moved)\n',
+          stderr: '',
+        });
+      } finally {
+        await db.client.query(`DROP TABLE IF EXISTS ${table}`);
+        await db.end();
+      }
+    },
+  );
+});
