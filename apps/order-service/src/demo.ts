@@ -187,11 +187,14 @@ export async function runDemo(): Promise<DemoReport> {
   const client = new Client({ name: 'toolgate-demo', version: '1.0.0' });
   const seenList: Array<{ step: Step; seen: Record<string, unknown>; outcome: string }> = [];
   try {
-    await client.connect(transport);
+    // Generous: on a busy CI machine the server seeds its embedded database before it answers.
+    await client.connect(transport, { timeout: 120_000 });
     for (const step of DEMO_STEPS) {
       if (step.carrier) carrier.mode = step.carrier;
       if (step.waitMs) await new Promise((done) => setTimeout(done, step.waitMs));
-      const result = (await client.callTool({ name: step.tool, arguments: step.args })) as CallToolResult;
+      const result = (await client.callTool({ name: step.tool, arguments: step.args }, undefined, {
+        timeout: 60_000,
+      })) as CallToolResult;
       const first = result.content[0];
       const seen = JSON.parse(first?.type === 'text' ? first.text : '{}') as Record<string, unknown>;
       seenList.push({ step, seen, outcome: seen.ok === true ? 'ok' : String(seen.error) });

@@ -10,5 +10,5 @@ describe('demo', () => {
     expect(report.chain).toBe(`intact (${DEMO_STEPS.length} records)`);
     expect(report.incidentLogged).toBe(true);
     expect(report.passed).toBe(true);
-  }, 120_000);
+  }, 300_000);
 });

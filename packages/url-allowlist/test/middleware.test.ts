@@ -274,6 +274,8 @@ describe('urlArgument through a real client', () => {
         'api.carrier.test redirected to a URL that is refused: Host 169.254.169.254 is a cloud metadata service and cannot be fetched.',
       hint: 'The redirect target is not allowed. Do not retry; tell the user the page cannot be fetched here.',
       retryable: false,
+      // The refusal's cause (the resolved hop) goes to the server log under this id.
+      incidentId: expect.stringMatching(/^inc_/),
     });
     expect(handled).toHaveLength(1);
   });
