@@ -52,6 +52,9 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
   const allowedOrigins = new Set(options.allowedOrigins ?? []);
   const allowedHosts = new Set((options.allowedHosts ?? []).map((entry) => entry.toLowerCase()));
   const { logger } = options;
+  // A server on loopback also accepts loopback Host and Origin values (any port): a page on this
+  // machine may talk to it, a rebinding name (evil.example resolving to 127.0.0.1) may not.
+  const loopbackServer = LOOPBACK.has(host);
 
   const server = createServer((req, res) => {
     handle(req, res).catch((error: unknown) => {
@@ -68,12 +71,16 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
       return;
     }
     const hostHeader = (req.headers.host ?? '').toLowerCase();
-    if (!allowedHosts.has(hostHeader)) {
+    if (!allowedHosts.has(hostHeader) && !(loopbackServer && isLoopbackAuthority(hostHeader))) {
       sendJsonRpcError(res, 403, -32000, 'Forbidden: Host header not allowed');
       return;
     }
     const origin = req.headers.origin;
-    if (origin !== undefined && !allowedOrigins.has(origin)) {
+    if (
+      origin !== undefined &&
+      !allowedOrigins.has(origin) &&
+      !(loopbackServer && isLoopbackOrigin(origin))
+    ) {
       sendJsonRpcError(res, 403, -32000, 'Forbidden: Origin not allowed');
       return;
     }
@@ -145,6 +152,20 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
         server.close(() => resolveClose());
       }),
   };
+}
+
+function isLoopbackAuthority(authority: string): boolean {
+  const match = /^(\[::1\]|localhost|127\.0\.0\.1)(?::\d{1,5})?$/.exec(authority);
+  return match !== null;
+}
+
+function isLoopbackOrigin(origin: string): boolean {
+  try {
+    const url = new URL(origin);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && isLoopbackAuthority(url.host);
+  } catch {
+    return false;
+  }
 }
 
 function sendJsonRpcError(res: ServerResponse, status: number, code: number, message: string): void {

@@ -1,0 +1,155 @@
+import { request } from 'node:http';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { createSilentLogger } from '@toolgate/core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTokenVerifier } from '../src/auth.js';
+import { type RunningHttpServer, startHttpServer } from '../src/http.js';
+import { type Running, startService } from './harness.js';
+
+const READER = 'reader-token-0123456789abcdef';
+const NO_SCOPE = 'noscope-token-0123456789abcdef';
+let running: Running;
+let http: RunningHttpServer;
+
+beforeAll(async () => {
+  running = await startService({ transport: 'tcp' });
+  http = await startHttpServer({
+    port: 0,
+    verifier: createTokenVerifier({
+      tokens: [
+        { token: READER, clientId: 'support-desk', scopes: ['orders:read'], claims: { sub: 'agent-1' } },
+        { token: NO_SCOPE, clientId: 'other-app', scopes: ['profile'] },
+      ],
+    }),
+    allowedOrigins: ['https://desk.example'],
+    maxBodyBytes: 64 * 1024,
+    createServer: () => running.service.createServer(),
+    logger: createSilentLogger(),
+  });
+});
+afterAll(async () => {
+  await http.close();
+  await running.stop();
+});
+
+interface RawResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+}
+
+/** A raw HTTP request (node:http lets a test set Host, which fetch forbids). */
+function post(headers: Record<string, string>, body: string): Promise<RawResponse> {
+  const url = new URL(http.url);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          ...headers,
+        },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          text += chunk;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+const INITIALIZE = JSON.stringify({
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+});
+
+describe('Streamable HTTP with bearer auth', () => {
+  it('a real client with a token lists and calls tools', async () => {
+    const client = new Client({ name: 'desk', version: '1' });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(http.url), {
+        requestInit: { headers: { authorization: `Bearer ${READER}` } },
+      }),
+    );
+    try {
+      expect((await client.listTools()).tools).toHaveLength(5);
+      const result = await client.callTool({
+        name: 'get_order_status',
+        arguments: { order_id: '4000000000007919' },
+      });
+      expect(result.structuredContent).toMatchObject({ ok: true, items: [{ order_id: '4000000000007919' }] });
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('401 without a token or with a wrong one, with WWW-Authenticate', async () => {
+    const attempts: Record<string, string>[] = [
+      {},
+      { authorization: 'Bearer wrong-token-0123456789' },
+      { authorization: `Basic ${READER}` },
+    ];
+    for (const headers of attempts) {
+      const res = await post(headers, INITIALIZE);
+      expect(res.status).toBe(401);
+      expect(res.headers['www-authenticate']).toContain('Bearer error="invalid_token"');
+      expect(JSON.parse(res.body)).toMatchObject({ jsonrpc: '2.0', error: { code: -32001 } });
+    }
+  });
+
+  it('403 for a token without the orders:read scope', async () => {
+    const res = await post({ authorization: `Bearer ${NO_SCOPE}` }, INITIALIZE);
+    expect(res.status).toBe(403);
+    expect(res.headers['www-authenticate']).toBe('Bearer error="insufficient_scope", scope="orders:read"');
+  });
+
+  it('403 for a foreign Host header (DNS rebinding) or Origin, before auth is even looked at', async () => {
+    expect((await post({ host: 'evil.example', authorization: `Bearer ${READER}` }, INITIALIZE)).status).toBe(
+      403,
+    );
+    expect((await post({ host: `evil.example:${new URL(http.url).port}` }, INITIALIZE)).status).toBe(403);
+    expect(
+      (await post({ origin: 'https://evil.example', authorization: `Bearer ${READER}` }, INITIALIZE)).status,
+    ).toBe(403);
+    const allowed = await post(
+      { origin: 'https://desk.example', authorization: `Bearer ${READER}` },
+      INITIALIZE,
+    );
+    expect(allowed.status).toBe(200);
+  });
+
+  it('413 for a body over the limit, 400 for a body that is not JSON', async () => {
+    const big = await post(
+      { authorization: `Bearer ${READER}` },
+      JSON.stringify({ pad: 'x'.repeat(70 * 1024) }),
+    );
+    expect(big.status).toBe(413);
+    expect((await post({ authorization: `Bearer ${READER}` }, '{not json')).status).toBe(400);
+  });
+
+  it('the audit record names the token’s subject as principal', async () => {
+    await running.service.audit.flush();
+    const { readFileSync } = await import('node:fs');
+    const records = readFileSync(running.auditFile, 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
+    expect(records.find((record) => record.tool === 'get_order_status')).toMatchObject({
+      principal: 'agent-1',
+      outcome: 'ok',
+    });
+  });
+});

@@ -1,0 +1,304 @@
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { verifyAuditFile } from '@toolgate/audit';
+import { connectTestClient, expectFailure, type TestClient } from '@toolgate/core/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ORDER_STATUSES, SEED_CUSTOMERS, SEED_ORDERS } from '../src/db.js';
+import { INSTRUCTIONS } from '../src/service.js';
+import { type Running, startService } from './harness.js';
+
+let running: Running;
+let client: TestClient;
+
+beforeAll(async () => {
+  running = await startService();
+  client = await connectTestClient(running.service.createServer());
+});
+afterAll(async () => {
+  await client.close();
+  await running.stop();
+});
+
+type Item = Record<string, unknown>;
+const items = (result: { structuredContent?: unknown }): Item[] =>
+  (result.structuredContent as { items: Item[] }).items;
+
+describe('what the model is offered', () => {
+  it('five tools with strict, flat inputs and read-only annotations', async () => {
+    const { tools } = await client.client.listTools();
+    expect(tools.map((tool) => tool.name).sort()).toEqual([
+      'get_order_status',
+      'render_invoice',
+      'search_docs',
+      'search_orders',
+      'track_shipment',
+    ]);
+    for (const tool of tools) {
+      expect(tool.inputSchema.additionalProperties).toBe(false);
+      expect(tool.annotations?.readOnlyHint).toBe(true);
+      expect(tool.description!.length).toBeGreaterThan(60);
+      for (const property of Object.values(tool.inputSchema.properties ?? {})) {
+        expect((property as { type?: string }).type).not.toBe('object');
+      }
+    }
+    const search = tools.find((tool) => tool.name === 'search_orders')!;
+    expect(search.inputSchema.properties).toMatchObject({
+      status: { enum: [...ORDER_STATUSES] },
+      days: { maximum: 90, default: 30 },
+      limit: { maximum: 50, default: 10 },
+    });
+  });
+
+  it('instructions state the read-only boundary; the schema resource lists fields and statuses', async () => {
+    expect(client.client.getInstructions()).toBe(INSTRUCTIONS);
+    expect(INSTRUCTIONS).toContain('cannot issue refunds');
+    const resource = await client.client.readResource({ uri: 'orders://schema' });
+    const body = JSON.parse((resource.contents[0] as { text: string }).text);
+    expect(body.statuses).toEqual([...ORDER_STATUSES]);
+    expect(Object.keys(body.fields)).toContain('tracking_number');
+  });
+});
+
+describe('search_orders and get_order_status', () => {
+  it('the seed holds 10,000 orders over 200 customers', async () => {
+    const rows = await running.service.db.pglite!.query<{ orders: number; customers: number }>(
+      'SELECT count(*)::int AS orders, count(DISTINCT customer_id)::int AS customers FROM orders',
+    );
+    expect(rows.rows[0]).toEqual({ orders: SEED_ORDERS, customers: SEED_CUSTOMERS });
+  });
+
+  it('searches by status within a window, newest first, cut to the default limit with a note', async () => {
+    const result = await client.callTool('search_orders', { status: 'paid', days: 30 });
+    const found = items(result);
+    expect(found).toHaveLength(10);
+    expect(found.every((order) => order.status === 'paid')).toBe(true);
+    const dates = found.map((order) => Date.parse(String(order.created_at)));
+    expect([...dates].sort((a, b) => b - a)).toEqual(dates);
+    const content = result.structuredContent as { total: number; note: string };
+    expect(content.total).toBeGreaterThan(10);
+    expect(content.note).toContain(`Returned 10 of ${content.total}`);
+  });
+
+  it('refuses a status outside the enum, a window over 90 days and a limit over 50', async () => {
+    const envelope = expectFailure(
+      await client.callTool('search_orders', { status: 'lost', days: 91, limit: 51 }),
+    );
+    expect(envelope.error).toBe('invalid_argument');
+    expect(envelope.fields?.map((field) => field.path)).toEqual(['status', 'days', 'limit']);
+  });
+
+  it('matches an email prefix literally (an injection string finds nothing and changes nothing)', async () => {
+    const ok = items(await client.callTool('search_orders', { customer_email: 'customer042@', days: 90 }));
+    expect(ok.length).toBeGreaterThan(0);
+    expect(ok.every((order) => order.customer_email === 'customer042@example.com')).toBe(true);
+    for (const hostile of ["x' OR '1'='1", "%'; DELETE FROM orders; --", '_%', '\\']) {
+      const result = await client.callTool('search_orders', { customer_email: hostile, days: 90 });
+      expect(items(result)).toEqual([]);
+    }
+    const count = await running.service.db.pglite!.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM orders',
+    );
+    expect(count.rows[0]!.n).toBe(SEED_ORDERS);
+  });
+
+  it('finds one order by id; an unknown id is not_found with a hint; a malformed id never reaches SQL', async () => {
+    const found = items(await client.callTool('get_order_status', { order_id: '4000000000007919' }));
+    expect(found).toHaveLength(1);
+    expect(found[0]).toMatchObject({
+      order_id: '4000000000007919',
+      customer_email: expect.stringMatching(/@example\.com$/),
+    });
+    expect(
+      expectFailure(await client.callTool('get_order_status', { order_id: '4000000000000001' })),
+    ).toMatchObject({
+      error: 'not_found',
+      hint: 'Check the 16-digit id with the user, or find the order with search_orders.',
+    });
+    expect(
+      expectFailure(await client.callTool('get_order_status', { order_id: "1' OR 1=1 --" })).fields,
+    ).toEqual([{ path: 'order_id', expected: 'a string matching /^\\d{16}$/' }]);
+  });
+});
+
+describe('customer-scoped tokens', () => {
+  let scoped: Running;
+  beforeAll(async () => {
+    scoped = await startService({ customerScoped: true });
+  });
+  afterAll(() => scoped.stop());
+
+  it('binds the customer id from the token; an argument cannot override it; no claim is refused', async () => {
+    const authInfo = { token: 't', clientId: 'portal', scopes: ['orders:read'], extra: { customerId: 42 } };
+    const mine = await connectTestClient(scoped.service.createServer(), { authInfo });
+    try {
+      const found = items(await mine.callTool('search_orders', { days: 90, limit: 50 }));
+      expect(found.length).toBeGreaterThan(0);
+      expect(found.every((order) => order.customer_email === 'customer042@example.com')).toBe(true);
+      expect(expectFailure(await mine.callTool('search_orders', { customer_id: 7 })).error).toBe(
+        'invalid_argument',
+      );
+    } finally {
+      await mine.close();
+    }
+    const anonymous = await connectTestClient(scoped.service.createServer());
+    try {
+      expect(expectFailure(await anonymous.callTool('search_orders', {})).error).toBe('permission_denied');
+    } finally {
+      await anonymous.close();
+    }
+  });
+});
+
+describe('search_docs', () => {
+  it('returns file, line and text of matching lines', async () => {
+    const found = items(await client.callTool('search_docs', { query: 'refunded within 30 days' }));
+    expect(found).toHaveLength(3);
+    expect(found[0]).toEqual({
+      file: 'refund-policy.md',
+      line: 6,
+      text: '- An order can be refunded within 30 days of delivery.',
+      score: 4,
+    });
+  });
+
+  it('an empty query is invalid_argument; no hit is success with an empty list', async () => {
+    expect(expectFailure(await client.callTool('search_docs', { query: '  ' })).error).toBe(
+      'invalid_argument',
+    );
+    const none = await client.callTool('search_docs', { query: 'zeppelin' });
+    expect(none.isError).toBeUndefined();
+    expect(items(none)).toEqual([]);
+  });
+
+  it('clamps top_k to 5 on the server and says so', async () => {
+    const result = await client.callTool('search_docs', { query: 'refund order days', top_k: 100 });
+    expect(items(result)).toHaveLength(5);
+    expect((result.structuredContent as { note: string }).note).toContain('top_k was cut to 5');
+  });
+
+  it('never reads outside the root: traversal paths are refused, links out are skipped', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'docs-root-'));
+    const outside = mkdtempSync(join(tmpdir(), 'docs-outside-'));
+    writeFileSync(join(outside, 'secret.md'), 'refund secret: the admin password is hunter2\n');
+    writeFileSync(join(root, 'refunds.md'), '# Refunds\nrefund within 30 days\n');
+    symlinkSync(join(outside, 'secret.md'), join(root, 'linked.md'));
+    symlinkSync(outside, join(root, 'linked-dir'));
+    mkdirSync(join(root, 'sub'));
+    const local = await startService({ docsRoot: root });
+    const docs = await connectTestClient(local.service.createServer());
+    try {
+      for (const path of [
+        '../',
+        '../../etc/passwd',
+        '/etc/passwd',
+        'sub/../../',
+        'linked.md',
+        'linked-dir/secret.md',
+        'a\u0000b',
+      ]) {
+        const result = await docs.callTool('search_docs', { query: 'refund', path });
+        expect(expectFailure(result).error).toBe('invalid_argument');
+        expect(JSON.stringify(result)).not.toContain('hunter2');
+      }
+      const all = await docs.callTool('search_docs', { query: 'refund secret', top_k: 5 });
+      expect(items(all).map((item) => item.file)).toEqual(['refunds.md', 'refunds.md']);
+      expect(JSON.stringify(all)).not.toContain('hunter2');
+    } finally {
+      await docs.close();
+      await local.stop();
+      rmSync(root, { recursive: true, force: true });
+      rmSync(outside, { recursive: true, force: true });
+    }
+  });
+
+  it('an empty docs root is success with no items', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'docs-empty-'));
+    const local = await startService({ docsRoot: root });
+    const docs = await connectTestClient(local.service.createServer());
+    try {
+      const result = await docs.callTool('search_docs', { query: 'refund' });
+      expect(result.structuredContent).toEqual({
+        ok: true,
+        items: [],
+        total: 0,
+        note: 'No line matches these keywords; try other words.',
+      });
+    } finally {
+      await docs.close();
+      await local.stop();
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('track_shipment', () => {
+  it('asks the carrier and returns its events', async () => {
+    const result = await client.callTool('track_shipment', { tracking_number: 'TRK00000042' });
+    expect(result.structuredContent).toMatchObject({
+      ok: true,
+      trackingNumber: 'TRK00000042',
+      status: 'delivered',
+    });
+  });
+
+  it('refuses links that are not the carrier’s before anything is fetched', async () => {
+    const before = running.carrier.requests;
+    for (const url of [
+      'http://169.254.169.254/latest/meta-data/',
+      'http://127.0.0.1:1/track/TRK00000001',
+      'file:///etc/passwd',
+      'https://evil.example/track/1',
+    ]) {
+      expect(expectFailure(await client.callTool('track_shipment', { tracking_url: url })).error).toBe(
+        'permission_denied',
+      );
+    }
+    expect(running.carrier.requests).toBe(before);
+  });
+
+  it('a stalled carrier times out; a broken one is internal with nothing of its page leaked', async () => {
+    running.carrier.mode = 'stall';
+    try {
+      expect(
+        expectFailure(await client.callTool('track_shipment', { tracking_number: 'TRK00000100' })).error,
+      ).toBe('timeout');
+      running.carrier.mode = 'garbage';
+      const broken = await client.callTool('track_shipment', { tracking_number: 'TRK00000102' });
+      expect(expectFailure(broken)).toMatchObject({
+        error: 'internal',
+        incidentId: expect.stringMatching(/^inc_/),
+      });
+      expect(JSON.stringify(broken)).not.toMatch(/hunter2|carrier\.internal|\/srv\//);
+    } finally {
+      running.carrier.mode = 'ok';
+    }
+  });
+});
+
+describe('render_invoice', () => {
+  it('renders an order through the bundled CLI, without a shell', async () => {
+    const result = await client.callTool('render_invoice', { order_id: '4000000000007919' });
+    const invoice = (result.structuredContent as { invoice: string }).invoice;
+    expect(invoice.split('\n').slice(0, 2)).toEqual(['INVOICE', 'Order:    4000000000007919']);
+    expect(invoice).toMatch(/Total: {4}\d+\.\d{2} (USD|EUR)/);
+  });
+
+  it('an unknown order is not_found and a malformed id is refused', async () => {
+    expect(
+      expectFailure(await client.callTool('render_invoice', { order_id: '4000000000000001' })).error,
+    ).toBe('not_found');
+    expect(expectFailure(await client.callTool('render_invoice', { order_id: '--help' })).error).toBe(
+      'invalid_argument',
+    );
+  });
+});
+
+describe('audit', () => {
+  it('every call so far has one record and the chain verifies', async () => {
+    await running.service.audit.flush();
+    const verdict = await verifyAuditFile(running.auditFile);
+    expect(verdict).toMatchObject({ intact: true });
+    expect(verdict.intact && verdict.records).toBeGreaterThan(20);
+  });
+});
