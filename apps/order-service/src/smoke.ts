@@ -133,7 +133,9 @@ function transportFromArgs(argv: string[]): Transport {
   }
   if (command.length > 0) {
     // The server inherits this environment (DATABASE_URL, CARRIER_URL, ...), as a desktop client's env would pass it.
-    const env = Object.fromEntries(Object.entries(process.env).filter((entry): entry is [string, string] => entry[1] !== undefined));
+    const env = Object.fromEntries(
+      Object.entries(process.env).filter((entry): entry is [string, string] => entry[1] !== undefined),
+    );
     return new StdioClientTransport({ command: command[0]!, args: command.slice(1), env, stderr: 'ignore' });
   }
   throw new Error('usage: smoke --url URL [--token TOKEN] | smoke -- COMMAND [ARGS...]');
