@@ -95,3 +95,9 @@ export function expectFailure(result: CallToolResult): ErrorEnvelope {
 }
 
 export { type BenchCase, type BenchOptions, type BenchRow, compareCalls, formatBenchTable } from './bench.js';
+export {
+  createTestContext,
+  type LogEntry,
+  recordingLogger,
+  type TestContextOptions,
+} from './test-context.js';

@@ -12,22 +12,14 @@ import {
   ToolError,
   type ToolMiddleware,
 } from '../src/index.js';
-import { connectTestClient, expectFailure, parseResultText, type TestClient } from '../src/testing.js';
-
-interface LogEntry {
-  level: string;
-  fields: Record<string, unknown>;
-  message: string | undefined;
-}
-
-function recordingLogger(entries: LogEntry[]): Logger {
-  const at =
-    (level: string) =>
-    (fields: Record<string, unknown>, message?: string): void => {
-      entries.push({ level, fields, message });
-    };
-  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
+import {
+  connectTestClient,
+  expectFailure,
+  type LogEntry,
+  parseResultText,
+  recordingLogger,
+  type TestClient,
+} from '../src/testing.js';
 
 const searchOrders = defineTool({
   name: 'search_orders',
