@@ -86,7 +86,7 @@ export interface OrderDatabase {
   readonly pglite: PGlite | undefined;
   readonly pool: pg.Pool | undefined;
   /** Runs SQL text written by this app (schema, seed); never model input. */
-  exec(sql: string): Promise<void>;
+  runScript(sql: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -106,7 +106,7 @@ export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<O
       kind: 'postgres',
       pglite: undefined,
       pool,
-      exec: async (sql) => {
+      runScript: async (sql) => {
         await pool.query(sql);
       },
       close: () => pool.end(),
@@ -119,7 +119,7 @@ export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<O
     kind: 'pglite',
     pglite,
     pool: undefined,
-    exec: async (sql) => {
+    runScript: async (sql) => {
       await pglite.exec(sql);
     },
     close: () => pglite.close(),
@@ -129,7 +129,7 @@ export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<O
 }
 
 /** Creates the tables and indexes and inserts the seed, idempotently. */
-export async function setupDatabase(database: Pick<OrderDatabase, 'exec'>): Promise<void> {
-  await database.exec(SCHEMA_SQL);
-  await database.exec(SEED_SQL);
+export async function setupDatabase(database: Pick<OrderDatabase, 'runScript'>): Promise<void> {
+  await database.runScript(SCHEMA_SQL);
+  await database.runScript(SEED_SQL);
 }
