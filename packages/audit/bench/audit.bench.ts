@@ -15,9 +15,16 @@ import {
   ok,
   registerTools,
   type ToolContext,
+  type ToolDefinition,
   type ToolMiddleware,
 } from '@toolgate/core';
-import { compareCalls, connectTestClient, formatBenchTable, type TestClient } from '@toolgate/core/testing';
+import {
+  compareCalls,
+  connectTestClient,
+  createTestContext,
+  formatBenchTable,
+  type TestClient,
+} from '@toolgate/core/testing';
 import * as z from 'zod';
 import { type AuditMiddleware, createAudit, createFileSink, createFunctionSink } from '../src/index.js';
 
@@ -58,31 +65,13 @@ const signal = new AbortController().signal;
 const answer = ok({ q: 'v' });
 const handlerStep = (): Promise<typeof answer> => Promise.resolve(answer);
 
-function contextFor(index: number): ToolContext {
-  const args = { q: `v${index}`, token: 'Bearer abc.def' };
-  return {
-    toolName: 'echo',
-    tool: echo as unknown as ToolContext['tool'],
-    args,
-    rawArgs: args,
-    validation: { ok: true },
-    request: {
-      id: index,
-      sessionId: undefined,
-      authInfo: undefined,
-      meta: undefined,
-      headers: undefined,
-      signal,
-    },
-    signal,
-    startedAt: Date.now(),
-    startTime: performance.now(),
-    incidentId: undefined,
-    decisions: [],
-    state: {},
+const contextFor = (index: number): ToolContext =>
+  createTestContext({
+    tool: echo as ToolDefinition,
+    args: { q: `v${index}`, token: 'Bearer abc.def' },
+    request: { id: index, signal },
     logger,
-  };
-}
+  });
 
 // 1. Round trip through a real client.
 {

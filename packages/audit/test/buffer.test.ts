@@ -1,6 +1,7 @@
+import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { type AuditRecord, type AuditSink, createAudit, verifyAuditLines } from '../src/index.js';
-import { closeConnections, recordingLogger, serve } from './helpers.js';
+import { closeConnections, serve } from './helpers.js';
 
 afterEach(closeConnections);
 
@@ -29,26 +30,26 @@ function gatedSink(): { sink: AuditSink; records: AuditRecord[]; lines: string[]
 /** A server whose audit has a stuck sink, one record per batch and room for two more. */
 async function slowSinkServer(maxWaitMs: number) {
   const gated = gatedSink();
-  const logger = recordingLogger();
+  const log: LogEntry[] = [];
   const audit = createAudit({
     sink: gated.sink,
-    logger,
+    logger: recordingLogger(log),
     flushOnExit: false,
     batchSize: 1,
     bufferSize: 2,
     maxWaitMs,
   });
-  return { gated, logger, audit, client: await serve([audit]) };
+  return { gated, log, audit, client: await serve([audit]) };
 }
 
-const droppedIn = (entries: ReturnType<typeof recordingLogger>['entries']): number =>
+const droppedIn = (entries: LogEntry[]): number =>
   entries
     .filter((entry) => entry.level === 'warn')
     .reduce((sum, entry) => sum + (entry.fields.dropped as number), 0);
 
 describe('bounded buffer: a slow sink', () => {
   it('past bufferSize a call waits maxWaitMs, then its record is dropped, counted and reported', async () => {
-    const { gated, logger, audit, client } = await slowSinkServer(50);
+    const { gated, log, audit, client } = await slowSinkServer(50);
     const results = await Promise.all(
       Array.from({ length: 5 }, (_, index) => client.callTool('get_order', { id: `A-${index}` })),
     );
@@ -56,8 +57,8 @@ describe('bounded buffer: a slow sink', () => {
     expect(results.every((result) => result.isError !== true)).toBe(true);
     // One batch in flight, two buffered, two dropped.
     expect(audit.stats()).toEqual({ written: 0, dropped: 2, pending: 3 });
-    await vi.waitFor(() => expect(droppedIn(logger.entries)).toBe(2), { timeout: 5_000 });
-    expect(logger.entries[0]).toEqual({
+    await vi.waitFor(() => expect(droppedIn(log)).toBe(2), { timeout: 5_000 });
+    expect(log[0]).toEqual({
       level: 'warn',
       fields: { dropped: 1, totalDropped: 1, bufferSize: 2, maxWaitMs: 50 },
       message: 'audit records dropped: the sink is too slow',
@@ -70,7 +71,7 @@ describe('bounded buffer: a slow sink', () => {
   });
 
   it('a call that finds the buffer full waits, and nothing is lost when the sink catches up in time', async () => {
-    const { gated, logger, audit, client } = await slowSinkServer(30_000);
+    const { gated, log, audit, client } = await slowSinkServer(30_000);
     let settled = 0;
     const calls = Array.from({ length: 5 }, (_, index) =>
       client.callTool('get_order', { id: `A-${index}` }).then(() => {
@@ -86,7 +87,7 @@ describe('bounded buffer: a slow sink', () => {
     await Promise.all(calls);
     await audit.close();
     expect(audit.stats()).toEqual({ written: 5, dropped: 0, pending: 0 });
-    expect(logger.entries).toEqual([]);
+    expect(log).toEqual([]);
     await expect(verifyAuditLines(gated.lines)).resolves.toMatchObject({ intact: true, records: 5 });
   });
 });
@@ -104,8 +105,8 @@ describe('a failing sink', () => {
         lines.push(...batch.lines);
       },
     };
-    const logger = recordingLogger();
-    const audit = createAudit({ sink, logger, flushOnExit: false });
+    const log: LogEntry[] = [];
+    const audit = createAudit({ sink, logger: recordingLogger(log), flushOnExit: false });
     const client = await serve([audit]);
     await Promise.all(
       Array.from({ length: 20 }, (_, index) => client.callTool('get_order', { id: `A-${index}` })),
@@ -114,7 +115,7 @@ describe('a failing sink', () => {
     expect(audit.stats()).toEqual({ written: 20, dropped: 0, pending: 0 });
     await expect(verifyAuditLines(lines)).resolves.toMatchObject({ intact: true, records: 20 });
     expect(
-      logger.entries.map((entry) => [entry.level, entry.message, entry.fields.records, entry.fields.attempt]),
+      log.map((entry) => [entry.level, entry.message, entry.fields.records, entry.fields.attempt]),
     ).toEqual([['error', 'audit sink failed; retrying the same batch', expect.any(Number), 1]]);
   });
 
@@ -124,14 +125,19 @@ describe('a failing sink', () => {
         throw new Error('disk full');
       },
     };
-    const logger = recordingLogger();
-    const audit = createAudit({ sink, logger, flushOnExit: false, closeTimeoutMs: 150 });
+    const log: LogEntry[] = [];
+    const audit = createAudit({
+      sink,
+      logger: recordingLogger(log),
+      flushOnExit: false,
+      closeTimeoutMs: 150,
+    });
     const client = await serve([audit]);
     await client.callTool('get_order', { id: 'A-1' });
     await client.callTool('get_order', { id: 'A-2' });
     await audit.close();
     expect(audit.stats()).toEqual({ written: 0, dropped: 2, pending: 0 });
-    expect(logger.entries.at(-1)).toEqual({
+    expect(log.at(-1)).toEqual({
       level: 'error',
       fields: { lost: 2, totalDropped: 2 },
       message: 'audit records lost: the sink did not take them before close() gave up',
@@ -142,14 +148,14 @@ describe('a failing sink', () => {
 describe('a hung sink', () => {
   it('a write that never settles cannot hold close() past closeTimeoutMs and a grace second', async () => {
     const sink: AuditSink = { write: () => new Promise<void>(() => {}) };
-    const logger = recordingLogger();
-    const audit = createAudit({ sink, logger, flushOnExit: false, closeTimeoutMs: 50 });
+    const log: LogEntry[] = [];
+    const audit = createAudit({ sink, logger: recordingLogger(log), flushOnExit: false, closeTimeoutMs: 50 });
     const client = await serve([audit]);
     await client.callTool('get_order', { id: 'A-1' });
     await client.callTool('get_order', { id: 'A-2' });
     await audit.close();
     expect(audit.stats()).toEqual({ written: 0, dropped: 2, pending: 0 });
-    expect(logger.entries).toEqual([
+    expect(log).toEqual([
       {
         level: 'error',
         fields: { lost: 2, totalDropped: 2 },
@@ -162,10 +168,10 @@ describe('a hung sink', () => {
 describe('after close()', () => {
   it('a late call still gets its answer; its record is dropped, counted and reported', async () => {
     const records: AuditRecord[] = [];
-    const logger = recordingLogger();
+    const log: LogEntry[] = [];
     const audit = createAudit({
       sink: { write: async (batch) => void records.push(...batch.records) },
-      logger,
+      logger: recordingLogger(log),
       flushOnExit: false,
     });
     const client = await serve([audit]);
@@ -175,7 +181,7 @@ describe('after close()', () => {
     expect(late.isError).toBeUndefined();
     expect(records).toHaveLength(1);
     expect(audit.stats()).toEqual({ written: 1, dropped: 1, pending: 0 });
-    expect(logger.entries).toEqual([
+    expect(log).toEqual([
       {
         level: 'warn',
         fields: { dropped: 1, totalDropped: 1, bufferSize: 10_000, maxWaitMs: 1_000 },

@@ -1,9 +1,10 @@
 import { appendFile, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createAudit, createFileSink, GENESIS_HASH, verifyAuditFile } from '../src/index.js';
-import { closeConnections, recordingLogger, serve } from './helpers.js';
+import { closeConnections, serve } from './helpers.js';
 
 let dir: string;
 beforeEach(async () => {
@@ -25,8 +26,13 @@ async function lines(path: string): Promise<Record<string, unknown>[]> {
 describe('file sink', () => {
   it('1,000 concurrent calls through a real client, then close(): exactly 1,000 records, chain intact', async () => {
     const path = join(dir, 'audit.jsonl');
-    const logger = recordingLogger();
-    const audit = createAudit({ sink: createFileSink(path), flushOnExit: false, logger, batchSize: 64 });
+    const log: LogEntry[] = [];
+    const audit = createAudit({
+      sink: createFileSink(path),
+      flushOnExit: false,
+      logger: recordingLogger(log),
+      batchSize: 64,
+    });
     const client = await serve([audit]);
     const results = await Promise.all(
       Array.from({ length: 1000 }, (_, index) => client.callTool('get_order', { id: `A-${index}` })),
@@ -40,7 +46,7 @@ describe('file sink', () => {
     );
     expect(new Set(records.map((record) => (record.args as { id: string }).id)).size).toBe(1000);
     expect(audit.stats()).toEqual({ written: 1000, dropped: 0, pending: 0 });
-    expect(logger.entries).toEqual([]);
+    expect(log).toEqual([]);
     await expect(verifyAuditFile(path)).resolves.toEqual({
       intact: true,
       records: 1000,
@@ -99,16 +105,21 @@ describe('file sink', () => {
   it('refuses to continue a file whose last line is not an audit record, and says so in the log', async () => {
     const path = join(dir, 'not-audit.log');
     await writeFile(path, 'hello world\n');
-    const logger = recordingLogger();
-    const audit = createAudit({ sink: createFileSink(path), flushOnExit: false, logger, closeTimeoutMs: 0 });
+    const log: LogEntry[] = [];
+    const audit = createAudit({
+      sink: createFileSink(path),
+      flushOnExit: false,
+      logger: recordingLogger(log),
+      closeTimeoutMs: 0,
+    });
     await (await serve([audit])).callTool('get_order', { id: 'A-1' });
     await audit.close();
     expect(await readFile(path, 'utf8')).toBe('hello world\n');
     expect(audit.stats()).toEqual({ written: 0, dropped: 1, pending: 0 });
-    expect(logger.entries.map((entry) => [entry.level, entry.message])).toEqual([
+    expect(log.map((entry) => [entry.level, entry.message])).toEqual([
       ['error', 'audit sink failed; retrying the same batch'],
       ['error', 'audit records lost: the sink did not take them before close() gave up'],
     ]);
-    expect((logger.entries[0]!.fields.err as Error).message).toMatch(/last line is not an audit record/);
+    expect((log[0]!.fields.err as Error).message).toMatch(/last line is not an audit record/);
   });
 });

@@ -1,5 +1,6 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import {
+  createSilentLogger,
   defineTool,
   fail,
   type Logger,
@@ -12,21 +13,6 @@ import {
 import { connectTestClient, type TestClient, type TestClientOptions } from '@toolgate/core/testing';
 import * as z from 'zod';
 import { type AuditRecord, createFunctionSink } from '../src/index.js';
-
-export interface LogEntry {
-  level: string;
-  fields: Record<string, unknown>;
-  message: string | undefined;
-}
-
-export function recordingLogger(entries: LogEntry[] = []): Logger & { entries: LogEntry[] } {
-  const at =
-    (level: string) =>
-    (fields: Record<string, unknown>, message?: string): void => {
-      entries.push({ level, fields, message });
-    };
-  return { entries, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
 
 /** A sink that keeps records in memory, for exact assertions. */
 export function memorySink(): { records: AuditRecord[]; sink: ReturnType<typeof createFunctionSink> } {
@@ -72,7 +58,7 @@ export async function serve(
   middleware: ToolMiddleware[],
   tools: ToolDefinition[] = [getOrder as ToolDefinition, echo as ToolDefinition],
   client: TestClientOptions = {},
-  logger: Logger = recordingLogger(),
+  logger: Logger = createSilentLogger(),
 ): Promise<TestClient> {
   const server = new McpServer({ name: 'audit-test', version: '1.0.0' });
   registerTools(server, tools, { middleware, logger });

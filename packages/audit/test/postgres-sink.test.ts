@@ -1,7 +1,8 @@
+import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAudit, createPostgresSink, GENESIS_HASH, verifyAuditTable } from '../src/index.js';
 import { type Database, databases, TEST_SCHEMA, uniqueTable } from './database.js';
-import { closeConnections, recordingLogger, serve } from './helpers.js';
+import { closeConnections, serve } from './helpers.js';
 
 describe.each(databases)('PostgreSQL sink on $name', ({ open }) => {
   let db: Database;
@@ -21,11 +22,11 @@ describe.each(databases)('PostgreSQL sink on $name', ({ open }) => {
 
   it('creates the table, takes 1,000 concurrent calls, and holds exactly 1,000 chained rows after close()', async () => {
     const table = newTable();
-    const logger = recordingLogger();
+    const log: LogEntry[] = [];
     const audit = createAudit({
       sink: createPostgresSink({ client: db.client, table }),
       flushOnExit: false,
-      logger,
+      logger: recordingLogger(log),
     });
     const client = await serve([audit], undefined, { authInfo: { token: 't', clientId: 'c-1', scopes: [] } });
     await Promise.all(
@@ -37,7 +38,7 @@ describe.each(databases)('PostgreSQL sink on $name', ({ open }) => {
       `SELECT count(*)::int AS n, min(seq)::int AS first, max(seq)::int AS last, count(DISTINCT hash)::int AS hashes FROM ${table}`,
     );
     expect(rows[0]).toEqual({ n: 1000, first: 1, last: 1000, hashes: 1000 });
-    expect(logger.entries).toEqual([]);
+    expect(log).toEqual([]);
     const first = await db.client.query(
       `SELECT chain, seq::int AS seq, tool, outcome, principal, incident_id, record::text AS record FROM ${table} WHERE seq = 1`,
     );

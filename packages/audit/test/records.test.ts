@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
-import { canonicalJson, ToolError, type ToolMiddleware } from '@toolgate/core';
-import { expectFailure, parseResultText } from '@toolgate/core/testing';
+import { canonicalJson, createSilentLogger, ToolError, type ToolMiddleware } from '@toolgate/core';
+import { expectFailure, type LogEntry, parseResultText, recordingLogger } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { type AuditRecord, createAudit, GENESIS_HASH, verifyAuditLines } from '../src/index.js';
-import { closeConnections, memorySink, recordingLogger, serve } from './helpers.js';
+import { closeConnections, memorySink, serve } from './helpers.js';
 
 afterEach(closeConnections);
 
@@ -49,17 +49,17 @@ async function audited(
   const audit = createAudit({
     sink: memory.sink,
     flushOnExit: false,
-    logger: recordingLogger(),
+    logger: createSilentLogger(),
     ...auditOptions,
   });
-  const logger = recordingLogger();
+  const log: LogEntry[] = [];
   const client = await serve(
     [audit, ...middleware],
     undefined,
     { sessionId: 'sess-1', authInfo: AUTH },
-    logger,
+    recordingLogger(log),
   );
-  return { audit, client, records: memory.records, log: logger.entries };
+  return { audit, client, records: memory.records, log };
 }
 
 describe('one record per tools/call, with the exact fields', () => {

@@ -8,9 +8,16 @@ import {
   ok,
   registerTools,
   type ToolContext,
+  type ToolDefinition,
   type ToolMiddleware,
 } from '@toolgate/core';
-import { compareCalls, connectTestClient, formatBenchTable, type TestClient } from '@toolgate/core/testing';
+import {
+  compareCalls,
+  connectTestClient,
+  createTestContext,
+  formatBenchTable,
+  type TestClient,
+} from '@toolgate/core/testing';
 import * as z from 'zod';
 import { type CircuitBreakerOptions, createCircuitBreakers } from '../src/index.js';
 
@@ -72,31 +79,13 @@ for (const concurrency of [1, 64]) {
 const logger = createSilentLogger();
 const echoTool = defineTool({ name: 'echo', description: 'Echo.', input, handler: ({ q }) => ok({ q }) });
 const answer = ok({ q: 'v' });
-function contextOf(index: number): ToolContext {
-  const signal = new AbortController().signal;
-  return {
-    toolName: 'echo',
-    tool: echoTool as unknown as ToolContext['tool'],
+const contextOf = (index: number): ToolContext =>
+  createTestContext({
+    tool: echoTool as ToolDefinition,
     args: { q: `v${index}` },
-    rawArgs: { q: `v${index}` },
-    validation: { ok: true },
-    request: {
-      id: index,
-      sessionId: undefined,
-      authInfo: undefined,
-      meta: undefined,
-      headers: undefined,
-      signal,
-    },
-    signal,
-    startedAt: Date.now(),
-    startTime: performance.now(),
-    incidentId: undefined,
-    decisions: [],
-    state: {},
+    request: { id: index },
     logger,
-  };
-}
+  });
 const handlerStep = () => Promise.resolve(answer);
 const passThrough: ToolMiddleware = (_ctx, next) => next();
 const direct = { closed: breaker(), noDeadline: breaker({ timeout: false }) };

@@ -1,4 +1,4 @@
-import { expectFailure, parseResultText } from '@toolgate/core/testing';
+import { expectFailure, type LogEntry, parseResultText, recordingLogger } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CircuitEvent } from '../src/index.js';
 import { actions, closeAll, deferred, scriptedTool, serve, sleep, waitFor } from './harness.js';
@@ -258,17 +258,11 @@ describe('events, logs and decisions', () => {
   });
 
   it('logs state changes to options.logger when given, instead of ctx.logger', async () => {
-    const own: { message: string | undefined }[] = [];
-    const logger = {
-      debug: () => {},
-      info: (_fields: Record<string, unknown>, message?: string) => own.push({ message }),
-      warn: (_fields: Record<string, unknown>, message?: string) => own.push({ message }),
-      error: () => {},
-    };
+    const own: LogEntry[] = [];
     const track = scriptedTool('track_shipment', ['unavailable']);
-    const h = await serve([track], { volumeThreshold: 1, logger });
+    const h = await serve([track], { volumeThreshold: 1, logger: recordingLogger(own) });
     await h.client.callTool('track_shipment', {});
-    expect(own).toEqual([{ message: 'circuit breaker opened' }]);
+    expect(own.map((entry) => [entry.level, entry.message])).toEqual([['warn', 'circuit breaker opened']]);
     expect(h.logs.filter((entry) => entry.message?.startsWith('circuit breaker'))).toEqual([]);
   });
 });

@@ -3,7 +3,6 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import {
   defineTool,
   fail,
-  type Logger,
   ok,
   type PolicyDecision,
   registerTools,
@@ -13,24 +12,9 @@ import {
   type ToolMiddleware,
   type ToolResult,
 } from '@toolgate/core';
-import { connectTestClient, type TestClient } from '@toolgate/core/testing';
+import { connectTestClient, type LogEntry, recordingLogger, type TestClient } from '@toolgate/core/testing';
 import * as z from 'zod';
 import { type CircuitBreakerOptions, type CircuitBreakers, createCircuitBreakers } from '../src/index.js';
-
-export interface LogEntry {
-  level: string;
-  fields: Record<string, unknown>;
-  message: string | undefined;
-}
-
-export function recordingLogger(entries: LogEntry[]): Logger {
-  const at =
-    (level: string) =>
-    (fields: Record<string, unknown>, message?: string): void => {
-      entries.push({ level, fields, message });
-    };
-  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
 
 export interface Deferred<T> {
   promise: Promise<T>;

@@ -19,21 +19,6 @@ export function scratchDir(): string {
   return realpathSync(mkdtempSync(path.join(tmpdir(), 'toolgate-exec-')));
 }
 
-export interface LogEntry {
-  level: string;
-  fields: Record<string, unknown>;
-  message: string | undefined;
-}
-
-export function recordingLogger(entries: LogEntry[]): Logger {
-  const at =
-    (level: string) =>
-    (fields: Record<string, unknown>, message?: string): void => {
-      entries.push({ level, fields, message });
-    };
-  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
-
 /** A real McpServer with the tools registered, and a real SDK client connected to it. */
 export async function serve(
   tools: ToolDefinition[],

@@ -1,12 +1,17 @@
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { PolicyDecision, ToolMiddleware } from '@toolgate/core';
-import type { TestClient } from '@toolgate/core/testing';
-import { expectFailure, parseResultText } from '@toolgate/core/testing';
+import {
+  expectFailure,
+  type LogEntry,
+  parseResultText,
+  recordingLogger,
+  type TestClient,
+} from '@toolgate/core/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { execTool, option, value } from '../src/index.js';
-import { ECHO, type LogEntry, NODE, recordingLogger, scratchDir, serve } from './harness.js';
+import { ECHO, NODE, scratchDir, serve } from './harness.js';
 
 interface Echoed {
   argv: string[];

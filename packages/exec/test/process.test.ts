@@ -1,22 +1,11 @@
 import { chmodSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { PolicyDecision, ToolMiddleware } from '@toolgate/core';
-import type { TestClient } from '@toolgate/core/testing';
-import { expectFailure } from '@toolgate/core/testing';
+import { expectFailure, type LogEntry, recordingLogger, type TestClient } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { execTool, value } from '../src/index.js';
-import {
-  BEHAVE,
-  ECHO,
-  expectGone,
-  type LogEntry,
-  NODE,
-  readPids,
-  recordingLogger,
-  scratchDir,
-  serve,
-} from './harness.js';
+import { BEHAVE, ECHO, expectGone, NODE, readPids, scratchDir, serve } from './harness.js';
 
 const sandbox = scratchDir();
 

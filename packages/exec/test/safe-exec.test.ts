@@ -1,17 +1,9 @@
 import { chmodSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { describe, expect, it } from 'vitest';
 import { ArgumentRefusal, option, safeExec, value } from '../src/index.js';
-import {
-  BEHAVE,
-  ECHO,
-  expectGone,
-  type LogEntry,
-  NODE,
-  readPids,
-  recordingLogger,
-  scratchDir,
-} from './harness.js';
+import { BEHAVE, ECHO, expectGone, NODE, readPids, scratchDir } from './harness.js';
 
 const sandbox = scratchDir();
 

@@ -1,4 +1,4 @@
-// Shared test fixtures: an in-memory tracing and metrics SDK, a recording logger, the tools under test.
+// Shared test fixtures: an in-memory tracing and metrics SDK, the tools under test.
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import {
   type HistogramMetricData,
@@ -12,6 +12,7 @@ import {
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
 import {
+  createSilentLogger,
   defineTool,
   fail,
   type Logger,
@@ -24,21 +25,6 @@ import {
 import { connectTestClient, type TestClient } from '@toolgate/core/testing';
 import * as z from 'zod';
 import { METRIC_MCP_SERVER_OPERATION_DURATION } from '../src/semconv.js';
-
-export interface LogEntry {
-  level: string;
-  fields: Record<string, unknown>;
-  message: string | undefined;
-}
-
-export function recordingLogger(entries: LogEntry[]): Logger {
-  const at =
-    (level: string) =>
-    (fields: Record<string, unknown>, message?: string): void => {
-      entries.push({ level, fields, message });
-    };
-  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
 
 /** A reader collected on demand, so a test reads exactly what was recorded so far. */
 class ManualReader extends MetricReader {
@@ -114,7 +100,7 @@ export async function serve(
   const server = new McpServer({ name: 'otel-test', version: '1.0.0' });
   registerTools(server, options.tools ?? [getOrder], {
     middleware,
-    logger: options.logger ?? recordingLogger([]),
+    logger: options.logger ?? createSilentLogger(),
   });
   const client = await connectTestClient(
     server,

@@ -9,7 +9,7 @@ import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
 import { context, SpanKind, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { registerTools } from '@toolgate/core';
+import { createSilentLogger, registerTools } from '@toolgate/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { otel } from '../src/index.js';
 import {
@@ -21,7 +21,7 @@ import {
   ATTR_MCP_SESSION_ID,
   ATTR_NETWORK_TRANSPORT,
 } from '../src/semconv.js';
-import { createTelemetry, getOrder, recordingLogger } from './harness.js';
+import { createTelemetry, getOrder } from './harness.js';
 
 const telemetry = createTelemetry();
 let http: Server;
@@ -40,7 +40,7 @@ beforeAll(async () => {
         protocolVersion: '1999-01-01',
       }),
     ],
-    logger: recordingLogger([]),
+    logger: createSilentLogger(),
   });
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => 'sess-http-1' });
   await mcp.connect(transport);

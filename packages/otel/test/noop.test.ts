@@ -1,18 +1,10 @@
 // No SDK registered: the API's no-op path. Nothing is recorded and nothing about the call changes.
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { registerTools } from '@toolgate/core';
-import { connectTestClient, expectFailure } from '@toolgate/core/testing';
+import { createSilentLogger, registerTools } from '@toolgate/core';
+import { connectTestClient, expectFailure, type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { otel } from '../src/index.js';
-import {
-  closeAll,
-  createTelemetry,
-  getOrder,
-  type LogEntry,
-  recordingLogger,
-  seen,
-  serve,
-} from './harness.js';
+import { closeAll, createTelemetry, getOrder, seen, serve } from './harness.js';
 
 // An SDK that exists but is never registered must receive nothing.
 const unregistered = createTelemetry();
@@ -34,7 +26,7 @@ describe('otel: no provider registered', () => {
       }),
     ]);
     const plainServer = new McpServer({ name: 'plain', version: '1.0.0' });
-    registerTools(plainServer, [getOrder], { logger: recordingLogger([]) });
+    registerTools(plainServer, [getOrder], { logger: createSilentLogger() });
     const plain = await connectTestClient(plainServer);
     const meta = { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' };
     for (const args of [{ id: 'A-1' }, { id: 'missing' }, { id: 'denied' }]) {

@@ -3,7 +3,7 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { defineTool, fail, ok, ToolError, type ToolMiddleware } from '@toolgate/core';
-import { expectFailure, parseResultText } from '@toolgate/core/testing';
+import { expectFailure, type LogEntry, parseResultText, recordingLogger } from '@toolgate/core/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { otel } from '../src/index.js';
@@ -33,15 +33,7 @@ import {
   GEN_AI_OPERATION_EXECUTE_TOOL,
   MCP_METHOD_TOOLS_CALL,
 } from '../src/semconv.js';
-import {
-  closeAll,
-  createTelemetry,
-  getOrder,
-  type LogEntry,
-  recordingLogger,
-  seen,
-  serve,
-} from './harness.js';
+import { closeAll, createTelemetry, getOrder, seen, serve } from './harness.js';
 
 const telemetry = createTelemetry();
 const { exporter, tracerProvider, meterProvider } = telemetry;

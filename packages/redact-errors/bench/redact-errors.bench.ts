@@ -11,10 +11,17 @@ import {
   ok,
   registerTools,
   type ToolContext,
+  type ToolDefinition,
   type ToolMiddleware,
   type ToolResult,
 } from '@toolgate/core';
-import { compareCalls, connectTestClient, formatBenchTable, type TestClient } from '@toolgate/core/testing';
+import {
+  compareCalls,
+  connectTestClient,
+  createTestContext,
+  formatBenchTable,
+  type TestClient,
+} from '@toolgate/core/testing';
 import * as z from 'zod';
 import { redactErrors } from '../src/index.js';
 
@@ -30,14 +37,15 @@ function answer(mode: string, q: string): ToolResult {
   return ok({ q });
 }
 
+const tool = defineTool({
+  name: 'orders',
+  description: 'Bench.',
+  input,
+  handler: ({ q, mode }) => answer(mode, q),
+});
+
 async function server(middleware: ToolMiddleware[]): Promise<TestClient> {
   const mcp = new McpServer({ name: 'bench', version: '1.0.0' });
-  const tool = defineTool({
-    name: 'orders',
-    description: 'Bench.',
-    input,
-    handler: ({ q, mode }) => answer(mode, q),
-  });
   registerTools(mcp, [tool], { middleware, logger });
   return connectTestClient(mcp);
 }
@@ -59,31 +67,7 @@ for (const mode of ['ok', 'fail', 'fail-path'] as const) {
 await Promise.all([bare.close(), redacted.close()]);
 
 // The middleware alone: a context and a next() that answers at once, as core's innermost would.
-function context(): ToolContext {
-  const signal = new AbortController().signal;
-  return {
-    toolName: 'orders',
-    tool: undefined,
-    args: {},
-    rawArgs: {},
-    validation: { ok: true },
-    request: {
-      id: 1,
-      sessionId: undefined,
-      authInfo: undefined,
-      meta: undefined,
-      headers: undefined,
-      signal,
-    },
-    signal,
-    startedAt: Date.now(),
-    startTime: performance.now(),
-    incidentId: undefined,
-    decisions: [],
-    state: {},
-    logger,
-  };
-}
+const context = (): ToolContext => createTestContext({ tool: tool as ToolDefinition, logger });
 const bareChain = compose([]);
 const redactChain = compose([redactErrors()]);
 const direct = (chain: ToolMiddleware, mode: string) => (i: number) =>

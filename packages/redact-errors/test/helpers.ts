@@ -11,22 +11,6 @@ import {
 import { connectTestClient, parseResultText, type TestClient } from '@toolgate/core/testing';
 import { expect } from 'vitest';
 
-export interface LogEntry {
-  level: 'debug' | 'info' | 'warn' | 'error';
-  fields: Record<string, unknown>;
-  message: string | undefined;
-}
-
-/** A logger that keeps every entry, so tests can read what the server log got. */
-export function recordingLogger(entries: LogEntry[]): Logger {
-  const at =
-    (level: LogEntry['level']) =>
-    (fields: Record<string, unknown>, message?: string): void => {
-      entries.push({ level, fields, message });
-    };
-  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
-
 const open: TestClient[] = [];
 
 /** A server with `tools` behind `middleware`, and a real SDK client connected to it. */

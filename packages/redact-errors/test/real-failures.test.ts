@@ -2,11 +2,12 @@ import { createServer, type Server } from 'node:http';
 import { createServer as createTcpServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { defineTool, ERROR_CODE_DEFAULTS } from '@toolgate/core';
+import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { redactErrors } from '../src/index.js';
-import { closeAll, INCIDENT_ID, type LogEntry, recordingLogger, seenEnvelope, serve } from './helpers.js';
+import { closeAll, INCIDENT_ID, seenEnvelope, serve } from './helpers.js';
 
 // PostgreSQL: TEST_DATABASE_URL when set; in CI it must be set; elsewhere the pg cases fall back to
 // errors constructed with the same SQLSTATE (their test names say so).

@@ -8,10 +8,11 @@ import {
   type ToolMiddleware,
   type ToolResult,
 } from '@toolgate/core';
+import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { redactErrors } from '../src/index.js';
-import { closeAll, INCIDENT_ID, type LogEntry, recordingLogger, seenEnvelope, serve } from './helpers.js';
+import { closeAll, INCIDENT_ID, seenEnvelope, serve } from './helpers.js';
 
 const JWT = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U';
 const SECRETS = [

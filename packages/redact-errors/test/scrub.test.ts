@@ -1,8 +1,9 @@
 import { defineTool, ERROR_CODE_DEFAULTS, REDACTED, ToolError } from '@toolgate/core';
+import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { redactErrors, scrubErrorText } from '../src/index.js';
-import { closeAll, type LogEntry, recordingLogger, seenEnvelope, serve } from './helpers.js';
+import { closeAll, seenEnvelope, serve } from './helpers.js';
 
 const JWT = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U';
 

@@ -11,10 +11,9 @@ import {
   type ToolDefinition,
   type ToolMiddleware,
 } from '@toolgate/core';
-import { compareCalls, connectTestClient, formatBenchTable } from '@toolgate/core/testing';
+import { compareCalls, connectTestClient, createTestContext, formatBenchTable } from '@toolgate/core/testing';
 import * as z from 'zod';
 import { repeatGuard } from '../src/index.js';
-import { directContext } from '../test/direct-context.js';
 
 const tool = defineTool({
   name: 'search_orders',
@@ -55,6 +54,8 @@ console.log(
 
 // The middleware alone, without the SDK round trip's noise: the added cost is the guard's own.
 const handler = async () => ok({ items: [{ id: 'open-1' }] });
+const contextOf = (page: number) =>
+  createTestContext({ tool, args: { status: 'open', page }, request: { sessionId: 'bench' } });
 const bareChain = compose([]);
 const missChain = compose([repeatGuard()]);
 const hitChain = compose([repeatGuard()]);
@@ -66,15 +67,15 @@ console.log(
       [
         {
           name: 'bare compose([])',
-          call: (i) => bareChain(directContext(tool, { status: 'open', page: i }), handler),
+          call: (i) => bareChain(contextOf(i), handler),
         },
         {
           name: 'repeat-guard, distinct args (misses)',
-          call: (i) => missChain(directContext(tool, { status: 'open', page: i }), handler),
+          call: (i) => missChain(contextOf(i), handler),
         },
         {
           name: 'repeat-guard, identical args (hits)',
-          call: () => hitChain(directContext(tool, { status: 'open', page: 1 }), handler),
+          call: () => hitChain(contextOf(1), handler),
         },
       ],
       { rounds: 15, callsPerRound: 5000, warmup: 2000 },

@@ -1,5 +1,6 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import {
+  createSilentLogger,
   defineTool,
   fail,
   type Logger,
@@ -11,21 +12,6 @@ import {
 } from '@toolgate/core';
 import { connectTestClient, type TestClient, type TestClientOptions } from '@toolgate/core/testing';
 import * as z from 'zod';
-
-export interface LogEntry {
-  level: string;
-  fields: Record<string, unknown>;
-  message: string | undefined;
-}
-
-export function recordingLogger(entries: LogEntry[] = []): Logger {
-  const at =
-    (level: string) =>
-    (fields: Record<string, unknown>, message?: string): void => {
-      entries.push({ level, fields, message });
-    };
-  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
 
 /** Handler invocations per tool, so a test proves a call did or did not reach the handler. */
 export type Invocations = Record<string, number>;
@@ -150,7 +136,7 @@ export async function serve(
   options: TestClientOptions & { logger?: Logger } = {},
 ): Promise<TestClient> {
   const server = new McpServer({ name: 'repeat-guard-test', version: '1.0.0' });
-  registerTools(server, tools, { middleware, logger: options.logger ?? recordingLogger() });
+  registerTools(server, tools, { middleware, logger: options.logger ?? createSilentLogger() });
   const { logger: _logger, ...clientOptions } = options;
   const client = await connectTestClient(server, clientOptions);
   open.push(client);

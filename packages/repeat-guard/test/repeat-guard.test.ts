@@ -1,17 +1,8 @@
 import { ERROR_CODE_DEFAULTS, ERROR_META_KEY, type PolicyDecision } from '@toolgate/core';
-import { expectFailure, parseResultText } from '@toolgate/core/testing';
+import { expectFailure, type LogEntry, parseResultText, recordingLogger } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMemoryRepeatStore, type RepeatGuardOptions, repeatGuard } from '../src/index.js';
-import {
-  closeAll,
-  createFixture,
-  decisionRecorder,
-  type Fixture,
-  type LogEntry,
-  recordingLogger,
-  serve,
-  sleep,
-} from './fixtures.js';
+import { closeAll, createFixture, decisionRecorder, type Fixture, serve, sleep } from './fixtures.js';
 
 const REPEAT_NOTE =
   'Repeated call: this is the unchanged result of the identical call made moments ago. Calling again with the same arguments will not change it; change the arguments or answer the user.';

@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { ok, type ToolDefinition, type ToolResult } from '@toolgate/core';
+import { createTestContext } from '@toolgate/core/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMemoryRepeatStore, createRedisRepeatStore, repeatGuard } from '../src/index.js';
-import { directContext } from './direct-context.js';
 import { closeAll, createFixture, serve, sleep } from './fixtures.js';
 
 const searchOrders = { name: 'search_orders' } as ToolDefinition;
+const searchContext = (args: Record<string, unknown>) => createTestContext({ tool: searchOrders, args });
 
 describe('memory store: bounded', () => {
   it('holds at most maxEntries over 100,000 distinct calls, and the newest still repeat', async () => {
@@ -19,17 +20,17 @@ describe('memory store: bounded', () => {
     };
     let largest = 0;
     for (let i = 0; i < 100_000; i += 1) {
-      await guard(directContext(searchOrders, { status: 'open', page: i }), handler);
+      await guard(searchContext({ status: 'open', page: i }), handler);
       if (i % 10_000 === 0) largest = Math.max(largest, store.size);
     }
     expect(handled).toBe(100_000);
     expect(store.size).toBe(1000);
     expect(largest).toBeLessThanOrEqual(1000);
-    const repeat = directContext(searchOrders, { status: 'open', page: 99_999 });
+    const repeat = searchContext({ status: 'open', page: 99_999 });
     await guard(repeat, handler);
     expect(handled).toBe(100_000);
     expect(repeat.decisions).toMatchObject([{ by: 'repeat-guard', action: 'short-circuit' }]);
-    await guard(directContext(searchOrders, { status: 'open', page: 0 }), handler); // evicted long ago: runs
+    await guard(searchContext({ status: 'open', page: 0 }), handler); // evicted long ago: runs
     expect(handled).toBe(100_001);
   }, 120_000); // about 1 s on an idle machine; generous for a loaded shared CI box
 
@@ -37,7 +38,7 @@ describe('memory store: bounded', () => {
     const store = createMemoryRepeatStore({ maxEntries: 10_000, maxSize: 20_000 });
     const guard = repeatGuard({ store });
     const handler = async (): Promise<ToolResult> => ok({ blob: 'z'.repeat(500) });
-    for (let i = 0; i < 500; i += 1) await guard(directContext(searchOrders, { page: i }), handler);
+    for (let i = 0; i < 500; i += 1) await guard(searchContext({ page: i }), handler);
     expect(store.totalSize).toBeLessThanOrEqual(20_000);
     expect(store.size).toBeLessThan(40);
   });

@@ -1,7 +1,6 @@
 // search_orders through the tool vs the same hand-written parameterized query with pg, on 1,000,000
 // orders. Run: `pnpm bench` (BENCH_DATABASE_URL, else TEST_DATABASE_URL, else the local server).
-import { createSilentLogger, type ToolContext } from '@toolgate/core';
-import { compareCalls, formatBenchTable } from '@toolgate/core/testing';
+import { compareCalls, createTestContext, formatBenchTable } from '@toolgate/core/testing';
 import pg from 'pg';
 import { pgQueryable, type SqlToolOptions, sqlTool } from '../src/index.js';
 
@@ -121,11 +120,7 @@ async function handWrittenBare(index: number): Promise<unknown[]> {
 }
 
 const tool = sqlTool(declaration);
-const ctx = {
-  toolName: 'search_orders',
-  signal: new AbortController().signal,
-  logger: createSilentLogger(),
-} as unknown as ToolContext;
+const ctx = createTestContext({ tool });
 
 async function throughTool(index: number): Promise<unknown> {
   const result = await tool.handler(argsFor(index), ctx);

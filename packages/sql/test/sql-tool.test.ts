@@ -1,7 +1,7 @@
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { createSilentLogger, registerTools, type ToolContext, type ToolDefinition } from '@toolgate/core';
-import { connectTestClient, expectFailure, type TestClient } from '@toolgate/core/testing';
+import { createSilentLogger, registerTools, type ToolDefinition } from '@toolgate/core';
+import { connectTestClient, createTestContext, expectFailure, type TestClient } from '@toolgate/core/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Queryable, sqlTool } from '../src/index.js';
 import {
@@ -184,12 +184,7 @@ describe.each(ENGINES)('sqlTool on $name', (engine) => {
 
     it('clamps a limit above the maximum on the server, whatever the schema said', async () => {
       const tool = searchOrders();
-      const ctx = {
-        signal: new AbortController().signal,
-        toolName: 'search_orders',
-        logger: createSilentLogger(),
-      };
-      const result = await tool.handler({ days: 365, limit: 10_000 }, ctx as unknown as ToolContext);
+      const result = await tool.handler({ days: 365, limit: 10_000 }, createTestContext({ tool }));
       expect(db.statements[0]!.values).toEqual([365, 50]);
       expect(result.structuredContent).toMatchObject({
         total: 8,
@@ -430,8 +425,8 @@ describe.each(ENGINES)('sqlTool on $name', (engine) => {
       const tool = searchOrders();
       const controller = new AbortController();
       controller.abort();
-      const ctx = { signal: controller.signal, toolName: 'search_orders', logger: createSilentLogger() };
-      await expect(tool.handler({}, ctx as unknown as ToolContext)).rejects.toMatchObject({
+      const ctx = createTestContext({ tool, request: { signal: controller.signal } });
+      await expect(tool.handler({}, ctx)).rejects.toMatchObject({
         code: 'timeout',
         message: 'The query was cancelled before it finished.',
       });
@@ -472,8 +467,7 @@ describe.each(ENGINES.filter((engine) => engine.cancelsRunningStatements))(
         timeoutMs: 30_000,
       });
       const controller = new AbortController();
-      const ctx = { signal: controller.signal, toolName: 'search_orders', logger: createSilentLogger() };
-      const call = tool.handler({}, ctx as unknown as ToolContext);
+      const call = tool.handler({}, createTestContext({ tool, request: { signal: controller.signal } }));
       const running = `SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%very_slow_orders%' AND pid <> pg_backend_pid()`;
       await expect.poll(async () => (await database.rows(running))[0]!.n, { timeout: 3000 }).toBe(1);
       controller.abort();
@@ -483,10 +477,8 @@ describe.each(ENGINES.filter((engine) => engine.cancelsRunningStatements))(
       });
       await expect.poll(async () => (await database.rows(running))[0]!.n, { timeout: 3000 }).toBe(0);
       // The pool still serves the next call (the cancelled connection was dropped, not reused).
-      const next = await sqlTool(searchOrdersOptions(database.db)).handler({ days: 365 }, {
-        ...ctx,
-        signal: new AbortController().signal,
-      } as unknown as ToolContext);
+      const fresh = sqlTool(searchOrdersOptions(database.db));
+      const next = await fresh.handler({ days: 365 }, createTestContext({ tool: fresh }));
       expect(next.structuredContent).toMatchObject({ ok: true, total: 8 });
     });
   },
