@@ -2,7 +2,7 @@
 export { buildQuery } from './build-query.js';
 export { escapeLike } from './escape-like.js';
 export { identifierProblem } from './identifiers.js';
-export { type PgClientLike, type PgPoolLike, pgQueryable } from './pg-queryable.js';
+export { type PgClientLike, type PgPoolClientLike, type PgPoolLike, pgQueryable } from './pg-queryable.js';
 export { type PGliteLike, type PGliteTransactionLike, pgliteQueryable } from './pglite-queryable.js';
 export { sqlTool } from './sql-tool.js';
 export type {

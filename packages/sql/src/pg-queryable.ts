@@ -7,9 +7,16 @@ export interface PgClientLike {
   query(config: { text: string; values?: unknown[] }): Promise<QueryRows>;
 }
 
+/** A client checked out of a pool: pg's PoolClient is an EventEmitter that emits `error`. */
+export interface PgPoolClientLike extends PgClientLike {
+  release(destroy?: boolean | Error): void;
+  on?(event: 'error', listener: (error: Error) => void): unknown;
+  off?(event: 'error', listener: (error: Error) => void): unknown;
+}
+
 /** The part of a `pg` Pool this adapter uses. */
 export interface PgPoolLike {
-  connect(): Promise<PgClientLike & { release(destroy?: boolean | Error): void }>;
+  connect(): Promise<PgPoolClientLike>;
   query(text: string, values?: unknown[]): Promise<unknown>;
   readonly totalCount: number;
 }
@@ -40,12 +47,30 @@ function poolQueryable(pool: PgPoolLike): Queryable {
       const signal = options.signal;
       if (signal?.aborted) throw abortReason(signal);
       const settings = readOnlySettings(options.timeoutMs);
-      let client: Awaited<ReturnType<PgPoolLike['connect']>>;
+      let client: PgPoolClientLike;
+      const checkout = pool.connect();
       try {
-        client = await abortRace(pool.connect(), signal);
+        client = await abortRace(checkout, signal);
       } catch (error) {
+        // Aborted while waiting for a connection: the pool may still hand one over later. Give it
+        // back at once, or every abort under load leaks a connection until the pool is exhausted.
+        checkout.then(
+          (late) => late.release(),
+          () => undefined,
+        );
         throw signal?.aborted ? error : markConnectionFailure(error);
       }
+      // pg-pool listens for errors on idle clients only; a connection that dies while checked out
+      // would emit an unhandled 'error' and take the process down. The query in flight rejects anyway.
+      let broken = false;
+      const onClientError = (): void => {
+        broken = true;
+      };
+      client.on?.('error', onClientError);
+      const release = (destroy: boolean): void => {
+        client.off?.('error', onClientError);
+        client.release(destroy || broken);
+      };
       let aborted = false;
       const onAbort = (): void => {
         aborted = true;
@@ -56,11 +81,11 @@ function poolQueryable(pool: PgPoolLike): Queryable {
       const transaction = runTransaction<T>(client, settings, options, work).then(
         (value) => {
           // An aborted connection is never reused: a late cancel must not hit the next caller.
-          client.release(aborted);
+          release(aborted);
           return value;
         },
         (error: unknown) => {
-          client.release(aborted || isBroken(error));
+          release(aborted || isBroken(error));
           throw error;
         },
       );
