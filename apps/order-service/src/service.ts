@@ -100,7 +100,14 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
       search_docs: false,
     },
     dependencies: {
-      'orders-db': { timeout: 5000, volumeThreshold: 5, resetTimeout: config.breakerResetMs ?? 10_000 },
+      // Up to 256 calls may wait for the pool's 10 connections (pg queues them) before calls are shed
+      // with rate_limited; a dead database still opens the breaker after 5 failures.
+      'orders-db': {
+        timeout: 5000,
+        volumeThreshold: 5,
+        capacity: 256,
+        resetTimeout: config.breakerResetMs ?? 10_000,
+      },
       'carrier-api': {
         timeout: (config.carrierTimeoutMs ?? 3000) + 500,
         volumeThreshold: 3,
