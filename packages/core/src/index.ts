@@ -7,6 +7,7 @@ export { newIncidentId } from './incident.js';
 export { createSilentLogger, createStderrLogger, type LogLevel, type StderrLoggerOptions } from './logger.js';
 export { principalOf } from './principal.js';
 export {
+  createSecretKeyMatcher,
   createSecretRedactor,
   DEFAULT_SECRET_KEYS,
   REDACTED,

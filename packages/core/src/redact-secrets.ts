@@ -84,17 +84,28 @@ export function redactSecretsInText(
 }
 
 /**
+ * Whether a key name holds a secret: `keys` fragments (default `DEFAULT_SECRET_KEYS`) matched as
+ * substrings after lower-casing and removing `-`, `_`, `.` and spaces, so `X-Api-Key` and
+ * `db_password` match. The one rule every package uses for secret-looking keys.
+ */
+export function createSecretKeyMatcher(
+  keys: readonly string[] = DEFAULT_SECRET_KEYS,
+): (key: string) => boolean {
+  const fragments = keys.map(normaliseKey);
+  return (key) => {
+    const normal = normaliseKey(key);
+    return fragments.some((fragment) => normal.includes(fragment));
+  };
+}
+
+/**
  * A copy of `value` with secrets replaced: values under secret-looking keys wholesale, and secret
  * patterns inside every string, through nested objects and arrays. The input is not changed.
  */
 export function createSecretRedactor(options: RedactSecretsOptions = {}): (value: unknown) => unknown {
-  const keys = (options.keys ?? DEFAULT_SECRET_KEYS).map(normaliseKey);
+  const isSecretKey = createSecretKeyMatcher(options.keys);
   const patterns = options.patterns ?? SECRET_PATTERNS;
   const maxDepth = options.maxDepth ?? 32;
-  const isSecretKey = (key: string): boolean => {
-    const normal = normaliseKey(key);
-    return keys.some((fragment) => normal.includes(fragment));
-  };
   const walk = (value: unknown, depth: number, seen: Set<object>): unknown => {
     if (typeof value === 'string') return redactSecretsInText(value, patterns);
     if (typeof value !== 'object' || value === null) return value;

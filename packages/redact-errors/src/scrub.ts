@@ -1,4 +1,4 @@
-import { DEFAULT_SECRET_KEYS, REDACTED, type SecretPattern } from '@toolgate/core';
+import { createSecretKeyMatcher, REDACTED, type SecretPattern } from '@toolgate/core';
 import { ERROR_SCRUB_PATTERNS } from './scrub-patterns.js';
 
 /** How many matches of each pattern were removed, by pattern name (for the server log). */
@@ -15,7 +15,7 @@ const MAX_DEPTH = 32;
 // hostile input cannot grow it; strings that held something are never kept.
 const CLEAN_CACHE_SIZE = 512;
 const CLEAN_CACHE_MAX_LENGTH = 512;
-const SECRET_KEYS = DEFAULT_SECRET_KEYS.map(normaliseKey);
+const isSecretKey = createSecretKeyMatcher();
 
 /** Patterns must be global for `match` to count them and `replace` to replace every match. */
 export function asGlobal(pattern: SecretPattern): SecretPattern {
@@ -88,14 +88,4 @@ export function scrubErrorText(text: string, patterns?: readonly SecretPattern[]
 export function removedAny(removed: RemovedCounts): boolean {
   for (const key in removed) if ((removed[key] ?? 0) > 0) return true;
   return false;
-}
-
-function isSecretKey(key: string): boolean {
-  const normal = normaliseKey(key);
-  return SECRET_KEYS.some((fragment) => normal.includes(fragment));
-}
-
-// The same normalisation core's redactor uses, so `X-Api-Key` and `db_password` match.
-function normaliseKey(key: string): string {
-  return key.toLowerCase().replace(/[-_.\s]/g, '');
 }
