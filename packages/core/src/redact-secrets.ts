@@ -1,3 +1,5 @@
+import { type MapStringsOptions, mapStrings } from './map-strings.js';
+
 /** What replaces a secret. */
 export const REDACTED = '[REDACTED]';
 
@@ -100,38 +102,19 @@ export function createSecretKeyMatcher(
 
 /**
  * A copy of `value` with secrets replaced: values under secret-looking keys wholesale, and secret
- * patterns inside every string, through nested objects and arrays. The input is not changed.
+ * patterns inside every string, through nested objects and arrays ({@link mapStrings}: `__proto__` stays
+ * a key, cycles and depth bounded, dates and errors turned into strings). The input is not changed.
  */
 export function createSecretRedactor(options: RedactSecretsOptions = {}): (value: unknown) => unknown {
   const isSecretKey = createSecretKeyMatcher(options.keys);
   const patterns = options.patterns ?? SECRET_PATTERNS;
-  const maxDepth = options.maxDepth ?? 32;
-  const walk = (value: unknown, depth: number, seen: Set<object>): unknown => {
-    if (typeof value === 'string') return redactSecretsInText(value, patterns);
-    if (typeof value !== 'object' || value === null) return value;
-    if (depth >= maxDepth) return '[Truncated]';
-    if (seen.has(value)) return '[Circular]';
-    seen.add(value);
-    try {
-      if (Array.isArray(value)) return value.map((item) => walk(item, depth + 1, seen));
-      const out: Record<string, unknown> = {};
-      for (const [key, item] of Object.entries(value)) {
-        const redacted =
-          isSecretKey(key) && item !== null && item !== undefined ? REDACTED : walk(item, depth + 1, seen);
-        // defineProperty, not assignment: a hostile "__proto__" key must stay a key, not set the prototype.
-        Object.defineProperty(out, key, {
-          value: redacted,
-          enumerable: true,
-          writable: true,
-          configurable: true,
-        });
-      }
-      return out;
-    } finally {
-      seen.delete(value);
-    }
+  const walkOptions: MapStringsOptions = {
+    maxDepth: options.maxDepth ?? 32,
+    replaceEntry: (key, item) =>
+      isSecretKey(key) && item !== null && item !== undefined ? REDACTED : undefined,
   };
-  return (value) => walk(value, 0, new Set());
+  const redactText = (text: string): string => redactSecretsInText(text, patterns);
+  return (value) => mapStrings(value, redactText, walkOptions);
 }
 
 /** `createSecretRedactor()` with the defaults, applied once. */

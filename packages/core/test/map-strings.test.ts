@@ -1,0 +1,109 @@
+import { describe, expect, it } from 'vitest';
+import { CIRCULAR, mapStrings, TRUNCATED } from '../src/index.js';
+
+const upper = (s: string): string => s.toUpperCase();
+
+describe('mapStrings', () => {
+  it('maps every string in objects and arrays at any depth and keeps other scalars', () => {
+    const input = { a: 'x', n: 1, b: true, z: null, list: ['y', 2, { c: 'z' }], deep: { e: { f: 'w' } } };
+    expect(mapStrings(input, upper)).toEqual({
+      a: 'X',
+      n: 1,
+      b: true,
+      z: null,
+      list: ['Y', 2, { c: 'Z' }],
+      deep: { e: { f: 'W' } },
+    });
+    expect(input.a).toBe('x');
+  });
+
+  it('keeps a hostile __proto__ key as an own key and never sets the prototype', () => {
+    const input = JSON.parse('{"__proto__":{"polluted":"yes"},"ok":"v"}') as object;
+    const out = mapStrings(input, upper) as Record<string, unknown>;
+    expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
+    expect(Object.keys(out)).toEqual(['__proto__', 'ok']);
+    expect(JSON.stringify(out)).toBe('{"__proto__":{"polluted":"YES"},"ok":"V"}');
+    expect((out as { polluted?: unknown }).polluted).toBeUndefined();
+    expect(({} as { polluted?: unknown }).polluted).toBeUndefined();
+  });
+
+  it('bounds cycles and depth', () => {
+    const cyclic: Record<string, unknown> = { name: 'a' };
+    cyclic.self = cyclic;
+    expect(mapStrings(cyclic, upper)).toEqual({ name: 'A', self: CIRCULAR });
+    const shared = { s: 'x' };
+    expect(mapStrings({ one: shared, two: shared }, upper)).toEqual({ one: { s: 'X' }, two: { s: 'X' } });
+    expect(mapStrings({ a: { b: { c: 'd' } } }, upper, { maxDepth: 2 })).toEqual({ a: { b: TRUNCATED } });
+  });
+
+  it('turns non-plain values into what JSON would carry, mapped, never raw bytes', () => {
+    class Account {
+      owner = 'ann';
+      #hidden = 'h';
+      get hidden(): string {
+        return this.#hidden;
+      }
+    }
+    class Money {
+      toJSON(): string {
+        return 'ten eur';
+      }
+    }
+    const out = mapStrings(
+      {
+        date: new Date('2026-11-30T10:00:00.000Z'),
+        bad: new Date(Number.NaN),
+        error: new TypeError('boom'),
+        big: 12n,
+        bytes: Buffer.from('secret-bytes'),
+        map: new Map([['k', 'v']]),
+        set: new Set(['s']),
+        account: new Account(),
+        money: new Money(),
+        fn: () => 1,
+        sym: Symbol('s'),
+      },
+      upper,
+    );
+    expect(out).toEqual({
+      date: '2026-11-30T10:00:00.000Z',
+      bad: null,
+      error: 'TYPEERROR: BOOM',
+      big: '12',
+      bytes: '[12 bytes]',
+      map: [['K', 'V']],
+      set: ['S'],
+      account: { owner: 'ANN' },
+      money: 'TEN EUR',
+    });
+  });
+
+  it('survives a throwing getter or proxy', () => {
+    const hostile = new Proxy(
+      {},
+      {
+        ownKeys() {
+          throw new Error('trap');
+        },
+      },
+    );
+    const getter = Object.defineProperty({}, 'x', {
+      enumerable: true,
+      get() {
+        throw new Error('getter');
+      },
+    });
+    expect(mapStrings({ hostile, getter, fine: 'f' }, upper)).toEqual({
+      hostile: '[Unreadable]',
+      getter: '[Unreadable]',
+      fine: 'F',
+    });
+  });
+
+  it('replaces a value wholesale when replaceEntry says so', () => {
+    const out = mapStrings({ password: { nested: 'x' }, other: 'y' }, upper, {
+      replaceEntry: (key) => (key === 'password' ? '[gone]' : undefined),
+    });
+    expect(out).toEqual({ password: '[gone]', other: 'Y' });
+  });
+});
