@@ -5,7 +5,6 @@ export { defineTool } from './define-tool.js';
 export { isToolError, ToolError, type ToolErrorOptions } from './errors.js';
 export { newIncidentId } from './incident.js';
 export { createLogThrottle, type LogThrottle, type LogThrottleOptions } from './log-throttle.js';
-export { createLogThrottle, type LogThrottle, type LogThrottleOptions } from './log-throttle.js';
 export { createSilentLogger, createStderrLogger, type LogLevel, type StderrLoggerOptions } from './logger.js';
 export { CIRCULAR, type MapStringsOptions, mapStrings, TRUNCATED } from './map-strings.js';
 export { principalOf } from './principal.js';
