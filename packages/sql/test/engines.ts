@@ -17,6 +17,10 @@ if (process.env.CI === 'true' && !TEST_DATABASE_URL) {
   );
 }
 
+/** What a PostgreSQL-only test reports where no server is configured (never in CI: see above). */
+export const NEEDS_POSTGRES =
+  'needs TEST_DATABASE_URL (a real PostgreSQL server); not set, so the pool tests did not run';
+
 /** A database under test: the adapter the tools use and a side door for fixtures and checks. */
 export interface TestDatabase {
   readonly db: Queryable;
