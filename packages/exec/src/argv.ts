@@ -14,16 +14,24 @@ const CONTROL_HINT = 'Remove NUL bytes and line breaks from the value and call a
 /**
  * Builds the argv array for one call and enforces the rules every element obeys:
  * - no element contains NUL, `\n` or `\r`;
- * - a model value (`value()`, `option()`, or a plain string identical to a string or number in the
- *   input) starting with `-` is refused, unless its position allows it (`allowDash`) or it comes after
- *   the declaration's own `--` (the bare `-`, read as stdin/stdout by many programs even as an operand,
- *   still needs `allowDash`);
+ * - a model value (`value()`, `option()`, or a plain string whose leading `-` the model supplied, see
+ *   `modelLedDash`) starting with `-` is refused, unless its position allows it (`allowDash`) or it
+ *   comes after the declaration's own `--` (the bare `-`, read as stdin/stdout by many programs even
+ *   as an operand, still needs `allowDash`);
  * - the total size stays within `maxArgvBytes`.
  * `input` is the call's validated arguments; `undefined` for `safeExec`, where positions name the field.
+ * `probe` is the declaration's answer for `probeInputOf(input)` (undefined when it could not run).
  */
-export function buildArgv(entries: readonly ArgEntry[], input: unknown, maxArgvBytes: number): string[] {
+export function buildArgv(
+  entries: readonly ArgEntry[],
+  input: unknown,
+  maxArgvBytes: number,
+  probe?: readonly ArgEntry[],
+): string[] {
   if (!Array.isArray(entries)) throw new TypeError('args must return an array');
   const inputTexts = indexInputTexts(input);
+  // Positions line up only when the probe built as many entries; otherwise the content rule decides.
+  const aligned = Array.isArray(probe) && probe.length === entries.length ? probe : undefined;
   const argv: string[] = [];
   let afterSeparator = false;
   entries.forEach((entry, index) => {
@@ -31,11 +39,15 @@ export function buildArgv(entries: readonly ArgEntry[], input: unknown, maxArgvB
     if (typeof entry === 'string') {
       const fromInput = inputTexts.get(entry);
       refuseControl(entry, fromInput ?? findContainingPath(entry, inputTexts) ?? `argv[${index}]`);
-      if (fromInput === undefined) {
-        if (entry === '--') afterSeparator = true;
-      } else {
+      if (fromInput !== undefined) {
         // An untagged value from the input: checked as if it were value().
         refuseDash(entry, fromInput, afterSeparator, false);
+      } else if (entry.startsWith('-') && modelLedDash(entry, aligned?.[index], inputTexts)) {
+        // The declaration transformed a model value (trim, template, concatenation) into an element
+        // that now starts with "-": the FINAL element is what the program parses, so it is checked.
+        refuseDash(entry, findLeadingPath(entry, inputTexts) ?? `argv[${index}]`, afterSeparator, false);
+      } else if (entry === '--') {
+        afterSeparator = true;
       }
       argv.push(entry);
       return;
@@ -87,6 +99,52 @@ function refuseDash(text: string, path: string, afterSeparator: boolean, allowDa
     path,
     expected: 'a value that does not start with "-"',
   });
+}
+
+/**
+ * Whether the leading `-` of an untagged element came from the model rather than the declaration.
+ * The declaration is run a second time on a probe input (every string `x`, every number 1): an element
+ * whose probe counterpart does not start with `-` got its dash from a model value, whatever the
+ * declaration did to that value on the way (`.trim()`, `${input.name}.txt`, `a + b`). A declaration's
+ * own prefix (`--note=${input.note}`) starts with `-` in the probe too and is left alone. When the
+ * probe is unusable (it threw, or built a different number of entries because the declaration
+ * branches on values), the content rule decides: the element starts with a trimmed input value that
+ * itself starts with `-`.
+ */
+function modelLedDash(
+  element: string,
+  probed: ArgEntry | undefined,
+  inputTexts: Map<string, string>,
+): boolean {
+  if (probed !== undefined) {
+    const text = typeof probed === 'string' ? probed : isArgValue(probed) ? probed.text : undefined;
+    if (text !== undefined) return !text.startsWith('-');
+  }
+  return findLeadingPath(element, inputTexts) !== undefined;
+}
+
+/** The path of an input value, trimmed, that starts with `-` and with which `element` starts. */
+function findLeadingPath(element: string, inputTexts: Map<string, string>): string | undefined {
+  for (const [text, path] of inputTexts) {
+    const trimmed = text.trim();
+    if (trimmed.startsWith('-') && element.startsWith(trimmed)) return path;
+  }
+  return undefined;
+}
+
+/**
+ * The probe input for `modelLedDash`: the same shape with every string replaced by `x` and every
+ * number by 1, so no probe value starts with `-`.
+ */
+export function probeInputOf(input: unknown, depth = 0): unknown {
+  if (typeof input === 'string') return 'x';
+  if (typeof input === 'number') return 1;
+  if (typeof input === 'bigint') return 1n;
+  if (typeof input !== 'object' || input === null || depth > 32) return input;
+  if (Array.isArray(input)) return input.map((item) => probeInputOf(item, depth + 1));
+  return Object.fromEntries(
+    Object.entries(input).map(([key, child]) => [key, probeInputOf(child, depth + 1)]),
+  );
 }
 
 /** Every string and number in the input, as text, with the dotted path of its first occurrence. */

@@ -6,13 +6,15 @@ import {
   isErrorCode,
   isToolError,
   ok,
+  redactSecretsInText,
   type ToolContext,
   type ToolDefinition,
   type ToolResult,
 } from '@toolgate/core';
 import * as z from 'zod';
+import type { ArgEntry } from './arg-spec.js';
 import { ArgumentRefusal } from './argument-refusal.js';
-import { buildArgv } from './argv.js';
+import { buildArgv, probeInputOf } from './argv.js';
 import { type NormalisedExecOptions, normaliseExecOptions } from './options.js';
 import { runProcess } from './run-process.js';
 import type { ExecOutcome, ExecToolOptions, ExitCodeMapping } from './types.js';
@@ -53,7 +55,7 @@ export function execTool<const S extends InputSchema>(
     handler: async (args, ctx) => {
       let argv: string[];
       try {
-        argv = buildArgv(buildArgs(args), args, normalised.maxArgvBytes);
+        argv = buildArgv(buildArgs(args), args, normalised.maxArgvBytes, probeArgs(buildArgs, args));
       } catch (error) {
         if (!(error instanceof ArgumentRefusal)) throw error;
         ctx.decisions.push({
@@ -78,16 +80,27 @@ export function execTool<const S extends InputSchema>(
   });
 }
 
+/** The declaration's entries for the probe input; undefined when it throws on it (it may parse values). */
+function probeArgs<A>(buildArgs: (input: A) => readonly unknown[], args: A): readonly ArgEntry[] | undefined {
+  try {
+    const entries = buildArgs(probeInputOf(args) as A);
+    return Array.isArray(entries) ? (entries as readonly ArgEntry[]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function resultOf(
   outcome: ExecOutcome,
   options: NormalisedExecOptions,
   exitCodes: ReadonlyMap<number, ExitCodeMapping>,
   ctx: Pick<ToolContext, 'toolName' | 'request' | 'decisions' | 'logger'>,
 ): ToolResult {
+  // Program output reaches the model on success too: scrub it with the one rule the rest of toolgate uses.
   const data = {
     exitCode: outcome.exitCode,
-    stdout: outcome.stdout,
-    stderr: outcome.stderr,
+    stdout: redactSecretsInText(outcome.stdout),
+    stderr: redactSecretsInText(outcome.stderr),
     truncated: outcome.truncated,
   };
   if (outcome.stoppedForOutput) {
@@ -111,7 +124,8 @@ function resultOf(
     },
     `exec: the program ${ended}`,
   );
-  const tail = outcome.stderrTail.trim();
+  // runProcess scrubs the tail already; scrubbing again here keeps the model-facing rule in one file.
+  const tail = redactSecretsInText(outcome.stderrTail).trim();
   const detail = tail === '' ? '' : ` stderr (last ${options.stderrTailBytes} bytes): ${tail}`;
   const mapped = outcome.exitCode === null ? undefined : exitCodes.get(outcome.exitCode);
   if (mapped !== undefined) {
