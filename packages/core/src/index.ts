@@ -1,4 +1,5 @@
 export { canonicalJson } from './canonical-json.js';
+export { classifyFailure, type FailureClass } from './classify-failure.js';
 export { ERROR_CODE_DEFAULTS, ERROR_CODES, type ErrorCode, isErrorCode } from './codes.js';
 export { compose } from './compose.js';
 export { defineTool } from './define-tool.js';
