@@ -3,7 +3,7 @@ import { fail, type ToolResult } from '@toolgate/core';
 // What the model sees when the breaker answers instead of the handler. Messages name the tool the
 // model called, never the dependency behind it (the model sees the contract, not the implementation).
 
-/** Suggested wait after a capacity refusal: long enough for a typical in-flight call to finish. */
+/** Longest wait suggested after a capacity refusal: long enough for a typical in-flight call to finish. */
 export const CAPACITY_RETRY_AFTER_MS = 1000;
 
 function dontRetryHint(toolName: string): string {
@@ -30,12 +30,17 @@ export function probingAnswer(toolName: string, retryAfterMs: number): ToolResul
   );
 }
 
-export function capacityAnswer(toolName: string): ToolResult {
-  return fail('rate_limited', `Too many ${toolName} calls are running at once.`, {
-    hint: 'Wait for retryAfterMs, then call again; do not send these calls in parallel.',
-    retryable: true,
-    retryAfterMs: CAPACITY_RETRY_AFTER_MS,
-  });
+// Said only when the cap on calls in flight is really hit; an outage is `unavailable`, never this.
+export function capacityAnswer(toolName: string, capacity: number, retryAfterMs: number): ToolResult {
+  return fail(
+    'rate_limited',
+    `The server is at capacity: ${capacity} ${toolName} calls are already running.`,
+    {
+      hint: `The server is at capacity. Retry after ${retryAfterMs} ms.`,
+      retryable: true,
+      retryAfterMs,
+    },
+  );
 }
 
 export function timeoutAnswer(toolName: string, timeoutMs: number): ToolResult {

@@ -1,7 +1,21 @@
 import { EventEmitter } from 'node:events';
-import type { Logger, NextFn, ToolContext, ToolResult } from '@toolgate/core';
+import {
+  createLogThrottle,
+  type Logger,
+  type LogThrottle,
+  type NextFn,
+  type ToolContext,
+  type ToolResult,
+} from '@toolgate/core';
 import CircuitBreaker from 'opossum';
-import { cancelledAnswer, capacityAnswer, openAnswer, probingAnswer, timeoutAnswer } from './answers.js';
+import {
+  CAPACITY_RETRY_AFTER_MS,
+  cancelledAnswer,
+  capacityAnswer,
+  openAnswer,
+  probingAnswer,
+  timeoutAnswer,
+} from './answers.js';
 import { type Verdict, verdictOfResult, verdictOfThrow } from './classify.js';
 import { runWithDeadline } from './deadline.js';
 import { DeadlineQueue } from './deadline-queue.js';
@@ -48,8 +62,18 @@ export class DependencyBreaker {
   readonly #deadlines: DeadlineQueue | undefined;
   /** Bumped on every state change; an outcome from an older generation is stale. */
   #generation = 0;
+  #lastTransition: Transition = 'close';
   #probing = false;
   #inFlight = 0;
+  /** Counted failures in a row in this generation; a success resets it. */
+  #consecutive = 0;
+  /** Set while this breaker itself trips opossum on the consecutive rule, for the log line. */
+  #trippedBy: string | undefined;
+  /** Short-circuits since the breaker last opened from closed, for the close line. */
+  #outageShortCircuits = 0;
+  #outageStartedAt = 0;
+  /** A dead dependency flaps open → half-open → open every reset period: those lines are throttled. */
+  readonly #throttle: LogThrottle = createLogThrottle({ intervalMs: 60_000 });
   #openedAt = 0;
   #shut = false;
   /** The report opossum is processing: state changes happen synchronously inside its events. */
@@ -176,6 +200,7 @@ export class DependencyBreaker {
     if (this.#shut) return;
     this.#shut = true;
     clearInterval(this.#rotateTimer);
+    this.#throttle.flush();
     this.#opossum.shutdown();
   }
 
@@ -192,38 +217,90 @@ export class DependencyBreaker {
       return;
     }
     const failed = verdict === 'failure';
-    if (failed) this.#totals.failures += 1;
-    else this.#totals.successes += 1;
+    if (failed) {
+      this.#totals.failures += 1;
+      this.#consecutive += 1;
+    } else {
+      this.#totals.successes += 1;
+      this.#consecutive = 0;
+    }
     const replayed = this.#opossum.fire({ ctx, failed });
     // A success of a closed breaker changes nothing and cannot reject; a failure may open the breaker
     // and a probe may close it: wait for those, so the state change lands in this call's decisions.
     if (failed || probe) await replayed.then(ignore, ignore);
+    const streak = this.settings.consecutiveFailures;
+    if (
+      failed &&
+      streak !== false &&
+      this.#consecutive >= streak &&
+      generation === this.#generation &&
+      this.#opossum.closed &&
+      !this.#shut
+    ) {
+      // opossum has no such rule; its open() runs the same open → half-open machine and events.
+      this.#reporting = { ctx, failed: true };
+      this.#trippedBy = `${this.#consecutive} failures in a row`;
+      this.#opossum.open();
+    }
   }
 
+  // One log line per state change, never one per call. Only the flapping of a dependency that stays
+  // down (open → half-open → open each reset period) is throttled, with counts.
   #transition(transition: Transition): void {
+    const from = this.#lastTransition;
+    this.#lastTransition = transition;
     this.#generation += 1;
+    this.#consecutive = 0;
     const ctx = transition === 'half-open' ? undefined : this.#reporting?.ctx;
     this.#reporting = undefined;
+    const trippedBy = this.#trippedBy;
+    this.#trippedBy = undefined;
     const fields: Record<string, unknown> = { breaker: this.name, tools: [...this.tools], state: transition };
     if (transition === 'open') {
       this.#openedAt = Date.now();
       this.#totals.opened += 1;
       const window = this.#opossum.stats;
-      fields.calls = window.fires;
-      fields.failures = window.failures;
+      const reason =
+        from === 'half-open'
+          ? 'the probe call failed'
+          : (trippedBy ?? `${window.failures} of ${window.fires} calls failed in the window`);
+      fields.reason = reason;
       fields.resetTimeoutMs = this.settings.resetTimeout;
-      this.#logger.warn(fields, 'circuit breaker opened');
-      if (ctx) this.#decide(ctx, 'open', `${window.failures} of ${window.fires} calls failed in the window`);
+      if (from === 'half-open') {
+        this.#throttle('reopen', (suppressed) =>
+          this.#logger.warn(
+            { ...fields, ...(suppressed > 0 ? { suppressed } : {}) },
+            suppressed > 0
+              ? `circuit breaker reopened: probe calls keep failing (${suppressed} more times since the last line)`
+              : 'circuit breaker reopened: the probe call failed',
+          ),
+        );
+      } else {
+        this.#outageStartedAt = this.#openedAt;
+        this.#outageShortCircuits = 0;
+        fields.calls = window.fires;
+        fields.failures = window.failures;
+        this.#logger.warn(fields, 'circuit breaker opened');
+      }
+      if (ctx) this.#decide(ctx, 'open', reason);
     } else if (transition === 'close') {
       this.#totals.closed += 1;
       // Start the closed breaker with an empty window (as Hystrix does): the failures that opened it
       // would otherwise reopen it at the first new failure.
       for (let bucket = 0; bucket < this.settings.rollingCountBuckets; bucket += 1)
         this.#rotator.emit('rotate');
+      this.#throttle.flush();
+      fields.openMs = Date.now() - this.#outageStartedAt;
+      fields.shortCircuits = this.#outageShortCircuits;
       this.#logger.info(fields, 'circuit breaker closed');
       if (ctx) this.#decide(ctx, 'close', 'the probe call succeeded');
     } else {
-      this.#logger.info(fields, 'circuit breaker half-open: the next call is a probe');
+      this.#throttle('half-open', (suppressed) =>
+        this.#logger.info(
+          { ...fields, ...(suppressed > 0 ? { suppressed } : {}) },
+          'circuit breaker half-open: the next call is a probe',
+        ),
+      );
     }
     this.#emit(transition, ctx?.toolName);
   }
@@ -232,6 +309,7 @@ export class DependencyBreaker {
     const open = this.#opossum.opened;
     const retryAfterMs = open ? this.#retryAfterMs() : this.#probeWaitMs();
     this.#totals.shortCircuits += 1;
+    this.#outageShortCircuits += 1;
     this.#decide(ctx, 'short-circuit', open ? 'breaker open' : 'half-open: a probe call is in flight', {
       state: open ? 'open' : 'half-open',
       retryAfterMs,
@@ -242,11 +320,18 @@ export class DependencyBreaker {
 
   #rejectCapacity(ctx: ToolContext): ToolResult {
     this.#totals.capacityRejections += 1;
+    // A slot frees when a call ends, at the latest when the oldest one hits its deadline.
+    const untilDeadline = this.#deadlines?.untilOldestMs();
+    const retryAfterMs = Math.max(
+      1,
+      Math.min(CAPACITY_RETRY_AFTER_MS, untilDeadline ?? CAPACITY_RETRY_AFTER_MS),
+    );
     this.#decide(ctx, 'reject-capacity', `${this.settings.capacity} calls already in flight`, {
       capacity: this.settings.capacity,
+      retryAfterMs,
     });
     this.#emit('reject-capacity', ctx.toolName);
-    return capacityAnswer(ctx.toolName);
+    return capacityAnswer(ctx.toolName, this.settings.capacity, retryAfterMs);
   }
 
   /** Time until the reset timer lets a probe through. */

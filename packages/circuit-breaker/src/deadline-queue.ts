@@ -41,6 +41,12 @@ export class DeadlineQueue {
     return entry;
   }
 
+  /** Milliseconds until the oldest call in the queue reaches its deadline; undefined when empty. */
+  untilOldestMs(): number | undefined {
+    if (this.#head === undefined) return undefined;
+    return Math.max(0, Math.ceil(this.#head.deadline - performance.now()));
+  }
+
   remove(entry: DeadlineTicket): void {
     if (!entry.linked) return;
     entry.linked = false;

@@ -3,6 +3,7 @@ import type { BreakerSettings, CircuitBreakerOptions } from './types.js';
 /** Settings with every field decided. */
 export interface ResolvedSettings {
   readonly timeout: number | false;
+  readonly consecutiveFailures: number | false;
   readonly errorThresholdPercentage: number;
   readonly volumeThreshold: number;
   readonly rollingCountTimeout: number;
@@ -12,12 +13,14 @@ export interface ResolvedSettings {
 }
 
 /**
- * Defaults for a tool server: a deadline under the SDK client's 60 s request timeout, a window long
- * enough for an agent's call rate, and a volume threshold, because opossum's default of 0 lets a
- * single failure open the breaker.
+ * Defaults for a tool server: a deadline under the SDK client's 60 s request timeout, five failures
+ * in a row to open (a dead dependency trips it within a handful of calls), a window long enough for an
+ * agent's call rate, and a volume threshold, because opossum's default of 0 lets a single failure
+ * open the breaker on the rate rule.
  */
 export const CIRCUIT_BREAKER_DEFAULTS: ResolvedSettings = Object.freeze({
   timeout: 30_000,
+  consecutiveFailures: 5,
   errorThresholdPercentage: 50,
   volumeThreshold: 5,
   rollingCountTimeout: 60_000,
@@ -40,6 +43,7 @@ export interface ResolvedOptions {
 
 const SETTING_KEYS = [
   'timeout',
+  'consecutiveFailures',
   'errorThresholdPercentage',
   'volumeThreshold',
   'rollingCountTimeout',
@@ -92,6 +96,7 @@ export function resolveOptions(options: CircuitBreakerOptions): ResolvedOptions 
 function resolveSettings(base: ResolvedSettings, override: BreakerSettings, where: string): ResolvedSettings {
   const settings: ResolvedSettings = {
     timeout: override.timeout ?? base.timeout,
+    consecutiveFailures: override.consecutiveFailures ?? base.consecutiveFailures,
     errorThresholdPercentage: override.errorThresholdPercentage ?? base.errorThresholdPercentage,
     volumeThreshold: override.volumeThreshold ?? base.volumeThreshold,
     rollingCountTimeout: override.rollingCountTimeout ?? base.rollingCountTimeout,
@@ -105,6 +110,10 @@ function resolveSettings(base: ResolvedSettings, override: BreakerSettings, wher
   // opossum reads `timeout: 0` as "no timeout"; a zero deadline is a mistake, so say so.
   if (settings.timeout !== false && !isPositiveFinite(settings.timeout)) {
     fail('timeout', 'a positive number of milliseconds, or false to disable the deadline');
+  }
+  const streak = settings.consecutiveFailures;
+  if (streak !== false && !(Number.isInteger(streak) && streak >= 1)) {
+    fail('consecutiveFailures', 'an integer of at least 1, or false to open on the error rate only');
   }
   const rate = settings.errorThresholdPercentage;
   if (!(Number.isFinite(rate) && rate >= 0 && rate < 100)) {

@@ -8,6 +8,14 @@ export interface BreakerSettings {
    * @default 30000
    */
   timeout?: number | false;
+  /**
+   * The breaker opens after this many counted failures in a row (a success resets the count),
+   * whichever trips first of this and the error-rate rule. A dead dependency fails every call, and
+   * after a healthy minute the rate rule alone needs as many failures as the window holds successes
+   * (measured: 28 s and thousands of calls against a dead database). `false` leaves only the rate rule.
+   * @default 5
+   */
+  consecutiveFailures?: number | false;
   /** The breaker opens when failures exceed this percentage of counted calls in the window. @default 50 */
   errorThresholdPercentage?: number;
   /** Counted calls the window must hold before the breaker may open at all (opossum's default is 0). @default 5 */
@@ -18,7 +26,12 @@ export interface BreakerSettings {
   rollingCountBuckets?: number;
   /** Milliseconds the breaker stays open before it lets one probe call through (half-open). @default 30000 */
   resetTimeout?: number;
-  /** Calls allowed in flight at once; the next is answered `rate_limited` (never counted). @default 32 */
+  /**
+   * Calls allowed in flight at once; the next is answered `rate_limited` (never counted), with a hint
+   * that the server is at capacity and a `retryAfterMs` until the oldest call in flight ends or hits
+   * its deadline.
+   * @default 32
+   */
   capacity?: number;
 }
 

@@ -75,6 +75,7 @@ describe('a handler failing on a schedule', () => {
           breaker: 'track_shipment',
           tools: ['track_shipment'],
           state: 'open',
+          reason: '3 of 4 calls failed in the window',
           calls: 4,
           failures: 3,
           resetTimeoutMs: 10_000,

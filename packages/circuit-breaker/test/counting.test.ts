@@ -97,8 +97,8 @@ describe('capacity', () => {
       expect(expectFailure(await h.client.callTool('slow_lookup', { id: `c${i}` }))).toEqual({
         ok: false,
         error: 'rate_limited',
-        message: 'Too many slow_lookup calls are running at once.',
-        hint: 'Wait for retryAfterMs, then call again; do not send these calls in parallel.',
+        message: 'The server is at capacity: 2 slow_lookup calls are already running.',
+        hint: 'The server is at capacity. Retry after 1000 ms.',
         retryable: true,
         retryAfterMs: 1000,
       });
@@ -109,7 +109,7 @@ describe('capacity', () => {
         by: 'circuit-breaker',
         action: 'reject-capacity',
         reason: '2 calls already in flight',
-        detail: { breaker: 'slow_lookup', capacity: 2 },
+        detail: { breaker: 'slow_lookup', capacity: 2, retryAfterMs: 1000 },
       },
     ]);
     // opossum counts its own capacity refusals as failures; even with the strictest threshold these

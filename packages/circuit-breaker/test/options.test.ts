@@ -9,6 +9,7 @@ describe('createCircuitBreakers options', () => {
   it('has stated, sane defaults for a tool server', () => {
     expect(CIRCUIT_BREAKER_DEFAULTS).toEqual({
       timeout: 30_000,
+      consecutiveFailures: 5,
       errorThresholdPercentage: 50,
       volumeThreshold: 5,
       rollingCountTimeout: 60_000,
@@ -33,6 +34,8 @@ describe('createCircuitBreakers options', () => {
       'options.errorThresholdPercentage must be a number from 0 up to (not including) 100',
     ],
     [{ errorThresholdPercentage: -1 }, 'options.errorThresholdPercentage must be'],
+    [{ consecutiveFailures: 0 }, 'options.consecutiveFailures must be an integer of at least 1, or false'],
+    [{ consecutiveFailures: 1.5 }, 'options.consecutiveFailures must be an integer of at least 1, or false'],
     [{ volumeThreshold: 0 }, 'options.volumeThreshold must be an integer of at least 1'],
     [{ volumeThreshold: 2.5 }, 'options.volumeThreshold must be an integer of at least 1'],
     [{ rollingCountBuckets: 0 }, 'options.rollingCountBuckets must be an integer of at least 1'],
