@@ -1,5 +1,5 @@
 import { checkAddress } from './address-ranges.js';
-import { matchesHost, type NormalHost, normaliseHost } from './host-pattern.js';
+import { hasIdnaIgnored, matchesHost, type NormalHost, normaliseHost } from './host-pattern.js';
 import { defaultPort, type NormalPolicy } from './options.js';
 import { UrlRefusedError } from './refusal.js';
 import type { CheckedUrl } from './types.js';
@@ -66,6 +66,18 @@ function parseTarget(policy: NormalPolicy, input: string | URL): { url: URL; hos
       hint: 'Percent-encode spaces and special characters in the path and query.',
     });
   }
+  const { slashes, authority } = writtenAuthority(text);
+  if (slashes.includes('\\') || authority.includes('\\')) {
+    // WHATWG reads `\` as `/` in http(s): `https://evil.example\@allowed.example/` goes to evil.example.
+    throw new UrlRefusedError('malformed', 'The URL contains a backslash before its path.', {
+      hint: 'Write the URL with forward slashes only: https://host.example/path.',
+    });
+  }
+  if (hasIdnaIgnored(authority)) {
+    throw new UrlRefusedError('malformed', 'The host name contains an invisible character.', {
+      hint: 'Retype the host name without soft hyphens, zero-width characters or variation selectors.',
+    });
+  }
   let url: URL;
   try {
     url = new URL(text);
@@ -104,6 +116,16 @@ function parseTarget(policy: NormalPolicy, input: string | URL): { url: URL; hos
 function authorityOf(text: string): string {
   const rest = text.slice(text.indexOf(':') + 1).replace(/^[/\\]+/, '');
   return rest.split(/[/\\?#]/, 1)[0] ?? '';
+}
+
+/**
+ * The slashes after `scheme:` and the authority up to the first `/`, `?` or `#`, as written: a `\`
+ * there would be read as `/` by the parser and move the host boundary.
+ */
+function writtenAuthority(text: string): { slashes: string; authority: string } {
+  const rest = text.slice(text.indexOf(':') + 1);
+  const slashes = /^[/\\]*/.exec(rest)?.[0] ?? '';
+  return { slashes, authority: rest.slice(slashes.length).split(/[/?#]/, 1)[0] ?? '' };
 }
 
 async function resolveChecked(

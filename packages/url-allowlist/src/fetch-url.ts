@@ -20,8 +20,8 @@ const FORBIDDEN_REQUEST_HEADERS: ReadonlySet<string> = new Set([
   'transfer-encoding',
   'upgrade',
 ]);
-// Dropped when a redirect leaves the origin (as the Fetch standard does for authorization).
-const CREDENTIAL_HEADERS: readonly string[] = ['authorization', 'cookie', 'proxy-authorization'];
+// Describe the body: dropped with it (303), kept with it on any hop that resends it (307/308).
+const BODY_HEADERS: ReadonlySet<string> = new Set(['content-type', 'content-encoding', 'content-language']);
 
 interface HopRequest {
   method: string;
@@ -57,7 +57,11 @@ export async function fetchUrl(
         });
       }
       const next = await checkRedirect(check, checked, hop.location, signal);
-      request = redirectedRequest(request, hop.result.status, checked.url.origin !== next.url.origin);
+      request = redirectedRequest(
+        request,
+        hop.result.status,
+        checked.url.origin !== next.url.origin ? policy.redirectHeaders : undefined,
+      );
       checked = next;
       host = checked.hostname;
     }
@@ -124,17 +128,29 @@ function initialRequest(init: UrlFetchInit): HopRequest {
   return { method: (init.method ?? 'GET').toUpperCase(), headers, body: init.body };
 }
 
-/** 303 (and 301/302 after a POST) turn into a body-less GET, as browsers do; 307/308 replay. */
-function redirectedRequest(request: HopRequest, status: number, crossOrigin: boolean): HopRequest {
+/**
+ * 303 (and 301/302 after a POST) turn into a body-less GET, as browsers do; 307/308 replay.
+ * `keep` is set when the hop leaves the origin: then only the caller headers it names survive (and
+ * the body's own headers when the body is resent). Once dropped, a header stays dropped for every
+ * later hop, even one that comes back to the first origin.
+ */
+function redirectedRequest(
+  request: HopRequest,
+  status: number,
+  keep: ReadonlySet<string> | undefined,
+): HopRequest {
   const toGet =
     (status === 303 && request.method !== 'HEAD') ||
     ((status === 301 || status === 302) && request.method === 'POST');
-  const headers = { ...request.headers };
-  if (toGet) {
-    for (const name of ['content-type', 'content-encoding', 'content-language']) delete headers[name];
+  const body = toGet ? undefined : request.body;
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(request.headers)) {
+    const kept = BODY_HEADERS.has(name)
+      ? body !== undefined || (!toGet && keep === undefined)
+      : keep === undefined || keep.has(name);
+    if (kept) headers[name] = value;
   }
-  if (crossOrigin) for (const name of CREDENTIAL_HEADERS) delete headers[name];
-  return toGet ? { method: 'GET', headers, body: undefined } : { ...request, headers };
+  return { method: toGet ? 'GET' : request.method, headers, body };
 }
 
 interface Hop {

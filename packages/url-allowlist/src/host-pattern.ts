@@ -21,6 +21,29 @@ export interface HostPattern {
 const LABEL = /^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$/;
 
 /**
+ * Code points IDNA mapping removes without a trace (UTS #46 "ignored", plus the zero-width joiners):
+ * soft hyphen, combining grapheme joiner, Mongolian variation selectors, zero-width space / non-joiner
+ * / joiner, word joiner and invisible operators, variation selectors, BOM, shorthand format controls,
+ * variation selectors supplement. `ex\u00ADample.com` parses as `example.com`: the host checked would
+ * not be the host the text shows, so a host (or an allowlist entry) holding one is refused.
+ */
+// biome-ignore lint/suspicious/noMisleadingCharacterClass: each code point is matched alone, on purpose.
+export const IDNA_IGNORED =
+  /[\u00AD\u034F\u180B-\u180F\u200B-\u200D\u2060-\u2064\uFE00-\uFE0F\uFEFF\u{1BCA0}-\u{1BCA3}\u{E0100}-\u{E01EF}]/u;
+
+/** Whether `text` holds an IDNA-ignored code point, written as is or percent-encoded (hosts decode). */
+export function hasIdnaIgnored(text: string): boolean {
+  if (IDNA_IGNORED.test(text)) return true;
+  if (!text.includes('%')) return false;
+  try {
+    return IDNA_IGNORED.test(decodeURIComponent(text));
+  } catch {
+    // Malformed percent-encoding: the URL parser refuses such a host on its own.
+    return false;
+  }
+}
+
+/**
  * Normalises the hostname the WHATWG URL parser produced (it already decoded `%2e`, mapped
  * fullwidth dots, lowercased and punycoded it, and canonicalised numeric IPv4 forms).
  * Returns undefined for a host no DNS name can have.
@@ -47,6 +70,11 @@ export function parseHostPattern(entry: unknown): HostPattern {
   const wildcard = entry.startsWith('*.');
   const rest = wildcard ? entry.slice(2) : entry;
   const bracketed = rest.startsWith('[') && rest.endsWith(']');
+  if (hasIdnaIgnored(rest)) {
+    throw new TypeError(
+      `allow: "${entry}" holds an invisible character that IDNA drops (soft hyphen, zero-width, variation selector)`,
+    );
+  }
   if (/[\s/?#@\\*%]/.test(rest) || (!bracketed && rest.includes(':'))) {
     throw new TypeError(`allow: "${entry}" is not a host name (no scheme, port, path or inner *)`);
   }

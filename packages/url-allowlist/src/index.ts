@@ -1,6 +1,6 @@
 // Public face of @toolgate/url-allowlist: explicit named exports only.
 export { type UrlArgumentOptions, type UrlArgumentOverride, urlArgument } from './middleware.js';
-export { SAFE_RESPONSE_HEADERS } from './options.js';
+export { DEFAULT_REDIRECT_HEADERS, SAFE_RESPONSE_HEADERS } from './options.js';
 export { createUrlPolicy } from './policy.js';
 export { isUrlRefusedError, type UrlRefusalReason, UrlRefusedError } from './refusal.js';
 export type {

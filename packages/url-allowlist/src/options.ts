@@ -18,6 +18,17 @@ export const SAFE_RESPONSE_HEADERS: readonly string[] = [
   'retry-after',
 ];
 
+/**
+ * Request headers of the caller's that `fetch` keeps when a redirect leaves the origin: content
+ * negotiation only. Anything else the caller set (API keys under any name, tenant ids, request ids,
+ * signatures) was meant for the first origin and is dropped. Headers that describe a body
+ * (`content-type`, `content-encoding`, `content-language`) travel with the body on 307/308.
+ */
+export const DEFAULT_REDIRECT_HEADERS: readonly string[] = ['accept', 'accept-language', 'user-agent'];
+
+// Never kept across origins, whatever the keep-list says (the Fetch standard drops authorization too).
+const CREDENTIAL_HEADERS: ReadonlySet<string> = new Set(['authorization', 'cookie', 'proxy-authorization']);
+
 const DEFAULT_PORTS = { https: 443, http: 80 } as const;
 
 /** The options once normalised: every list parsed, every default filled in. */
@@ -33,6 +44,7 @@ export interface NormalPolicy {
   readonly timeoutMs: number;
   readonly maxUrlLength: number;
   readonly responseHeaders: ReadonlySet<string>;
+  readonly redirectHeaders: ReadonlySet<string>;
   readonly hintAllowedHosts: boolean;
   readonly ca: string | Buffer | (string | Buffer)[] | undefined;
   readonly logger: Logger;
@@ -74,10 +86,29 @@ export function normalisePolicyOptions(options: UrlPolicyOptions): NormalPolicy 
     responseHeaders: new Set(
       (options.responseHeaders ?? SAFE_RESPONSE_HEADERS).map((name) => name.toLowerCase()),
     ),
+    redirectHeaders: redirectHeadersOf(options.redirectHeaders),
     hintAllowedHosts: options.hintAllowedHosts ?? true,
     ca: typeof options.ca === 'object' && !Buffer.isBuffer(options.ca) ? [...options.ca] : options.ca,
     logger: options.logger ?? createSilentLogger(),
   };
+}
+
+function redirectHeadersOf(names: readonly string[] | undefined): ReadonlySet<string> {
+  if (names === undefined) return new Set(DEFAULT_REDIRECT_HEADERS);
+  if (!Array.isArray(names))
+    throw new TypeError('createUrlPolicy: redirectHeaders must be an array of header names');
+  return new Set(
+    names.map((name) => {
+      if (typeof name !== 'string' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
+        throw new TypeError(`createUrlPolicy: redirectHeaders: ${JSON.stringify(name)} is not a header name`);
+      }
+      const lower = name.toLowerCase();
+      if (CREDENTIAL_HEADERS.has(lower)) {
+        throw new TypeError(`createUrlPolicy: redirectHeaders: ${lower} is never sent to another origin`);
+      }
+      return lower;
+    }),
+  );
 }
 
 export function defaultPort(scheme: string): number {

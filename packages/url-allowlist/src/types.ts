@@ -36,6 +36,14 @@ export interface UrlPolicyOptions {
   maxUrlLength?: number;
   /** Response headers `fetch` returns (lowercase names); others are dropped. @default SAFE_RESPONSE_HEADERS */
   responseHeaders?: readonly string[];
+  /**
+   * Request headers (case-insensitive) of the caller's kept when a redirect leads to another origin
+   * (scheme, host or port); every other caller header is dropped on that hop and all after it.
+   * `authorization`, `cookie` and `proxy-authorization` are always dropped and may not be listed.
+   * `content-type`, `content-encoding` and `content-language` travel with a body a 307/308 resends.
+   * @default DEFAULT_REDIRECT_HEADERS (accept, accept-language, user-agent)
+   */
+  redirectHeaders?: readonly string[];
   /** Whether the hint of a refused host lists the allowed hosts, so the model can correct itself. @default true */
   hintAllowedHosts?: boolean;
   /** Extra CA certificates (PEM) trusted for https, e.g. a private CA. @default undefined (Node's bundled CAs) */

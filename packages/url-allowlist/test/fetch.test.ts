@@ -14,6 +14,8 @@ beforeAll(async () => {
   stranger = await startLocalServer({ '/': (_request, response) => response.end('internal secrets') });
   files = await startLocalServer({
     '/echo': (request, response) => response.end(JSON.stringify(request.headers)),
+    '/back-to-api': (_request, response) =>
+      response.writeHead(302, { location: `http://api.carrier.test:${api.port}/echo` }).end(),
   });
   api = await startLocalServer({
     '/hello': (_request, response) => {
@@ -36,6 +38,10 @@ beforeAll(async () => {
     '/temporary': (_request, response) => response.writeHead(307, { location: '/echo' }).end(),
     '/to-files': (_request, response) =>
       response.writeHead(302, { location: `http://files.carrier.test:${files.port}/echo` }).end(),
+    '/temporary-to-files': (_request, response) =>
+      response.writeHead(307, { location: `http://files.carrier.test:${files.port}/echo` }).end(),
+    '/to-files-and-back': (_request, response) =>
+      response.writeHead(302, { location: `http://files.carrier.test:${files.port}/back-to-api` }).end(),
     '/to-same-origin-echo': (_request, response) => response.writeHead(301, { location: '/echo' }).end(),
     '/to-metadata': (_request, response) =>
       response.writeHead(302, { location: 'http://169.254.169.254/latest/meta-data/iam/' }).end(),
@@ -325,21 +331,87 @@ describe('fetch(): redirects are checked hop by hop', () => {
     ]);
   });
 
-  it('drops credentials on a cross-origin redirect and keeps them on a same-origin one', async () => {
+  it('keeps only the keep-list on a cross-origin redirect and every header on a same-origin one', async () => {
     const policy = carrierPolicy(carrierDns());
-    const headers = { authorization: 'Bearer secret', cookie: 'a=1', 'x-request-id': 'r1' };
+    const headers = {
+      authorization: 'Bearer secret',
+      cookie: 'a=1',
+      'proxy-authorization': 'Basic cHJveHk=',
+      'x-api-key': 'k-123',
+      'X-Tenant': 'acme',
+      'x-request-id': 'r1',
+      accept: 'application/json',
+      'accept-language': 'de',
+      'user-agent': 'carrier-tool/1.0',
+    };
     const crossOrigin = JSON.parse(
       (await policy.fetch(`http://api.carrier.test:${api.port}/to-files`, { headers })).body,
-    );
-    expect([crossOrigin.authorization, crossOrigin.cookie, crossOrigin['x-request-id']]).toEqual([
-      undefined,
+    ) as Record<string, string>;
+    const callerNames = Object.keys(headers).map((name) => name.toLowerCase());
+    expect(
+      Object.fromEntries(Object.entries(crossOrigin).filter(([name]) => callerNames.includes(name))),
+    ).toEqual({
+      accept: 'application/json',
+      'accept-language': 'de',
+      'user-agent': 'carrier-tool/1.0',
+    });
+    const sameOrigin = JSON.parse(
+      (await policy.fetch(`http://api.carrier.test:${api.port}/to-same-origin-echo`, { headers })).body,
+    ) as { headers: Record<string, string> };
+    expect(sameOrigin.headers).toMatchObject({
+      authorization: 'Bearer secret',
+      cookie: 'a=1',
+      'x-api-key': 'k-123',
+      'x-tenant': 'acme',
+      'x-request-id': 'r1',
+    });
+  });
+
+  it('redirectHeaders replaces the keep-list; a body resent cross-origin keeps its content-type', async () => {
+    const policy = carrierPolicy(carrierDns(), { redirectHeaders: ['X-Request-Id'] });
+    const headers = {
+      'x-request-id': 'r1',
+      'x-api-key': 'k-123',
+      accept: 'text/plain',
+      'content-type': 'text/plain',
+    };
+    const crossOrigin = JSON.parse(
+      (await policy.fetch(`http://api.carrier.test:${api.port}/to-files`, { headers })).body,
+    ) as Record<string, string>;
+    expect([
+      crossOrigin['x-request-id'],
+      crossOrigin['x-api-key'],
+      crossOrigin.accept,
+      crossOrigin['content-type'],
+    ]).toEqual(['r1', undefined, '*/*', undefined]);
+    const resent = JSON.parse(
+      (
+        await policy.fetch(`http://api.carrier.test:${api.port}/temporary-to-files`, {
+          method: 'POST',
+          body: 'payload',
+          headers,
+        })
+      ).body,
+    ) as Record<string, string>;
+    expect([resent['content-type'], resent['x-api-key'], resent['x-request-id']]).toEqual([
+      'text/plain',
       undefined,
       'r1',
     ]);
-    const sameOrigin = JSON.parse(
-      (await policy.fetch(`http://api.carrier.test:${api.port}/to-same-origin-echo`, { headers })).body,
-    );
-    expect(sameOrigin.headers.authorization).toBe('Bearer secret');
+  });
+
+  it('a header dropped on the way out stays dropped when a later hop comes back to the first origin', async () => {
+    const policy = carrierPolicy(carrierDns());
+    const result = await policy.fetch(`http://api.carrier.test:${api.port}/to-files-and-back`, {
+      headers: { 'x-api-key': 'k-123', authorization: 'Bearer secret', accept: 'text/plain' },
+    });
+    const back = JSON.parse(result.body) as { headers: Record<string, string> };
+    expect(result.redirects).toBe(2);
+    expect([back.headers['x-api-key'], back.headers.authorization, back.headers.accept]).toEqual([
+      undefined,
+      undefined,
+      'text/plain',
+    ]);
   });
 });
 

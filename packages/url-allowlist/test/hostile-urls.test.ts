@@ -138,7 +138,7 @@ const userinfoAndParserTricks: Row[] = [
   ['https://@allowed.example/', 'userinfo'],
   ['https://allowed.example%40evil.com/', 'malformed'],
   ['https://evil.com#@allowed.example', 'host'],
-  ['https://evil.com\\@allowed.example', 'host'],
+  ['https://evil.com\\@allowed.example', 'malformed'],
   ['https://evil.com?@allowed.example', 'host'],
   ['https://allowed.example.evil.com/', 'host'],
   ['https://allowed.example．evil.com/', 'host'],
@@ -151,6 +151,23 @@ const userinfoAndParserTricks: Row[] = [
   ['https://allowed.example../', 'malformed'],
   ['https://a$b.example.org/', 'malformed'],
   ['https://exa\u200bmple.org/', 'malformed'],
+  // IDNA drops these without a trace: the host parsed would not be the host written.
+  ['https://allowed.exa\u00admple/', 'malformed'],
+  ['https://allowed.exa%C2%ADmple/', 'malformed'],
+  ['https://allowed.ex\u034fample/', 'malformed'],
+  ['https://allowed.exa\u200cmple/', 'malformed'],
+  ['https://allowed.exa\u200dmple/', 'malformed'],
+  ['https://allowed.exa\u2060mple/', 'malformed'],
+  ['https://allowed.exa\ufe0fmple/', 'malformed'],
+  ['https://allowed.exa\ufeffmple/', 'malformed'],
+  ['https://allowed.exa\u{e0101}mple/', 'malformed'],
+  ['https://allowed.exa\u180bmple/', 'malformed'],
+  ['https://allowed.exa\u{1bca0}mple/', 'malformed'],
+  // WHATWG reads `\` as `/` in http(s), which moves where the host ends.
+  ['https://allowed.example\\@evil.com/', 'malformed'],
+  ['https://evil.com\\allowed.example/', 'malformed'],
+  ['https:\\\\allowed.example/', 'malformed'],
+  ['https:/\\allowed.example/', 'malformed'],
   ['https://allowed.example/\n', 'malformed'],
   ['https://allo\twed.example/', 'malformed'],
   [' https://allowed.example/', 'malformed'],
@@ -240,11 +257,10 @@ describe('check(): the table is wide enough and never connects', () => {
     expect(checked.addresses).toEqual([PUBLIC_V4, '2606:2800:220:1:248:1893:25c8:1946']);
   });
 
-  it('reads a backslash, fullwidth dots and %2e the way the connection will: as the allowed host', async () => {
+  it('reads fullwidth dots and %2e the way the connection will: as the allowed host', async () => {
     const dnsAllowed = stubResolver({ 'allowed.example': [PUBLIC_V4] });
     const strict = createUrlPolicy({ allow: ['allowed.example'], resolve: dnsAllowed.resolve });
     for (const url of [
-      'https://allowed.example\\@evil.com/',
       'https://ａｌｌｏｗｅｄ．example/',
       'https://allowed%2eexample/',
       'https://ALLOWED.example./',
@@ -253,6 +269,23 @@ describe('check(): the table is wide enough and never connects', () => {
       expect(checked.hostname).toBe('allowed.example');
       expect(checked.url.hostname).toBe('allowed.example');
     }
+  });
+
+  it('refuses invisible characters and backslashes in the authority with their own message, before resolving', async () => {
+    const before = dns.calls.length;
+    await expect(policy.check('https://public.exa\u00admple.org/')).rejects.toMatchObject({
+      reason: 'malformed',
+      code: 'invalid_argument',
+      message: 'The host name contains an invisible character.',
+    });
+    await expect(policy.check('https://public.example.org\\@evil.com/')).rejects.toMatchObject({
+      reason: 'malformed',
+      message: 'The URL contains a backslash before its path.',
+    });
+    expect(dns.calls.length).toBe(before);
+    // In the path, query or fragment neither changes the host: both are left to the parser.
+    const checked = await policy.check('https://public.example.org/a\\b?q=\u00ad#\u2060');
+    expect(checked.hostname).toBe('public.example.org');
   });
 
   it('compares IDNA names in their ASCII form', async () => {

@@ -195,6 +195,27 @@ describe('urlArgument through a real client', () => {
     expect(handled).toEqual([]);
   });
 
+  it('refuses a soft hyphen in the host and a backslash in the authority before the handler runs', async () => {
+    const { server, handled, dns } = setup();
+    const c = await connect(server);
+    const hidden = expectFailure(
+      await c.callTool('echo_url', { url: `http://api.carrier\u00ad.test:${carrier.port}/track/42` }),
+    );
+    expect([hidden.error, hidden.message]).toEqual([
+      'invalid_argument',
+      'Argument url: The host name contains an invisible character.',
+    ]);
+    const slashed = expectFailure(
+      await c.callTool('echo_url', { url: `http://evil.example\\@api.carrier.test:${carrier.port}/` }),
+    );
+    expect([slashed.error, slashed.message]).toEqual([
+      'invalid_argument',
+      'Argument url: The URL contains a backslash before its path.',
+    ]);
+    expect(handled).toEqual([]);
+    expect(dns.calls).toEqual([]);
+  });
+
   it('checks every element of a nested array path and names the one refused', async () => {
     const { server, handled, decisions } = setup();
     const c = await connect(server);

@@ -19,6 +19,13 @@ describe('createUrlPolicy: allowlist entries are normalised at creation', () => 
     ['*.127.0.0.1', 'puts a wildcard on an IP address'],
     ['a$b.example.com', 'is not a valid host name'],
     ['api..example.com', 'is not a valid host name'],
+    ['api.exa\u00admple.com', 'holds an invisible character that IDNA drops'],
+    ['*.exa\u200bmple.com', 'holds an invisible character that IDNA drops'],
+    ['api.example\u2060.com', 'holds an invisible character that IDNA drops'],
+    ['api.ex\u034fample.com', 'holds an invisible character that IDNA drops'],
+    ['api.example.com\ufe0f', 'holds an invisible character that IDNA drops'],
+    ['api.exa\u{e0100}mple.com', 'holds an invisible character that IDNA drops'],
+    ['api.example.com\\', 'is not a host name'],
   ])('refuses %s', (entry, message) => {
     expect(() => createUrlPolicy({ allow: [entry] })).toThrow(message);
   });
@@ -36,6 +43,12 @@ describe('createUrlPolicy: allowlist entries are normalised at creation', () => 
       'invalid prefix length',
     );
     expect(() => createUrlPolicy({ allow: ['a.example'], maxRedirects: -1 })).toThrow('maxRedirects must be');
+    expect(() => createUrlPolicy({ allow: ['a.example'], redirectHeaders: ['Authorization'] })).toThrow(
+      'redirectHeaders: authorization is never sent to another origin',
+    );
+    expect(() => createUrlPolicy({ allow: ['a.example'], redirectHeaders: ['x y'] })).toThrow(
+      'redirectHeaders: "x y" is not a header name',
+    );
   });
 
   it('normalises case, trailing dots, IDNA and IPv6 brackets in entries', async () => {
