@@ -79,3 +79,14 @@ export function noProgressFailure(toolName: string, streak: number): ToolResult 
     },
   );
 }
+
+/** Retry suggestion when a fail-closed guard cannot reach its store. */
+export const STORE_RETRY_AFTER_MS = 5000;
+
+export function storeUnavailableFailure(toolName: string): ToolResult {
+  return fail('unavailable', `${toolName} is temporarily unavailable.`, {
+    hint: 'Do not retry now; it can be tried once more after retryAfterMs.',
+    retryable: true,
+    retryAfterMs: STORE_RETRY_AFTER_MS,
+  });
+}

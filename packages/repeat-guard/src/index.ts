@@ -9,6 +9,7 @@ export type {
   OnFailedRepeat,
   OnNoProgress,
   OnRepeat,
+  OnStoreFailure,
   RedisRepeatClient,
   RedisRepeatStore,
   RedisRepeatStoreOptions,

@@ -1,8 +1,8 @@
 import { canonicalJson, type ToolContext, type ToolResult } from '@toolgate/core';
 import { noProgressFailure, noProgressNote, withNote } from './answers.js';
 import { progressKey, sha256 } from './key.js';
-import { readStore, writeStore } from './store-access.js';
-import type { RepeatRules, RepeatStore } from './types.js';
+import type { StoreAccess } from './store-access.js';
+import type { RepeatRules } from './types.js';
 
 interface StoredStreak {
   v: 1;
@@ -22,7 +22,7 @@ interface StoredStreak {
 export async function checkProgress(
   ctx: ToolContext,
   rules: Readonly<RepeatRules>,
-  store: RepeatStore,
+  store: StoreAccess,
   scope: string,
   callKey: string,
   result: ToolResult,
@@ -30,14 +30,20 @@ export async function checkProgress(
   const limit = rules.noProgress;
   if (limit === false) return result;
   const key = progressKey(scope, ctx.toolName);
-  const previous = decodeStreak(await readStore(store, key, ctx));
+  let stored: string | undefined;
+  try {
+    stored = await store.read(key, ctx);
+  } catch {
+    return result; // the call already ran: a store that is down or a cancel only skips the check
+  }
+  const previous = decodeStreak(stored);
   const resultHash = sha256(
     canonicalJson([result.isError === true, result.content, result.structuredContent ?? null]),
   );
   let streak = 1;
   if (previous && previous.r === resultHash) streak = previous.a === callKey ? previous.s : previous.s + 1;
   const next: StoredStreak = { v: 1, a: callKey, r: resultHash, s: streak };
-  await writeStore(store, key, JSON.stringify(next), rules.windowMs, ctx);
+  await store.write(key, JSON.stringify(next), rules.windowMs, ctx);
   if (streak < limit) return result;
   const answer = rules.onNoProgress === 'fail' ? 'repeated_call' : 'note';
   ctx.decisions.push({

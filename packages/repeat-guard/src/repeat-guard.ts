@@ -1,11 +1,17 @@
 import { errorOf, type NextFn, type ToolContext, type ToolMiddleware, type ToolResult } from '@toolgate/core';
-import { refusedFailure, repeatedCallFailure, repeatNote, withNote } from './answers.js';
+import {
+  refusedFailure,
+  repeatedCallFailure,
+  repeatNote,
+  storeUnavailableFailure,
+  withNote,
+} from './answers.js';
 import { type CallEntry, decodeCallEntry, encodeCallEntry } from './call-entry.js';
 import { callKey, defaultScope } from './key.js';
 import { createMemoryRepeatStore } from './memory-store.js';
 import { checkProgress } from './no-progress.js';
 import { resolveRules } from './options.js';
-import { readStore, writeStore } from './store-access.js';
+import { StoreAccess, StoreUnavailable } from './store-access.js';
 import type { RepeatGuardOptions, RepeatRules, RepeatStore } from './types.js';
 
 /** Identical calls running now in this process: later ones wait for the first one's answer. */
@@ -28,8 +34,17 @@ interface Flight {
  */
 export function repeatGuard(options: RepeatGuardOptions = {}): ToolMiddleware {
   const rules = resolveRules(options);
-  const store: RepeatStore =
+  const rawStore: RepeatStore =
     options.store ?? createMemoryRepeatStore({ maxEntries: options.maxEntries ?? 10_000 });
+  const storeTimeoutMs = options.storeTimeoutMs ?? 200;
+  if (!(Number.isFinite(storeTimeoutMs) && storeTimeoutMs >= 1)) {
+    throw new RangeError('repeatGuard: storeTimeoutMs must be a finite number of at least 1');
+  }
+  const onStoreFailure = options.onStoreFailure ?? 'open';
+  if (onStoreFailure !== 'open' && onStoreFailure !== 'closed') {
+    throw new TypeError("repeatGuard: onStoreFailure must be 'open' or 'closed'");
+  }
+  const store = new StoreAccess(rawStore, storeTimeoutMs, onStoreFailure);
   const scopeOf = options.scope ?? defaultScope;
   const flights = new Map<string, Flight>();
 
@@ -54,8 +69,8 @@ export function repeatGuard(options: RepeatGuardOptions = {}): ToolMiddleware {
       if (ctx.signal.aborted) return result;
       const remembered = rememberedEntry(toolRules, earlier, result);
       if (owner) flight.settle(remembered?.text);
-      if (remembered) await writeStore(store, key, remembered.text, remembered.ttlMs, ctx);
-      else if (earlier) await writeStore(store, key, undefined, 0, ctx);
+      if (remembered) await store.write(key, remembered.text, remembered.ttlMs, ctx);
+      else if (earlier) await store.write(key, undefined, 0, ctx);
       return await checkProgress(ctx, toolRules, store, scope, key, result);
     } finally {
       flight.running -= 1;
@@ -72,14 +87,25 @@ export function repeatGuard(options: RepeatGuardOptions = {}): ToolMiddleware {
     if (toolRules === false) return next();
     const scope = scopeOf(ctx);
     const key = callKey(scope, ctx.toolName, ctx.args);
-    const earlier = decodeCallEntry(await readStore(store, key, ctx));
+    let stored: string | undefined;
+    try {
+      stored = await store.read(key, ctx);
+    } catch (error) {
+      if (error instanceof StoreUnavailable) {
+        ctx.decisions.push({ by: 'repeat-guard', action: 'short-circuit', reason: 'store_unavailable' });
+        return storeUnavailableFailure(ctx.toolName);
+      }
+      throw error; // the call was cancelled while the store was asked
+    }
+    const earlier = decodeCallEntry(stored);
     const answer = earlier && answerRepeat(ctx, toolRules, earlier, key, false);
     if (answer) return answer;
     const flight = flights.get(key);
     const executed = earlier && inWindow(earlier, toolRules, Date.now()) ? earlier.count : 0;
     if (flight && executed + flight.running + 1 >= toolRules.threshold) {
       // Single flight: an identical call is running now; its answer is this call's earlier result.
-      const settled = decodeCallEntry(await flight.done);
+      // Each waiter follows its own abort: a cancelled waiter stops waiting for someone else's call.
+      const settled = decodeCallEntry(await untilAborted(flight.done, ctx.signal));
       const shared = settled && answerRepeat(ctx, toolRules, settled, key, true);
       if (shared) return shared;
     }
@@ -154,6 +180,25 @@ function rememberedEntry(
   }
   if (text.length > rules.maxResultSize) return undefined;
   return { text, ttlMs: firstAt + rules.windowMs - now };
+}
+
+/** `promise`, or a rejection with the abort reason as soon as `signal` aborts. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
 }
 
 function newFlight(): Flight {

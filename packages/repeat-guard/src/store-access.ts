@@ -1,39 +1,129 @@
-import type { ToolContext } from '@toolgate/core';
-import type { RepeatStore } from './types.js';
+import { createLogThrottle, type Logger, type LogThrottle, type ToolContext } from '@toolgate/core';
+import type { OnStoreFailure, RepeatStore } from './types.js';
 
-// The guard fails open: a store that is down or slow to answer must not take the tools down with it,
-// so every store error is logged and the call runs as if nothing were remembered.
+/** Thrown by a fail-closed guard when the store cannot answer; the middleware turns it into `unavailable`. */
+export class StoreUnavailable extends Error {}
 
-export async function readStore(
-  store: RepeatStore,
-  key: string,
-  ctx: ToolContext,
-): Promise<string | undefined> {
-  try {
-    return (await store.get(key)) ?? undefined;
-  } catch (error) {
-    ctx.logger.warn(
-      { tool: ctx.toolName, requestId: ctx.request.id, err: error },
-      'repeat-guard: store read failed; the call runs unguarded',
-    );
-    return undefined;
+/**
+ * Every store operation of one guard: bounded by `timeoutMs` and by the call's own abort, so a store
+ * that drops packets (a partitioned Redis) costs each call at most the time limit instead of hanging
+ * it. A failing store is one incident, logged once when it starts (throttled, should it flap) and once
+ * when it ends, with the count of operations that failed meanwhile: never one line per call.
+ */
+export class StoreAccess {
+  readonly #store: RepeatStore;
+  readonly #timeoutMs: number;
+  readonly #onFailure: OnStoreFailure;
+  readonly #throttle: LogThrottle = createLogThrottle({ intervalMs: 60_000 });
+  #incident: { since: number; failures: number; logger: Logger } | undefined;
+
+  constructor(store: RepeatStore, timeoutMs: number, onFailure: OnStoreFailure) {
+    this.#store = store;
+    this.#timeoutMs = timeoutMs;
+    this.#onFailure = onFailure;
   }
-}
 
-export async function writeStore(
-  store: RepeatStore,
-  key: string,
-  value: string | undefined,
-  ttlMs: number,
-  ctx: ToolContext,
-): Promise<void> {
-  try {
-    if (value === undefined) await store.delete(key);
-    else await store.set(key, value, Math.max(1, Math.ceil(ttlMs)));
-  } catch (error) {
-    ctx.logger.warn(
-      { tool: ctx.toolName, requestId: ctx.request.id, err: error },
-      'repeat-guard: store write failed; this call is not remembered',
+  /**
+   * The value under `key`, or undefined when absent. On a store failure: undefined when the guard
+   * fails open (the call runs unguarded), a `StoreUnavailable` throw when it fails closed. Rejects
+   * with the call's abort reason when the call is cancelled meanwhile.
+   */
+  async read(key: string, ctx: ToolContext): Promise<string | undefined> {
+    try {
+      return (await this.#bounded(() => this.#store.get(key), ctx.signal)) ?? undefined;
+    } catch (error) {
+      if (ctx.signal.aborted) throw ctx.signal.reason;
+      this.#failed(error, ctx, 'get');
+      if (this.#onFailure === 'closed') throw new StoreUnavailable('repeat-guard store unavailable');
+      return undefined;
+    }
+  }
+
+  /** Stores (or, for undefined, forgets) `key`. A failure is counted and otherwise ignored: the call already ran. */
+  async write(key: string, value: string | undefined, ttlMs: number, ctx: ToolContext): Promise<void> {
+    try {
+      await this.#bounded(
+        () =>
+          value === undefined
+            ? this.#store.delete(key)
+            : this.#store.set(key, value, Math.max(1, Math.ceil(ttlMs))),
+        ctx.signal,
+      );
+    } catch (error) {
+      if (ctx.signal.aborted) return;
+      this.#failed(error, ctx, value === undefined ? 'delete' : 'set');
+    }
+  }
+
+  /** Writes the pending counts (call when the server closes). */
+  flush(): void {
+    this.#throttle.flush();
+  }
+
+  #bounded<T>(operation: () => Promise<T> | T, signal: AbortSignal): Promise<T> {
+    if (signal.aborted) return Promise.reject(signal.reason);
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        cleanup();
+        reject(new Error(`repeat-guard: the store did not answer within ${this.#timeoutMs} ms`));
+      }, this.#timeoutMs);
+      const onAbort = (): void => {
+        cleanup();
+        reject(signal.reason);
+      };
+      const cleanup = (): void => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      let pending: Promise<T>;
+      try {
+        pending = Promise.resolve(operation());
+      } catch (error) {
+        pending = Promise.reject(error);
+      }
+      pending.then(
+        (value) => {
+          cleanup();
+          this.#recovered();
+          resolve(value);
+        },
+        (error: unknown) => {
+          cleanup();
+          reject(error);
+        },
+      );
+    });
+  }
+
+  #failed(error: unknown, ctx: ToolContext, operation: string): void {
+    if (this.#incident === undefined) {
+      this.#incident = { since: Date.now(), failures: 0, logger: ctx.logger };
+      const outcome = this.#onFailure === 'open' ? 'calls run unguarded' : 'calls are answered unavailable';
+      this.#throttle('store-down', (suppressed) =>
+        ctx.logger.warn(
+          {
+            tool: ctx.toolName,
+            operation,
+            err: error,
+            ...(suppressed > 0 ? { incidents: suppressed + 1 } : {}),
+          },
+          suppressed > 0
+            ? `repeat-guard: the store failed again (${suppressed} more incidents since the last line); ${outcome} until it answers`
+            : `repeat-guard: the store failed; ${outcome} until it answers`,
+        ),
+      );
+    }
+    this.#incident.failures += 1;
+  }
+
+  #recovered(): void {
+    const incident = this.#incident;
+    if (incident === undefined) return;
+    this.#incident = undefined;
+    incident.logger.info(
+      { failures: incident.failures, downMs: Date.now() - incident.since },
+      `repeat-guard: the store answers again after ${incident.failures} failed operations`,
     );
   }
 }

@@ -6,6 +6,9 @@ export type OnRepeat = 'cached' | 'fail';
 /** What the repeat of a failed call gets back. */
 export type OnFailedRepeat = 'refuse' | 'run';
 
+/** What a call gets when the store cannot answer: `open` runs it unguarded, `closed` answers `unavailable`. */
+export type OnStoreFailure = 'open' | 'closed';
+
 /** What a call that ends a no-progress streak gets back. */
 export type OnNoProgress = 'note' | 'fail';
 
@@ -105,6 +108,19 @@ export interface RepeatGuardOptions extends Partial<RepeatRules> {
    * @default createMemoryRepeatStore({ maxEntries })
    */
   store?: RepeatStore;
+  /**
+   * Longest wait for one store operation, in ms; also bounded by the call's abort. A store that
+   * drops packets then costs a call at most this (read) plus this (write), never a hang.
+   * @default 200
+   */
+  storeTimeoutMs?: number;
+  /**
+   * When the store fails or runs past `storeTimeoutMs`: `open` runs the call without the guard (the
+   * guard is an optimisation; the tools stay up), `closed` answers `unavailable` without running it.
+   * Either way the incident is logged once when it starts and once, with a count, when it ends.
+   * @default 'open'
+   */
+  onStoreFailure?: OnStoreFailure;
   /** Most remembered entries of the default in-memory store; ignored when `store` is given. @default 10000 */
   maxEntries?: number;
   /**

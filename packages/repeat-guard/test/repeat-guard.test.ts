@@ -446,11 +446,9 @@ describe('repeatGuard: hostile input and a failing store', () => {
     await call('get_order_status', { id: '1' });
     expect(fixture.invocations.get_order_status).toBe(2);
     expect(first.structuredContent).toEqual({ ok: true, id: '1', status: 'shipped' });
+    // One incident, one line: not one per call or per operation.
     expect(logs.filter((log) => log.level === 'warn').map((log) => log.message)).toEqual([
-      'repeat-guard: store read failed; the call runs unguarded',
-      'repeat-guard: store write failed; this call is not remembered',
-      'repeat-guard: store read failed; the call runs unguarded',
-      'repeat-guard: store write failed; this call is not remembered',
+      'repeat-guard: the store failed; calls run unguarded until it answers',
     ]);
   });
 });
