@@ -23,6 +23,9 @@ export function defineTool<const S extends InputSchema, O extends InputSchema | 
   if (typeof spec.handler !== 'function') {
     throw new TypeError(`defineTool(${spec.name}): handler must be a function`);
   }
+  if (spec.bind !== undefined && typeof spec.bind !== 'function') {
+    throw new TypeError(`defineTool(${spec.name}): bind must be a function of (request, caller)`);
+  }
   const middleware = spec.middleware ?? [];
   middleware.forEach((entry, index) => {
     if (typeof entry !== 'function') {
@@ -47,6 +50,7 @@ export function defineTool<const S extends InputSchema, O extends InputSchema | 
     annotations: spec.annotations,
     middleware: Object.freeze([...middleware]),
     meta: spec.meta,
+    bind: spec.bind,
     handler: spec.handler as ToolDefinition<InferArgs<S>>['handler'],
   });
 }

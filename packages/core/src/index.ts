@@ -1,9 +1,13 @@
+export type { ScrubText } from './boundary.js';
+export { callerScope, callKey } from './call-key.js';
 export { canonicalJson } from './canonical-json.js';
 export { classifyFailure, type FailureClass } from './classify-failure.js';
 export { ERROR_CODE_DEFAULTS, ERROR_CODES, type ErrorCode, isErrorCode } from './codes.js';
 export { compose } from './compose.js';
+export { deadlineSignal, isAbortError, raceAbort, withDeadline } from './deadline.js';
 export { defineTool } from './define-tool.js';
 export { isToolError, ToolError, type ToolErrorOptions } from './errors.js';
+export { type CallerIdentity, type IdentifyCaller, identifyCaller } from './identity.js';
 export { newIncidentId } from './incident.js';
 export { createLogThrottle, type LogThrottle, type LogThrottleOptions } from './log-throttle.js';
 export { createSilentLogger, createStderrLogger, type LogLevel, type StderrLoggerOptions } from './logger.js';
@@ -36,8 +40,16 @@ export {
   type ToolResult,
   toolErrorResult,
 } from './result.js';
+export type { ClientFeature, ClientRequestOptions, ServerAccess } from './server-access.js';
+export {
+  isPassThrough,
+  type PerToolOptions,
+  resolveToolOptions,
+  type ToolOptionsResolver,
+} from './tool-options.js';
 export type {
   ArgumentVerdict,
+  BindCaller,
   InferArgs,
   InputSchema,
   Logger,

@@ -1,15 +1,28 @@
 import type { McpServer, RegisteredTool } from '@modelcontextprotocol/sdk/server/mcp.js';
 import {
   CallToolRequestSchema,
-  McpError,
+  ListToolsRequestSchema,
+  type ListToolsResult,
+  type LoggingLevel,
   ErrorCode as RpcErrorCode,
+  SetLevelRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import { type ScrubText, toModelFacing } from './boundary.js';
 import { compose } from './compose.js';
 import { isToolError } from './errors.js';
+import { type CallerIdentity, type IdentifyCaller, identifyCaller } from './identity.js';
 import { newIncidentId } from './incident.js';
 import { createStderrLogger } from './logger.js';
 import { fail, isToolResult, type ToolResult, toolErrorResult } from './result.js';
-import type { Logger, ToolContext, ToolDefinition, ToolMiddleware, ToolRequest } from './types.js';
+import { createServerAccess } from './server-access.js';
+import type {
+  ArgumentVerdict,
+  Logger,
+  ToolContext,
+  ToolDefinition,
+  ToolMiddleware,
+  ToolRequest,
+} from './types.js';
 import { invalidArgumentsResult, validateArguments } from './validate.js';
 
 export interface RegisterToolsOptions {
@@ -17,6 +30,14 @@ export interface RegisterToolsOptions {
   middleware?: readonly ToolMiddleware[];
   /** Where core and middleware log (`ctx.logger`). Never stdout. @default createStderrLogger() */
   logger?: Logger;
+  /** Replaces core's caller identity rule (see `identifyCaller`). @default identifyCaller */
+  identify?: IdentifyCaller;
+  /**
+   * Whether calls may send requests to the client (elicitation, sampling). `auto` allows them unless
+   * the transport cannot carry them: stateless Streamable HTTP (no session: the client's answer would
+   * reach another server instance) or JSON-response mode. `never` refuses them at once. @default 'auto'
+   */
+  clientRequests?: 'auto' | 'never';
 }
 
 type RunChain = (ctx: ToolContext) => Promise<ToolResult>;
@@ -28,17 +49,26 @@ interface RegisteredEntry {
 }
 
 interface Registry {
+  readonly server: McpServer;
   readonly tools: Map<string, RegisteredEntry>;
   readonly runUnknown: RunChain;
   readonly logger: Logger;
+  readonly identify: IdentifyCaller;
+  readonly canSee: readonly NonNullable<ToolMiddleware['canSee']>[];
+  readonly scrub: readonly ScrubText[];
+  readonly clientRequests: 'auto' | 'never';
+  /** `logging/setLevel` per session (the key `undefined` for a transport without sessions). */
+  readonly logLevels: Map<string | undefined, LoggingLevel>;
 }
 
 const registries = new WeakMap<McpServer, Registry>();
 
 /**
- * Registers tools on an McpServer: McpServer publishes their metadata and schemas (`tools/list`),
- * and core takes over `tools/call` dispatch so that every call, including one with refused
- * arguments or for an unknown tool, passes the middleware chain. Call it before `connect()`.
+ * Registers tools on an McpServer: McpServer publishes their metadata and schemas (`tools/list`, filtered
+ * per caller by global middleware's `canSee`), and core takes over `tools/call` dispatch so that every
+ * call, including one with refused arguments or for an unknown or hidden tool, passes the middleware
+ * chain. Declares the logging capability (`logging/setLevel`, `ctx.server.log`). Call it before
+ * `connect()`.
  *
  * Returns the SDK's handle of each tool by name (to `disable()` or `enable()` it later).
  */
@@ -52,14 +82,7 @@ export function registerTools(
   }
   const global = [...(options.middleware ?? [])];
   const globalChain = compose(global);
-  let registry = registries.get(server);
-  if (!registry) {
-    registry = {
-      tools: new Map(),
-      runUnknown: (ctx) => globalChain(ctx, () => innermost(ctx)),
-      logger: options.logger ?? createStderrLogger(),
-    };
-  }
+  const registry = registries.get(server) ?? newRegistry(server, global, globalChain, options);
   const handles: Record<string, RegisteredTool> = {};
   for (const tool of tools) {
     if (registry.tools.has(tool.name))
@@ -79,19 +102,107 @@ export function registerTools(
         throw new Error('toolgate: tools/call is dispatched by registerTools; this callback never runs');
       },
     );
-    registry.tools.set(tool.name, { tool, handle, run: (ctx) => chain(ctx, () => innermost(ctx)) });
+    registry.tools.set(tool.name, { tool, handle, run: (ctx) => chain(ctx, () => innermost(ctx, registry)) });
     handles[tool.name] = handle;
   }
   if (!registries.has(server)) {
     registries.set(server, registry);
-    const known = registry;
-    // Replaces McpServer's own tools/call handler (registered by registerTool above), which would
-    // validate and refuse calls before any middleware saw them.
-    server.server.setRequestHandler(CallToolRequestSchema, (request, extra) =>
-      dispatch(known, request.params, extra),
-    );
+    installHandlers(registry);
   }
   return handles;
+}
+
+function newRegistry(
+  server: McpServer,
+  global: readonly ToolMiddleware[],
+  globalChain: ToolMiddleware,
+  options: RegisterToolsOptions,
+): Registry {
+  const registry: Registry = {
+    server,
+    tools: new Map(),
+    runUnknown: (ctx) => globalChain(ctx, () => innermost(ctx, registry)),
+    logger: options.logger ?? createStderrLogger(),
+    identify: options.identify ?? identifyCaller,
+    canSee: global.flatMap((m) => (typeof m.canSee === 'function' ? [m.canSee.bind(m)] : [])),
+    scrub: global.flatMap((m) => (typeof m.scrubText === 'function' ? [m.scrubText.bind(m)] : [])),
+    clientRequests: options.clientRequests ?? 'auto',
+    logLevels: new Map(),
+  };
+  return registry;
+}
+
+interface CallExtra {
+  signal: AbortSignal;
+  requestId: ToolRequest['id'];
+  sessionId?: string | undefined;
+  authInfo?: ToolRequest['authInfo'];
+  _meta?: Record<string, unknown> | undefined;
+  requestInfo?: { headers?: Record<string, string | string[] | undefined> } | undefined;
+  sendNotification: (notification: never) => Promise<void>;
+  sendRequest: (request: never, schema: never, options?: never) => Promise<unknown>;
+}
+
+function installHandlers(registry: Registry): void {
+  const low = registry.server.server;
+  // McpServer's own tools/list (schemas converted by the SDK), filtered per caller. Read from the
+  // SDK's handler table once, after registerTool installed it.
+  const handlers = (
+    low as unknown as { _requestHandlers?: Map<string, (r: unknown, e: unknown) => Promise<unknown>> }
+  )._requestHandlers;
+  const listTools = handlers?.get('tools/list');
+  if (listTools === undefined) {
+    throw new Error("registerTools: this SDK version does not expose McpServer's tools/list handler");
+  }
+  low.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
+    const listed = (await listTools(request, extra)) as ListToolsResult;
+    if (registry.canSee.length === 0) return listed;
+    const toolRequest = requestOf(extra as unknown as CallExtra, undefined);
+    const caller = registry.identify(toolRequest);
+    return {
+      ...listed,
+      tools: listed.tools.filter((item) => {
+        const entry = registry.tools.get(item.name);
+        return entry === undefined || visible(registry, entry.tool, caller, toolRequest);
+      }),
+    };
+  });
+  // Replaces McpServer's own tools/call handler, which would validate and refuse calls before any
+  // middleware saw them.
+  low.setRequestHandler(CallToolRequestSchema, (request, extra) =>
+    dispatch(registry, request.params, extra as unknown as CallExtra),
+  );
+  low.registerCapabilities({ logging: {} });
+  low.setRequestHandler(SetLevelRequestSchema, (request, extra) => {
+    registry.logLevels.set(sessionKey(extra as unknown as CallExtra), request.params.level);
+    return {};
+  });
+}
+
+function visible(
+  registry: Registry,
+  tool: ToolDefinition,
+  caller: CallerIdentity,
+  request: ToolRequest,
+): boolean {
+  for (const canSee of registry.canSee) if (!canSee(tool, caller, request)) return false;
+  return true;
+}
+
+function sessionKey(extra: CallExtra): string | undefined {
+  const header = extra.requestInfo?.headers?.['mcp-session-id'];
+  return extra.sessionId || (typeof header === 'string' ? header : undefined);
+}
+
+function requestOf(extra: CallExtra, meta: Record<string, unknown> | undefined): ToolRequest {
+  return {
+    id: extra.requestId,
+    sessionId: extra.sessionId,
+    authInfo: extra.authInfo,
+    meta,
+    headers: extra.requestInfo?.headers,
+    signal: extra.signal,
+  };
 }
 
 interface CallParams {
@@ -100,35 +211,41 @@ interface CallParams {
   _meta?: Record<string, unknown> | undefined;
 }
 
-interface CallExtra {
-  signal: AbortSignal;
-  requestId: ToolRequest['id'];
-  sessionId?: string | undefined;
-  authInfo?: ToolRequest['authInfo'];
-  requestInfo?: { headers?: Record<string, string | string[] | undefined> } | undefined;
-}
-
 async function dispatch(registry: Registry, params: CallParams, extra: CallExtra): Promise<ToolResult> {
+  const request = requestOf(extra, params._meta);
+  const caller = registry.identify(request);
   const entry = registry.tools.get(params.name);
-  const active = entry?.handle.enabled ? entry : undefined;
+  // A hidden tool is decided before validation, so a refused schema cannot reveal that it exists.
+  const active =
+    entry?.handle.enabled && (registry.canSee.length === 0 || visible(registry, entry.tool, caller, request))
+      ? entry
+      : undefined;
   const rawArgs = params.arguments ?? {};
-  const validated = active
-    ? await validateArguments(active.tool.inputSchema, rawArgs)
-    : { verdict: { ok: true } as const, args: rawArgs };
+  let verdict: ArgumentVerdict = { ok: true };
+  let args: Record<string, unknown> = rawArgs;
+  let bindings: Readonly<Record<string, unknown>> = NO_BINDINGS;
+  if (active) {
+    try {
+      const validated = await validateArguments(active.tool.inputSchema, rawArgs);
+      verdict = validated.verdict;
+      args = validated.args;
+      if (verdict.ok && active.tool.bind)
+        bindings = Object.freeze({ ...(await active.tool.bind(request, caller)) });
+    } catch (error) {
+      // A throwing transform/refine or bind: rethrown by the innermost step, inside the chain.
+      verdict = { ok: false, issues: [], error };
+    }
+  }
   const ctx: ToolContext = {
     toolName: params.name,
     tool: active?.tool,
-    args: validated.args,
+    args,
     rawArgs,
-    validation: validated.verdict,
-    request: {
-      id: extra.requestId,
-      sessionId: extra.sessionId,
-      authInfo: extra.authInfo,
-      meta: params._meta,
-      headers: extra.requestInfo?.headers,
-      signal: extra.signal,
-    },
+    validation: verdict,
+    request,
+    caller,
+    bindings,
+    server: serverAccessFor(registry, extra, request),
     signal: extra.signal,
     startedAt: Date.now(),
     startTime: performance.now(),
@@ -145,26 +262,55 @@ async function dispatch(registry: Registry, params: CallParams, extra: CallExtra
   }
   if (!active) {
     // The spec answers an unknown tool with a JSON-RPC error; the chain has seen (and audited) it.
-    throw new McpError(RpcErrorCode.InvalidParams, `Unknown tool: ${params.name}`);
+    // A plain error with a code: McpError would prefix "MCP error -32602:" and the client adds it again.
+    throw Object.assign(new Error(`Unknown tool: ${params.name}`), { code: RpcErrorCode.InvalidParams });
   }
-  return result;
+  return toModelFacing(ctx, result, registry.scrub);
+}
+
+const NO_BINDINGS: Readonly<Record<string, unknown>> = Object.freeze({});
+
+function serverAccessFor(registry: Registry, extra: CallExtra, request: ToolRequest): ToolContext['server'] {
+  const low = registry.server.server;
+  const progressToken = (request.meta?.progressToken ?? undefined) as string | number | undefined;
+  return createServerAccess({
+    signal: () => extra.signal,
+    progressToken,
+    sendNotification: extra.sendNotification as never,
+    sendRequest: extra.sendRequest as never,
+    clientCapabilities: () => low.getClientCapabilities(),
+    canRequest: registry.clientRequests === 'auto' && transportCanRequest(registry, request),
+    logLevel: () => registry.logLevels.get(sessionKey(extra)),
+  });
+}
+
+// Over HTTP without a session the client's answer arrives as a new POST at another server instance,
+// and in JSON-response mode the request has no stream to travel on: either way it would never return.
+function transportCanRequest(registry: Registry, request: ToolRequest): boolean {
+  if (request.headers === undefined) return true;
+  if (!request.sessionId) return false;
+  const transport = registry.server.server.transport as { _enableJsonResponse?: boolean } | undefined;
+  return transport?._enableJsonResponse !== true;
 }
 
 /** The chain's innermost step: answers refused calls, otherwise runs the handler. */
-async function innermost(ctx: ToolContext): Promise<ToolResult> {
+async function innermost(ctx: ToolContext, registry: Registry): Promise<ToolResult> {
   const tool = ctx.tool;
   if (!tool) {
     return fail('not_found', `Unknown tool: ${ctx.toolName}.`, {
       hint: 'Call tools/list to see the tools this server offers.',
     });
   }
-  if (!ctx.validation.ok) return invalidArgumentsResult(tool.name, ctx.validation.issues);
+  if (!ctx.validation.ok) {
+    if (ctx.validation.error !== undefined) throw ctx.validation.error;
+    return invalidArgumentsResult(tool.name, ctx.validation.issues);
+  }
   let result: unknown;
   try {
     result = await tool.handler(ctx.args, ctx);
   } catch (error) {
     if (!isToolError(error)) throw error;
-    if (error.cause === undefined) return toolErrorResult(error);
+    if (error.cause === undefined) return toModelFacing(ctx, toolErrorResult(error), registry.scrub);
     // The model sees the ToolError; the log keeps what caused it, under the id the model sees.
     ctx.incidentId ??= newIncidentId();
     ctx.logger.error(
@@ -177,7 +323,7 @@ async function innermost(ctx: ToolContext): Promise<ToolResult> {
       },
       'tool error with a cause',
     );
-    return toolErrorResult(error, ctx.incidentId);
+    return toModelFacing(ctx, toolErrorResult(error, ctx.incidentId), registry.scrub);
   }
   if (!isToolResult(result)) {
     throw new TypeError(`Tool ${tool.name} returned ${typeof result}; a handler must return ok() or fail()`);
@@ -190,7 +336,7 @@ async function innermost(ctx: ToolContext): Promise<ToolResult> {
       });
     }
   }
-  return result;
+  return toModelFacing(ctx, result, registry.scrub);
 }
 
 /** What the model sees when something escapes every middleware: a ToolError's own result or `internal`. */

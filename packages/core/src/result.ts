@@ -1,4 +1,4 @@
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, ContentBlock } from '@modelcontextprotocol/sdk/types.js';
 import { ERROR_CODE_DEFAULTS, type ErrorCode, isErrorCode } from './codes.js';
 import type { ToolError } from './errors.js';
 
@@ -33,7 +33,15 @@ export interface OkOptions {
   total?: number;
   /** A note for the model, e.g. that a list was cut. */
   note?: string;
+  /**
+   * Content blocks sent after the JSON text (images, audio, resource links, embedded resources), for
+   * clients and models that read them. @default []
+   */
+  content?: readonly ContentBlock[];
 }
+
+/** Keys of a success's `structuredContent` that the envelope owns; `ok()` refuses them in `data`. */
+const RESERVED_DATA_KEYS = ['ok', 'total', 'note'] as const;
 
 export interface FailOptions {
   hint?: string;
@@ -48,11 +56,19 @@ export interface FailOptions {
  * `content` mirrors it as JSON text for clients that only read text.
  */
 export function ok(data: Record<string, unknown> = {}, options: OkOptions = {}): ToolResult {
+  for (const key of RESERVED_DATA_KEYS) {
+    if (Object.hasOwn(data, key)) {
+      throw new TypeError(
+        `ok(): data may not carry "${key}" (the envelope owns it; use options.${key === 'ok' ? 'note' : key} or fail())`,
+      );
+    }
+  }
   const structured: Record<string, unknown> = { ok: true, ...data };
   if (options.total !== undefined) structured.total = options.total;
   if (options.note !== undefined) structured.note = options.note;
+  const text: ContentBlock = { type: 'text', text: JSON.stringify(structured) };
   return {
-    content: [{ type: 'text', text: JSON.stringify(structured) }],
+    content: options.content === undefined ? [text] : [text, ...options.content],
     structuredContent: structured,
   };
 }

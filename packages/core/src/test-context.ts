@@ -1,4 +1,6 @@
+import { type CallerIdentity, identifyCaller } from './identity.js';
 import { createSilentLogger } from './logger.js';
+import { createServerAccess } from './server-access.js';
 import type { Logger, ToolContext, ToolDefinition, ToolRequest } from './types.js';
 
 /** One entry a recording logger kept. */
@@ -27,6 +29,10 @@ export interface TestContextOptions {
   request?: Partial<ToolRequest>;
   /** @default createSilentLogger() */
   logger?: Logger;
+  /** @default identifyCaller(request) (`local` without auth info) */
+  caller?: CallerIdentity;
+  /** Values bound from the caller. @default {} */
+  bindings?: Record<string, unknown>;
 }
 
 /**
@@ -52,6 +58,18 @@ export function createTestContext(options: TestContextOptions = {}): ToolContext
     rawArgs: args,
     validation: { ok: true },
     request,
+    caller: options.caller ?? identifyCaller(request),
+    bindings: Object.freeze({ ...options.bindings }),
+    // No client behind a bare context: progress and logs go nowhere, requests to the client refuse.
+    server: createServerAccess({
+      signal: () => signal,
+      progressToken: undefined,
+      sendNotification: async () => {},
+      sendRequest: () => Promise.reject(new Error('no client')),
+      clientCapabilities: () => undefined,
+      canRequest: false,
+      logLevel: () => undefined,
+    }),
     signal,
     startedAt: Date.now(),
     startTime: performance.now(),

@@ -1,9 +1,22 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import {
+  type CallToolResult,
+  type ClientCapabilities,
+  type CreateMessageRequest,
+  CreateMessageRequestSchema,
+  type CreateMessageResult,
+  type ElicitRequest,
+  ElicitRequestSchema,
+  type ElicitResult,
+  LoggingMessageNotificationSchema,
+  type ServerNotification,
+} from '@modelcontextprotocol/sdk/types.js';
+import { type RegisterToolsOptions, registerTools } from './register.js';
 import { type ErrorEnvelope, errorOf } from './result.js';
+import type { ToolDefinition } from './types.js';
 
 export interface TestClientOptions {
   /** Auth info attached to every request, as a verified bearer token's would be. @default undefined */
@@ -12,6 +25,15 @@ export interface TestClientOptions {
   sessionId?: string;
   /** The client's name in `initialize`. @default 'toolgate-test-client' */
   clientName?: string;
+  /**
+   * Answers `elicitation/create` as the person would; the client then declares the elicitation
+   * capability (form, and URL when `elicitUrl`). @default undefined (no elicitation capability)
+   */
+  onElicit?: (params: ElicitRequest['params']) => ElicitResult | Promise<ElicitResult>;
+  /** Declare URL-mode elicitation too. @default false */
+  elicitUrl?: boolean;
+  /** Answers `sampling/createMessage`; the client then declares sampling. @default undefined */
+  onSample?: (params: CreateMessageRequest['params']) => CreateMessageResult | Promise<CreateMessageResult>;
 }
 
 export interface CallOptions {
@@ -21,11 +43,15 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** Request timeout in ms. @default 60000 */
   timeoutMs?: number;
+  /** Sends a progress token and receives the server's progress notifications. */
+  onProgress?: (progress: { progress: number; total?: number; message?: string }) => void;
 }
 
 /** A real SDK client connected to a server over the in-memory transport. */
 export interface TestClient {
   readonly client: Client;
+  /** Every notification the server sent (progress, log messages), in order. */
+  readonly notifications: ServerNotification[];
   /** Sends a real `tools/call` and returns the result exactly as the client received it. */
   callTool(name: string, args?: Record<string, unknown>, options?: CallOptions): Promise<CallToolResult>;
   /** `callTool`, then the parsed JSON of the first text content (what the model reads). */
@@ -48,7 +74,25 @@ export async function connectTestClient(
     const send = clientTransport.send.bind(clientTransport);
     clientTransport.send = (message, sendOptions) => send(message, { ...sendOptions, authInfo });
   }
-  const client = new Client({ name: options.clientName ?? 'toolgate-test-client', version: '0.0.0' });
+  const capabilities: ClientCapabilities = {};
+  if (options.onElicit) capabilities.elicitation = options.elicitUrl ? { form: {}, url: {} } : { form: {} };
+  if (options.onSample) capabilities.sampling = {};
+  const client = new Client(
+    { name: options.clientName ?? 'toolgate-test-client', version: '0.0.0' },
+    { capabilities },
+  );
+  const notifications: ServerNotification[] = [];
+  client.fallbackNotificationHandler = async (notification) => {
+    notifications.push(notification as ServerNotification);
+  };
+  // The SDK client dispatches log messages to their own handler; keep them in the same list.
+  client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+    notifications.push(notification);
+  });
+  const onElicit = options.onElicit;
+  if (onElicit) client.setRequestHandler(ElicitRequestSchema, (request) => onElicit(request.params));
+  const onSample = options.onSample;
+  if (onSample) client.setRequestHandler(CreateMessageRequestSchema, (request) => onSample(request.params));
   await server.connect(serverTransport);
   await client.connect(clientTransport);
   const callTool = async (
@@ -65,10 +109,13 @@ export async function connectTestClient(
       timeout: callOptions.timeoutMs ?? 60_000,
     };
     if (callOptions.signal) requestOptions.signal = callOptions.signal;
+    if (callOptions.onProgress)
+      (requestOptions as { onprogress?: unknown }).onprogress = callOptions.onProgress;
     return (await client.callTool(params, undefined, requestOptions)) as CallToolResult;
   };
   return {
     client,
+    notifications,
     callTool,
     async callToolJson(name, args, callOptions) {
       return parseResultText(await callTool(name, args, callOptions));
@@ -78,6 +125,30 @@ export async function connectTestClient(
       await server.close();
     },
   };
+}
+
+export interface ServeToolsOptions extends RegisterToolsOptions, TestClientOptions {
+  /** The McpServer's info. @default { name: 'toolgate-test-server', version: '0.0.0' } */
+  serverInfo?: { name: string; version: string };
+}
+
+/**
+ * One line for a test: a new McpServer with `tools` registered through `registerTools` (with the given
+ * middleware, logger, identity rule), connected to a real SDK client over the in-memory transport.
+ */
+export async function serveTools(
+  tools: readonly ToolDefinition[],
+  options: ServeToolsOptions = {},
+): Promise<TestClient & { readonly server: McpServer }> {
+  const server = new McpServer(options.serverInfo ?? { name: 'toolgate-test-server', version: '0.0.0' });
+  const registerOptions: RegisterToolsOptions = {};
+  if (options.middleware) registerOptions.middleware = options.middleware;
+  if (options.logger) registerOptions.logger = options.logger;
+  if (options.identify) registerOptions.identify = options.identify;
+  if (options.clientRequests) registerOptions.clientRequests = options.clientRequests;
+  registerTools(server, tools, registerOptions);
+  const client = await connectTestClient(server, options);
+  return Object.assign(client, { server });
 }
 
 /** The parsed JSON of a result's first text content. */

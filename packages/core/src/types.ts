@@ -1,7 +1,9 @@
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import type { RequestId, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import type * as z from 'zod';
+import type { CallerIdentity } from './identity.js';
 import type { ArgumentIssue, ToolResult } from './result.js';
+import type { ServerAccess } from './server-access.js';
 
 /** A tool's input: a zod shape (`{ q: z.string() }`) or a zod object. */
 export type InputSchema = z.ZodRawShape | z.ZodObject;
@@ -56,10 +58,14 @@ export interface ToolCallState {
   trace?: { traceId: string; spanId: string };
 }
 
-/** The verdict of argument validation, made before the chain runs. */
+/**
+ * The verdict of argument validation, made before the chain runs. `error` is set when validation
+ * (a zod transform or refine) or a tool's `bind` threw: the innermost step rethrows it inside the chain,
+ * so it is audited, traced and redacted like any handler throw.
+ */
 export type ArgumentVerdict =
   | { readonly ok: true }
-  | { readonly ok: false; readonly issues: ArgumentIssue[] };
+  | { readonly ok: false; readonly issues: ArgumentIssue[]; readonly error?: unknown };
 
 /** A logger with pino's call shape; core's default writes JSON lines to stderr. */
 export interface Logger {
@@ -85,6 +91,15 @@ export interface ToolContext<Args = Record<string, unknown>> {
   /** Whether the arguments passed the input schema, and if not, why. */
   readonly validation: ArgumentVerdict;
   readonly request: ToolRequest;
+  /** Who is calling, derived once per call from what the transport verified (see `identifyCaller`). */
+  readonly caller: CallerIdentity;
+  /**
+   * Values the tool binds from the caller rather than from the model (a customer id from the token's
+   * claims), from the tool's `bind`. Every key derived from a call includes them (see `callKey`).
+   */
+  readonly bindings: Readonly<Record<string, unknown>>;
+  /** Progress, log messages and requests to the client (elicitation, sampling), bound to this call. */
+  readonly server: ServerAccess;
   /**
    * The call's abort signal; starts as `request.signal`. A middleware that sets a deadline (a breaker
    * timeout) replaces it with one that also follows the previous signal (`AbortSignal.any`), and the
@@ -110,9 +125,16 @@ export type NextFn = () => Promise<ToolResult>;
 
 /**
  * A middleware: act before `next()`, after it, or answer without calling it. Calling `next()` twice
- * throws.
+ * throws. Global middleware may also carry two hooks core consults:
+ * - `canSee(tool, caller, request)`: false hides the tool from this caller in `tools/list`, and a call to
+ *   it is answered exactly like a call to an unknown tool (decided before argument validation);
+ * - `scrubText(text)`: applied by core's model-facing boundary to every string of every failure.
  */
-export type ToolMiddleware = (ctx: ToolContext, next: NextFn) => Promise<ToolResult>;
+export interface ToolMiddleware {
+  (ctx: ToolContext, next: NextFn): Promise<ToolResult>;
+  canSee?: (tool: ToolDefinition, caller: CallerIdentity, request: ToolRequest) => boolean;
+  scrubText?: (text: string) => string;
+}
 
 /** A tool's handler: validated arguments in, a result (`ok()` / `fail()`) out, or a thrown ToolError. */
 export type ToolHandler<Args> = (args: Args, ctx: ToolContext<Args>) => Promise<ToolResult> | ToolResult;
@@ -133,6 +155,12 @@ export interface ToolSpec<S extends InputSchema, O extends InputSchema | undefin
   middleware?: ToolMiddleware[];
   /** Extra `_meta` published with the tool in `tools/list`. */
   meta?: Record<string, unknown>;
+  /**
+   * Values bound from the caller, not the model (e.g. `{ customerId }` from the token's claims), computed
+   * before the chain runs and recorded on `ctx.bindings`. Throw a ToolError (`permission_denied`) when a
+   * required claim is missing.
+   */
+  bind?: BindCaller;
   handler: ToolHandler<InferArgs<S>>;
 }
 
@@ -148,6 +176,13 @@ export interface ToolDefinition<Args = Record<string, unknown>> {
   readonly annotations: ToolAnnotations | undefined;
   readonly middleware: readonly ToolMiddleware[];
   readonly meta: Record<string, unknown> | undefined;
+  readonly bind: BindCaller | undefined;
   // Method syntax on purpose: a tool with narrower args still fits a list of tools.
   handler(args: Args, ctx: ToolContext<Args>): Promise<ToolResult> | ToolResult;
 }
+
+/** A tool's `bind`: the values a call takes from its caller rather than from the model. */
+export type BindCaller = (
+  request: ToolRequest,
+  caller: CallerIdentity,
+) => Readonly<Record<string, unknown>> | Promise<Readonly<Record<string, unknown>>>;

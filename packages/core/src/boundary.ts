@@ -1,0 +1,117 @@
+import { ERROR_CODE_DEFAULTS, isErrorCode } from './codes.js';
+import { newIncidentId } from './incident.js';
+import { mapStrings } from './map-strings.js';
+import { createSecretRedactor } from './redact-secrets.js';
+import {
+  ERROR_META_KEY,
+  type ErrorEnvelope,
+  isToolResult,
+  resultFromEnvelope,
+  type ToolResult,
+} from './result.js';
+import type { ToolContext } from './types.js';
+
+/** A function every string of a failure passes through before the model sees it. */
+export type ScrubText = (text: string) => string;
+
+const redactSecretsDeep = createSecretRedactor();
+
+/**
+ * The model-facing boundary: what every call's result passes on its way out (after the handler, and
+ * again when it leaves the chain). Successes pass untouched except for the reserved `_meta` key.
+ * A failure is rebuilt from its envelope, so it carries exactly one shape: the envelope as JSON text
+ * and in `_meta["toolgate/error"]`, no `structuredContent`, no other content parts. A failure built
+ * without `fail()` (a raw `isError` result) becomes `internal`; its raw content goes to the log under the
+ * incident id the model sees. Every string of a failure (message, hint, fields, any other `_meta`)
+ * goes through core's secret patterns and then each `scrub`.
+ */
+export function toModelFacing(ctx: ToolContext, result: unknown, scrub: readonly ScrubText[]): ToolResult {
+  if (!isToolResult(result)) {
+    return internalFailure(ctx, 'the chain returned something that is not a tool result', {
+      returned: typeof result,
+    });
+  }
+  if (result.isError !== true) {
+    if (result._meta === undefined || !(ERROR_META_KEY in result._meta)) return result;
+    const { [ERROR_META_KEY]: _reserved, ...meta } = result._meta;
+    return { ...result, _meta: meta };
+  }
+  const envelope = envelopeOf(result._meta?.[ERROR_META_KEY]);
+  if (envelope === undefined) {
+    return internalFailure(ctx, 'a failure without the error envelope (a raw isError result)', {
+      content: redactSecretsDeep(result.content),
+      meta: redactSecretsDeep(result._meta),
+    });
+  }
+  const scrubText = (text: string): string => scrubAll(text, scrub);
+  const safe: ErrorEnvelope = {
+    ...envelope,
+    message: scrubText(envelope.message),
+    hint: scrubText(envelope.hint),
+  };
+  if (envelope.fields !== undefined) {
+    safe.fields = envelope.fields.map((field) => ({
+      path: scrubText(field.path),
+      expected: scrubText(field.expected),
+    }));
+  }
+  const out = resultFromEnvelope(safe);
+  const { [ERROR_META_KEY]: _envelope, ...otherMeta } = result._meta ?? {};
+  if (Object.keys(otherMeta).length > 0) {
+    out._meta = {
+      ...(mapStrings(redactSecretsDeep(otherMeta), scrubText) as Record<string, unknown>),
+      ...out._meta,
+    };
+  }
+  return out;
+}
+
+function scrubAll(text: string, scrub: readonly ScrubText[]): string {
+  let out = redactSecretsDeep(text) as string;
+  for (const fn of scrub) out = fn(out);
+  return out;
+}
+
+/** A well-formed envelope (copied field by field, so nothing unexpected rides along), or undefined. */
+function envelopeOf(value: unknown): ErrorEnvelope | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const v = value as Record<string, unknown>;
+  if (!isErrorCode(v.error) || typeof v.message !== 'string') return undefined;
+  const envelope: ErrorEnvelope = {
+    ok: false,
+    error: v.error,
+    message: v.message,
+    hint: typeof v.hint === 'string' ? v.hint : ERROR_CODE_DEFAULTS[v.error].hint,
+    retryable: typeof v.retryable === 'boolean' ? v.retryable : ERROR_CODE_DEFAULTS[v.error].retryable,
+  };
+  if (typeof v.retryAfterMs === 'number' && Number.isFinite(v.retryAfterMs) && v.retryAfterMs >= 0) {
+    envelope.retryAfterMs = Math.ceil(v.retryAfterMs);
+  }
+  if (typeof v.incidentId === 'string' && /^inc_[A-Za-z0-9_-]{1,32}$/.test(v.incidentId))
+    envelope.incidentId = v.incidentId;
+  if (Array.isArray(v.fields)) {
+    envelope.fields = v.fields
+      .filter(
+        (f): f is { path: string; expected: string } =>
+          typeof f?.path === 'string' && typeof f?.expected === 'string',
+      )
+      .map((f) => ({ path: f.path, expected: f.expected }));
+  }
+  return envelope;
+}
+
+function internalFailure(ctx: ToolContext, why: string, detail: Record<string, unknown>): ToolResult {
+  ctx.incidentId ??= newIncidentId();
+  ctx.logger.error(
+    { incidentId: ctx.incidentId, tool: ctx.toolName, requestId: ctx.request.id, ...detail },
+    `tool call answered with ${why}`,
+  );
+  return resultFromEnvelope({
+    ok: false,
+    error: 'internal',
+    message: 'Internal error.',
+    hint: ERROR_CODE_DEFAULTS.internal.hint,
+    retryable: false,
+    incidentId: ctx.incidentId,
+  });
+}

@@ -1,0 +1,77 @@
+import { createHash } from 'node:crypto';
+import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
+import { canonicalJson } from './canonical-json.js';
+import type { ToolRequest } from './types.js';
+
+/** Who is calling, as core derives it once per call from what the transport verified. */
+export interface CallerIdentity {
+  /**
+   * The stable key every per-caller key starts with: `sub:<issuer>|<subject>`, `client:<clientId>#<digest>`,
+   * `local` (stdio), `session:<id>` or `anonymous` (HTTP without auth).
+   */
+  readonly id: string;
+  readonly kind: 'subject' | 'client' | 'local' | 'session' | 'anonymous';
+  /** The token's subject, when it has one. */
+  readonly subject?: string;
+  /** The token's issuer, when known. */
+  readonly issuer?: string;
+  /** The OAuth client id, when the transport verified a token. */
+  readonly clientId?: string;
+}
+
+/** Replaces core's rule; must return the same id for the same person and distinct ids for distinct ones. */
+export type IdentifyCaller = (request: ToolRequest) => CallerIdentity;
+
+// Claims that change on every token refresh or carry a nonce: never part of who someone is.
+const VOLATILE_CLAIMS = new Set(['exp', 'iat', 'nbf', 'jti', 'auth_time', 'nonce', 'at_hash', 'c_hash']);
+
+const LOCAL: CallerIdentity = Object.freeze({ id: 'local', kind: 'local' });
+const ANONYMOUS: CallerIdentity = Object.freeze({ id: 'anonymous', kind: 'anonymous' });
+
+/**
+ * Core's identity rule. With a verified token: issuer + subject when there is a subject (stable across
+ * refreshes); otherwise the client id plus a digest of the token's stable claims, scopes and resource,
+ * so two tokens that differ in a meaningful claim never share an identity. Without auth: `local` on
+ * stdio, the session id over HTTP with sessions, else `anonymous`.
+ */
+export function identifyCaller(request: ToolRequest): CallerIdentity {
+  const auth = request.authInfo;
+  if (auth) return identifyToken(auth);
+  if (request.headers === undefined) return LOCAL;
+  if (request.sessionId) return Object.freeze({ id: `session:${request.sessionId}`, kind: 'session' });
+  return ANONYMOUS;
+}
+
+function identifyToken(auth: AuthInfo): CallerIdentity {
+  const extra = auth.extra ?? {};
+  const subject = typeof extra.sub === 'string' && extra.sub !== '' ? extra.sub : undefined;
+  const issuer = typeof extra.iss === 'string' && extra.iss !== '' ? extra.iss : undefined;
+  const clientId = auth.clientId || undefined;
+  if (subject !== undefined) {
+    return Object.freeze({
+      id: `sub:${issuer ?? ''}|${subject}`,
+      kind: 'subject',
+      subject,
+      ...(issuer === undefined ? {} : { issuer }),
+      ...(clientId === undefined ? {} : { clientId }),
+    });
+  }
+  const stable: Record<string, unknown> = {};
+  for (const [claim, value] of Object.entries(extra)) if (!VOLATILE_CLAIMS.has(claim)) stable[claim] = value;
+  const digest = createHash('sha256')
+    .update(
+      canonicalJson({
+        claims: stable,
+        scopes: [...(auth.scopes ?? [])].sort(),
+        resource: auth.resource?.href,
+      }),
+    )
+    .digest('base64url')
+    .slice(0, 22);
+  return Object.freeze({
+    id: `client:${clientId ?? ''}#${digest}`,
+    kind: 'client',
+    ...(issuer === undefined ? {} : { issuer }),
+    ...(clientId === undefined ? {} : { clientId }),
+  });
+}

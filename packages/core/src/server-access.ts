@@ -1,0 +1,177 @@
+import {
+  type CreateMessageRequestParams,
+  type CreateMessageResult,
+  CreateMessageResultSchema,
+  type ElicitRequestFormParams,
+  type ElicitRequestURLParams,
+  type ElicitResult,
+  ElicitResultSchema,
+  type LoggingLevel,
+} from '@modelcontextprotocol/sdk/types.js';
+import { ToolError } from './errors.js';
+
+/** What a call may ask of the client beyond its answer. */
+export type ClientFeature = 'elicitation.form' | 'elicitation.url' | 'sampling';
+
+export interface ClientRequestOptions {
+  /** Give up after this long (the call's own signal also aborts it). @default 120000 for elicitation, 60000 for sampling */
+  timeoutMs?: number;
+}
+
+/**
+ * Server access from a call: progress, log messages and requests to the client, each bound to the call
+ * (its JSON-RPC id, so Streamable HTTP routes them on the call's own stream, and its abort signal).
+ */
+export interface ServerAccess {
+  /**
+   * Sends `notifications/progress` when the request carried a progress token; resolves false (and sends
+   * nothing) when it did not.
+   */
+  progress(progress: number, total?: number, message?: string): Promise<boolean>;
+  /**
+   * Sends `notifications/message` unless the client set a higher level with `logging/setLevel`. Resolves
+   * false when the message was filtered out. Never put secrets or internals in `data`: the model may see it.
+   */
+  log(level: LoggingLevel, data: unknown, loggerName?: string): Promise<boolean>;
+  /** Whether this client and transport can carry `feature` now (checked before asking). */
+  supports(feature: ClientFeature): boolean;
+  /**
+   * Asks the person through the client (form or URL mode). Throws a ToolError `unavailable` at once when
+   * the client or the transport cannot carry it, `timeout` when the person took too long.
+   */
+  elicit(
+    params: ElicitRequestFormParams | ElicitRequestURLParams,
+    options?: ClientRequestOptions,
+  ): Promise<ElicitResult>;
+  /** Asks the client's model for a completion (`sampling/createMessage`); same errors as `elicit`. */
+  sample(params: CreateMessageRequestParams, options?: ClientRequestOptions): Promise<CreateMessageResult>;
+}
+
+/** The pieces of the SDK's per-request `extra` and server state that server access needs. */
+export interface ServerAccessSource {
+  readonly signal: () => AbortSignal;
+  readonly progressToken: string | number | undefined;
+  readonly sendNotification: (notification: {
+    method: string;
+    params?: Record<string, unknown>;
+  }) => Promise<void>;
+  readonly sendRequest: <T>(
+    request: { method: string; params?: Record<string, unknown> },
+    schema: unknown,
+    options: { signal: AbortSignal; timeout: number },
+  ) => Promise<T>;
+  readonly clientCapabilities: () =>
+    | { elicitation?: { form?: object; url?: object }; sampling?: object }
+    | undefined;
+  /** False when the transport cannot carry a server-to-client request for this call. */
+  readonly canRequest: boolean;
+  /** The level the client set for this session, when it did. */
+  readonly logLevel: () => LoggingLevel | undefined;
+}
+
+const LEVEL_ORDER: readonly LoggingLevel[] = [
+  'debug',
+  'info',
+  'notice',
+  'warning',
+  'error',
+  'critical',
+  'alert',
+  'emergency',
+];
+
+const FEATURE_WORDS: Record<ClientFeature, string> = {
+  'elicitation.form': 'ask the user a question (form elicitation)',
+  'elicitation.url': 'send the user to a page (URL elicitation)',
+  sampling: 'run its model for the server (sampling)',
+};
+
+export function createServerAccess(source: ServerAccessSource): ServerAccess {
+  const supports = (feature: ClientFeature): boolean => {
+    if (!source.canRequest) return false;
+    const caps = source.clientCapabilities();
+    if (feature === 'sampling') return caps?.sampling !== undefined;
+    const elicitation = caps?.elicitation;
+    if (elicitation === undefined) return false;
+    // An empty `elicitation: {}` declares form support (the spec's backwards-compatible reading).
+    if (feature === 'elicitation.url') return elicitation.url !== undefined;
+    return elicitation.form !== undefined || elicitation.url === undefined;
+  };
+  const ask = async <T>(
+    feature: ClientFeature,
+    method: string,
+    params: Record<string, unknown>,
+    schema: unknown,
+    timeoutMs: number,
+  ): Promise<T> => {
+    if (!supports(feature)) {
+      const why = source.canRequest
+        ? 'this client does not support it'
+        : 'this connection cannot carry requests to the client';
+      throw new ToolError('unavailable', `The server cannot ${FEATURE_WORDS[feature]}: ${why}.`, {
+        hint: 'Do not retry this call in the same way; tell the user this needs a client that supports it.',
+        retryable: false,
+      });
+    }
+    try {
+      return await source.sendRequest<T>({ method, params }, schema, {
+        signal: source.signal(),
+        timeout: timeoutMs,
+      });
+    } catch (error) {
+      if (isRequestTimeout(error)) {
+        throw new ToolError('timeout', `No answer from the client within ${timeoutMs} ms.`, {
+          hint: 'The user did not answer in time. Ask them whether to try again before calling again.',
+          retryable: false,
+          cause: error,
+        });
+      }
+      throw error;
+    }
+  };
+  return {
+    async progress(progress, total, message) {
+      if (source.progressToken === undefined) return false;
+      const params: Record<string, unknown> = { progressToken: source.progressToken, progress };
+      if (total !== undefined) params.total = total;
+      if (message !== undefined) params.message = message;
+      await source.sendNotification({ method: 'notifications/progress', params });
+      return true;
+    },
+    async log(level, data, loggerName) {
+      const threshold = source.logLevel();
+      if (threshold !== undefined && LEVEL_ORDER.indexOf(level) < LEVEL_ORDER.indexOf(threshold))
+        return false;
+      const params: Record<string, unknown> = { level, data };
+      if (loggerName !== undefined) params.logger = loggerName;
+      await source.sendNotification({ method: 'notifications/message', params });
+      return true;
+    },
+    supports,
+    elicit(params, options = {}) {
+      const mode = params.mode === 'url' ? 'url' : 'form';
+      const sent = mode === 'form' ? { ...params, mode: 'form' } : params;
+      return ask<ElicitResult>(
+        mode === 'url' ? 'elicitation.url' : 'elicitation.form',
+        'elicitation/create',
+        sent as Record<string, unknown>,
+        ElicitResultSchema,
+        options.timeoutMs ?? 120_000,
+      );
+    },
+    sample(params, options = {}) {
+      return ask<CreateMessageResult>(
+        'sampling',
+        'sampling/createMessage',
+        params as Record<string, unknown>,
+        CreateMessageResultSchema,
+        options.timeoutMs ?? 60_000,
+      );
+    },
+  };
+}
+
+// The SDK rejects a timed-out request with McpError code -32001 (RequestTimeout).
+function isRequestTimeout(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === -32001;
+}

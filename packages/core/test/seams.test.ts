@@ -1,0 +1,501 @@
+import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import * as z from 'zod';
+import {
+  type CallerIdentity,
+  callKey,
+  defineTool,
+  ERROR_META_KEY,
+  fail,
+  identifyCaller,
+  isPassThrough,
+  type NextFn,
+  ok,
+  resolveToolOptions,
+  type ToolContext,
+  ToolError,
+  type ToolMiddleware,
+  type ToolRequest,
+  withDeadline,
+} from '../src/index.js';
+import {
+  expectFailure,
+  type LogEntry,
+  parseResultText,
+  recordingLogger,
+  serveTools,
+  type TestClient,
+} from '../src/testing.js';
+
+let client: TestClient | undefined;
+afterEach(async () => {
+  await client?.close();
+  client = undefined;
+});
+
+function token(
+  clientId: string,
+  extra: Record<string, unknown>,
+  scopes: string[] = ['orders:read'],
+): AuthInfo {
+  return { token: `t-${clientId}-${JSON.stringify(extra)}`, clientId, scopes, extra };
+}
+
+function requestWith(authInfo: AuthInfo | undefined, headers?: Record<string, string>): ToolRequest {
+  return {
+    id: 1,
+    sessionId: undefined,
+    authInfo,
+    meta: undefined,
+    headers,
+    signal: new AbortController().signal,
+  };
+}
+
+/** Records the context each call had, as the chain's outermost middleware saw it after the call. */
+function recorder(seen: ToolContext[]): ToolMiddleware {
+  return async (ctx, next) => {
+    try {
+      return await next();
+    } finally {
+      seen.push(ctx);
+    }
+  };
+}
+
+describe('caller identity', () => {
+  it('is issuer + subject when the token has a subject, stable across refreshes', () => {
+    const first = identifyCaller(
+      requestWith(token('portal', { iss: 'https://id.example', sub: 'u1', exp: 1, iat: 1 })),
+    );
+    const refreshed = identifyCaller(
+      requestWith(token('portal', { iss: 'https://id.example', sub: 'u1', exp: 999, iat: 5, jti: 'x' })),
+    );
+    expect(first).toEqual({
+      id: 'sub:https://id.example|u1',
+      kind: 'subject',
+      subject: 'u1',
+      issuer: 'https://id.example',
+      clientId: 'portal',
+    });
+    expect(refreshed.id).toBe(first.id);
+  });
+
+  it('is the client id plus a digest of stable claims without a subject, so claims tell tokens apart', () => {
+    const c42 = identifyCaller(requestWith(token('portal', { customerId: 42, exp: 1 })));
+    const c42later = identifyCaller(requestWith(token('portal', { customerId: 42, exp: 2, iat: 2, nbf: 2 })));
+    const c43 = identifyCaller(requestWith(token('portal', { customerId: 43, exp: 1 })));
+    const moreScopes = identifyCaller(requestWith(token('portal', { customerId: 42 }, ['orders:read', 'x'])));
+    expect(c42.kind).toBe('client');
+    expect(c42.id).toMatch(/^client:portal#[A-Za-z0-9_-]{22}$/);
+    expect(c42later.id).toBe(c42.id);
+    expect(c43.id).not.toBe(c42.id);
+    expect(moreScopes.id).not.toBe(c42.id);
+  });
+
+  it('is local on stdio, the session over HTTP with sessions, anonymous over HTTP without either', () => {
+    expect(identifyCaller(requestWith(undefined)).id).toBe('local');
+    expect(identifyCaller({ ...requestWith(undefined, { host: 'x' }), sessionId: 's1' }).id).toBe(
+      'session:s1',
+    );
+    expect(identifyCaller(requestWith(undefined, { host: 'x' })).id).toBe('anonymous');
+  });
+
+  it('rides on every call, with the values a tool binds from the caller, and keys include both', async () => {
+    const seen: ToolContext[] = [];
+    const scoped = defineTool({
+      name: 'my_orders',
+      description: 'The caller’s orders.',
+      input: { status: z.string() },
+      bind: (request) => {
+        const customerId = request.authInfo?.extra?.customerId;
+        if (typeof customerId !== 'number')
+          throw new ToolError('permission_denied', 'No customer on this token.');
+        return { customerId };
+      },
+      handler: (args, ctx) => ok({ customer: ctx.bindings.customerId, status: args.status }),
+    });
+    client = await serveTools([scoped], {
+      middleware: [recorder(seen)],
+      authInfo: token('portal', { customerId: 42 }),
+    });
+    expect(parseResultText(await client.callTool('my_orders', { status: 'open' }))).toEqual({
+      ok: true,
+      customer: 42,
+      status: 'open',
+    });
+    const other = await serveTools([scoped], {
+      middleware: [recorder(seen)],
+      authInfo: token('portal', { customerId: 43 }),
+    });
+    await other.callTool('my_orders', { status: 'open' });
+    await other.close();
+    expect(seen.map((ctx) => ctx.bindings)).toEqual([{ customerId: 42 }, { customerId: 43 }]);
+    expect(seen[0]!.caller.id).not.toBe(seen[1]!.caller.id);
+    expect(callKey(seen[0]!)).not.toBe(callKey(seen[1]!));
+    expect(callKey(seen[0]!)).toBe(callKey({ ...seen[0]! }));
+  });
+
+  it('a bind that throws is answered inside the chain, where middleware sees it', async () => {
+    const seen: ToolContext[] = [];
+    const scoped = defineTool({
+      name: 'my_orders',
+      description: 'The caller’s orders.',
+      input: {},
+      bind: () => {
+        throw new ToolError('permission_denied', 'No customer on this token.');
+      },
+      handler: () => ok(),
+    });
+    client = await serveTools([scoped], { middleware: [recorder(seen)] });
+    const envelope = expectFailure(await client.callTool('my_orders', {}));
+    expect(envelope).toMatchObject({ error: 'permission_denied', message: 'No customer on this token.' });
+    expect(seen).toHaveLength(1);
+  });
+
+  it('a server may replace the rule', async () => {
+    const seen: ToolContext[] = [];
+    const tool = defineTool({ name: 'ping', description: 'Ping.', input: {}, handler: () => ok() });
+    const identify = (): CallerIdentity => ({ id: 'tenant:7', kind: 'client' });
+    client = await serveTools([tool], { middleware: [recorder(seen)], identify });
+    await client.callTool('ping', {});
+    expect(seen[0]!.caller).toEqual({ id: 'tenant:7', kind: 'client' });
+  });
+});
+
+describe('the model-facing boundary', () => {
+  it('turns a raw isError result into internal with an incident id, and logs the raw content', async () => {
+    const entries: LogEntry[] = [];
+    const raw = defineTool({
+      name: 'raw',
+      description: 'Raw failure.',
+      input: {},
+      handler: () => ({
+        isError: true,
+        content: [{ type: 'text', text: 'db at 10.1.2.3 said password=hunter2' }],
+      }),
+    });
+    client = await serveTools([raw], { logger: recordingLogger(entries) });
+    const result = await client.callTool('raw', {});
+    const envelope = expectFailure(result);
+    expect(envelope).toEqual({
+      ok: false,
+      error: 'internal',
+      message: 'Internal error.',
+      hint: 'An unexpected error occurred. Do not retry; tell the user and quote the incident id.',
+      retryable: false,
+      incidentId: expect.stringMatching(/^inc_/),
+    });
+    expect(result.structuredContent).toBeUndefined();
+    expect(JSON.stringify(result)).not.toContain('hunter2');
+    const logged = entries.find((entry) => entry.fields.incidentId === envelope.incidentId);
+    expect(JSON.stringify(logged?.fields.content)).toContain('10.1.2.3');
+    expect(JSON.stringify(logged?.fields.content)).not.toContain('hunter2');
+  });
+
+  it('ok() refuses the envelope’s own keys', () => {
+    expect(() => ok({ ok: false })).toThrow('ok(): data may not carry "ok"');
+    expect(() => ok({ total: 1 })).toThrow('"total"');
+    expect(() => ok({ note: 'x' })).toThrow('"note"');
+  });
+
+  it('a zod transform that throws during validation becomes internal inside the chain', async () => {
+    const seen: ToolContext[] = [];
+    const entries: LogEntry[] = [];
+    const tool = defineTool({
+      name: 'parse',
+      description: 'Parses.',
+      input: {
+        when: z.string().transform((value) => {
+          if (value === 'boom') throw new Error('parser state at /srv/app/parse.js:12');
+          return value;
+        }),
+      },
+      handler: ({ when }) => ok({ when }),
+    });
+    client = await serveTools([tool], { middleware: [recorder(seen)], logger: recordingLogger(entries) });
+    const result = await client.callTool('parse', { when: 'boom' });
+    const envelope = expectFailure(result);
+    expect(envelope).toMatchObject({ error: 'internal', message: 'Internal error.' });
+    expect(JSON.stringify(result)).not.toContain('/srv/app');
+    expect(seen).toHaveLength(1);
+    expect(entries.some((entry) => entry.fields.incidentId === envelope.incidentId)).toBe(true);
+  });
+
+  it('scrubs secrets from every string of a failure, _meta included, with core’s patterns and a middleware’s scrubText', async () => {
+    const leaky = defineTool({
+      name: 'leaky',
+      description: 'Leaks.',
+      input: {},
+      handler: () => {
+        const result = fail(
+          'unavailable',
+          'upstream said Authorization: Bearer abc.def.ghi and INTERNAL-HOST-7',
+        );
+        result._meta = { ...result._meta, debug: { nested: ['password=hunter2', 'INTERNAL-HOST-7'] } };
+        return result;
+      },
+    });
+    const scrubber: ToolMiddleware = Object.assign((_ctx: ToolContext, next: NextFn) => next(), {
+      scrubText: (text: string) => text.replaceAll('INTERNAL-HOST-7', '[host]'),
+    }) as ToolMiddleware;
+    client = await serveTools([leaky], { middleware: [scrubber] });
+    const result = await client.callTool('leaky', {});
+    const text = JSON.stringify(result);
+    expect(text).not.toContain('abc.def.ghi');
+    expect(text).not.toContain('hunter2');
+    expect(text).not.toContain('INTERNAL-HOST-7');
+    expect(expectFailure(result).error).toBe('unavailable');
+    expect(result._meta?.debug).toEqual({ nested: ['password=[REDACTED]', '[host]'] });
+  });
+
+  it('a success cannot carry the reserved error key in _meta', async () => {
+    const sneaky = defineTool({
+      name: 'sneaky',
+      description: 'Sneaky.',
+      input: {},
+      handler: () => ({ ...ok({ a: 1 }), _meta: { [ERROR_META_KEY]: { error: 'internal' }, other: 1 } }),
+    });
+    client = await serveTools([sneaky]);
+    const result = await client.callTool('sneaky', {});
+    expect(result._meta).toEqual({ other: 1 });
+    expect(result.isError).toBeUndefined();
+  });
+
+  it('an unknown tool’s JSON-RPC error says its message once', async () => {
+    const tool = defineTool({ name: 'ping', description: 'Ping.', input: {}, handler: () => ok() });
+    client = await serveTools([tool]);
+    await expect(client.callTool('drop_tables', {})).rejects.toThrow(
+      /^MCP error -32602: Unknown tool: drop_tables$/,
+    );
+  });
+});
+
+describe('rich results', () => {
+  it('ok() carries other content blocks after the JSON text', async () => {
+    const chart = defineTool({
+      name: 'chart',
+      description: 'A chart.',
+      input: {},
+      handler: () =>
+        ok(
+          { title: 'Orders' },
+          {
+            content: [
+              { type: 'image', data: 'iVBORw0KGgo=', mimeType: 'image/png' },
+              { type: 'resource_link', uri: 'orders://schema', name: 'schema' },
+            ],
+          },
+        ),
+    });
+    client = await serveTools([chart]);
+    const result = await client.callTool('chart', {});
+    expect(result.content).toEqual([
+      { type: 'text', text: '{"ok":true,"title":"Orders"}' },
+      { type: 'image', data: 'iVBORw0KGgo=', mimeType: 'image/png' },
+      { type: 'resource_link', uri: 'orders://schema', name: 'schema' },
+    ]);
+  });
+});
+
+describe('server access from a call', () => {
+  const steps = defineTool({
+    name: 'steps',
+    description: 'Reports progress and logs.',
+    input: {},
+    handler: async (_args, ctx) => {
+      const sent = [await ctx.server.progress(1, 2, 'half'), await ctx.server.progress(2, 2)];
+      const logged = [
+        await ctx.server.log('debug', 'detail'),
+        await ctx.server.log('warning', { step: 2 }, 'steps'),
+      ];
+      return ok({ sent, logged });
+    },
+  });
+
+  it('sends progress when the request carried a token, and log messages above the client’s level', async () => {
+    const progress: unknown[] = [];
+    client = await serveTools([steps]);
+    await client.client.setLoggingLevel('info');
+    const result = await client.callTool('steps', {}, { onProgress: (p) => progress.push(p) });
+    expect(parseResultText(result)).toEqual({ ok: true, sent: [true, true], logged: [false, true] });
+    expect(progress).toEqual([
+      { progress: 1, total: 2, message: 'half' },
+      { progress: 2, total: 2 },
+    ]);
+    expect(client.notifications).toEqual([
+      { method: 'notifications/message', params: { level: 'warning', data: { step: 2 }, logger: 'steps' } },
+    ]);
+  });
+
+  it('sends no progress without a token', async () => {
+    client = await serveTools([steps]);
+    expect(parseResultText(await client.callTool('steps', {}))).toEqual({
+      ok: true,
+      sent: [false, false],
+      logged: [true, true],
+    });
+  });
+
+  const ask = defineTool({
+    name: 'ask',
+    description: 'Asks the person.',
+    input: {},
+    handler: async (_args, ctx) => {
+      const answer = await ctx.server.elicit(
+        {
+          message: 'Proceed?',
+          requestedSchema: { type: 'object', properties: { yes: { type: 'boolean' } }, required: ['yes'] },
+        },
+        { timeoutMs: 500 },
+      );
+      return ok({ action: answer.action, content: answer.content ?? null });
+    },
+  });
+
+  it('asks the person through elicitation when the client supports it', async () => {
+    const asked: unknown[] = [];
+    client = await serveTools([ask], {
+      onElicit: (params) => {
+        asked.push(params);
+        return { action: 'accept', content: { yes: true } };
+      },
+    });
+    expect(parseResultText(await client.callTool('ask', {}))).toEqual({
+      ok: true,
+      action: 'accept',
+      content: { yes: true },
+    });
+    expect(asked).toEqual([
+      {
+        mode: 'form',
+        message: 'Proceed?',
+        requestedSchema: { type: 'object', properties: { yes: { type: 'boolean' } }, required: ['yes'] },
+      },
+    ]);
+  });
+
+  it('answers unavailable at once when the client lacks elicitation', async () => {
+    client = await serveTools([ask]);
+    expect(expectFailure(await client.callTool('ask', {}))).toMatchObject({
+      error: 'unavailable',
+      message:
+        'The server cannot ask the user a question (form elicitation): this client does not support it.',
+      retryable: false,
+    });
+  });
+
+  it('answers unavailable at once when the transport cannot carry a request (HTTP without a session)', async () => {
+    const httpLike = defineTool({
+      name: 'ask_http',
+      description: 'Asks.',
+      input: {},
+      handler: async (_args, ctx) => ok({ form: ctx.server.supports('elicitation.form') }),
+    });
+    client = await serveTools([httpLike], {
+      onElicit: () => ({ action: 'decline' }),
+      clientRequests: 'never',
+    });
+    expect(parseResultText(await client.callTool('ask_http', {}))).toEqual({ ok: true, form: false });
+  });
+
+  it('answers timeout when the person does not answer in time', async () => {
+    client = await serveTools([ask], { onElicit: () => new Promise(() => {}) });
+    expect(expectFailure(await client.callTool('ask', {}))).toMatchObject({
+      error: 'timeout',
+      message: 'No answer from the client within 500 ms.',
+    });
+  });
+
+  it('asks the client’s model through sampling', async () => {
+    const summarise = defineTool({
+      name: 'summarise',
+      description: 'Summarises.',
+      input: {},
+      handler: async (_args, ctx) => {
+        const answer = await ctx.server.sample({
+          messages: [{ role: 'user', content: { type: 'text', text: 'Summarise' } }],
+          maxTokens: 10,
+        });
+        return ok({ text: answer.content.type === 'text' ? answer.content.text : '' });
+      },
+    });
+    client = await serveTools([summarise], {
+      onSample: () => ({ role: 'assistant', model: 'test', content: { type: 'text', text: 'short' } }),
+    });
+    expect(parseResultText(await client.callTool('summarise', {}))).toEqual({ ok: true, text: 'short' });
+  });
+});
+
+describe('hidden tools', () => {
+  const ping = defineTool({ name: 'ping', description: 'Ping.', input: {}, handler: () => ok() });
+  const refund = defineTool({
+    name: 'refund',
+    description: 'Refunds.',
+    input: { amount: z.number() },
+    handler: () => ok(),
+  });
+  const hideRefund: ToolMiddleware = Object.assign((_ctx: ToolContext, next: NextFn) => next(), {
+    canSee: (tool: { name: string }) => tool.name !== 'refund',
+  });
+
+  it('are left out of tools/list and answered exactly like an unknown tool, even with bad arguments', async () => {
+    const seen: ToolContext[] = [];
+    client = await serveTools([ping, refund], { middleware: [recorder(seen), hideRefund] });
+    expect((await client.client.listTools()).tools.map((tool) => tool.name)).toEqual(['ping']);
+    const hidden = await client.callTool('refund', { amount: 'lots' }).catch((error: unknown) => error);
+    const unknown = await client.callTool('refnd', { amount: 'lots' }).catch((error: unknown) => error);
+    expect(String(hidden)).toBe(String(unknown).replace('refnd', 'refund'));
+    expect(hidden).toMatchObject({ code: -32602 });
+    expect(seen.map((ctx) => [ctx.toolName, ctx.tool])).toEqual([
+      ['refund', undefined],
+      ['refnd', undefined],
+    ]);
+  });
+});
+
+describe('plumbing', () => {
+  it('resolveToolOptions: a tool’s field wins over the global one, which wins over the default', () => {
+    const resolver = resolveToolOptions(
+      'createThing',
+      { limit: 10, mode: 'a' as 'a' | 'b' },
+      { limit: 5, tools: { one: { mode: 'b' }, off: false } },
+    );
+    expect(resolver.global).toEqual({ limit: 5, mode: 'a' });
+    expect(resolver.forTool('one')).toEqual({ limit: 5, mode: 'b' });
+    expect(resolver.forTool('off')).toBeUndefined();
+    expect(resolver.forTool('other')).toBe(resolver.global);
+  });
+
+  it('resolveToolOptions refuses unknown per-tool options and runs the check on every set', () => {
+    expect(() =>
+      resolveToolOptions('createThing', { limit: 10 }, { tools: { one: { limt: 1 } as never } }),
+    ).toThrow('createThing: tools.one has unknown option(s) limt; a tool may set limit');
+    const check = (resolved: { limit: number }, where: string): void => {
+      if (resolved.limit < 1) throw new RangeError(`${where}: limit must be at least 1`);
+    };
+    expect(() =>
+      resolveToolOptions('createThing', { limit: 10 }, { tools: { one: { limit: 0 } } }, check),
+    ).toThrow('createThing: tools.one: limit must be at least 1');
+  });
+
+  it('isPassThrough is true for unknown tools and refused arguments', () => {
+    expect(isPassThrough({ tool: undefined, validation: { ok: true } })).toBe(true);
+    expect(isPassThrough({ tool: {} as never, validation: { ok: false, issues: [] } })).toBe(true);
+    expect(isPassThrough({ tool: {} as never, validation: { ok: true } })).toBe(false);
+  });
+
+  it('withDeadline rejects at the deadline even when the work ignores its signal, and follows the caller’s abort', async () => {
+    await expect(withDeadline(() => new Promise(() => {}), { timeoutMs: 20 })).rejects.toMatchObject({
+      name: 'TimeoutError',
+    });
+    const controller = new AbortController();
+    const pending = withDeadline(() => new Promise(() => {}), {
+      timeoutMs: 10_000,
+      signal: controller.signal,
+    });
+    controller.abort(new Error('client went away'));
+    await expect(pending).rejects.toThrow('client went away');
+    await expect(withDeadline(async (signal) => signal.aborted, { timeoutMs: 1000 })).resolves.toBe(false);
+  });
+});
