@@ -1,7 +1,8 @@
-import { readdir, readFile, realpath, stat } from 'node:fs/promises';
-import { isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { readdir, realpath, stat } from 'node:fs/promises';
+import { isAbsolute, join, relative, resolve } from 'node:path';
 import { defineTool, fail, type Logger, ok, type ToolDefinition } from '@toolgate/core';
 import * as z from 'zod';
+import { isUnderRoot, readFileUnderRoot, SafeFileRefusal } from '../safe-file.js';
 
 export const SEARCH_DOCS_MAX_TOP_K = 5;
 const DEFAULT_TOP_K = 3;
@@ -10,6 +11,8 @@ const MAX_FILE_BYTES = 1024 * 1024;
 export interface SearchDocsOptions {
   /** The folder of markdown policy documents; nothing outside it is ever read. */
   root: string;
+  /** Read documents that have more than one hard link (they may share an inode with a file outside the root). @default false */
+  allowHardLinks?: boolean;
   logger?: Logger;
 }
 
@@ -21,8 +24,11 @@ interface Hit {
 }
 
 /**
- * Keyword search over the policy documents under one root. Every path is resolved (symlinks too)
- * and must stay under the root's real path, whatever the `path` argument says.
+ * Keyword search over the policy documents under one root: the reference file tool. Listing picks
+ * candidates by name (symlinks resolved, anything leaving the root skipped and logged); every file
+ * is then read through `readFileUnderRoot`, which opens first and judges the descriptor, so a link
+ * or directory swapped in between is never read (see safe-file.ts). Hard links, FIFOs and devices
+ * are refused.
  */
 export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
   const root = resolve(options.root);
@@ -59,6 +65,11 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
     },
     annotations: { readOnlyHint: true, openWorldHint: false },
     handler: async ({ query, top_k, path }, ctx) => {
+      const refusePath = () =>
+        fail('invalid_argument', 'That path is not a document under the docs root.', {
+          hint: 'Use a file name from the docs root such as "refund-policy.md", or leave path out to search all documents.',
+          fields: [{ path: 'path', expected: 'a relative path inside the docs root' }],
+        });
       const terms = tokenize(query);
       if (terms.length === 0) {
         return fail('invalid_argument', 'The query is empty.', {
@@ -69,17 +80,27 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
       const realRoot = await realpathOrUndefined(root);
       if (!realRoot) return ok({ items: [] }, { total: 0, note: 'No documents are available.' });
       const start = path === undefined ? realRoot : await resolveUnder(realRoot, path);
-      if (!start) {
-        return fail('invalid_argument', 'That path is not a document under the docs root.', {
-          hint: 'Use a file name from the docs root such as "refund-policy.md", or leave path out to search all documents.',
-          fields: [{ path: 'path', expected: 'a relative path inside the docs root' }],
-        });
-      }
+      if (!start) return refusePath();
       const logger = options.logger ?? ctx.logger;
       const hits: Hit[] = [];
       for (const file of await markdownFiles(realRoot, start, logger)) {
-        const text = await readFile(file, 'utf8');
-        const name = relative(realRoot, file).split(sep).join('/');
+        let name: string;
+        let text: string;
+        try {
+          ({ relativePath: name, text } = await readFileUnderRoot(realRoot, relative(realRoot, file), {
+            maxBytes: MAX_FILE_BYTES,
+            allowHardLinks: options.allowHardLinks ?? false,
+          }));
+        } catch (error) {
+          if (!(error instanceof SafeFileRefusal)) throw error;
+          logger.warn(
+            { tool: 'search_docs', entry: file, reason: error.reason, detail: error.message },
+            'skipped a document that cannot be read safely',
+          );
+          // A document the model named itself gets a clear answer; one met while listing is skipped.
+          if (file === start) return refusePath();
+          continue;
+        }
         text.split('\n').forEach((lineText, index) => {
           const score = scoreLine(lineText, terms);
           if (score > 0) hits.push({ file: name, line: index + 1, text: lineText.trim(), score });
@@ -121,17 +142,13 @@ async function realpathOrUndefined(path: string): Promise<string | undefined> {
   }
 }
 
-function isInside(realRoot: string, candidate: string): boolean {
-  return candidate === realRoot || candidate.startsWith(realRoot + sep);
-}
-
 /** The real path of `requested` when it exists and stays under the root; undefined otherwise. */
 async function resolveUnder(realRoot: string, requested: string): Promise<string | undefined> {
   if (requested.includes('\0') || isAbsolute(requested)) return undefined;
   const lexical = resolve(realRoot, requested);
-  if (!isInside(realRoot, lexical)) return undefined;
+  if (!isUnderRoot(realRoot, lexical)) return undefined;
   const real = await realpathOrUndefined(lexical);
-  return real && isInside(realRoot, real) ? real : undefined;
+  return real && isUnderRoot(realRoot, real) ? real : undefined;
 }
 
 async function markdownFiles(
@@ -143,14 +160,18 @@ async function markdownFiles(
   // A link back to a parent folder would loop forever.
   if (visited.has(start)) return [];
   visited.add(start);
-  const info = await stat(start);
+  // By name and racy on purpose: it only proposes candidates; readFileUnderRoot decides what is read.
+  const info = await stat(start).catch(() => undefined);
+  if (info === undefined) return [];
   if (info.isFile()) return start.endsWith('.md') && info.size <= MAX_FILE_BYTES ? [start] : [];
+  // FIFOs, sockets and devices are neither documents nor folders.
+  if (!info.isDirectory()) return [];
   const found: string[] = [];
-  const entries = await readdir(start, { withFileTypes: true });
+  const entries = await readdir(start, { withFileTypes: true }).catch(() => []);
   for (const entry of entries.sort((a, b) => a.name.localeCompare(b.name))) {
     const real = await realpathOrUndefined(join(start, entry.name));
     if (!real) continue;
-    if (!isInside(realRoot, real)) {
+    if (!isUnderRoot(realRoot, real)) {
       // A symlink pointing out of the root: never read, always logged.
       logger.warn(
         { tool: 'search_docs', entry: join(start, entry.name) },

@@ -1,0 +1,196 @@
+import { constants, type Stats } from 'node:fs';
+import { type FileHandle, lstat, open, readlink, realpath } from 'node:fs/promises';
+import { isAbsolute, relative, resolve, sep } from 'node:path';
+
+/**
+ * The reference way for a file tool to open a file the model named, under one root, against a
+ * concurrent attacker who can create, swap and link files inside that root.
+ *
+ * Node has no openat(), so a walk from a root descriptor with O_NOFOLLOW on each component is not
+ * available. Instead: open first, then prove what was opened.
+ * 1. The name is checked lexically (relative, no NUL, no `..` out of the root) and resolved with
+ *    realpath; the result must lie under the root's real path. This only picks a candidate: a link
+ *    swapped in after it would otherwise win (check-then-open race).
+ * 2. The candidate is lstat-ed (a FIFO or device is refused before it is ever opened: opening a
+ *    device can have side effects) and opened O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY:
+ *    a final component swapped to a symlink fails with ELOOP, a FIFO swapped in cannot block.
+ * 3. The descriptor is judged, not the name: fstat must say regular file, one link (a hard link
+ *    shares the inode of a file outside the root and cannot be told apart by path), and on Linux
+ *    the kernel's own path of the open file (`/proc/self/fd/N`, the dentry actually opened, which
+ *    no later swap of a name changes) must lie under the root. A directory component swapped to a
+ *    symlink between steps 1 and 2 therefore shows up as a path outside the root and is refused.
+ *    Without /proc (macOS), the fallback compares the descriptor's dev+ino with an lstat of the
+ *    candidate and re-runs realpath after opening; this narrows the window but, being by-name,
+ *    cannot close it: run file tools on Linux when the root is writable by anyone untrusted.
+ */
+
+export type SafeFileRefusalReason =
+  | 'invalid_path'
+  | 'outside_root'
+  | 'not_found'
+  | 'not_regular'
+  | 'hard_link'
+  | 'too_large'
+  | 'changed';
+
+/** Why a path was refused; `reason` is for the tool to choose its answer, the message for the log. */
+export class SafeFileRefusal extends Error {
+  override readonly name = 'SafeFileRefusal';
+  constructor(
+    readonly reason: SafeFileRefusalReason,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface OpenUnderRootOptions {
+  /** Accept a file with more than one hard link (it may be the same inode as a file outside the root). @default false */
+  allowHardLinks?: boolean;
+  /** Largest file accepted, in bytes; larger files are refused with `too_large`. @default Infinity */
+  maxBytes?: number;
+}
+
+export interface OpenedFile {
+  /** The open descriptor: read from it, never from the name again. The caller closes it. */
+  readonly handle: FileHandle;
+  /** The path under the root, with `/` separators. */
+  readonly relativePath: string;
+  /** fstat of the descriptor. */
+  readonly stats: Stats;
+}
+
+const OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY;
+
+/**
+ * Opens `relativePath` under `root` for reading, or throws a `SafeFileRefusal`. `root` is trusted
+ * (server configuration); `relativePath` is not.
+ */
+export async function openUnderRoot(
+  root: string,
+  relativePath: string,
+  options: OpenUnderRootOptions = {},
+): Promise<OpenedFile> {
+  const realRoot = await realpathOr(resolve(root), () => {
+    throw new SafeFileRefusal('not_found', 'the root does not exist');
+  });
+  const candidate = await candidateUnder(realRoot, relativePath);
+  const before = await lstat(candidate).catch(() => {
+    throw new SafeFileRefusal('not_found', 'no such file');
+  });
+  if (!before.isFile()) throw notRegular(before);
+  let handle: FileHandle;
+  try {
+    handle = await open(candidate, OPEN_FLAGS);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ELOOP') throw new SafeFileRefusal('changed', 'the file became a symlink while opening');
+    if (code === 'ENOENT') throw new SafeFileRefusal('not_found', 'the file vanished while opening');
+    throw error;
+  }
+  try {
+    const stats = await handle.stat();
+    if (!stats.isFile()) throw notRegular(stats);
+    if (stats.nlink > 1 && options.allowHardLinks !== true) {
+      throw new SafeFileRefusal('hard_link', `the file has ${stats.nlink} hard links`);
+    }
+    if (options.maxBytes !== undefined && stats.size > options.maxBytes) {
+      throw new SafeFileRefusal('too_large', `the file has ${stats.size} bytes`);
+    }
+    await verifyOpened(realRoot, candidate, handle, stats);
+    return { handle, relativePath: relative(realRoot, candidate).split(sep).join('/'), stats };
+  } catch (error) {
+    await handle.close();
+    throw error;
+  }
+}
+
+/**
+ * Reads a whole file through `openUnderRoot` as UTF-8, at most `maxBytes` (the descriptor is read,
+ * so a file that grows after the check is still cut at the limit).
+ */
+export async function readFileUnderRoot(
+  root: string,
+  relativePath: string,
+  options: OpenUnderRootOptions & { maxBytes: number },
+): Promise<{ relativePath: string; text: string }> {
+  const opened = await openUnderRoot(root, relativePath, options);
+  try {
+    const buffer = Buffer.alloc(Math.min(opened.stats.size, options.maxBytes));
+    let filled = 0;
+    while (filled < buffer.length) {
+      const { bytesRead } = await opened.handle.read(buffer, filled, buffer.length - filled, filled);
+      if (bytesRead === 0) break;
+      filled += bytesRead;
+    }
+    return { relativePath: opened.relativePath, text: buffer.subarray(0, filled).toString('utf8') };
+  } finally {
+    await opened.handle.close();
+  }
+}
+
+/** Whether `candidate` is `realRoot` or lies under it (both absolute and free of `..`). */
+export function isUnderRoot(realRoot: string, candidate: string): boolean {
+  return candidate === realRoot || candidate.startsWith(realRoot === sep ? sep : realRoot + sep);
+}
+
+async function candidateUnder(realRoot: string, relativePath: string): Promise<string> {
+  if (typeof relativePath !== 'string' || relativePath === '' || relativePath.includes('\0')) {
+    throw new SafeFileRefusal('invalid_path', 'not a non-empty path without NUL bytes');
+  }
+  if (isAbsolute(relativePath) || relativePath.startsWith('\\')) {
+    throw new SafeFileRefusal('invalid_path', 'an absolute path');
+  }
+  const lexical = resolve(realRoot, relativePath);
+  if (!isUnderRoot(realRoot, lexical) || lexical === realRoot) {
+    throw new SafeFileRefusal('outside_root', 'the path leaves the root');
+  }
+  const real = await realpathOr(lexical, () => {
+    throw new SafeFileRefusal('not_found', 'no such file');
+  });
+  if (!isUnderRoot(realRoot, real))
+    throw new SafeFileRefusal('outside_root', 'the path resolves outside the root');
+  return real;
+}
+
+async function verifyOpened(
+  realRoot: string,
+  candidate: string,
+  handle: FileHandle,
+  stats: Stats,
+): Promise<void> {
+  const kernelPath = await readlink(`/proc/self/fd/${handle.fd}`).catch(() => undefined);
+  if (kernelPath !== undefined) {
+    // The dentry the descriptor holds; a path "… (deleted)" outside the root fails the prefix test too.
+    if (!isUnderRoot(realRoot, kernelPath)) {
+      throw new SafeFileRefusal('changed', 'the file opened lies outside the root');
+    }
+    return;
+  }
+  const after = await lstat(candidate).catch(() => undefined);
+  const realAfter = await realpath(candidate).catch(() => undefined);
+  if (after === undefined || after.dev !== stats.dev || after.ino !== stats.ino || realAfter !== candidate) {
+    throw new SafeFileRefusal('changed', 'the file changed while opening');
+  }
+}
+
+function notRegular(stats: Stats): SafeFileRefusal {
+  const kind = stats.isDirectory()
+    ? 'a directory'
+    : stats.isFIFO()
+      ? 'a FIFO'
+      : stats.isSymbolicLink()
+        ? 'a symlink'
+        : stats.isSocket()
+          ? 'a socket'
+          : 'a device';
+  return new SafeFileRefusal('not_regular', `not a regular file but ${kind}`);
+}
+
+async function realpathOr(path: string, onMissing: () => never): Promise<string> {
+  try {
+    return await realpath(path);
+  } catch {
+    return onMissing();
+  }
+}
