@@ -9,6 +9,12 @@ export { defineTool } from './define-tool.js';
 export { isToolError, ToolError, type ToolErrorOptions } from './errors.js';
 export { type CallerIdentity, type IdentifyCaller, identifyCaller } from './identity.js';
 export { newIncidentId } from './incident.js';
+export {
+  createMemoryStore,
+  type KeyValueStore,
+  type MemoryStoreOptions,
+  type StoreOperationOptions,
+} from './key-value-store.js';
 export { createLogThrottle, type LogThrottle, type LogThrottleOptions } from './log-throttle.js';
 export { createSilentLogger, createStderrLogger, type LogLevel, type StderrLoggerOptions } from './logger.js';
 export { CIRCULAR, type MapStringsOptions, mapStrings, TRUNCATED } from './map-strings.js';

@@ -1,0 +1,93 @@
+/** Per-operation options every store method takes. */
+export interface StoreOperationOptions {
+  /** Aborts the operation (the call's signal combined with the store's time limit). */
+  signal?: AbortSignal;
+}
+
+/**
+ * The one small interface behind every piece of shared policy state (idempotency claims and results,
+ * confirmation tokens, ...): string values with a time to live. `createMemoryStore()` is the default;
+ * a Redis implementation makes the state shared by a fleet. Values are opaque strings (JSON); keys come
+ * from `callKey`/`callerScope`, so they already carry the caller's identity.
+ */
+export interface KeyValueStore {
+  /** Stores `value` unless `key` holds one (Redis `SET NX PX`); true when this call stored it. */
+  setIfAbsent(key: string, value: string, ttlMs: number, options?: StoreOperationOptions): Promise<boolean>;
+  /** Stores `value`, replacing any (Redis `SET PX`). */
+  set(key: string, value: string, ttlMs: number, options?: StoreOperationOptions): Promise<void>;
+  /** The value, or undefined when absent or expired. */
+  get(key: string, options?: StoreOperationOptions): Promise<string | undefined>;
+  /** Removes `key`; true when it held a value. */
+  delete(key: string, options?: StoreOperationOptions): Promise<boolean>;
+  /** Releases what the store holds (connections, timers). */
+  close?(): Promise<void>;
+}
+
+export interface MemoryStoreOptions {
+  /** Most entries kept; the oldest are dropped first past it. @default 100000 */
+  maxEntries?: number;
+  /** The clock, for tests. @default Date.now */
+  now?: () => number;
+}
+
+interface Entry {
+  value: string;
+  expiresAt: number;
+}
+
+/** A `KeyValueStore` in this process's memory: bounded, expiring, synchronous underneath. */
+export function createMemoryStore(options: MemoryStoreOptions = {}): KeyValueStore {
+  const maxEntries = options.maxEntries ?? 100_000;
+  if (!(Number.isInteger(maxEntries) && maxEntries >= 1)) {
+    throw new RangeError('createMemoryStore: maxEntries must be a positive integer');
+  }
+  const now = options.now ?? Date.now;
+  const entries = new Map<string, Entry>();
+  const live = (key: string): Entry | undefined => {
+    const entry = entries.get(key);
+    if (entry === undefined) return undefined;
+    if (entry.expiresAt <= now()) {
+      entries.delete(key);
+      return undefined;
+    }
+    return entry;
+  };
+  const put = (key: string, value: string, ttlMs: number): void => {
+    checkTtl(ttlMs);
+    entries.delete(key);
+    entries.set(key, { value, expiresAt: now() + ttlMs });
+    // Map keeps insertion order: the first keys are the oldest writes.
+    while (entries.size > maxEntries) entries.delete(entries.keys().next().value as string);
+  };
+  return {
+    async setIfAbsent(key, value, ttlMs, op) {
+      op?.signal?.throwIfAborted();
+      if (live(key) !== undefined) return false;
+      put(key, value, ttlMs);
+      return true;
+    },
+    async set(key, value, ttlMs, op) {
+      op?.signal?.throwIfAborted();
+      put(key, value, ttlMs);
+    },
+    async get(key, op) {
+      op?.signal?.throwIfAborted();
+      return live(key)?.value;
+    },
+    async delete(key, op) {
+      op?.signal?.throwIfAborted();
+      const had = live(key) !== undefined;
+      entries.delete(key);
+      return had;
+    },
+    async close() {
+      entries.clear();
+    },
+  };
+}
+
+function checkTtl(ttlMs: number): void {
+  if (!(Number.isInteger(ttlMs) && ttlMs >= 1)) {
+    throw new RangeError(`KeyValueStore: ttlMs must be a positive integer of milliseconds, got ${ttlMs}`);
+  }
+}
