@@ -7,7 +7,8 @@ export interface CliConfig {
   host: string;
   port: number;
   databaseUrl: string | undefined;
-  carrierUrl: string;
+  /** Undefined: main starts the bundled fake carrier on 127.0.0.1, so track_shipment works out of the box. */
+  carrierUrl: string | undefined;
   docsRoot: string | undefined;
   auditFile: string | undefined;
   tokens: TokenConfig | undefined;
@@ -18,16 +19,24 @@ export interface CliConfig {
   logLevel: 'debug' | 'info' | 'warn' | 'error';
   otlpEndpoint: string | undefined;
   breakerResetMs: number | undefined;
+  /** How long a shutdown waits for in-flight calls before closing what is left. */
+  shutdownGraceMs: number;
+  /** `--help`: print USAGE to stdout and exit 0 (not serving, so stdout is free). */
+  help: boolean;
 }
 
 export const USAGE = `order-service: a read-only order assistant MCP server (toolgate sample)
 
-Usage: order-service [--http] [--port N] [--host H] [--insecure-no-auth]
+Usage: order-service [--http] [--port N] [--host H] [--insecure-no-auth] [--help]
 
-Transports: stdio by default (stdout carries JSON-RPC only); --http serves Streamable HTTP (stateless) at /mcp.
+Transports: stdio by default (stdout carries JSON-RPC only); --http serves Streamable HTTP (stateless) at /mcp,
+plus GET /health (process alive) and GET /ready (database reachable, not shutting down), without auth.
+Shutdown: SIGTERM/SIGINT stop accepting, let in-flight calls finish, flush audit, close breakers and the
+database, then exit 0.
 Environment:
   DATABASE_URL                  PostgreSQL; embedded PGlite with seeded sample data when unset
-  CARRIER_URL                   carrier tracking API base URL (default https://api.parcelwise.example)
+  CARRIER_URL                   carrier tracking API base URL; unset: the bundled fake carrier is started
+                                in-process on 127.0.0.1 (a free port) and the log says so
   DOCS_ROOT                     policy documents folder (default: the bundled docs/)
   AUDIT_FILE                    append-only, hash-chained audit file (default: audit to stderr)
   TOOLGATE_TOKENS_FILE          JSON {"tokens":[{"token","clientId","scopes":["orders:read"],"claims":{}}]}
@@ -36,6 +45,7 @@ Environment:
   TOOLGATE_ALLOWED_ORIGINS      browser origins accepted over HTTP (comma separated)
   TOOLGATE_CUSTOMER_SCOPED=1    bind the customer id from the token's claims (customerId)
   TOOLGATE_BREAKER_RESET_MS     how long an open breaker waits before a probe (default 10000)
+  TOOLGATE_SHUTDOWN_GRACE_MS    how long shutdown waits for in-flight calls (default 10000)
   OTEL_EXPORTER_OTLP_ENDPOINT   send traces to this OpenTelemetry collector (OTLP/HTTP)
   LOG_LEVEL                     debug | info | warn | error (default info); logs go to stderr
 `;
@@ -52,7 +62,10 @@ export function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Cli
     },
     strict: true,
   });
-  if (values.help) throw new UsageError(USAGE);
+  const graceText = env.TOOLGATE_SHUTDOWN_GRACE_MS;
+  const shutdownGraceMs = graceText ? Number(graceText) : 10_000;
+  if (!Number.isInteger(shutdownGraceMs) || shutdownGraceMs < 0)
+    throw new UsageError(`TOOLGATE_SHUTDOWN_GRACE_MS must be a whole number of ms, got ${graceText}`);
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new UsageError(`--port must be 0-65535, got ${values.port}`);
@@ -65,7 +78,7 @@ export function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Cli
     if (!parsed.success) throw new UsageError(`token configuration is invalid: ${parsed.error.message}`);
     tokens = parsed.data;
   }
-  if (values.http && !tokens && !values['insecure-no-auth']) {
+  if (values.http && !tokens && !values['insecure-no-auth'] && !values.help) {
     throw new UsageError(
       '--http needs TOOLGATE_TOKENS_FILE (or TOOLGATE_TOKENS), or --insecure-no-auth on 127.0.0.1',
     );
@@ -83,7 +96,7 @@ export function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Cli
     host: values.host,
     port,
     databaseUrl: env.DATABASE_URL || undefined,
-    carrierUrl: env.CARRIER_URL || 'https://api.parcelwise.example',
+    carrierUrl: env.CARRIER_URL || undefined,
     docsRoot: env.DOCS_ROOT || undefined,
     auditFile: env.AUDIT_FILE || undefined,
     tokens,
@@ -94,6 +107,8 @@ export function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Cli
     logLevel: level as CliConfig['logLevel'],
     otlpEndpoint: env.OTEL_EXPORTER_OTLP_ENDPOINT || undefined,
     breakerResetMs: env.TOOLGATE_BREAKER_RESET_MS ? Number(env.TOOLGATE_BREAKER_RESET_MS) : undefined,
+    shutdownGraceMs,
+    help: values.help,
   };
 }
 

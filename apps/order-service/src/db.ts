@@ -49,7 +49,8 @@ CREATE INDEX IF NOT EXISTS orders_email_idx ON orders (customer_email text_patte
 `;
 
 // Deterministic: every value is arithmetic on the row number, so each seeded database holds the
-// same orders (dates are relative to the moment of seeding, so "last N days" always finds some).
+// same orders. Dates are relative to the moment of seeding; on PostgreSQL, which outlives a process,
+// openDatabase re-anchors them to now on every start (see reanchorSeed), so "last N days" always finds some.
 const SEED_SQL = `
 INSERT INTO customers (id, email, name)
 SELECT g, 'customer' || lpad(g::text, 3, '0') || '@example.com', 'Customer ' || g
@@ -112,6 +113,7 @@ export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<O
       close: () => pool.end(),
     };
     if (options.setup) await setupDatabase(database);
+    await reanchorSeed(pool);
     return database;
   }
   const pglite = await PGlite.create();
@@ -132,4 +134,47 @@ export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<O
 export async function setupDatabase(database: Pick<OrderDatabase, 'runScript'>): Promise<void> {
   await database.runScript(SCHEMA_SQL);
   await database.runScript(SEED_SQL);
+}
+
+// Row g = 120 of the seed was placed 0 days and (120 * 97) s before the moment of seeding, so that
+// moment can be read back from the data itself (also in databases seeded before this existed).
+const ANCHOR_ORDER_ID = String(4000000000000000 + 120 * 7919);
+const ANCHOR_OFFSET_SECONDS = (120 * 97) % 86400;
+const SEEDED_ROW = `(order_id::bigint - 4000000000000000) % 7919 = 0
+  AND order_id::bigint BETWEEN 4000000000007919 AND ${4000000000000000 + SEED_ORDERS * 7919}`;
+
+/**
+ * Moves the seeded orders' dates forward so the seed looks placed now, when it was seeded more than
+ * an hour ago: a PostgreSQL seeded by `db:setup` 90 days back would otherwise find nothing for
+ * "last 30 days". Only seeded rows move. An advisory lock keeps replicas starting together from
+ * shifting twice. Skipped where the schema is missing or the user may not write (read-only role).
+ */
+export async function reanchorSeed(pool: pg.Pool): Promise<{ shiftedBy: string | null }> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query("SELECT pg_advisory_xact_lock(hashtext('toolgate order-service seed anchor'))");
+    const { rows } = await client.query<{ shift: string | null }>(
+      `WITH anchor AS (
+         SELECT date_trunc('second', now()) - (created_at + make_interval(secs => ${ANCHOR_OFFSET_SECONDS})) AS shift
+         FROM orders WHERE order_id = $1
+       ), moved AS (
+         UPDATE orders SET created_at = created_at + anchor.shift, shipped_at = shipped_at + anchor.shift
+         FROM anchor WHERE anchor.shift > interval '1 hour' AND ${SEEDED_ROW}
+         RETURNING 1
+       )
+       SELECT CASE WHEN (SELECT count(*) FROM moved) > 0 THEN (SELECT shift::text FROM anchor) END AS shift`,
+      [ANCHOR_ORDER_ID],
+    );
+    await client.query('COMMIT');
+    return { shiftedBy: rows[0]?.shift ?? null };
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    // 42P01: no orders table yet (db:setup not run); 42501: a read-only role. Neither stops a start.
+    const code = (error as { code?: string }).code;
+    if (code === '42P01' || code === '42501') return { shiftedBy: null };
+    throw error;
+  } finally {
+    client.release();
+  }
 }

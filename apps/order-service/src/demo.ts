@@ -281,9 +281,11 @@ function waitForExit(transport: StdioClientTransport): Promise<void> {
 function table(rows: readonly DemoRow[]): string {
   const clip = (text: string, width: number): string =>
     text.length > width ? `${text.slice(0, width - 1)}…` : text;
+  // What the model saw is never cut: the notes and hints at its end (a repeat note follows the
+  // earlier result's own note) are the point of the demo.
   const lines = rows.map(
     (row) =>
-      `| ${row.n} | ${row.passed ? '✓' : '✗'} ${row.scenario} | \`${clip(row.call, 70)}\` | ${clip(row.seen, 130).replace(/\|/g, '\\|')} | ${row.policy} |`,
+      `| ${row.n} | ${row.passed ? '✓' : '✗'} ${row.scenario} | \`${clip(row.call, 70)}\` | ${row.seen.replace(/\|/g, '\\|')} | ${row.policy} |`,
   );
   return [
     '| # | scenario | call | what the model saw | policy that acted |',

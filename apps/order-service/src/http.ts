@@ -25,13 +25,22 @@ export interface HttpServerOptions {
   maxBodyBytes?: number;
   /** A fresh McpServer per request (stateless mode); tools and shared middleware come from the caller. */
   createServer: () => McpServer;
+  /** Whether the server can take calls (GET /ready); e.g. a database ping. @default always ready */
+  ready?: () => Promise<boolean>;
   logger: Logger;
 }
 
 export interface RunningHttpServer {
   readonly url: string;
   readonly server: Server;
-  close(): Promise<void>;
+  /** Requests being answered right now. */
+  readonly inFlight: number;
+  /**
+   * Stops accepting calls (new MCP requests and /ready get 503 while it drains), waits up to `graceMs`
+   * for in-flight requests to finish, then closes the listener and every connection left.
+   * @returns how many requests were still running when the grace period ran out
+   */
+  close(graceMs?: number): Promise<{ abandoned: number }>;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
@@ -56,7 +65,18 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
   // machine may talk to it, a rebinding name (evil.example resolving to 127.0.0.1) may not.
   const loopbackServer = LOOPBACK.has(host);
 
+  let draining = false;
+  let inFlight = 0;
+  const idleWaiters = new Set<() => void>();
   const server = createServer((req, res) => {
+    inFlight += 1;
+    // 'close' fires once per response, whether it finished or the client went away.
+    res.once('close', () => {
+      inFlight -= 1;
+      if (inFlight === 0) for (const wake of idleWaiters) wake();
+    });
+    // Draining: tell the client (and a load balancer) to go elsewhere, and close the connection.
+    if (draining) res.setHeader('connection', 'close');
     handle(req, res).catch((error: unknown) => {
       logger.error({ err: error, url: req.url }, 'http request failed');
       if (!res.headersSent) sendJsonRpcError(res, 500, -32603, 'Internal server error');
@@ -66,6 +86,20 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://placeholder');
+    // Probes for a load balancer: no auth, no Host check (they come from the balancer's own address).
+    if (url.pathname === '/health') {
+      sendJson(res, 200, { status: 'ok' });
+      return;
+    }
+    if (url.pathname === '/ready') {
+      if (draining) {
+        sendJson(res, 503, { status: 'shutting_down' });
+        return;
+      }
+      const ready = options.ready ? await options.ready().catch(() => false) : true;
+      sendJson(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not_ready' });
+      return;
+    }
     if (url.pathname !== path) {
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not found"}');
       return;
@@ -101,6 +135,11 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
         sendJsonRpcError(res, 403, -32001, `Forbidden: the token lacks the ${requiredScope} scope`);
         return;
       }
+    }
+    if (draining) {
+      res.setHeader('retry-after', '1');
+      sendJsonRpcError(res, 503, -32000, 'Service unavailable: the server is shutting down');
+      return;
     }
     if (req.method !== 'POST') {
       // Stateless mode: no standalone SSE stream and no sessions to delete.
@@ -146,12 +185,36 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
   return {
     url: `http://${hostPart}:${address.port}${path}`,
     server,
-    close: () =>
-      new Promise<void>((resolveClose) => {
-        server.closeAllConnections();
-        server.close(() => resolveClose());
-      }),
+    get inFlight() {
+      return inFlight;
+    },
+    async close(graceMs = 10_000) {
+      // The listener stays open while draining so a load balancer's probe reads 503 from /ready and
+      // a late call gets a clear 503 instead of a refused connection; idle keep-alives go now.
+      draining = true;
+      server.closeIdleConnections();
+      if (inFlight > 0) {
+        await new Promise<void>((resolveIdle) => {
+          const timer = setTimeout(done, graceMs);
+          function done(): void {
+            clearTimeout(timer);
+            idleWaiters.delete(done);
+            resolveIdle();
+          }
+          idleWaiters.add(done);
+        });
+      }
+      const abandoned = inFlight;
+      const closed = new Promise<void>((resolveClose) => server.close(() => resolveClose()));
+      server.closeAllConnections();
+      await closed;
+      return { abandoned };
+    },
   };
+}
+
+function sendJson(res: ServerResponse, status: number, body: Record<string, unknown>): void {
+  res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
 }
 
 function isLoopbackAuthority(authority: string): boolean {

@@ -2,20 +2,39 @@
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { createStderrLogger } from '@toolgate/core';
 import { createTokenVerifier } from './auth.js';
-import { readConfig, UsageError } from './config.js';
+import { readConfig, USAGE, UsageError } from './config.js';
+import { type FakeCarrier, startFakeCarrier } from './fake-carrier.js';
 import { startHttpServer } from './http.js';
-import { createOrderService, SERVER_INFO } from './service.js';
+import { createOrderService, type OrderService, SERVER_INFO } from './service.js';
 import { startTracing } from './tracing.js';
+
+/** The SDK's stdio transport closes itself when one line passes this size (its ReadBuffer default). */
+const STDIO_LINE_LIMIT = 'ReadBuffer exceeded maximum size';
 
 async function main(): Promise<void> {
   const config = readConfig(process.argv.slice(2), process.env);
+  if (config.help) {
+    // Not serving, so stdout is free: usage goes where `--help | less` expects it.
+    process.stdout.write(USAGE);
+    return;
+  }
   // stdout belongs to the stdio transport: every log line goes to stderr.
   const logger = createStderrLogger({ level: config.logLevel, base: { service: SERVER_INFO.name } });
   const stopTracing = config.otlpEndpoint ? startTracing(config.otlpEndpoint, SERVER_INFO.name) : undefined;
+  // Without a configured carrier, track_shipment would only ever answer `unavailable`; the bundled
+  // fake carrier makes every tool work on a newcomer's machine. Loopback only, a free port.
+  let fakeCarrier: FakeCarrier | undefined;
+  if (!config.carrierUrl) {
+    fakeCarrier = await startFakeCarrier();
+    logger.info(
+      { carrierUrl: fakeCarrier.url },
+      'CARRIER_URL is not set: started the bundled fake carrier in-process (set CARRIER_URL for a real one)',
+    );
+  }
   const service = await createOrderService(
     {
       databaseUrl: config.databaseUrl,
-      carrierUrl: config.carrierUrl,
+      carrierUrl: config.carrierUrl ?? fakeCarrier!.url,
       docsRoot: config.docsRoot,
       auditFile: config.auditFile,
       customerScoped: config.customerScoped,
@@ -24,16 +43,40 @@ async function main(): Promise<void> {
     },
     logger,
   );
-  let stopping = false;
-  const shutdown = async (reason: string): Promise<void> => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ reason }, 'shutting down');
-    await http?.close();
-    await service.close();
-    await stopTracing?.();
-  };
+
   let http: Awaited<ReturnType<typeof startHttpServer>> | undefined;
+  let stopStdio: (() => Promise<void>) | undefined;
+  let stopping = false;
+  /** The app owns shutdown order: stop accepting, drain, flush audit / breakers / database, tracing. */
+  const shutdown = async (reason: string, exitCode: number): Promise<never> => {
+    if (stopping) return new Promise<never>(() => undefined);
+    stopping = true;
+    logger.info({ reason, graceMs: config.shutdownGraceMs }, 'shutdown: stop accepting new calls');
+    try {
+      if (http) {
+        const inFlight = http.inFlight;
+        const { abandoned } = await http.close(config.shutdownGraceMs);
+        logger.info({ inFlight, abandoned }, 'shutdown: in-flight calls drained, HTTP server closed');
+      }
+      await stopStdio?.();
+      await service.close();
+      logger.info({}, 'shutdown: audit flushed, breakers and database closed');
+      await fakeCarrier?.close();
+      if (stopTracing) {
+        await stopTracing();
+        logger.info({}, 'shutdown: tracing flushed');
+      }
+      logger.info({ exitCode }, 'shutdown: done');
+    } catch (error) {
+      logger.error({ err: error }, 'shutdown: a step failed');
+      exitCode = 1;
+    }
+    process.exit(exitCode);
+  };
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => void shutdown(signal, 0));
+  }
+
   if (config.http) {
     http = await startHttpServer({
       host: config.host,
@@ -42,20 +85,44 @@ async function main(): Promise<void> {
       allowedHosts: config.allowedHosts,
       allowedOrigins: config.allowedOrigins,
       createServer: () => service.createServer(),
+      ready: () => databaseReachable(service),
       logger,
     });
     logger.info({ url: http.url, auth: config.tokens ? 'bearer' : 'none', db: service.db.kind }, 'listening');
-  } else {
-    const server = service.createServer();
-    const transport = new StdioServerTransport();
-    // The client closing our stdin is the end of the session: flush audit, then exit.
-    process.stdin.once('end', () => void shutdown('stdin closed').then(() => process.exit(0)));
-    await server.connect(transport);
-    logger.info({ transport: 'stdio', db: service.db.kind }, 'ready');
+    return;
   }
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(signal, () => void shutdown(signal).then(() => process.exit(0)));
-  }
+
+  const server = service.createServer();
+  const transport = new StdioServerTransport();
+  let fatal: string | undefined;
+  // The SDK reports a malformed line here and keeps reading; a line over its 10 MiB limit makes it
+  // close the transport. Either way the reason reaches the log (never the line itself: it may hold secrets).
+  transport.onerror = (error) => {
+    const message = error.message.slice(0, 200);
+    if (message.includes(STDIO_LINE_LIMIT)) {
+      fatal = 'an input line exceeded the stdio transport limit of 10 MiB';
+      logger.error({ error: message }, `stdio: ${fatal}; the SDK closes the transport`);
+    } else {
+      logger.warn({ error: message }, 'stdio: a message could not be read; skipped it, still serving');
+    }
+  };
+  transport.onclose = () => {
+    if (stopping) return;
+    logger.error({ reason: fatal ?? 'transport closed' }, 'stdio: transport closed; shutting down');
+    void shutdown(fatal ?? 'stdio transport closed', fatal ? 1 : 0);
+  };
+  stopStdio = () => server.close();
+  // The client closing our stdin is the end of the session: flush audit, then exit.
+  process.stdin.once('end', () => void shutdown('stdin closed', 0));
+  await server.connect(transport);
+  logger.info({ transport: 'stdio', db: service.db.kind }, 'ready');
+}
+
+async function databaseReachable(service: OrderService): Promise<boolean> {
+  const { db } = service;
+  if (db.pool) await db.pool.query('SELECT 1');
+  else if (db.pglite) await db.pglite.query('SELECT 1');
+  return true;
 }
 
 main().catch((error: unknown) => {

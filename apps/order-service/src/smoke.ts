@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Smoke test for any running order-service: `smoke --url http://127.0.0.1:3000/mcp [--token T]` or
 // `smoke -- node dist/main.js` (a stdio command). Runs initialize, tools/list and one tools/call per
-// tool, and checks each tool's schema and each result's contract. Exit 0 when everything holds.
+// tool, and checks each tool's schema and each result's contract. Every call must succeed (an error
+// result, however well-formed, fails the check). Exit 0 when everything holds, 1 otherwise.
 import { parseArgs } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -100,11 +101,13 @@ export async function runSmoke(transport: Transport): Promise<SmokeRow[]> {
       })) as CallToolResult;
       const broken = contractProblems(result);
       const first = result.content[0];
-      const seen = first?.type === 'text' ? first.text.slice(0, 80) : '';
+      const seen = first?.type === 'text' ? first.text.slice(0, 160) : '';
+      // A well-formed error is still a failed call: every sample call must succeed on a working server.
+      if (result.isError === true) broken.push('the call failed');
       rows.push({
         check: `call ${tool.name}`,
         passed: broken.length === 0,
-        detail: broken.join('; ') || seen,
+        detail: broken.length > 0 ? `${broken.join('; ')}: ${seen}` : seen,
       });
     }
   } catch (error) {
