@@ -24,7 +24,7 @@ const templated = execTool({
   input: { name: z.string(), dir: z.string().default('docs'), note: z.string().default('') },
   command: NODE,
   cwd: sandbox,
-  args: (input) => [ECHO, `${input.name}.txt`, input.dir + '/' + input.name, `--note=${input.note}`],
+  args: (input) => [ECHO, `${input.name}.txt`, `${input.dir}/${input.name}`, `--note=${input.note}`],
 });
 
 const joined = execTool({
