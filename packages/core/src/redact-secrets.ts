@@ -30,35 +30,104 @@ export interface SecretPattern {
   readonly replace: string;
 }
 
+// Key names whose value is a secret in `key=value`, `key: value`, `"key":"value"` and header form. The
+// name must END in one of these words (`dbPassword`, `x_api_key`, `_authToken`, `SharedAccessKey`), so
+// `max_tokens: 1500`, `token_count=3` and `passwordless` stay; short words must be the whole name.
+const SECRET_KEY_SUFFIX =
+  '(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|account[_-]?key|client[_-]?secret|credentials?|signature|session[_-]?(?:id|key))';
+const SECRET_KEY_WHOLE = '(?:pass|pwd|pin|sig|_auth)';
+// The key as written: an optional prefix of name characters, the secret word, an optional closing
+// quote (JSON), then `=` or `:`. Not preceded by a name character, so the whole name is matched.
+const SECRET_KEY = `(?<![A-Za-z0-9_.-])(?:[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}|${SECRET_KEY_WHOLE})["']?[ \\t]*[=:][ \\t]*`;
+
 /**
- * Secrets recognised inside any string, whatever its key: bearer tokens, JWTs, AWS-style keys,
- * well-known API key prefixes, credentials in URLs and connection strings, PEM private keys and
- * `password=...` pairs. Each pattern is global; the text around a match is kept.
+ * Secrets recognised inside any string, whatever its key: private key blocks, password hashes,
+ * `Authorization` and cookie headers, bearer tokens, JWTs, AWS access key ids (also cut short),
+ * well-known provider key shapes (GitHub, GitLab, Slack, Stripe, Google, npm, OpenAI-style `sk-`),
+ * credentials in URLs, and values written under a secret-looking key in `key=value`, `key: value`,
+ * JSON (`"SECRET_KEY":"..."`), `.npmrc` (`//host/:_authToken=...`) and connection-string
+ * (`AccountKey=...;`) syntax. Each pattern is global; the text around a match is kept. Tuned to leave
+ * ordinary text alone: order ids, dates, timestamps, UUIDs, sentences ("Basic plan", "bearer of").
  */
 export const SECRET_PATTERNS: readonly SecretPattern[] = [
   {
     name: 'pem-private-key',
-    pattern: /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)/g,
+    pattern:
+      /-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)/g,
     replace: REDACTED,
   },
-  { name: 'bearer', pattern: /\b(Bearer|Basic)\s+[A-Za-z0-9\-._~+/]+=*/gi, replace: `$1 ${REDACTED}` },
+  {
+    // bcrypt, sha-crypt, argon2 and scrypt hashes: a row dump or log line carries them.
+    name: 'password-hash',
+    pattern:
+      /\$(?:2[abxy]?\$\d{2}\$[./A-Za-z0-9]{53}|[56]\$(?:rounds=\d+\$)?[./A-Za-z0-9]{1,16}\$[./A-Za-z0-9]{43,86}|argon2(?:id|i|d)\$v=\d+\$[^\s$]+\$[A-Za-z0-9+/]+\$[A-Za-z0-9+/]+|scrypt\$[^\s$]+\$[^\s$]+\$[^\s$]+)/g,
+    replace: REDACTED,
+  },
+  {
+    // The whole credential after `Authorization:` (any scheme: Bearer, Basic, token, Digest, ...).
+    name: 'authorization-header',
+    pattern:
+      /\b((?:proxy-)?authorization["']?[ \t]*[:=][ \t]*["']?)(?![\s"']|[A-Za-z]+[ \t]+\[REDACTED\])((?:Bearer|Basic|Token|Digest|Negotiate|Bot|ApiKey|Key)[ \t]+(?![ \t]))?(?!\[REDACTED\])[^\s"',;]+(?:[ \t]*,[ \t]*[a-z]+=(?:"[^"]*"|[^\s,"]+))*/gi,
+    replace: `$1$2${REDACTED}`,
+  },
+  {
+    // Everything after a `Cookie:` / `Set-Cookie:` header name, to the end of the line or quote.
+    name: 'cookie-header',
+    pattern: /\b((?:set-)?cookie["']?[ \t]*:[ \t]*["']?)(?![\s"']|\[REDACTED\])[^\r\n"']+/gi,
+    replace: `$1${REDACTED}`,
+  },
+  {
+    // A `__Host-` / `__Secure-` cookie anywhere (its prefix says it is a session credential).
+    name: 'cookie-prefixed',
+    pattern: /(?<![\w-])(__(?:Host|Secure)-[\w.!#$%&'*+^`|~-]*=)(?!\[REDACTED\])[^\s;,"']+/g,
+    replace: `$1${REDACTED}`,
+  },
+  {
+    // `Bearer <token>` outside a header; at least 8 token characters so "the bearer of it" stays.
+    name: 'bearer',
+    pattern: /\b(Bearer)\s+(?!\[REDACTED\])[A-Za-z0-9\-._~+/]{8,}=*/gi,
+    replace: `$1 ${REDACTED}`,
+  },
+  {
+    // `Basic <base64>`: case-sensitive and shaped like base64 (a capital, digit or `+/=` after the
+    // first character), so "Basic plan" and "Basic authentication" stay.
+    name: 'basic',
+    pattern: /\b(Basic)\s+[A-Za-z0-9+/](?=[a-z]*[A-Z0-9+/=])[A-Za-z0-9+/]{7,}={0,2}/g,
+    replace: `$1 ${REDACTED}`,
+  },
   { name: 'jwt', pattern: /\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/g, replace: REDACTED },
-  { name: 'aws-access-key-id', pattern: /\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b/g, replace: REDACTED },
+  {
+    // 16 characters after the prefix make a full key id; 12 or more is one cut short in a message.
+    name: 'aws-access-key-id',
+    pattern: /\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|ABIA|ACCA)[0-9A-Z]{12,16}(?![0-9A-Za-z])/g,
+    replace: REDACTED,
+  },
   {
     name: 'api-key-prefix',
     pattern:
-      /\b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{10,}|\bsk-[A-Za-z0-9_-]{16,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}|\bxox[abposr]-[A-Za-z0-9-]{10,}|\bAIza[0-9A-Za-z_-]{35}|\bglpat-[A-Za-z0-9_-]{20,}/g,
+      /\b(?:(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{10,}|whsec_[A-Za-z0-9]{16,}|sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}|xox[abposre]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,}|AIza[0-9A-Za-z_-]{20,}|ya29\.[0-9A-Za-z_-]{20,}|glpat-[A-Za-z0-9_-]{16,}|npm_[A-Za-z0-9]{20,}|hf_[A-Za-z0-9]{20,}|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,})/g,
     replace: REDACTED,
   },
   {
+    // `scheme://user:password@host`: the userinfo up to the LAST `@` before the host, so a password
+    // holding `@` does not leave its tail behind.
     name: 'url-credentials',
-    pattern: /\b([a-z][a-z0-9+.-]*:\/\/)[^\s:/@]*:[^\s@/]*@/gi,
+    pattern: /\b([a-z][a-z0-9+.-]*:\/\/)[^\s:/@]*:[^\s/]*@/gi,
     replace: `$1${REDACTED}@`,
   },
   {
+    // `"password": "x y"`, `token='abc'`: the quoted value, quotes kept (JSON stays JSON).
     name: 'key-value-secret',
-    pattern:
-      /\b((?:[A-Za-z0-9]+[_-])*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s&;,'"]+)/gi,
+    pattern: new RegExp(`(${SECRET_KEY})(["'])(?!\\[REDACTED\\]\\2)(?:\\\\.|(?!\\2)[^\\\\\\r\\n])*\\2`, 'gi'),
+    replace: `$1$2${REDACTED}$2`,
+  },
+  {
+    // `DB_PASSWORD=hunter2`, `AccountKey=abc==;`, `//registry/:_authToken=npm_x`, `password: hunter2`.
+    name: 'key-value-secret',
+    pattern: new RegExp(
+      `(${SECRET_KEY})(?!\\[REDACTED\\]|(?:null|true|false|undefined)\\b)(?!["'\\s])[^\\s&;,'"<>)}\\]]+`,
+      'gi',
+    ),
     replace: `$1${REDACTED}`,
   },
 ];

@@ -1,6 +1,68 @@
 import { describe, expect, it } from 'vitest';
 import { REDACTED, redactSecrets, redactSecretsInText } from '../src/index.js';
 
+const R = REDACTED;
+const BCRYPT = '$2b$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy';
+
+// Secrets as they appear in real error text, config dumps and headers, and exactly what remains.
+const SECRETS: readonly (readonly [string, string])[] = [
+  ['{"SECRET_KEY":"s3cr3t value","user":"ann"}', `{"SECRET_KEY":"${R}","user":"ann"}`],
+  ['{"password": "a\\"b", "pin": null}', `{"password": "${R}", "pin": null}`],
+  ["x_api_key='k-123' then", `x_api_key='${R}' then`],
+  [
+    '//registry.npmjs.org/:_authToken=npm_Abcdefghijklmnopqrstuvwxyz0123456789',
+    `//registry.npmjs.org/:_authToken=${R}`,
+  ],
+  ['//npm.internal/:_auth=dXNlcjpwYXNz', `//npm.internal/:_auth=${R}`],
+  [
+    'DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=Zm9vYmFyYmF6cXV4+/==;EndpointSuffix=core.windows.net',
+    `DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=${R};EndpointSuffix=core.windows.net`,
+  ],
+  [
+    'Endpoint=sb://acme.servicebus.windows.net/;SharedAccessKeyName=root;SharedAccessKey=abc+/=;',
+    `Endpoint=sb://acme.servicebus.windows.net/;SharedAccessKeyName=root;SharedAccessKey=${R};`,
+  ],
+  ['Cookie: sid=abc123; theme=dark', `Cookie: ${R}`],
+  ['Set-Cookie: __Host-session=abc123; Path=/; Secure; HttpOnly\nnext', `Set-Cookie: ${R}\nnext`],
+  ['sent __Host-sid=xyz987; and __Secure-id=q1', `sent __Host-sid=${R}; and __Secure-id=${R}`],
+  ['x_api_key=abcd1234 dbPassword=hunter2 _authToken=t0k', `x_api_key=${R} dbPassword=${R} _authToken=${R}`],
+  ['X-Api-Key: 9f8e7d6c5b4a', `X-Api-Key: ${R}`],
+  ['password: hunter2', `password: ${R}`],
+  ['client_secret=abc&grant_type=client_credentials', `client_secret=${R}&grant_type=client_credentials`],
+  ['session_id: 3f2b8c1e-9a4d-4c1b-8f5e-2d7a6b9c0e1f', `session_id: ${R}`],
+  ['key id AKIA1234567890AB... (cut)', `key id ${R}... (cut)`],
+  ['key AKIAIOSFODNN7EXAMPLE here', `key ${R} here`],
+  ['ghp_abcdefghijklmnopqrstuvwxyz0123456789 and github_pat_11ABCDEFG0123456789_abcdefghij', `${R} and ${R}`],
+  ['slack xoxb-123456789012-abcdefghijkl stripe sk_live_abcdefghijklmnop', `slack ${R} stripe ${R}`],
+  ['google AIzaSyA1234567890abcdefghijklmnopqrstu', `google ${R}`],
+  ['use sk-abcdefghijklmnopqrstuvwx now', `use ${R} now`],
+  ['Authorization: Bearer abc.def-123', `Authorization: Bearer ${R}`],
+  ['authorization: token abc123def', `authorization: token ${R}`],
+  ['curl -H "Authorization: Basic dXNlcjpwYXNz"', `curl -H "Authorization: Basic ${R}"`],
+  ['sent Bearer eyJhbGciOi.x and Basic dXNlcjpwYXNz', `sent Bearer ${R} and Basic ${R}`],
+  ['postgres://app:s3cret@db.internal:5432/orders', `postgres://${R}@db.internal:5432/orders`],
+  ['postgres://app:p@ss@db.internal/orders', `postgres://${R}@db.internal/orders`],
+  ['-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n-----END OPENSSH PRIVATE KEY----- end', `${R} end`],
+  ['-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQdGBF\n-----END PGP PRIVATE KEY BLOCK-----', R],
+  [
+    `Failing row contains (7, ann@example.com, ${BCRYPT}).`,
+    `Failing row contains (7, ann@example.com, ${R}).`,
+  ],
+  ['hash $argon2id$v=19$m=65536,t=3,p=4$c2FsdHNhbHQ$aGFzaGhhc2hoYXNo ok', `hash ${R} ok`],
+];
+
+// Ordinary text a model reads: none of it may change.
+const ORDINARY: readonly string[] = [
+  'Order 4000123412341234 shipped on 2026-11-29. See https://example.com/track?id=7.',
+  'Created 2026-11-30T10:00:00.000Z, updated 2026-11-30 10:00:00+00, id 3f2b8c1e-9a4d-4c1b-8f5e-2d7a6b9c0e1f.',
+  'max_tokens: 1500, token_count=3, tokens used: 12, passwordless login is on.',
+  'The password must be at least 8 characters; reset your password from the profile page.',
+  'Basic plan and Basic authentication are off; the bearer of this note may pass.',
+  'Use the secret menu: press A then B. Cookies are disabled in your browser.',
+  'Key (email) must be unique; AKIA is a prefix; gh_pages and sk_ are not keys.',
+  'Refund RF-2026-0042 of 12.50 EUR was approved by Ann at 14:30.',
+];
+
 describe('redactSecrets', () => {
   it('replaces values under secret-looking keys at any depth', () => {
     expect(
@@ -32,6 +94,16 @@ describe('redactSecrets', () => {
     );
     expect(redactSecretsInText('DB_PASSWORD=hunter2 other=1')).toBe(`DB_PASSWORD=${REDACTED} other=1`);
     expect(redactSecretsInText('use sk-abcdefghijklmnopqrstuvwx now')).toBe(`use ${REDACTED} now`);
+  });
+
+  it.each(SECRETS)('redacts %j', (text, expected) => {
+    expect(redactSecretsInText(text)).toBe(expected);
+    // Redacting again changes nothing: scrubbers may run twice (tool and boundary).
+    expect(redactSecretsInText(expected)).toBe(expected);
+  });
+
+  it.each(ORDINARY)('leaves ordinary text alone: %j', (text) => {
+    expect(redactSecretsInText(text)).toBe(text);
   });
 
   it('leaves ordinary text alone', () => {
