@@ -9,6 +9,12 @@ export interface MapStringsOptions {
    * @default undefined (every value is walked)
    */
   replaceEntry?: (key: string, value: unknown) => string | undefined;
+  /**
+   * Maps each object key too (after `replaceEntry` saw the original). Two keys mapped to the same
+   * name keep the later value.
+   * @default undefined (keys are kept as they are)
+   */
+  mapKey?: (key: string) => string;
 }
 
 /** What replaces an object or array deeper than `maxDepth`. */
@@ -21,7 +27,7 @@ export const CIRCULAR = '[Circular]';
  * `Error` text, dates and numbers that JSON cannot hold. The one walk every redactor uses, so whatever
  * a failure carries (content text, structuredContent, `_meta` at any depth) is seen the same way.
  *
- * - Object keys are kept (not mapped) as own data properties: a `"__proto__"` key from JSON.parse
+ * - Object keys are kept (mapped only with `mapKey`) as own data properties: a `"__proto__"` key from JSON.parse
  *   stays a key, it never sets the copy's prototype.
  * - Cycles become `[Circular]`; nesting deeper than `maxDepth` becomes `[Truncated]`. A shared
  *   (non-cyclic) reference is copied twice, as JSON would.
@@ -39,7 +45,7 @@ export function mapStrings(
   options: MapStringsOptions = {},
 ): unknown {
   const maxDepth = options.maxDepth ?? 32;
-  const replaceEntry = options.replaceEntry;
+  const { replaceEntry, mapKey } = options;
   const seen = new Set<object>();
 
   const walk = (item: unknown, depth: number): unknown => {
@@ -90,7 +96,7 @@ export function mapStrings(
       const mapped = replaced ?? walk(entry, depth + 1);
       if (mapped === undefined) continue;
       // defineProperty, not assignment: a hostile "__proto__" key must stay a key, not set the prototype.
-      Object.defineProperty(out, key, {
+      Object.defineProperty(out, mapKey === undefined ? key : mapKey(key), {
         value: mapped,
         enumerable: true,
         writable: true,

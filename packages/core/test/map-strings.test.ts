@@ -106,4 +106,12 @@ describe('mapStrings', () => {
     });
     expect(out).toEqual({ password: '[gone]', other: 'Y' });
   });
+
+  it('maps keys only when asked, and a mapped "__proto__" key stays a key', () => {
+    const input = JSON.parse('{"__proto__":"p","/srv/app":"x"}') as object;
+    expect(Object.keys(mapStrings(input, upper) as object)).toEqual(['__proto__', '/srv/app']);
+    const out = mapStrings(input, upper, { mapKey: (key) => key.replace(/\/srv\/\w+/, '[path]') }) as object;
+    expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
+    expect(JSON.stringify(out)).toBe('{"__proto__":"P","[path]":"X"}');
+  });
 });
