@@ -2,32 +2,38 @@ import {
   createSecretRedactor,
   createStderrLogger,
   DEFAULT_SECRET_KEYS,
+  fail,
   SECRET_PATTERNS,
   type ToolContext,
   type ToolResult,
 } from '@toolgate/core';
-import { sealRecord } from './chain.js';
-import { onProcessExit } from './exit-hooks.js';
-import { type CallFacts, captureCall, type RecordSettings, recordOf, resultOfThrow } from './record.js';
+import { checkChainId, defaultChainId } from './chain-id.js';
+import { type CapturedRecord, captureCall, type RecordSettings, resultOfThrow } from './record.js';
 import { createStderrSink } from './stderr-sink.js';
 import type { AuditMiddleware, AuditOptions, AuditStats, AuditToolOptions } from './types.js';
 import { AuditWriter } from './writer.js';
 
 /**
  * The audit middleware: exactly one record per `tools/call` (success, failure, throw, short-circuit,
- * abort, refused arguments, unknown tool), hash-chained, written in batches off the call's path.
- * Place it right inside tracing: `otel → audit → redact-errors → ...`.
+ * abort, refused arguments, unknown tool), serialised when the call ends, hash-chained and written in
+ * batches off the call's path (or, `durable: true`, before the answer leaves).
+ * Place it right inside tracing: `otel → audit → redact-errors → ...`. It installs no signal or exit
+ * handler: the application calls `close()` in its shutdown.
  */
 export function createAudit(options: AuditOptions = {}): AuditMiddleware {
   const logger = options.logger ?? createStderrLogger();
   const maxArgsChars = positive(options.maxArgsChars ?? 65_536, 'maxArgsChars');
+  const chainId = options.chainId === undefined ? defaultChainId() : checkChainId(options.chainId);
+  const durable = options.durable ?? false;
   const writer = new AuditWriter(options.sink ?? createStderrSink(), {
-    batchSize: positive(options.batchSize ?? 256, 'batchSize'),
-    bufferSize: positive(options.bufferSize ?? 10_000, 'bufferSize'),
+    chainId,
+    batchSize: positive(options.batchSize ?? 1024, 'batchSize'),
+    batchDelayMs: Math.max(0, options.batchDelayMs ?? 1),
+    maxBufferBytes: positive(options.maxBufferBytes ?? 64 * 2 ** 20, 'maxBufferBytes'),
+    bufferSize: positive(options.bufferSize ?? 1_000_000, 'bufferSize'),
     maxWaitMs: Math.max(0, options.maxWaitMs ?? 1_000),
     closeTimeoutMs: Math.max(0, options.closeTimeoutMs ?? 10_000),
     logger,
-    seal: (entry, head) => sealRecord(recordOf(entry as CallFacts), head, maxArgsChars),
   });
   const resolve = (override: Partial<AuditToolOptions>): RecordSettings => {
     const secretKeys = override.secretKeys ?? options.secretKeys ?? [];
@@ -48,10 +54,21 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
     perTool.set(name, override === false ? false : resolve(override));
   }
 
+  // Calls inside the middleware now, so drain() can wait for them.
+  let inside = 0;
+  const idle: (() => void)[] = [];
+  const leave = (): void => {
+    inside -= 1;
+    if (inside === 0) for (const wake of idle.splice(0)) wake();
+  };
+  const drain = async (): Promise<void> => {
+    if (inside > 0) await new Promise<void>((wake) => idle.push(wake));
+    await writer.flush();
+  };
   let closing: Promise<void> | undefined;
-  const unhook = (options.flushOnExit ?? true) ? onProcessExit(() => close()) : undefined;
+  // Flushes with a deadline (closeTimeoutMs). Calls still running get their records dropped and
+  // counted: the application drains its calls first (see the README's shutdown order).
   const close = (): Promise<void> => {
-    unhook?.();
     closing ??= writer.close();
     return closing;
   };
@@ -59,21 +76,40 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
   const middleware = async (ctx: ToolContext, next: () => Promise<ToolResult>): Promise<ToolResult> => {
     const settings = perTool.get(ctx.toolName) ?? defaults;
     if (settings === false) return next();
-    let result: ToolResult;
-    let thrown: { error: unknown } | undefined;
+    inside += 1;
     try {
-      result = await next();
-    } catch (error) {
-      thrown = { error };
-      result = resultOfThrow(ctx, error);
+      let result: ToolResult;
+      let thrown: { error: unknown } | undefined;
+      try {
+        result = await next();
+      } catch (error) {
+        thrown = { error };
+        result = resultOfThrow(ctx, error);
+      }
+      let captured: CapturedRecord | undefined;
+      try {
+        captured = captureCall(ctx, result, settings, chainId, maxArgsChars);
+      } catch (error) {
+        // A record that cannot be serialised is counted and reported, never silently skipped.
+        logger.error({ err: error, tool: ctx.toolName }, 'audit record could not be serialised');
+        writer.lose('the record could not be serialised');
+      }
+      const stored = captured ? await writer.push(captured, durable) : false;
+      if (durable && stored !== true) {
+        return fail('unavailable', 'The call could not be recorded; its result is withheld.', {
+          hint: 'The audit trail is unavailable. Try again later.',
+          retryable: true,
+        });
+      }
+      if (thrown) throw thrown.error;
+      return result;
+    } finally {
+      leave();
     }
-    const waiting = writer.push(captureCall(ctx, result, settings));
-    if (waiting) await waiting;
-    if (thrown) throw thrown.error;
-    return result;
   };
   return Object.assign(middleware, {
     flush: (): Promise<void> => writer.flush(),
+    drain,
     close,
     stats: (): AuditStats => writer.stats(),
   });

@@ -5,7 +5,7 @@ import { type VerifyResult, verifyAuditFile, verifyAuditTable } from './verify.j
 
 const USAGE = `usage:
   toolgate-audit verify FILE
-  toolgate-audit verify --table NAME [--chain NAME] [--database-url URL]   (default: $DATABASE_URL)
+  toolgate-audit verify --table NAME [--chain ID] [--database-url URL]   (default: $DATABASE_URL; every chain unless --chain)
 
 Exit status: 0 intact, 1 broken, 2 usage or read error.`;
 
@@ -52,8 +52,15 @@ async function main(argv: string[]): Promise<number> {
       await client.end();
     }
   }
+  for (const chain of result.chains) {
+    console.log(
+      chain.intact
+        ? `chain ${chain.chain || '(none)'}: intact, ${chain.records} records${chain.head ? `, head ${chain.head}` : ''}`
+        : `chain ${chain.chain || '(none)'}: broken at record ${chain.brokenAt}: ${chain.reason}`,
+    );
+  }
   if (result.intact) {
-    console.log(`intact: ${result.records} records${result.head ? `, head ${result.head}` : ''}`);
+    console.log(`intact: ${result.records} records in ${result.chains.length} chains`);
     return 0;
   }
   console.log(`broken at record ${result.brokenAt}: ${result.reason}`);

@@ -1,5 +1,6 @@
 import { constants, type FileHandle, open } from 'node:fs/promises';
 import { parseRecordLine } from './chain.js';
+import { AuditSinkError } from './sink-errors.js';
 import type { AuditBatch, AuditSink, ChainHead } from './types.js';
 
 export interface FileSinkOptions {
@@ -17,15 +18,17 @@ const TAIL_CHUNK = 64 * 1024;
  * An append-only JSON-lines file. Opened with O_APPEND, each batch is one `write` that lands at the
  * end of the file whatever else happened to it, and the batch counts as stored only once the kernel
  * has all of it. Reopening an existing file continues its chain from the last complete line.
- * One process per file: two writers would interleave two chains.
+ * Each process writes its own chain (`chainId`): a restart with the same chain id continues it,
+ * another id starts a new chain after the last line. One process per file at a time.
  */
 export function createFileSink(options: FileSinkOptions | string): AuditSink {
   const settings = typeof options === 'string' ? { path: options } : options;
   const { path } = settings;
   let handle: FileHandle | undefined;
   let tornTail = false;
+  let partial: { key: string; bytes: Buffer; offset: number } | undefined;
   return {
-    async head(): Promise<ChainHead | undefined> {
+    async head(chainId: string): Promise<ChainHead | undefined> {
       // head() is retried after a failure: open once, not once per attempt.
       handle ??= await open(
         path,
@@ -37,23 +40,36 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
       if (tail.line === undefined) return undefined;
       const record = parseRecordLine(tail.line);
       if (!record)
-        throw new Error(
-          `audit file ${path}: the last line is not an audit record; refusing to continue its chain`,
+        throw new AuditSinkError(
+          `audit file ${path}: the last line is not an audit record; refusing to append after it`,
+          { permanent: true },
         );
+      // Another chain's record (an earlier process): this writer starts its own chain after it.
+      if ((record.chainId ?? '') !== chainId) return undefined;
       return { seq: record.seq, hash: record.hash };
     },
     async write(batch: AuditBatch): Promise<void> {
       if (!handle) throw new Error('audit file sink: head() must run before write()');
-      // A torn last line (a crash mid-write) is closed first, so it cannot swallow the next record.
-      const text = `${tornTail ? '\n' : ''}${batch.lines.join('\n')}\n`;
-      const bytes = Buffer.from(text, 'utf8');
-      let offset = 0;
-      while (offset < bytes.length) {
-        const { bytesWritten } = await handle.write(bytes, offset, bytes.length - offset);
-        offset += bytesWritten;
+      // A retry of a batch that was partly written resumes where the kernel stopped: no record
+      // is written twice. A batch is known by its last record's hash.
+      const key = batch.rows.at(-1)?.hash ?? '';
+      if (partial?.key !== key) {
+        // A torn last line (a crash mid-write) is closed first, so it cannot swallow the next record.
+        const text = `${tornTail ? '\n' : ''}${batch.lines.join('\n')}\n`;
+        partial = { key, bytes: Buffer.from(text, 'utf8'), offset: 0 };
+      }
+      const current = partial;
+      while (current.offset < current.bytes.length) {
+        const { bytesWritten } = await handle.write(
+          current.bytes,
+          current.offset,
+          current.bytes.length - current.offset,
+        );
+        current.offset += bytesWritten;
       }
       tornTail = false;
       if (settings.fsync) await handle.datasync();
+      partial = undefined;
     },
     async close(): Promise<void> {
       await handle?.close();

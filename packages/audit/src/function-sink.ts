@@ -2,7 +2,7 @@ import type { AuditRecord, AuditSink, ChainHead } from './types.js';
 
 export interface FunctionSinkOptions {
   /** The last record your store holds, so a restart continues its chain. @default () => undefined */
-  head?: () => Promise<ChainHead | undefined>;
+  head?: (chainId: string) => Promise<ChainHead | undefined>;
 }
 
 /** A sink that hands each batch of records to your function (resolve once they are stored). */

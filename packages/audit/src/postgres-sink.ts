@@ -1,5 +1,6 @@
 import { parseRecordLine } from './chain.js';
 import { type AuditTableName, parseTableName } from './pg-table.js';
+import { AuditSinkError } from './sink-errors.js';
 import type { AuditBatch, AuditQueryable, AuditSink, ChainHead } from './types.js';
 
 export interface PostgresSinkOptions {
@@ -7,63 +8,100 @@ export interface PostgresSinkOptions {
   client: AuditQueryable;
   /** The table, `name` or `schema.name`. @default 'toolgate_audit' */
   table?: string;
-  /** The chain this process writes; replicas sharing one table each need their own. @default 'default' */
-  chain?: string;
   /** Create the schema and table when missing. @default true */
   createTable?: boolean;
 }
 
-const COLUMNS = 9;
-
 /**
  * A PostgreSQL table, one row per record. `record` holds the exact canonical JSON (type `json`, which
- * keeps the text as written, so the hash still verifies); the other columns copy fields for queries.
- * `(chain, seq)` is the primary key: two processes writing one chain collide loudly instead of
- * interleaving. Grant the writer INSERT and SELECT only.
+ * keeps the text as written, so the hash still verifies); the other columns copy fields for queries
+ * (the verifier checks them against the record). `(chain, seq)` is the primary key; `chain` is the
+ * writer's chain id, so replicas sharing a table never touch each other's rows.
+ *
+ * A batch is one INSERT of `unnest`ed arrays (one round trip, nine parameters, whatever the batch
+ * size) with ON CONFLICT DO NOTHING. When a retry finds rows already there (the INSERT committed but
+ * its reply was lost), it compares their hashes with the batch's: equal means the batch is stored and
+ * the writer moves on; different means another writer holds this chain, a permanent error.
+ * Grant the writer INSERT and SELECT only.
  */
 export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
   const { client } = options;
   const table = parseTableName(options.table ?? 'toolgate_audit');
-  const chain = options.chain ?? 'default';
   const createTable = options.createTable ?? true;
+  const insert = `INSERT INTO ${table.sql} (chain, seq, time, tool, outcome, principal, incident_id, hash, record)
+    SELECT $1::text, s, t, tl, o, p, i, h, r::json
+      FROM unnest($2::bigint[], $3::timestamptz[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
+        AS u(s, t, tl, o, p, i, h, r)
+    ON CONFLICT (chain, seq) DO NOTHING
+    RETURNING 1`;
   return {
-    async head(): Promise<ChainHead | undefined> {
+    async head(chainId: string): Promise<ChainHead | undefined> {
       if (createTable) await ensureTable(client, table);
       const { rows } = await client.query(
         `SELECT record::text AS record FROM ${table.sql} WHERE chain = $1 ORDER BY seq DESC LIMIT 1`,
-        [chain],
+        [chainId],
       );
       const text = (rows[0] as { record?: string } | undefined)?.record;
       if (text === undefined) return undefined;
       const record = parseRecordLine(text);
       if (!record)
-        throw new Error(`audit table ${table.sql}: the last record of chain ${chain} is not an audit record`);
+        throw new AuditSinkError(
+          `audit table ${table.sql}: the last record of chain ${chainId} is not an audit record`,
+          { permanent: true },
+        );
       return { seq: record.seq, hash: record.hash };
     },
-    async write(batch: AuditBatch): Promise<void> {
-      const params: unknown[] = [];
-      const rows: string[] = [];
-      batch.records.forEach((record, index) => {
-        const at = index * COLUMNS;
-        rows.push(
-          `($${at + 1}, $${at + 2}, $${at + 3}, $${at + 4}, $${at + 5}, $${at + 6}, $${at + 7}, $${at + 8}, $${at + 9}::json)`,
-        );
-        params.push(
-          chain,
-          record.seq,
-          record.time,
-          textColumn(record.tool),
-          record.outcome,
-          record.principal === undefined ? null : textColumn(record.principal),
-          record.incidentId ?? null,
-          record.hash,
-          batch.lines[index],
-        );
-      });
-      await client.query(
-        `INSERT INTO ${table.sql} (chain, seq, time, tool, outcome, principal, incident_id, hash, record) VALUES ${rows.join(', ')}`,
-        params,
+    async write(batch: AuditBatch) {
+      const { rows: batchRows, lines } = batch;
+      const n = batchRows.length;
+      const seqs = new Array<string>(n);
+      const times = new Array<string>(n);
+      const tools = new Array<string>(n);
+      const outcomes = new Array<string>(n);
+      const principals = new Array<string | null>(n);
+      const incidents = new Array<string | null>(n);
+      const hashes = new Array<string>(n);
+      for (let index = 0; index < n; index += 1) {
+        const row = batchRows[index]!;
+        seqs[index] = String(row.seq);
+        times[index] = row.time;
+        tools[index] = textColumn(row.tool);
+        outcomes[index] = row.outcome;
+        principals[index] = row.principal === undefined ? null : textColumn(row.principal);
+        incidents[index] = row.incidentId === undefined ? null : textColumn(row.incidentId);
+        hashes[index] = row.hash;
+      }
+      const { rows } = await client.query(insert, [
+        batch.chainId,
+        seqs,
+        times,
+        tools,
+        outcomes,
+        principals,
+        incidents,
+        hashes,
+        lines,
+      ]);
+      if (rows.length === n) return undefined;
+      // Some rows were there already: this batch committed before (a lost reply), or another writer
+      // is using this chain id.
+      const stored = await client.query(
+        `SELECT seq::text AS seq, hash FROM ${table.sql} WHERE chain = $1 AND seq = ANY($2::bigint[])`,
+        [batch.chainId, seqs],
       );
+      const found = new Map(
+        (stored.rows as { seq: string; hash: string }[]).map((row) => [row.seq, row.hash]),
+      );
+      for (let index = 0; index < n; index += 1) {
+        const hash = found.get(seqs[index]!);
+        if (hash !== hashes[index]) {
+          throw new AuditSinkError(
+            `audit table ${table.sql}: chain ${batch.chainId} seq ${seqs[index]} holds another record (hash ${hash ?? 'none'}); another writer uses this chain id`,
+            { permanent: true },
+          );
+        }
+      }
+      return { alreadyStored: true };
     },
   };
 }
@@ -96,6 +134,6 @@ async function ensureTable(client: AuditQueryable, table: AuditTableName): Promi
 }
 
 /** PostgreSQL text refuses NUL; the record column keeps the exact value (JSON escapes it). */
-function textColumn(value: string): string {
+export function textColumn(value: string): string {
   return value.includes('\0') ? value.replaceAll('\0', '\uFFFD') : value;
 }

@@ -1,50 +1,24 @@
 import {
-  type ErrorCode,
+  canonicalJson,
   errorOf,
   fail,
   isToolError,
   newIncidentId,
   outcomeOf,
-  type PolicyDecision,
   principalOf,
   type ToolContext,
   type ToolResult,
   toolErrorResult,
 } from '@toolgate/core';
 import { shapeOf } from './args-shape.js';
-import type { UnsealedRecord } from './chain.js';
 import type { ArgsMode } from './types.js';
 
 const MAX_TOOL_CHARS = 256;
-const NO_DECISIONS: readonly PolicyDecision[] = [];
 
 /** How one tool's records are made, resolved once at factory time. */
 export interface RecordSettings {
   readonly args: ArgsMode;
   readonly redact: (value: unknown) => unknown;
-}
-
-/**
- * The facts of a finished call, captured on the call's path (cheap copies and references); the
- * expensive parts (redaction, result size, hashing) wait for the writer's batch.
- */
-export interface CallFacts {
-  readonly settings: RecordSettings;
-  readonly startedAt: number;
-  readonly requestId: string | number;
-  readonly sessionId: string | undefined;
-  readonly principal: string | undefined;
-  readonly clientId: string | undefined;
-  readonly tool: string;
-  readonly unknownTool: boolean;
-  readonly rawArgs: unknown;
-  readonly outcome: 'ok' | ErrorCode;
-  readonly incidentId: string | undefined;
-  readonly aborted: boolean;
-  readonly durationMs: number;
-  readonly result: ToolResult;
-  readonly trace: { traceId: string; spanId: string } | undefined;
-  readonly decisions: readonly PolicyDecision[];
 }
 
 /**
@@ -58,52 +32,83 @@ export function resultOfThrow(ctx: ToolContext, error: unknown): ToolResult {
   return fail('internal', 'Internal error.', { incidentId: ctx.incidentId });
 }
 
-export function captureCall(ctx: ToolContext, result: ToolResult, settings: RecordSettings): CallFacts {
+/**
+ * A call's record, serialised when the call ends: later mutation of its args or result cannot
+ * change it, the result itself is not kept, and its size is known for the buffer's byte bound. The
+ * chain fields (`prevHash`, `seq`, `hash`) are filled in by the writer; the canonical JSON is
+ * `{pre,"prevHash":..,mid,"seq":..,post}` because the keys sort that way.
+ */
+export interface CapturedRecord {
+  /** `aborted` .. `outcome`, without braces. */
+  readonly pre: string;
+  /** `principal`, `requestId`, `resultBytes`. */
+  readonly mid: string;
+  /** `sessionId` .. `unknownTool`. */
+  readonly post: string;
+  /** Serialised size, in string units (about its bytes on the heap). */
+  readonly bytes: number;
+  readonly time: string;
+  readonly tool: string;
+  readonly outcome: string;
+  readonly principal: string | undefined;
+  readonly incidentId: string | undefined;
+}
+
+/** Builds and serialises the record of a finished call (see `CapturedRecord`). */
+export function captureCall(
+  ctx: ToolContext,
+  result: ToolResult,
+  settings: RecordSettings,
+  chainId: string,
+  maxArgsChars: number,
+): CapturedRecord {
+  const unknownTool = ctx.tool === undefined;
+  const outcome = outcomeOf(result);
+  const incidentId = ctx.incidentId ?? errorOf(result)?.incidentId;
+  const principal = principalOf(ctx);
+  const clientId = ctx.request.authInfo?.clientId || undefined;
+  const aborted = ctx.signal.aborted || ctx.request.signal.aborted;
+  const durationMs = Math.round((performance.now() - ctx.startTime) * 1000) / 1000;
+  const tool =
+    ctx.toolName.length > MAX_TOOL_CHARS ? `${ctx.toolName.slice(0, MAX_TOOL_CHARS)}...` : ctx.toolName;
+  const time = isoTime(ctx.startedAt);
+  const args = settings.args === 'shape' ? shapeOf(ctx.rawArgs) : settings.redact(ctx.rawArgs);
+  let argsText = canonicalJson(args);
+  // Keeps a hostile megabyte argument from becoming a megabyte record; everything else stays.
+  if (argsText.length > maxArgsChars) argsText = JSON.stringify(`[Truncated: ${argsText.length} characters]`);
+  const decisions = ctx.decisions.length > 0 ? canonicalJson(settings.redact(ctx.decisions.slice())) : '[]';
+  const resultBytes = unknownTool ? 0 : Buffer.byteLength(JSON.stringify(result), 'utf8');
+
+  let pre = aborted ? `"aborted":true,"args":${argsText}` : `"args":${argsText}`;
+  pre += `,"chainId":${JSON.stringify(chainId)}`;
+  if (clientId !== undefined) pre += `,"clientId":${JSON.stringify(clientId)}`;
+  pre += `,"decisions":${decisions},"durationMs":${JSON.stringify(durationMs)}`;
+  if (incidentId !== undefined) pre += `,"incidentId":${JSON.stringify(incidentId)}`;
+  pre += `,"outcome":${JSON.stringify(outcome)}`;
+  let mid = principal === undefined ? '' : `"principal":${JSON.stringify(principal)},`;
+  mid += `"requestId":${JSON.stringify(ctx.request.id)},"resultBytes":${resultBytes}`;
+  let post =
+    ctx.request.sessionId === undefined ? '' : `"sessionId":${JSON.stringify(ctx.request.sessionId)},`;
+  const trace = ctx.state.trace;
+  if (trace) post += `"spanId":${JSON.stringify(trace.spanId)},`;
+  post += `"time":${JSON.stringify(time)},"tool":${JSON.stringify(tool)}`;
+  if (trace) post += `,"traceId":${JSON.stringify(trace.traceId)}`;
+  if (unknownTool) post += ',"unknownTool":true';
   return {
-    settings,
-    startedAt: ctx.startedAt,
-    requestId: ctx.request.id,
-    sessionId: ctx.request.sessionId,
-    principal: principalOf(ctx),
-    clientId: ctx.request.authInfo?.clientId || undefined,
-    tool: ctx.toolName,
-    unknownTool: ctx.tool === undefined,
-    rawArgs: ctx.rawArgs,
-    outcome: outcomeOf(result),
-    incidentId: ctx.incidentId ?? errorOf(result)?.incidentId,
-    aborted: ctx.signal.aborted || ctx.request.signal.aborted,
-    durationMs: Math.round((performance.now() - ctx.startTime) * 1000) / 1000,
-    result,
-    trace: ctx.state.trace,
-    decisions: ctx.decisions.length > 0 ? ctx.decisions.slice() : NO_DECISIONS,
+    pre,
+    mid,
+    post,
+    bytes: pre.length + mid.length + post.length + RECORD_OVERHEAD,
+    time,
+    tool,
+    outcome,
+    principal,
+    incidentId,
   };
 }
 
-/** The record of a call, built in the writer's batch. */
-export function recordOf(facts: CallFacts): UnsealedRecord {
-  const { settings } = facts;
-  const record: UnsealedRecord = {
-    time: isoTime(facts.startedAt),
-    requestId: facts.requestId,
-    tool: facts.tool.length > MAX_TOOL_CHARS ? `${facts.tool.slice(0, MAX_TOOL_CHARS)}...` : facts.tool,
-    args: settings.args === 'shape' ? shapeOf(facts.rawArgs) : settings.redact(facts.rawArgs),
-    outcome: facts.outcome,
-    durationMs: facts.durationMs,
-    resultBytes: facts.unknownTool ? 0 : Buffer.byteLength(JSON.stringify(facts.result), 'utf8'),
-    decisions: facts.decisions.length > 0 ? (settings.redact(facts.decisions) as PolicyDecision[]) : [],
-  };
-  if (facts.sessionId !== undefined) record.sessionId = facts.sessionId;
-  if (facts.principal !== undefined) record.principal = facts.principal;
-  if (facts.clientId !== undefined) record.clientId = facts.clientId;
-  if (facts.unknownTool) record.unknownTool = true;
-  if (facts.incidentId !== undefined) record.incidentId = facts.incidentId;
-  if (facts.aborted) record.aborted = true;
-  if (facts.trace) {
-    record.traceId = facts.trace.traceId;
-    record.spanId = facts.trace.spanId;
-  }
-  return record;
-}
+/** The chain fields, the hash and the object around a record's strings, in string units. */
+const RECORD_OVERHEAD = 400;
 
 let lastMs = Number.NaN;
 let lastIso = '';

@@ -7,7 +7,9 @@ import type { ErrorCode, Logger, PolicyDecision, SecretPattern, ToolMiddleware }
 export interface AuditRecord {
   /** When the call started, ISO 8601 UTC. */
   time: string;
-  /** Position in this sink's chain: 1, 2, 3, ... with no gaps. */
+  /** The chain this record belongs to: one per writer (see `AuditOptions.chainId`). */
+  chainId: string;
+  /** Position in its chain: 1, 2, 3, ... with no gaps. */
   seq: number;
   /** The JSON-RPC request id. */
   requestId: string | number;
@@ -51,19 +53,41 @@ export interface ChainHead {
   readonly hash: string;
 }
 
-/** A batch handed to a sink: the records and, index for index, the exact JSON line of each. */
+/** The fields a sink copies into columns of its own (PostgreSQL), known without parsing the line. */
+export interface AuditRow {
+  readonly chainId: string;
+  readonly seq: number;
+  readonly time: string;
+  readonly tool: string;
+  readonly outcome: string;
+  readonly principal: string | undefined;
+  readonly incidentId: string | undefined;
+  readonly hash: string;
+}
+
+/** A batch handed to a sink: index for index, the exact JSON line of each record and its row. */
 export interface AuditBatch {
+  /** The chain every record of the batch belongs to. */
+  readonly chainId: string;
+  /** The records as objects (parsed from `lines` on first use). */
   readonly records: readonly AuditRecord[];
   /** Canonical JSON of each record (what the hash covers, plus `hash`); no newline. */
   readonly lines: readonly string[];
+  readonly rows: readonly AuditRow[];
 }
 
-/** Where records go. Batches arrive one at a time, in order; a rejected write is retried as is. */
+/**
+ * Where records go. Batches arrive one at a time, in order. A rejected write is retried as is
+ * (same records, same hashes) when the error is transient (connection lost, timeout, ...); a
+ * permanent error (see `isPermanentSinkError`) drops the batch, counted and logged. A retried batch
+ * may already be stored (the acknowledgement was lost): the sink must recognise it, not fail.
+ */
 export interface AuditSink {
-  /** The chain's last record from an earlier run, so a restart continues the chain. Called once. */
-  head?(): Promise<ChainHead | undefined>;
-  /** Stores a batch; resolve only once it is stored (a rejection retries the same batch). */
-  write(batch: AuditBatch): Promise<void>;
+  /** The last record of chain `chainId` from an earlier run, so a restart continues it. Called once. */
+  head?(chainId: string): Promise<ChainHead | undefined>;
+  /** Stores a batch; resolve only once it is stored (with `alreadyStored` when a retry found it there). */
+  // biome-ignore lint/suspicious/noConfusingVoidType: a sink may resolve with nothing at all
+  write(batch: AuditBatch): Promise<void | { readonly alreadyStored?: boolean }>;
   /** Releases the sink's own resources after the last write. */
   close?(): Promise<void>;
 }
@@ -84,17 +108,47 @@ export interface AuditToolOptions {
 export interface AuditOptions extends Partial<AuditToolOptions> {
   /** Where records go. @default createStderrSink() */
   sink?: AuditSink;
-  /** Where sink failures and dropped records are reported. Never stdout. @default createStderrLogger() */
+  /** Where sink failures and dropped records are reported (rate-limited). Never stdout. @default createStderrLogger() */
   logger?: Logger;
-  /** Most records per sink write. @default 256 */
+  /**
+   * This writer's chain. Every replica (every process) writing one table or file needs its own, or
+   * the two would fork one chain. Give a stable id (say the pod name) to continue the same chain
+   * across restarts; without one each process starts a chain of its own.
+   * @default `${hostname}-${pid}-${8 random hex}` (see `defaultChainId`)
+   */
+  chainId?: string;
+  /**
+   * Release a call's answer only once its record is stored (the sink acknowledged the batch holding
+   * it). Concurrent calls still share a batch. A record that cannot be stored (dropped, refused by
+   * the sink, audit closed) turns the answer into `unavailable`: no answer leaves without its record.
+   * Without it, answers leave at once and a crash (kill -9) loses the records not yet written: at most
+   * the batch in flight plus what waits in the buffer, normally the last `batchDelayMs` + one write.
+   * @default false
+   */
+  durable?: boolean;
+  /** Most records per sink write. @default 1024 */
   batchSize?: number;
-  /** Most records waiting for the sink; beyond it a call waits for room (see `maxWaitMs`). @default 10000 */
+  /** How long the writer waits for more records before it starts a write, in milliseconds. @default 1 */
+  batchDelayMs?: number;
+  /**
+   * Most bytes of serialised records waiting for the sink (records are serialised when the call
+   * ends, so this bounds the memory audit holds whatever the results were). A call that finds it
+   * full waits for room up to `maxWaitMs` (back-pressure), then its record is dropped, counted in
+   * `stats().dropped` and reported through the logger. A single record larger than the bound is
+   * admitted when the buffer is empty.
+   * @default 67108864 (64 MiB)
+   */
+  maxBufferBytes?: number;
+  /** Most records waiting for the sink, a second bound beside `maxBufferBytes`. @default 1000000 */
   bufferSize?: number;
   /** How long a call waits for room in a full buffer before its record is dropped and counted. @default 1000 */
   maxWaitMs?: number;
   /** How long `close()` retries a failing sink (a hung write gets 1 s more) before reporting the rest lost. @default 10000 */
   closeTimeoutMs?: number;
-  /** Flush and close on `beforeExit`, SIGTERM and SIGINT. @default true */
+  /**
+   * @deprecated Does nothing. Audit installs no signal or exit handlers: the application owns
+   * shutdown and calls `await audit.close()` (see the README). Kept so existing callers compile.
+   */
   flushOnExit?: boolean;
   /** Longest args (characters of canonical JSON) kept; longer ones become `[Truncated: N characters]`. @default 65536 */
   maxArgsChars?: number;
@@ -104,19 +158,31 @@ export interface AuditOptions extends Partial<AuditToolOptions> {
 
 /** Counters of an audit's writer. */
 export interface AuditStats {
+  /** The chain this writer writes. */
+  readonly chainId: string;
   /** Records the sink has acknowledged. */
   readonly written: number;
-  /** Records dropped (buffer full past `maxWaitMs`, written after close, or lost at close). */
+  /** Records not stored, for any reason (buffer full past `maxWaitMs`, refused by the sink, after close, lost at close). */
   readonly dropped: number;
+  /** Of `dropped`, records in batches the sink refused with a permanent error. */
+  readonly rejected: number;
+  /** Write attempts that failed with a transient error and were retried. */
+  readonly retries: number;
+  /** Batches found already stored on retry (a lost acknowledgement), counted once each. */
+  readonly duplicateBatches: number;
   /** Records waiting in the buffer or in the batch being written. */
   readonly pending: number;
+  /** Serialised size of the records waiting (what `maxBufferBytes` bounds). */
+  readonly pendingBytes: number;
 }
 
 /** The audit middleware, with the controls of its writer. */
 export interface AuditMiddleware extends ToolMiddleware {
-  /** Resolves once every record pushed so far is stored. */
+  /** Resolves once every record pushed so far is stored (or given up and counted). */
   flush(): Promise<void>;
-  /** Flushes, removes the exit hooks and closes the sink; later records are dropped and counted. */
+  /** Waits for the calls now inside the middleware to finish, then flushes their records. */
+  drain(): Promise<void>;
+  /** Stops taking records (later ones are dropped and counted), flushes within `closeTimeoutMs`, closes the sink. Idempotent. Call it after the app drained its calls. */
   close(): Promise<void>;
   stats(): AuditStats;
 }

@@ -3,11 +3,13 @@ import { createInterface } from 'node:readline';
 import { canonicalJson } from '@toolgate/core';
 import { GENESIS_HASH, hashOfCanonical, parseRecordLine } from './chain.js';
 import { parseTableName } from './pg-table.js';
+import { textColumn } from './postgres-sink.js';
 import type { AuditQueryable, AuditRecord } from './types.js';
 
-/** What the verifier found: an intact chain, or the first broken link. */
-export type VerifyResult =
+/** What the verifier found about one chain: intact, or its first broken link. */
+export type ChainVerifyResult =
   | {
+      readonly chain: string;
       readonly intact: true;
       /** Records checked. */
       readonly records: number;
@@ -15,31 +17,59 @@ export type VerifyResult =
       readonly head: string | undefined;
     }
   | {
+      readonly chain: string;
       readonly intact: false;
-      /** Records checked before the break. */
+      /** Records of this chain checked before the break. */
       readonly records: number;
-      /** 1-based number of the first record that does not verify (line number in a file). */
+      /** 1-based number of the first record that does not verify (a file's line number; a chain's record number in a table). */
       readonly brokenAt: number;
       readonly reason: string;
     };
 
 /**
- * Checks a chain record by record: each record must hash to its `hash`, link to the one before by
- * `prevHash` and continue its `seq`; the first must start the chain. Reports the first failure.
+ * What the verifier found: `intact` when every chain is; `records` counts all chains. A break is
+ * described at the top (`brokenAt`, `reason`: the first found) and in `chains`, one entry per
+ * chain id (records written before chain ids existed form the chain '').
+ */
+export type VerifyResult =
+  | {
+      readonly intact: true;
+      readonly records: number;
+      /** The hash of the last record read. */
+      readonly head: string | undefined;
+      readonly chains: readonly ChainVerifyResult[];
+    }
+  | {
+      readonly intact: false;
+      readonly records: number;
+      readonly brokenAt: number;
+      readonly reason: string;
+      readonly chains: readonly ChainVerifyResult[];
+    };
+
+interface ChainState {
+  previous: AuditRecord | undefined;
+  count: number;
+}
+
+/**
+ * Checks the chains of a stream of lines (several chains may follow or interleave): each record
+ * must hash to its `hash`, link to the one before in its chain by `prevHash` and continue its `seq`;
+ * each chain must start at seq 1. Stops at the first failure.
  */
 export async function verifyAuditLines(
   lines: Iterable<string> | AsyncIterable<string>,
 ): Promise<VerifyResult> {
-  let previous: AuditRecord | undefined;
-  let count = 0;
+  const chains = new Map<string, ChainState>();
+  let number = 0;
+  let last: string | undefined;
   for await (const line of lines) {
-    const number = count + 1;
-    const reason = checkLine(line, number, previous);
-    if (typeof reason === 'string') return { intact: false, records: count, brokenAt: number, reason };
-    previous = reason;
-    count = number;
+    number += 1;
+    const checked = checkLine(line, number, chains);
+    if (typeof checked === 'string') return broken(chains, chainOfLine(line), number, checked);
+    last = checked.hash;
   }
-  return { intact: true, records: count, head: previous?.hash };
+  return intact(chains, last);
 }
 
 /** `verifyAuditLines` over a JSON-lines file written by `createFileSink`, streamed. */
@@ -58,55 +88,167 @@ export interface VerifyTableOptions {
   client: AuditQueryable;
   /** @default 'toolgate_audit' */
   table?: string;
-  /** @default 'default' */
+  /** Check only this chain. @default every chain in the table */
   chain?: string;
 }
 
 const PAGE = 1000;
 
-/** `verifyAuditLines` over a chain in a table written by `createPostgresSink`, read in pages by seq. */
+interface TableRow {
+  page_key: string;
+  chain: string;
+  time_ms: string;
+  tool: string;
+  outcome: string;
+  principal: string | null;
+  incident_id: string | null;
+  hash: string;
+  record: string;
+}
+
+/**
+ * Verifies every chain of a table written by `createPostgresSink` (or only `chain`), read in pages by
+ * seq: each chain must verify as a file does, and every copied column (chain, seq, time, tool,
+ * outcome, principal, incident_id, hash) must equal the hashed record's field, so an UPDATE of a
+ * column that queries read is found too.
+ */
 export async function verifyAuditTable(options: VerifyTableOptions): Promise<VerifyResult> {
   const table = parseTableName(options.table ?? 'toolgate_audit');
-  const chain = options.chain ?? 'default';
   const { client } = options;
-  async function* pages(): AsyncGenerator<string> {
+  let names: string[];
+  if (options.chain !== undefined) {
+    names = [options.chain];
+  } else {
+    const { rows } = await client.query(`SELECT DISTINCT chain FROM ${table.sql} ORDER BY chain`);
+    names = (rows as { chain: string }[]).map((row) => row.chain);
+  }
+  const chains = new Map<string, ChainState>();
+  let last: string | undefined;
+  for (const chain of names) {
+    chains.set(chain, { previous: undefined, count: 0 });
     let after = '0';
     for (;;) {
       const { rows } = await client.query(
         // The page key is aliased apart from `seq`: ORDER BY seq must sort the bigint column, not text.
-        `SELECT seq::text AS page_key, record::text AS record FROM ${table.sql}
-          WHERE chain = $1 AND seq > $2::bigint ORDER BY seq LIMIT ${PAGE}`,
+        `SELECT seq::text AS page_key, chain, floor(extract(epoch FROM time) * 1000)::bigint::text AS time_ms,
+            tool, outcome, principal, incident_id, hash, record::text AS record
+          FROM ${table.sql} WHERE chain = $1 AND seq > $2::bigint ORDER BY seq LIMIT ${PAGE}`,
         [chain, after],
       );
-      for (const row of rows as { page_key: string; record: string }[]) yield row.record;
-      if (rows.length < PAGE) return;
-      after = (rows.at(-1) as { page_key: string }).page_key;
+      for (const row of rows as TableRow[]) {
+        const state = chains.get(chain)!;
+        const number = state.count + 1;
+        const checked = checkLine(row.record, number, chains, chain);
+        if (typeof checked === 'string') return broken(chains, chain, number, checked);
+        const differs = columnThatDiffers(row, checked);
+        if (differs) {
+          state.count -= 1;
+          return broken(
+            chains,
+            chain,
+            number,
+            `record ${number} (seq ${checked.seq}): column ${differs} differs from the hashed record (the row was updated)`,
+          );
+        }
+        last = checked.hash;
+      }
+      if (rows.length < PAGE) break;
+      after = (rows.at(-1) as TableRow).page_key;
     }
   }
-  return verifyAuditLines(pages());
+  return intact(chains, last);
 }
 
-function checkLine(line: string, number: number, previous: AuditRecord | undefined): AuditRecord | string {
+function columnThatDiffers(row: TableRow, record: AuditRecord): string | undefined {
+  if ((record.chainId ?? row.chain) !== row.chain) return 'chain';
+  if (row.page_key !== String(record.seq)) return 'seq';
+  if (row.hash !== record.hash) return 'hash';
+  if (row.time_ms !== String(Date.parse(record.time))) return 'time';
+  if (row.tool !== textColumn(String(record.tool))) return 'tool';
+  if (row.outcome !== record.outcome) return 'outcome';
+  if (row.principal !== (record.principal === undefined ? null : textColumn(record.principal)))
+    return 'principal';
+  if (row.incident_id !== (record.incidentId === undefined ? null : textColumn(record.incidentId)))
+    return 'incident_id';
+  return undefined;
+}
+
+function chainOfLine(line: string): string {
+  return parseRecordLine(line)?.chainId ?? '';
+}
+
+/**
+ * Checks one line against its chain's state and advances it; returns the record, or why it fails.
+ * `expectedChain` (a table read by chain) refuses a record of another chain.
+ */
+function checkLine(
+  line: string,
+  number: number,
+  chains: Map<string, ChainState>,
+  expectedChain?: string,
+): AuditRecord | string {
   const record = parseRecordLine(line);
   if (!record) return `record ${number} is not an audit record (not JSON, or no seq, hash and prevHash)`;
   const { hash, ...rest } = record;
   if (hashOfCanonical(canonicalJson(rest)) !== hash) {
     return `record ${number} (seq ${record.seq}) was altered: its content does not match its hash`;
   }
+  const chain = expectedChain ?? record.chainId ?? '';
+  if (expectedChain !== undefined && record.chainId !== undefined && record.chainId !== expectedChain) {
+    return `record ${number} (seq ${record.seq}) belongs to chain ${record.chainId}, not ${expectedChain}`;
+  }
+  let state = chains.get(chain);
+  if (!state) {
+    state = { previous: undefined, count: 0 };
+    chains.set(chain, state);
+  }
+  const { previous } = state;
   if (!previous) {
     if (record.prevHash !== GENESIS_HASH || record.seq !== 1) {
       return `record ${number} (seq ${record.seq}) does not start the chain: the records before it were deleted`;
     }
-    return record;
-  }
-  if (record.prevHash !== previous.hash || record.seq !== previous.seq + 1) {
+  } else if (record.prevHash !== previous.hash || record.seq !== previous.seq + 1) {
     if (record.seq <= previous.seq) {
       return `record ${number} is out of order: seq ${record.seq} after seq ${previous.seq} (a record was inserted or moved)`;
     }
     if (record.seq > previous.seq + 1) {
-      return `record ${number} does not follow record ${number - 1}: seq jumps from ${previous.seq} to ${record.seq} (a record was deleted or moved)`;
+      return `record ${number} does not follow the previous record of its chain: seq jumps from ${previous.seq} to ${record.seq} (a record was deleted or moved)`;
     }
-    return `record ${number} (seq ${record.seq}) does not link to record ${number - 1}: its prevHash differs (a record was inserted or replaced)`;
+    return `record ${number} (seq ${record.seq}) does not link to the previous record of its chain: its prevHash differs (a record was inserted or replaced)`;
   }
+  state.previous = record;
+  state.count += 1;
   return record;
+}
+
+function summary(chains: Map<string, ChainState>): ChainVerifyResult[] {
+  return [...chains].map(([chain, state]) => ({
+    chain,
+    intact: true as const,
+    records: state.count,
+    head: state.previous?.hash,
+  }));
+}
+
+function total(chains: Map<string, ChainState>): number {
+  let records = 0;
+  for (const state of chains.values()) records += state.count;
+  return records;
+}
+
+function intact(chains: Map<string, ChainState>, head: string | undefined): VerifyResult {
+  return { intact: true, records: total(chains), head, chains: summary(chains) };
+}
+
+function broken(
+  chains: Map<string, ChainState>,
+  chain: string,
+  brokenAt: number,
+  reason: string,
+): VerifyResult {
+  const all: ChainVerifyResult[] = summary(chains).map((entry) =>
+    entry.chain === chain ? { chain, intact: false, records: entry.records, brokenAt, reason } : entry,
+  );
+  if (!chains.has(chain)) all.push({ chain, intact: false, records: 0, brokenAt, reason });
+  return { intact: false, records: total(chains), brokenAt, reason, chains: all };
 }

@@ -1,45 +1,58 @@
 import type { Logger } from '@toolgate/core';
-import type { SealedRecord } from './chain.js';
-import type { AuditSink, AuditStats, ChainHead } from './types.js';
+import { parseRecordLine, type SealedRecord, sealRecord } from './chain.js';
+import { IncidentLog } from './incident-log.js';
+import type { CapturedRecord } from './record.js';
+import { isPermanentSinkError } from './sink-errors.js';
+import type { AuditBatch, AuditRecord, AuditRow, AuditSink, AuditStats, ChainHead } from './types.js';
 
 export interface WriterSettings {
+  readonly chainId: string;
   readonly batchSize: number;
+  readonly batchDelayMs: number;
+  readonly maxBufferBytes: number;
   readonly bufferSize: number;
   readonly maxWaitMs: number;
   readonly closeTimeoutMs: number;
   readonly logger: Logger;
-  /** Turns a pushed entry into a record linked after `head`; runs at write time, off the call's path. */
-  readonly seal: (entry: PendingEntry, head: ChainHead | undefined) => SealedRecord;
 }
 
-/** What a call leaves for the writer; `seal` turns it into a record in the batch. */
-export type PendingEntry = object;
+interface Entry {
+  readonly captured: CapturedRecord;
+  /** Durable calls: told whether the record was stored. */
+  readonly ack: ((stored: boolean) => void) | undefined;
+}
 
 interface Waiter {
-  readonly entry: PendingEntry;
-  readonly resolve: () => void;
+  readonly entry: Entry;
+  readonly admitted: () => void;
   readonly timer: NodeJS.Timeout;
 }
 
-const RETRY_FIRST_MS = 100;
+const RETRY_FIRST_MS = 50;
 const RETRY_MAX_MS = 5_000;
-const DROP_REPORT_MS = 1_000;
+/** One log line per incident per interval, with counts. */
+const LOG_INTERVAL_MS = 10_000;
 /** How long past `closeTimeoutMs` close() waits for a write attempt that is still running. */
 const HUNG_WRITE_GRACE_MS = 1_000;
+const GIVE_UP = Symbol('give up');
+const REFUSED = Symbol('refused');
 
 /**
- * The bounded, batched queue between calls and a sink. Policy for a slow sink: up to `bufferSize`
- * records wait (plus one batch in flight); a call arriving at a full buffer waits up to `maxWaitMs`
- * for room, then its record is dropped, counted and reported through the logger (at most once a
- * second). A failing write is retried, same batch, with backoff, until it succeeds or `close()` gives
- * up after `closeTimeoutMs`.
+ * The bounded, batched queue between calls and a sink. Records arrive serialised; the queue holds at
+ * most `maxBufferBytes` of them (the batch being written included). A call that finds it full waits
+ * up to `maxWaitMs` for room, then its record is dropped, counted and reported. Batches are sealed
+ * onto the chain right before their write. A transient write error retries the same batch with
+ * backoff; a permanent one drops it (counted as rejected) without moving the chain's head, so the
+ * next batch links to the last stored record and the chain stays verifiable.
  */
 export class AuditWriter {
   readonly #sink: AuditSink;
   readonly #settings: WriterSettings;
-  readonly #buffer: PendingEntry[] = [];
+  #buffer: Entry[] = [];
+  #bufferBytes = 0;
   readonly #waiters: Waiter[] = [];
   #inFlight = 0;
+  #inFlightBytes = 0;
   #head: ChainHead | undefined;
   #headLoaded = false;
   #draining: Promise<void> | undefined;
@@ -49,42 +62,80 @@ export class AuditWriter {
   #closeDeadline = Number.POSITIVE_INFINITY;
   #written = 0;
   #dropped = 0;
-  #droppedUnreported = 0;
-  #dropTimer: NodeJS.Timeout | undefined;
+  #rejected = 0;
+  #retries = 0;
+  #duplicates = 0;
+  #failingSince: number | undefined;
+  #failures = 0;
+  readonly #dropLog: IncidentLog;
+  readonly #transientLog: IncidentLog;
+  readonly #permanentLog: IncidentLog;
 
   constructor(sink: AuditSink, settings: WriterSettings) {
     this.#sink = sink;
     this.#settings = settings;
+    const { logger } = settings;
+    this.#dropLog = new IncidentLog(logger, 'warn', 'audit records dropped', LOG_INTERVAL_MS);
+    this.#transientLog = new IncidentLog(
+      logger,
+      'error',
+      'audit sink failing (transient); retrying the same batch with backoff while records wait in the buffer',
+      LOG_INTERVAL_MS,
+    );
+    this.#permanentLog = new IncidentLog(
+      logger,
+      'error',
+      'audit sink refused a batch with a permanent error: its records are dropped, not retried',
+      LOG_INTERVAL_MS,
+    );
   }
 
-  /** Queues an entry; returns a promise only when the caller must wait for room. */
-  push(entry: PendingEntry): Promise<void> | undefined {
+  /**
+   * Queues a record. Returns undefined when it was queued at once and nobody needs to wait; else a
+   * promise that resolves once it is queued (or dropped), and for `durable` once it is stored: true
+   * when stored (or, not durable, queued), false when it was lost.
+   */
+  push(captured: CapturedRecord, durable: boolean): Promise<boolean> | undefined {
+    let ack: ((stored: boolean) => void) | undefined;
+    const stored = durable
+      ? new Promise<boolean>((resolve) => {
+          ack = resolve;
+        })
+      : undefined;
+    const entry: Entry = { captured, ack };
     if (this.#closing) {
-      this.#drop(1);
-      return undefined;
+      this.#drop(1, 'audit is closed');
+      ack?.(false);
+      return stored;
     }
-    if (this.#buffer.length < this.#settings.bufferSize) {
-      this.#buffer.push(entry);
-      this.#kick();
-      return undefined;
+    if (this.#waiters.length === 0 && this.#hasRoom(captured.bytes)) {
+      this.#enqueue(entry);
+      return stored;
     }
     if (this.#settings.maxWaitMs <= 0) {
-      this.#drop(1);
-      return undefined;
+      this.#drop(1, 'the buffer is full');
+      ack?.(false);
+      return stored ?? Promise.resolve(false);
     }
-    return new Promise((resolve) => {
+    return new Promise<boolean>((resolve) => {
       const waiter: Waiter = {
         entry,
-        resolve,
+        admitted: () => (stored ? void stored.then(resolve) : resolve(true)),
         timer: setTimeout(() => {
           const at = this.#waiters.indexOf(waiter);
           if (at >= 0) this.#waiters.splice(at, 1);
-          this.#drop(1);
-          resolve();
+          this.#drop(1, 'the buffer is full');
+          ack?.(false);
+          resolve(false);
         }, this.#settings.maxWaitMs),
       };
       this.#waiters.push(waiter);
     });
+  }
+
+  /** Counts a record that never reached the queue (it could not be serialised). */
+  lose(reason: string): void {
+    this.#drop(1, reason);
   }
 
   /** Resolves once everything pushed so far (and every waiting call's record) is stored or given up. */
@@ -110,10 +161,10 @@ export class AuditWriter {
     if (stuck) {
       this.#abandoned = true;
       this.#loseAll(this.#inFlight);
-      this.#inFlight = 0;
     }
-    this.#reportDrops();
-    if (this.#dropTimer) clearTimeout(this.#dropTimer);
+    this.#dropLog.close();
+    this.#transientLog.close();
+    this.#permanentLog.close();
     try {
       await this.#sink.close?.();
     } catch (error) {
@@ -123,10 +174,28 @@ export class AuditWriter {
 
   stats(): AuditStats {
     return {
+      chainId: this.#settings.chainId,
       written: this.#written,
       dropped: this.#dropped,
+      rejected: this.#rejected,
+      retries: this.#retries,
+      duplicateBatches: this.#duplicates,
       pending: this.#buffer.length + this.#waiters.length + this.#inFlight,
+      pendingBytes: this.#bufferBytes + this.#inFlightBytes,
     };
+  }
+
+  #hasRoom(bytes: number): boolean {
+    const used = this.#bufferBytes + this.#inFlightBytes;
+    // One record larger than the whole bound still goes through, alone, rather than never.
+    if (used === 0) return true;
+    return this.#buffer.length < this.#settings.bufferSize && used + bytes <= this.#settings.maxBufferBytes;
+  }
+
+  #enqueue(entry: Entry): void {
+    this.#buffer.push(entry);
+    this.#bufferBytes += entry.captured.bytes;
+    this.#kick();
   }
 
   #kick(): void {
@@ -136,127 +205,177 @@ export class AuditWriter {
   }
 
   async #drain(): Promise<void> {
-    // One macrotask turn lets the calls that finish together share a batch.
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    // A short wait lets the calls that finish together share a batch (one write, one INSERT).
+    const delay = this.#settings.batchDelayMs;
+    await new Promise<void>((resolve) => (delay > 0 ? setTimeout(resolve, delay) : setImmediate(resolve)));
     try {
-      if (!this.#headLoaded) {
-        const head = await this.#retry(() => this.#sink.head?.() ?? Promise.resolve(undefined), 0);
-        if (head === GIVE_UP) return this.#loseAll();
-        this.#head = head;
-        this.#headLoaded = true;
-      }
       while (this.#buffer.length > 0) {
-        const entries = this.#buffer.splice(0, this.#settings.batchSize);
-        this.#inFlight = entries.length;
-        this.#admitWaiters();
+        if (!this.#headLoaded) {
+          const head = await this.#attempt(
+            () => this.#sink.head?.(this.#settings.chainId) ?? Promise.resolve(undefined),
+            this.#buffer.length,
+          );
+          if (this.#abandoned) return;
+          if (head === GIVE_UP) return this.#loseAll();
+          if (head === REFUSED) {
+            // Without the chain's head no record can be linked: what waits is lost, loudly; the
+            // next record tries again.
+            this.#refuse(this.#takeBatch(this.#buffer.length));
+            continue;
+          }
+          this.#head = head;
+          this.#headLoaded = true;
+        }
+        const entries = this.#takeBatch(this.#settings.batchSize);
         const sealed = this.#seal(entries);
-        this.#inFlight = sealed.length;
-        const batch = { records: sealed.map((item) => item.record), lines: sealed.map((item) => item.line) };
-        const outcome = await this.#retry(() => this.#sink.write(batch), sealed.length);
-        if (this.#abandoned) return;
+        const batch = batchOf(this.#settings.chainId, sealed);
+        const outcome = await this.#attempt(() => this.#sink.write(batch), entries.length);
+        if (this.#abandoned) {
+          for (const entry of entries) entry.ack?.(false);
+          return;
+        }
         this.#inFlight = 0;
-        if (outcome === GIVE_UP) return this.#loseAll(sealed.length);
-        this.#head = sealed.at(-1)?.record ?? this.#head;
-        this.#written += sealed.length;
+        this.#inFlightBytes = 0;
+        if (outcome === GIVE_UP) {
+          for (const entry of entries) entry.ack?.(false);
+          return this.#loseAll(entries.length);
+        }
+        if (outcome === REFUSED) {
+          this.#refuse(entries);
+          continue;
+        }
+        if (outcome && typeof outcome === 'object' && outcome.alreadyStored) this.#duplicates += 1;
+        this.#head = sealed.at(-1)?.row ?? this.#head;
+        this.#written += entries.length;
+        for (const entry of entries) entry.ack?.(true);
       }
     } finally {
       this.#inFlight = 0;
+      this.#inFlightBytes = 0;
       this.#draining = undefined;
     }
   }
 
-  #seal(entries: readonly PendingEntry[]): SealedRecord[] {
+  /** Moves up to `count` entries from the buffer to the batch in flight, and lets waiting calls in. */
+  #takeBatch(count: number): Entry[] {
+    const entries = this.#buffer.length <= count ? this.#buffer : this.#buffer.slice(0, count);
+    this.#buffer = this.#buffer.length <= count ? [] : this.#buffer.slice(count);
+    let bytes = 0;
+    for (const entry of entries) bytes += entry.captured.bytes;
+    this.#bufferBytes -= bytes;
+    this.#inFlight = entries.length;
+    this.#inFlightBytes = bytes;
+    this.#admitWaiters();
+    return entries;
+  }
+
+  #seal(entries: readonly Entry[]): SealedRecord[] {
     const sealed: SealedRecord[] = [];
     let head = this.#head;
     for (const entry of entries) {
-      let item: SealedRecord;
-      try {
-        item = this.#settings.seal(entry, head);
-      } catch (error) {
-        // One unserialisable record must not stall the queue; it is counted and reported.
-        this.#settings.logger.error({ err: error }, 'audit record could not be serialised');
-        this.#drop(1);
-        continue;
-      }
+      const item = sealRecord(entry.captured, head, this.#settings.chainId);
       sealed.push(item);
-      head = item.record;
+      head = item.row;
     }
     return sealed;
   }
 
   #admitWaiters(): void {
-    while (this.#waiters.length > 0 && this.#buffer.length < this.#settings.bufferSize) {
+    while (this.#waiters.length > 0 && this.#hasRoom(this.#waiters[0]!.entry.captured.bytes)) {
       const waiter = this.#waiters.shift()!;
       clearTimeout(waiter.timer);
       this.#buffer.push(waiter.entry);
-      waiter.resolve();
+      this.#bufferBytes += waiter.entry.captured.bytes;
+      waiter.admitted();
     }
   }
 
-  async #retry<T>(attempt: () => Promise<T>, records: number): Promise<T | typeof GIVE_UP> {
+  async #attempt<T>(
+    attempt: () => Promise<T>,
+    records: number,
+  ): Promise<T | typeof GIVE_UP | typeof REFUSED> {
     for (let failures = 0; ; failures += 1) {
       try {
-        return await attempt();
-      } catch (error) {
-        if (failures === 0 || failures % 10 === 0) {
-          this.#settings.logger.error(
-            { err: error, records, attempt: failures + 1 },
-            'audit sink failed; retrying the same batch',
+        const value = await attempt();
+        if (this.#failingSince !== undefined) {
+          this.#transientLog.reset();
+          this.#settings.logger.warn(
+            { failures: this.#failures, outageMs: Date.now() - this.#failingSince },
+            'audit sink recovered',
           );
+          this.#failingSince = undefined;
+          this.#failures = 0;
         }
+        return value;
+      } catch (error) {
+        if (isPermanentSinkError(error)) {
+          this.#permanentLog.note(records, { err: error, totalRejected: this.#rejected + records });
+          return REFUSED;
+        }
+        this.#retries += 1;
+        this.#failures += 1;
+        this.#failingSince ??= Date.now();
+        this.#transientLog.note(records, { err: error, pending: this.stats().pending });
         const delay = Math.min(RETRY_FIRST_MS * 2 ** failures, RETRY_MAX_MS);
         if (Date.now() + delay > this.#closeDeadline) return GIVE_UP;
         await new Promise<void>((resolve) => setTimeout(resolve, delay).unref());
+        if (this.#abandoned) return GIVE_UP;
       }
     }
+  }
+
+  #refuse(entries: readonly Entry[]): void {
+    this.#inFlight = 0;
+    this.#inFlightBytes = 0;
+    this.#rejected += entries.length;
+    this.#dropped += entries.length;
+    for (const entry of entries) entry.ack?.(false);
   }
 
   /** At close, a sink still failing (or hung) past the deadline: everything unwritten is counted and reported. */
   #loseAll(inFlight = 0): void {
     const lost = inFlight + this.#buffer.length + this.#waiters.length;
-    this.#buffer.length = 0;
+    for (const entry of this.#buffer) entry.ack?.(false);
+    this.#buffer = [];
+    this.#bufferBytes = 0;
+    this.#inFlight = 0;
+    this.#inFlightBytes = 0;
     for (const waiter of this.#waiters.splice(0)) {
       clearTimeout(waiter.timer);
-      waiter.resolve();
+      waiter.entry.ack?.(false);
+      waiter.admitted();
     }
     this.#dropped += lost;
+    this.#transientLog.reset();
     this.#settings.logger.error(
       { lost, totalDropped: this.#dropped },
       'audit records lost: the sink did not take them before close() gave up',
     );
   }
 
-  #drop(count: number): void {
+  #drop(count: number, reason: string): void {
     this.#dropped += count;
-    this.#droppedUnreported += count;
-    if (this.#dropTimer) return;
-    this.#reportDrops();
-    const tick = (): void => {
-      if (this.#droppedUnreported === 0) {
-        this.#dropTimer = undefined;
-        return;
-      }
-      this.#reportDrops();
-      this.#dropTimer = setTimeout(tick, DROP_REPORT_MS).unref();
-    };
-    this.#dropTimer = setTimeout(tick, DROP_REPORT_MS).unref();
-  }
-
-  #reportDrops(): void {
-    if (this.#droppedUnreported === 0) return;
-    this.#settings.logger.warn(
-      {
-        dropped: this.#droppedUnreported,
-        totalDropped: this.#dropped,
-        bufferSize: this.#settings.bufferSize,
-        maxWaitMs: this.#settings.maxWaitMs,
-      },
-      this.#closing
-        ? 'audit records dropped: audit is closed'
-        : 'audit records dropped: the sink is too slow',
-    );
-    this.#droppedUnreported = 0;
+    this.#dropLog.note(count, {
+      reason,
+      totalDropped: this.#dropped,
+      maxBufferBytes: this.#settings.maxBufferBytes,
+      maxWaitMs: this.#settings.maxWaitMs,
+    });
   }
 }
 
-const GIVE_UP = Symbol('give up');
+/** A batch for the sink; `records` are parsed from the lines only when a sink asks for them. */
+function batchOf(chainId: string, sealed: readonly SealedRecord[]): AuditBatch {
+  const lines = sealed.map((item) => item.line);
+  const rows: AuditRow[] = sealed.map((item) => item.row);
+  let records: AuditRecord[] | undefined;
+  return {
+    chainId,
+    lines,
+    rows,
+    get records(): readonly AuditRecord[] {
+      records ??= lines.map((line) => parseRecordLine(line)!);
+      return records;
+    },
+  };
+}

@@ -45,7 +45,7 @@ async function slowSinkServer(maxWaitMs: number) {
 const droppedIn = (entries: LogEntry[]): number =>
   entries
     .filter((entry) => entry.level === 'warn')
-    .reduce((sum, entry) => sum + (entry.fields.dropped as number), 0);
+    .reduce((sum, entry) => sum + (entry.fields.records as number), 0);
 
 describe('bounded buffer: a slow sink', () => {
   it('past bufferSize a call waits maxWaitMs, then its record is dropped, counted and reported', async () => {
@@ -56,16 +56,27 @@ describe('bounded buffer: a slow sink', () => {
     // The calls themselves all succeed: auditing never fails a call.
     expect(results.every((result) => result.isError !== true)).toBe(true);
     // One batch in flight, two buffered, two dropped.
-    expect(audit.stats()).toEqual({ written: 0, dropped: 2, pending: 3 });
-    await vi.waitFor(() => expect(droppedIn(log)).toBe(2), { timeout: 5_000 });
+    expect(audit.stats()).toMatchObject({ written: 0, dropped: 2, pending: 3 });
+    expect(droppedIn(log)).toBe(1);
     expect(log[0]).toEqual({
       level: 'warn',
-      fields: { dropped: 1, totalDropped: 1, bufferSize: 2, maxWaitMs: 50 },
-      message: 'audit records dropped: the sink is too slow',
+      fields: {
+        reason: 'the buffer is full',
+        totalDropped: 1,
+        maxBufferBytes: 64 * 2 ** 20,
+        maxWaitMs: 50,
+        events: 1,
+        records: 1,
+      },
+      message: 'audit records dropped',
     });
+    // One line per interval, not per record: the second drop waits for the next line.
+    expect(log.filter((entry) => entry.level === 'warn')).toHaveLength(1);
     gated.open();
     await audit.close();
-    expect(audit.stats()).toEqual({ written: 3, dropped: 2, pending: 0 });
+    // close() logs what the interval had not yet reported.
+    expect(droppedIn(log)).toBe(2);
+    expect(audit.stats()).toMatchObject({ written: 3, dropped: 2, pending: 0 });
     expect(gated.records.map((record) => record.seq)).toEqual([1, 2, 3]);
     await expect(verifyAuditLines(gated.lines)).resolves.toMatchObject({ intact: true, records: 3 });
   });
@@ -86,7 +97,7 @@ describe('bounded buffer: a slow sink', () => {
     gated.open();
     await Promise.all(calls);
     await audit.close();
-    expect(audit.stats()).toEqual({ written: 5, dropped: 0, pending: 0 });
+    expect(audit.stats()).toMatchObject({ written: 5, dropped: 0, pending: 0 });
     expect(log).toEqual([]);
     await expect(verifyAuditLines(gated.lines)).resolves.toMatchObject({ intact: true, records: 5 });
   });
@@ -112,11 +123,19 @@ describe('a failing sink', () => {
       Array.from({ length: 20 }, (_, index) => client.callTool('get_order', { id: `A-${index}` })),
     );
     await audit.close();
-    expect(audit.stats()).toEqual({ written: 20, dropped: 0, pending: 0 });
+    expect(audit.stats()).toMatchObject({ written: 20, dropped: 0, pending: 0 });
     await expect(verifyAuditLines(lines)).resolves.toMatchObject({ intact: true, records: 20 });
-    expect(
-      log.map((entry) => [entry.level, entry.message, entry.fields.records, entry.fields.attempt]),
-    ).toEqual([['error', 'audit sink failed; retrying the same batch', expect.any(Number), 1]]);
+    expect(audit.stats()).toMatchObject({ retries: 2, rejected: 0 });
+    // One line for the incident (the second failure falls in the same interval), one for the recovery.
+    expect(log.map((entry) => [entry.level, entry.message, entry.fields.events])).toEqual([
+      [
+        'error',
+        'audit sink failing (transient); retrying the same batch with backoff while records wait in the buffer',
+        1,
+      ],
+      ['warn', 'audit sink recovered', undefined],
+    ]);
+    expect(log[1]?.fields).toMatchObject({ failures: 2 });
   });
 
   it('close() gives up after closeTimeoutMs and reports what was lost', async () => {
@@ -136,7 +155,7 @@ describe('a failing sink', () => {
     await client.callTool('get_order', { id: 'A-1' });
     await client.callTool('get_order', { id: 'A-2' });
     await audit.close();
-    expect(audit.stats()).toEqual({ written: 0, dropped: 2, pending: 0 });
+    expect(audit.stats()).toMatchObject({ written: 0, dropped: 2, pending: 0 });
     expect(log.at(-1)).toEqual({
       level: 'error',
       fields: { lost: 2, totalDropped: 2 },
@@ -154,7 +173,7 @@ describe('a hung sink', () => {
     await client.callTool('get_order', { id: 'A-1' });
     await client.callTool('get_order', { id: 'A-2' });
     await audit.close();
-    expect(audit.stats()).toEqual({ written: 0, dropped: 2, pending: 0 });
+    expect(audit.stats()).toMatchObject({ written: 0, dropped: 2, pending: 0 });
     expect(log).toEqual([
       {
         level: 'error',
@@ -180,12 +199,19 @@ describe('after close()', () => {
     const late = await client.callTool('get_order', { id: 'A-2' });
     expect(late.isError).toBeUndefined();
     expect(records).toHaveLength(1);
-    expect(audit.stats()).toEqual({ written: 1, dropped: 1, pending: 0 });
+    expect(audit.stats()).toMatchObject({ written: 1, dropped: 1, pending: 0 });
     expect(log).toEqual([
       {
         level: 'warn',
-        fields: { dropped: 1, totalDropped: 1, bufferSize: 10_000, maxWaitMs: 1_000 },
-        message: 'audit records dropped: audit is closed',
+        fields: {
+          reason: 'audit is closed',
+          totalDropped: 1,
+          maxBufferBytes: 64 * 2 ** 20,
+          maxWaitMs: 1_000,
+          events: 1,
+          records: 1,
+        },
+        message: 'audit records dropped',
       },
     ]);
   });

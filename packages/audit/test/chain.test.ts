@@ -1,40 +1,109 @@
-import { canonicalJson } from '@toolgate/core';
+import {
+  canonicalJson,
+  createSecretRedactor,
+  createSilentLogger,
+  ok,
+  type ToolContext,
+} from '@toolgate/core';
 import { describe, expect, it } from 'vitest';
-import { sealRecord, type UnsealedRecord } from '../src/chain.js';
+import { sealRecord } from '../src/chain.js';
 import { GENESIS_HASH } from '../src/index.js';
+import { captureCall } from '../src/record.js';
 
-const full: UnsealedRecord = {
-  time: '2026-01-02T03:04:05.006Z',
-  requestId: 'req-1',
-  sessionId: 's',
-  principal: 'p',
-  clientId: 'c',
-  tool: 'ünïcode "tool"',
-  unknownTool: true,
-  args: { z: [1, { b: 2, a: null }], a: 'x\u2028y', n: 1e21 },
-  outcome: 'internal',
-  incidentId: 'inc_x',
-  aborted: true,
-  durationMs: 1.234,
-  resultBytes: 0,
-  traceId: 't',
-  spanId: 'sp',
-  decisions: [{ by: 'x', action: 'y', detail: { k: 1, a: 2 } }],
-};
+const aborted = AbortSignal.abort();
 
-describe('sealRecord', () => {
-  it('hashes exactly core canonicalJson of the record without its hash, every field present', () => {
-    const { record, line } = sealRecord({ ...full }, { seq: 41, hash: 'f'.repeat(64) });
-    const { hash, ...rest } = record;
-    expect(rest).toEqual({ ...full, seq: 42, prevHash: 'f'.repeat(64) });
-    expect(line).toBe(`${canonicalJson(rest).slice(0, -1)},"hash":"${hash}"}`);
+/** A context with every optional fact present: aborted, traced, an unknown tool, an incident, decisions. */
+function fullContext(args: unknown): ToolContext {
+  return {
+    toolName: 'ünïcode "tool"',
+    tool: undefined,
+    args: args as Record<string, unknown>,
+    rawArgs: args,
+    validation: { ok: true },
+    request: {
+      id: 'req-1',
+      sessionId: 's',
+      authInfo: { token: 't', clientId: 'c', scopes: [] },
+      meta: undefined,
+      headers: undefined,
+      signal: aborted,
+    },
+    signal: aborted,
+    startedAt: Date.parse('2026-01-02T03:04:05.006Z'),
+    startTime: performance.now(),
+    incidentId: 'inc_x',
+    decisions: [{ by: 'x', action: 'y', detail: { k: 1, a: 2 } }],
+    state: { trace: { traceId: 't', spanId: 'sp' } },
+    logger: createSilentLogger(),
+  } as unknown as ToolContext;
+}
+
+const settings = { args: 'redacted' as const, redact: createSecretRedactor() };
+
+describe('captureCall + sealRecord', () => {
+  it('the line is exactly core canonicalJson of the record without its hash, plus the hash', () => {
+    const captured = captureCall(
+      fullContext({ z: [1, { b: 2, a: null }], a: 'x\u2028y', n: 1e21 }),
+      ok({ x: 1 }),
+      settings,
+      'chain-1',
+      65_536,
+    );
+    const { line, row } = sealRecord(captured, { seq: 41, hash: 'f'.repeat(64) }, 'chain-1');
     const parsed = JSON.parse(line) as Record<string, unknown>;
-    delete parsed.hash;
-    expect(canonicalJson(parsed)).toBe(canonicalJson(rest));
+    const { hash, ...rest } = parsed;
+    expect(rest).toEqual({
+      aborted: true,
+      args: { z: [1, { b: 2, a: null }], a: 'x\u2028y', n: 1e21 },
+      chainId: 'chain-1',
+      clientId: 'c',
+      decisions: [{ by: 'x', action: 'y', detail: { k: 1, a: 2 } }],
+      durationMs: expect.any(Number),
+      incidentId: 'inc_x',
+      outcome: 'ok',
+      prevHash: 'f'.repeat(64),
+      principal: 'c',
+      requestId: 'req-1',
+      resultBytes: 0,
+      seq: 42,
+      sessionId: 's',
+      spanId: 'sp',
+      time: '2026-01-02T03:04:05.006Z',
+      tool: 'ünïcode "tool"',
+      traceId: 't',
+      unknownTool: true,
+    });
+    expect(line).toBe(`${canonicalJson(rest).slice(0, -1)},"hash":"${hash}"}`);
+    expect(row).toEqual({
+      chainId: 'chain-1',
+      seq: 42,
+      time: '2026-01-02T03:04:05.006Z',
+      tool: 'ünïcode "tool"',
+      outcome: 'ok',
+      principal: 'c',
+      incidentId: 'inc_x',
+      hash,
+    });
   });
 
   it('starts a chain at seq 1 after the genesis hash, and cuts oversized args', () => {
-    const { record } = sealRecord({ ...full, args: { big: 'x'.repeat(100) } }, undefined, 50);
-    expect(record).toMatchObject({ seq: 1, prevHash: GENESIS_HASH, args: '[Truncated: 110 characters]' });
+    const captured = captureCall(fullContext({ big: 'x'.repeat(100) }), ok({}), settings, 'c', 50);
+    expect(JSON.parse(sealRecord(captured, undefined, 'c').line)).toMatchObject({
+      seq: 1,
+      prevHash: GENESIS_HASH,
+      args: '[Truncated: 110 characters]',
+    });
+  });
+
+  it('is serialised at capture: mutating the args or the result afterwards changes nothing', () => {
+    const args = { list: ['a'] };
+    const result = ok({ items: ['one'] });
+    const captured = captureCall(fullContext(args), result, settings, 'c', 65_536);
+    const before = sealRecord(captured, undefined, 'c').line;
+    args.list.push('b');
+    (result.structuredContent as { items: string[] }).items.push('two');
+    expect(sealRecord(captured, undefined, 'c').line).toBe(before);
+    expect(JSON.parse(before).args).toEqual({ list: ['a'] });
+    expect(captured.bytes).toBeGreaterThan(before.length - 200);
   });
 });

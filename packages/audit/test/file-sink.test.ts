@@ -45,20 +45,21 @@ describe('file sink', () => {
       Array.from({ length: 1000 }, (_, index) => index + 1),
     );
     expect(new Set(records.map((record) => (record.args as { id: string }).id)).size).toBe(1000);
-    expect(audit.stats()).toEqual({ written: 1000, dropped: 0, pending: 0 });
+    expect(audit.stats()).toMatchObject({ written: 1000, dropped: 0, pending: 0 });
     expect(log).toEqual([]);
-    await expect(verifyAuditFile(path)).resolves.toEqual({
+    await expect(verifyAuditFile(path)).resolves.toMatchObject({
       intact: true,
       records: 1000,
       head: records[999]!.hash,
+      chains: [{ chain: audit.stats().chainId, intact: true, records: 1000 }],
     });
     expect((await stat(path)).mode & 0o777).toBe(0o600);
   });
 
-  it('a reopened file continues its chain from the last line', async () => {
+  it('a reopened file continues its chain from the last line when the chain id is the same', async () => {
     const path = join(dir, 'audit.jsonl');
     for (const run of [1, 2]) {
-      const audit = createAudit({ sink: createFileSink(path), flushOnExit: false });
+      const audit = createAudit({ sink: createFileSink(path), chainId: 'pod-a' });
       const client = await serve([audit]);
       await client.callTool('get_order', { id: `run-${run}-a` });
       await client.callTool('get_order', { id: `run-${run}-b` });
@@ -75,15 +76,29 @@ describe('file sink', () => {
     expect(records[0]!.prevHash).toBe(GENESIS_HASH);
     expect(records[2]!.prevHash).toBe(records[1]!.hash);
     await expect(verifyAuditFile(path)).resolves.toMatchObject({ intact: true, records: 4 });
+    // Another process (a derived chain id) starts its own chain after it; both verify.
+    const other = createAudit({ sink: createFileSink(path) });
+    await (await serve([other])).callTool('get_order', { id: 'other' });
+    await other.close();
+    const after = await lines(path);
+    expect(after[4]).toMatchObject({ seq: 1, prevHash: GENESIS_HASH, chainId: other.stats().chainId });
+    await expect(verifyAuditFile(path)).resolves.toMatchObject({
+      intact: true,
+      records: 5,
+      chains: [
+        { chain: 'pod-a', intact: true, records: 4 },
+        { chain: other.stats().chainId, intact: true, records: 1 },
+      ],
+    });
   });
 
   it('a torn last line (a crash mid-write) is closed off; the chain continues from the last whole record', async () => {
     const path = join(dir, 'audit.jsonl');
-    const first = createAudit({ sink: createFileSink(path), flushOnExit: false });
+    const first = createAudit({ sink: createFileSink(path), chainId: 'pod-a' });
     await (await serve([first])).callTool('get_order', { id: 'before' });
     await first.close();
     await appendFile(path, '{"seq":2,"tor');
-    const second = createAudit({ sink: createFileSink(path), flushOnExit: false });
+    const second = createAudit({ sink: createFileSink(path), chainId: 'pod-a' });
     await (await serve([second])).callTool('get_order', { id: 'after' });
     await second.close();
     const text = await readFile(path, 'utf8');
@@ -94,7 +109,7 @@ describe('file sink', () => {
       prevHash: JSON.parse(one!).hash,
       args: { id: 'after' },
     });
-    await expect(verifyAuditFile(path)).resolves.toEqual({
+    await expect(verifyAuditFile(path)).resolves.toMatchObject({
       intact: false,
       records: 1,
       brokenAt: 2,
@@ -102,23 +117,20 @@ describe('file sink', () => {
     });
   });
 
-  it('refuses to continue a file whose last line is not an audit record, and says so in the log', async () => {
+  it('refuses to append after a line that is not an audit record: a permanent error, counted, not retried', async () => {
     const path = join(dir, 'not-audit.log');
     await writeFile(path, 'hello world\n');
     const log: LogEntry[] = [];
     const audit = createAudit({
       sink: createFileSink(path),
-      flushOnExit: false,
       logger: recordingLogger(log),
-      closeTimeoutMs: 0,
     });
     await (await serve([audit])).callTool('get_order', { id: 'A-1' });
     await audit.close();
     expect(await readFile(path, 'utf8')).toBe('hello world\n');
-    expect(audit.stats()).toEqual({ written: 0, dropped: 1, pending: 0 });
+    expect(audit.stats()).toMatchObject({ written: 0, dropped: 1, rejected: 1, retries: 0, pending: 0 });
     expect(log.map((entry) => [entry.level, entry.message])).toEqual([
-      ['error', 'audit sink failed; retrying the same batch'],
-      ['error', 'audit records lost: the sink did not take them before close() gave up'],
+      ['error', 'audit sink refused a batch with a permanent error: its records are dropped, not retried'],
     ]);
     expect((log[0]!.fields.err as Error).message).toMatch(/last line is not an audit record/);
   });

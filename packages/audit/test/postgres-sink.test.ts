@@ -44,7 +44,7 @@ describe.each(databases)('PostgreSQL sink on $name', ({ open }) => {
     );
     const row = first.rows[0] as Record<string, unknown>;
     expect(row).toMatchObject({
-      chain: 'default',
+      chain: audit.stats().chainId,
       seq: 1,
       tool: 'get_order',
       outcome: 'ok',
@@ -62,17 +62,14 @@ describe.each(databases)('PostgreSQL sink on $name', ({ open }) => {
     });
   });
 
-  it('a restart continues the chain from the table; chains are kept apart', async () => {
+  it('a restart with the same chainId continues its chain from the table; chains are kept apart', async () => {
     const table = newTable();
-    for (const [chain, id] of [
+    for (const [chainId, id] of [
       ['default', 'one'],
       ['default', 'two'],
       ['replica-b', 'three'],
     ] as const) {
-      const audit = createAudit({
-        sink: createPostgresSink({ client: db.client, table, chain }),
-        flushOnExit: false,
-      });
+      const audit = createAudit({ sink: createPostgresSink({ client: db.client, table }), chainId });
       await (await serve([audit])).callTool('get_order', { id });
       await audit.close();
       await closeConnections();
@@ -87,7 +84,11 @@ describe.each(databases)('PostgreSQL sink on $name', ({ open }) => {
     ]);
     await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
       intact: true,
-      records: 2,
+      records: 3,
+      chains: [
+        { chain: 'default', intact: true, records: 2 },
+        { chain: 'replica-b', intact: true, records: 1 },
+      ],
     });
     await expect(verifyAuditTable({ client: db.client, table, chain: 'replica-b' })).resolves.toMatchObject({
       intact: true,
@@ -125,7 +126,7 @@ describe.each(databases)('PostgreSQL sink on $name', ({ open }) => {
     await db.client.query(
       `UPDATE ${table} SET record = replace(record::text, '"A-4"', '"B-4"')::json WHERE seq = 4`,
     );
-    await expect(verifyAuditTable({ client: db.client, table })).resolves.toEqual({
+    await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
       intact: false,
       records: 3,
       brokenAt: 4,
@@ -133,15 +134,16 @@ describe.each(databases)('PostgreSQL sink on $name', ({ open }) => {
     });
     await db.client.query(`DELETE FROM ${table} WHERE seq >= 4`);
     await db.client.query(`DELETE FROM ${table} WHERE seq = 2`);
-    await expect(verifyAuditTable({ client: db.client, table })).resolves.toEqual({
+    await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
       intact: false,
       records: 1,
       brokenAt: 2,
-      reason: 'record 2 does not follow record 1: seq jumps from 1 to 3 (a record was deleted or moved)',
+      reason:
+        'record 2 does not follow the previous record of its chain: seq jumps from 1 to 3 (a record was deleted or moved)',
     });
     await db.client.query(`UPDATE ${table} SET seq = 2 WHERE seq = 3`);
     await db.client.query(`UPDATE ${table} SET seq = 3 WHERE seq = 1`);
-    await expect(verifyAuditTable({ client: db.client, table })).resolves.toEqual({
+    await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
       intact: false,
       records: 0,
       brokenAt: 1,

@@ -50,7 +50,7 @@ afterAll(async () => {
 describe('verifier: each kind of tampering, first broken link', () => {
   it('an untouched file is intact', async () => {
     expect(original).toHaveLength(5);
-    await expect(verifyAuditFile(path)).resolves.toEqual({
+    await expect(verifyAuditFile(path)).resolves.toMatchObject({
       intact: true,
       records: 5,
       head: JSON.parse(original[4]!).hash,
@@ -60,7 +60,7 @@ describe('verifier: each kind of tampering, first broken link', () => {
   it('an edited record', async () => {
     const lines = [...original];
     lines[2] = lines[2]!.replace('"A-3"', '"A-9"');
-    await expect(verifyAuditLines(lines)).resolves.toEqual({
+    await expect(verifyAuditLines(lines)).resolves.toMatchObject({
       intact: false,
       records: 2,
       brokenAt: 3,
@@ -78,27 +78,28 @@ describe('verifier: each kind of tampering, first broken link', () => {
       ...forged,
       hash: createHash('sha256').update(canonicalJson(forged)).digest('hex'),
     });
-    await expect(verifyAuditLines(lines)).resolves.toEqual({
+    await expect(verifyAuditLines(lines)).resolves.toMatchObject({
       intact: false,
       records: 3,
       brokenAt: 4,
       reason:
-        'record 4 (seq 4) does not link to record 3: its prevHash differs (a record was inserted or replaced)',
+        'record 4 (seq 4) does not link to the previous record of its chain: its prevHash differs (a record was inserted or replaced)',
     });
   });
 
   it('a deleted record', async () => {
     const lines = original.filter((_, index) => index !== 1);
-    await expect(verifyAuditLines(lines)).resolves.toEqual({
+    await expect(verifyAuditLines(lines)).resolves.toMatchObject({
       intact: false,
       records: 1,
       brokenAt: 2,
-      reason: 'record 2 does not follow record 1: seq jumps from 1 to 3 (a record was deleted or moved)',
+      reason:
+        'record 2 does not follow the previous record of its chain: seq jumps from 1 to 3 (a record was deleted or moved)',
     });
   });
 
   it('the first record deleted', async () => {
-    await expect(verifyAuditLines(original.slice(1))).resolves.toEqual({
+    await expect(verifyAuditLines(original.slice(1))).resolves.toMatchObject({
       intact: false,
       records: 0,
       brokenAt: 1,
@@ -108,7 +109,7 @@ describe('verifier: each kind of tampering, first broken link', () => {
 
   it('an inserted record (a copy of another)', async () => {
     const lines = [...original.slice(0, 3), original[1]!, ...original.slice(3)];
-    await expect(verifyAuditLines(lines)).resolves.toEqual({
+    await expect(verifyAuditLines(lines)).resolves.toMatchObject({
       intact: false,
       records: 3,
       brokenAt: 4,
@@ -118,17 +119,18 @@ describe('verifier: each kind of tampering, first broken link', () => {
 
   it('two records swapped', async () => {
     const lines = [original[0]!, original[2]!, original[1]!, ...original.slice(3)];
-    await expect(verifyAuditLines(lines)).resolves.toEqual({
+    await expect(verifyAuditLines(lines)).resolves.toMatchObject({
       intact: false,
       records: 1,
       brokenAt: 2,
-      reason: 'record 2 does not follow record 1: seq jumps from 1 to 3 (a record was deleted or moved)',
+      reason:
+        'record 2 does not follow the previous record of its chain: seq jumps from 1 to 3 (a record was deleted or moved)',
     });
   });
 
   it('a line that is not a record', async () => {
     const lines = [...original.slice(0, 2), '{"seq":3,"hash":"nope"}', ...original.slice(2)];
-    await expect(verifyAuditLines(lines)).resolves.toEqual({
+    await expect(verifyAuditLines(lines)).resolves.toMatchObject({
       intact: false,
       records: 2,
       brokenAt: 3,
@@ -142,7 +144,7 @@ describe('toolgate-audit verify (the built CLI, in a child process)', () => {
     const result = await cli('verify', path);
     expect(result).toEqual({
       code: 0,
-      stdout: `intact: 5 records, head ${JSON.parse(original[4]!).hash}\n`,
+      stdout: `chain ${JSON.parse(original[4]!).chainId}: intact, 5 records, head ${JSON.parse(original[4]!).hash}\nintact: 5 records in 1 chains\n`,
       stderr: '',
     });
   });
@@ -155,7 +157,7 @@ describe('toolgate-audit verify (the built CLI, in a child process)', () => {
     );
     await expect(cli('verify', edited)).resolves.toEqual({
       code: 1,
-      stdout: 'broken at record 4: record 4 (seq 4) was altered: its content does not match its hash\n',
+      stdout: `chain ${JSON.parse(original[2]!).chainId}: broken at record 4: record 4 (seq 4) was altered: its content does not match its hash\nbroken at record 4: record 4 (seq 4) was altered: its content does not match its hash\n`,
       stderr: '',
     });
   });
@@ -195,14 +197,16 @@ describe('toolgate-audit verify (the built CLI, in a child process)', () => {
           process.env.TEST_DATABASE_URL!,
         );
         expect(intact).toMatchObject({ code: 0, stderr: '' });
-        expect(intact.stdout).toMatch(/^intact: 3 records, head [0-9a-f]{64}\n$/);
+        expect(intact.stdout).toMatch(
+          /^chain \S+: intact, 3 records, head [0-9a-f]{64}\nintact: 3 records in 1 chains\n$/,
+        );
         await db.client.query(`DELETE FROM ${table} WHERE seq = 2`);
         await expect(
           cli('verify', '--table', table, '--database-url', process.env.TEST_DATABASE_URL!),
         ).resolves.toEqual({
           code: 1,
           stdout:
-            'broken at record 2: record 2 does not follow record 1: seq jumps from 1 to 3 (a record was deleted or moved)\n',
+            'broken at record 2: record 2 does not follow the previous record of its chain: seq jumps from 1 to 3 (a record was deleted or moved)\n',
           stderr: '',
         });
       } finally {
