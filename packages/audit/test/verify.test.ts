@@ -205,8 +205,7 @@ describe('toolgate-audit verify (the built CLI, in a child process)', () => {
           cli('verify', '--table', table, '--database-url', process.env.TEST_DATABASE_URL!),
         ).resolves.toEqual({
           code: 1,
-          stdout:
-            'broken at record 2: record 2 does not follow the previous record of its chain: seq jumps from 1 to 3 (a record was deleted or moved)\n',
+          stdout: `chain ${audit.stats().chainId}: broken at record 2: record 2 does not follow the previous record of its chain: seq jumps from 1 to 3 (a record was deleted or moved)\nbroken at record 2: record 2 does not follow the previous record of its chain: seq jumps from 1 to 3 (a record was deleted or moved)\n`,
           stderr: '',
         });
       } finally {

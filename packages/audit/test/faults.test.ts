@@ -1,0 +1,287 @@
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  type AuditQueryable,
+  createAudit,
+  createFunctionSink,
+  createPostgresSink,
+  verifyAuditTable,
+} from '../src/index.js';
+import { type Database, databases, uniqueTable } from './database.js';
+import { closeConnections, serve } from './helpers.js';
+
+/** PGlite has no socket: its INSERT runs, then the reply is "lost" as a reset connection (ECONNRESET). */
+function losingFirstInsertReply(client: AuditQueryable): AuditQueryable {
+  let lost = false;
+  return {
+    async query(text, params) {
+      const result = await client.query(text, params);
+      if (!lost && text.startsWith('INSERT')) {
+        lost = true;
+        throw Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+      }
+      return result;
+    },
+  };
+}
+
+/**
+ * A loopback TCP proxy that, once armed, forwards the next client→server packet holding an INSERT
+ * and then cuts both sockets as soon as the server's reply starts: the INSERT commits (autocommit),
+ * its acknowledgement never arrives.
+ */
+async function replyDroppingProxy(
+  port: number,
+): Promise<{ port: number; arm: () => void; close: () => Promise<void> }> {
+  let armed = false;
+  const live = new Set<Socket>();
+  const server: Server = createServer((client) => {
+    const upstream = connect(port, '127.0.0.1');
+    live.add(client).add(upstream);
+    let dropNextReply = false;
+    client.on('data', (chunk: Buffer) => {
+      if (armed && chunk.includes('INSERT INTO')) {
+        armed = false;
+        dropNextReply = true;
+      }
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      if (dropNextReply) {
+        client.destroy();
+        upstream.destroy();
+        return;
+      }
+      client.write(chunk);
+    });
+    const cut = (): void => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', cut).on('close', cut);
+    upstream.on('error', cut).on('close', cut);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as { port: number }).port,
+    arm: () => {
+      armed = true;
+    },
+    close: async () => {
+      for (const socket of live) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+describe.each(databases)('faults on $name', ({ name, open }) => {
+  let db: Database;
+  const tables: string[] = [];
+  beforeAll(async () => {
+    db = await open();
+  });
+  afterAll(async () => {
+    for (const table of tables) await db.client.query(`DROP TABLE IF EXISTS ${table}`);
+    await db.end();
+  });
+  const newTable = (): string => {
+    const table = uniqueTable();
+    tables.push(table);
+    return table;
+  };
+
+  it('a lost acknowledgement of a committed INSERT: the retry recognises the batch, nothing lost, chain intact', async () => {
+    const table = newTable();
+    let client = losingFirstInsertReply(db.client);
+    let proxy: Awaited<ReturnType<typeof replyDroppingProxy>> | undefined;
+    let pool: pg.Pool | undefined;
+    if (name === 'PostgreSQL') {
+      const target = new URL(db.url!);
+      proxy = await replyDroppingProxy(Number(target.port || 5432));
+      target.host = `127.0.0.1:${proxy.port}`;
+      pool = new pg.Pool({ connectionString: target.toString(), max: 2 });
+      pool.on('error', () => {});
+      client = pool;
+    }
+    const log: LogEntry[] = [];
+    const audit = createAudit({ sink: createPostgresSink({ client, table }), logger: recordingLogger(log) });
+    const served = await serve([audit]);
+    await served.callTool('get_order', { id: 'warm-up' });
+    await audit.flush();
+    proxy?.arm();
+    await Promise.all(
+      Array.from({ length: 50 }, (_, index) => served.callTool('get_order', { id: `A-${index}` })),
+    );
+    await audit.close();
+    await closeConnections();
+    await pool?.end();
+    await proxy?.close();
+    expect(audit.stats()).toMatchObject({ written: 51, dropped: 0, rejected: 0, duplicateBatches: 1 });
+    expect(audit.stats().retries).toBeGreaterThanOrEqual(1);
+    const { rows } = await db.client.query(`SELECT count(*)::int AS n FROM ${table}`);
+    expect(rows[0]).toEqual({ n: 51 });
+    await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+      intact: true,
+      records: 51,
+    });
+    expect(log.map((entry) => entry.message)).toEqual([
+      'audit sink failing (transient); retrying the same batch with backoff while records wait in the buffer',
+      'audit sink recovered',
+    ]);
+  });
+
+  it('two writers on one table never break each other; each chain verifies', async () => {
+    const table = newTable();
+    const one = createAudit({ sink: createPostgresSink({ client: db.client, table }) });
+    const two = createAudit({ sink: createPostgresSink({ client: db.client, table }) });
+    const served = await serve([one, two]);
+    await Promise.all(
+      Array.from({ length: 40 }, (_, index) => served.callTool('get_order', { id: `A-${index}` })),
+    );
+    await one.close();
+    await two.close();
+    await closeConnections();
+    expect(one.stats().chainId).not.toBe(two.stats().chainId);
+    const result = await verifyAuditTable({ client: db.client, table });
+    expect(result).toMatchObject({ intact: true, records: 80 });
+    expect(result.chains.map((chain) => [chain.chain, chain.intact, chain.records]).sort()).toEqual(
+      [
+        [one.stats().chainId, true, 40],
+        [two.stats().chainId, true, 40],
+      ].sort(),
+    );
+  });
+
+  it('two writers forced onto one chain id: the second is refused loudly (permanent), the first chain stays intact', async () => {
+    const table = newTable();
+    const sink = createPostgresSink({ client: db.client, table });
+    const firstLog: LogEntry[] = [];
+    const first = createAudit({ sink, chainId: 'same', logger: recordingLogger(firstLog) });
+    await (await serve([first])).callTool('get_order', { id: 'first' });
+    await first.flush();
+    const log: LogEntry[] = [];
+    // The second writer read the head before the first wrote more: it links at the same seq.
+    const second = createAudit({
+      sink: createPostgresSink({ client: db.client, table }),
+      chainId: 'same',
+      logger: recordingLogger(log),
+    });
+    await (await serve([first, second])).callTool('get_order', { id: 'both' });
+    await first.close();
+    await second.close();
+    await closeConnections();
+    // Whichever wrote seq 2 second is refused: exactly one record refused, loudly, never retried.
+    const stats = [first.stats(), second.stats()];
+    expect(stats.map((each) => each.rejected).sort()).toEqual([0, 1]);
+    expect(stats.reduce((sum, each) => sum + each.written, 0)).toBe(2);
+    expect(stats.reduce((sum, each) => sum + each.retries, 0)).toBe(0);
+    const refusals = [...firstLog, ...log];
+    expect(refusals.map((entry) => entry.message)).toEqual([
+      'audit sink refused a batch with a permanent error: its records are dropped, not retried',
+    ]);
+    expect((refusals[0]!.fields.err as Error).message).toMatch(/another writer uses this chain id/);
+    await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+      intact: true,
+      records: 2,
+    });
+  });
+
+  it('a permanent error (undefined table) is counted and logged once per interval, never retried; calls go on', async () => {
+    const table = newTable();
+    const log: LogEntry[] = [];
+    const audit = createAudit({
+      sink: createPostgresSink({ client: db.client, table, createTable: false }),
+      logger: recordingLogger(log),
+      batchDelayMs: 0,
+      batchSize: 1,
+    });
+    const served = await serve([audit]);
+    for (let index = 0; index < 5; index += 1) {
+      const result = await served.callTool('get_order', { id: `A-${index}` });
+      expect(result.isError).toBeUndefined();
+    }
+    await audit.close();
+    await closeConnections();
+    expect(audit.stats()).toMatchObject({ written: 0, dropped: 5, rejected: 5, retries: 0 });
+    // At most one line per interval (the first at once, the rest summed at close), with counts.
+    expect(log.length).toBeLessThanOrEqual(2);
+    expect(new Set(log.map((entry) => entry.message))).toEqual(
+      new Set(['audit sink refused a batch with a permanent error: its records are dropped, not retried']),
+    );
+    expect(log.reduce((sum, entry) => sum + (entry.fields.records as number), 0)).toBe(5);
+    expect((log[0]!.fields.err as { code?: string }).code).toBe('42P01');
+  });
+
+  it('the verifier reports an UPDATE of any copied column', async () => {
+    const table = newTable();
+    const audit = createAudit({ sink: createPostgresSink({ client: db.client, table }), chainId: 'c' });
+    const served = await serve([audit], undefined, { authInfo: { token: 't', clientId: 'c-1', scopes: [] } });
+    for (let index = 1; index <= 3; index += 1) await served.callTool('get_order', { id: `A-${index}` });
+    await audit.close();
+    await closeConnections();
+    for (const [column, value] of [
+      ['principal', "'someone-else'"],
+      ['outcome', "'internal'"],
+      ['tool', "'other_tool'"],
+      ['incident_id', "'inc_forged'"],
+      ['time', "time + interval '1 hour'"],
+    ] as const) {
+      await db.client.query(`UPDATE ${table} SET ${column} = ${value} WHERE seq = 2`);
+      await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+        intact: false,
+        brokenAt: 2,
+        reason: `record 2 (seq 2): column ${column} differs from the hashed record (the row was updated)`,
+      });
+      const restore =
+        column === 'time'
+          ? "time - interval '1 hour'"
+          : column === 'principal'
+            ? "'c-1'"
+            : column === 'outcome'
+              ? "'ok'"
+              : column === 'tool'
+                ? "'get_order'"
+                : 'NULL';
+      await db.client.query(`UPDATE ${table} SET ${column} = ${restore} WHERE seq = 2`);
+      await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+        intact: true,
+        records: 3,
+      });
+    }
+  });
+});
+
+describe('the byte bound', () => {
+  it('records are held serialised (no result kept): 2,000 calls with 256 KB results stay under maxBufferBytes, the rest dropped and counted', async () => {
+    let release: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let stored = 0;
+    const log: LogEntry[] = [];
+    const audit = createAudit({
+      sink: createFunctionSink(async (records) => {
+        await gate;
+        stored += records.length;
+      }),
+      logger: recordingLogger(log),
+      maxBufferBytes: 64 * 1024,
+      maxWaitMs: 0,
+    });
+    const served = await serve([audit]);
+    const big = 'x'.repeat(256 * 1024);
+    for (let index = 0; index < 20; index += 1) {
+      const result = await served.callTool('echo', { value: index === 0 ? big : `small-${index}` });
+      expect(result.isError).toBeUndefined();
+    }
+    // The 256 KB argument is cut to a marker; the 256 KB result is not held, only its size.
+    const stats = audit.stats();
+    expect(stats.pendingBytes).toBeLessThanOrEqual(64 * 1024);
+    expect(stats.pending + stats.dropped).toBe(20);
+    release();
+    await audit.close();
+    expect(stored + audit.stats().dropped).toBe(20);
+  });
+});
