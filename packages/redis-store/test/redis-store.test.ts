@@ -1,0 +1,156 @@
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { createServer, type Server } from 'node:net';
+import type { LogEntry } from '@toolgate/core/testing';
+import { recordingLogger } from '@toolgate/core/testing';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRedisClient, createRedisStore, redisReady } from '../src/index.js';
+import { reportRedisMissing, TEST_REDIS_URL } from './needs-redis.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('createRedisStore: options', () => {
+  const fake = { set: async () => 'OK', get: async () => null, del: async () => 0 };
+  it('refuses a prefix with a brace (it would become every key hash tag)', () => {
+    expect(() => createRedisStore(fake, { prefix: 'app:{x}:' })).toThrow(
+      'createRedisStore: prefix may not contain { or } (keys carry their own hash tag)',
+    );
+  });
+  it('refuses a ttl that is not a positive integer', async () => {
+    const store = createRedisStore(fake);
+    expect(() => store.set('k', 'v', 0.5)).toThrow(
+      'RedisStore: ttlMs must be a positive integer of milliseconds, got 0.5',
+    );
+  });
+  it('rejects with TimeoutError when the client never answers, after timeoutMs', async () => {
+    const store = createRedisStore({ ...fake, get: () => new Promise(() => {}) }, { timeoutMs: 30 });
+    await expect(store.get('k')).rejects.toMatchObject({ name: 'TimeoutError' });
+  });
+  it("follows the caller's signal", async () => {
+    const store = createRedisStore({ ...fake, get: () => new Promise(() => {}) }, { timeoutMs: 10_000 });
+    const controller = new AbortController();
+    const pending = store.get('k', { signal: controller.signal });
+    controller.abort(new Error('call cancelled'));
+    await expect(pending).rejects.toThrow('call cancelled');
+  });
+});
+
+describe('createRedisClient: Redis is not there', () => {
+  let server: Server | undefined;
+  afterAll(() => server?.close());
+
+  it('a closed port fails each operation at once and logs one line per incident', async () => {
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const { port } = probe.address() as AddressInfo;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const entries: LogEntry[] = [];
+    const client = createRedisClient(`redis://127.0.0.1:${port}`, { logger: recordingLogger(entries) });
+    const store = createRedisStore(client);
+    try {
+      for (let i = 0; i < 5; i += 1) {
+        await expect(store.setIfAbsent('k', 'v', 1000)).rejects.toThrow(
+          /enableOfflineQueue|Connection is closed|ECONNREFUSED/,
+        );
+        await sleep(60); // let ioredis retry the connection a few times
+      }
+      expect(entries.filter((entry) => entry.message?.startsWith('redis: connection error'))).toHaveLength(1);
+      expect(entries[0]).toMatchObject({ level: 'warn', fields: { err: { code: 'ECONNREFUSED' } } });
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it('a server that accepts and never answers: operations end within the time limit, no hang', async () => {
+    server = createServer(() => {}); // holds every connection open in silence
+    await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    const client = createRedisClient(`redis://127.0.0.1:${port}`, { logger: recordingLogger([]) });
+    const store = createRedisStore(client, { timeoutMs: 100 });
+    try {
+      await expect(store.get('k')).rejects.toThrow();
+      await expect(store.set('k', 'v', 1000)).rejects.toThrow();
+    } finally {
+      client.disconnect();
+    }
+  });
+});
+
+if (TEST_REDIS_URL === undefined) {
+  reportRedisMissing('the real-Redis store tests');
+} else {
+  const url = TEST_REDIS_URL;
+  describe('createRedisStore on real Redis', () => {
+    let client: Redis;
+    const prefix = `toolgate-test:${randomUUID()}:`;
+    beforeAll(async () => {
+      client = createRedisClient(url);
+      await redisReady(client);
+    });
+    afterAll(async () => {
+      const keys = await client.keys(`${prefix}*`);
+      if (keys.length > 0) await client.del(...keys);
+      await client.quit();
+    });
+
+    it('setIfAbsent is SET NX PX: the first wins, the value is kept, it expires', async () => {
+      const store = createRedisStore(client, { prefix });
+      expect(await store.setIfAbsent('{caller-a}:claim', 'first', 80)).toBe(true);
+      expect(await store.setIfAbsent('{caller-a}:claim', 'second', 80)).toBe(false);
+      expect(await store.get('{caller-a}:claim')).toBe('first');
+      expect(await client.get(`${prefix}{caller-a}:claim`)).toBe('first');
+      const ttl = await client.pttl(`${prefix}{caller-a}:claim`);
+      expect(ttl).toBeGreaterThan(0);
+      expect(ttl).toBeLessThanOrEqual(80);
+      await sleep(120);
+      expect(await store.get('{caller-a}:claim')).toBeUndefined();
+      expect(await store.setIfAbsent('{caller-a}:claim', 'third', 1000)).toBe(true);
+    });
+
+    it('of 20 concurrent claims on one key exactly one wins', async () => {
+      const store = createRedisStore(client, { prefix });
+      const wins = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => store.setIfAbsent('race', `r${i}`, 5000)),
+      );
+      expect(wins.filter(Boolean)).toHaveLength(1);
+    });
+
+    it('set replaces, get reads, delete says whether it removed something', async () => {
+      const store = createRedisStore(client, { prefix });
+      await store.set('k', 'one', 5000);
+      await store.set('k', 'two', 5000);
+      expect(await store.get('k')).toBe('two');
+      expect(await store.delete('k')).toBe(true);
+      expect(await store.delete('k')).toBe(false);
+      expect(await store.get('k')).toBeUndefined();
+    });
+
+    it('an aborted signal refuses before sending anything', async () => {
+      const store = createRedisStore(client, { prefix });
+      await expect(
+        store.set('never', 'v', 5000, { signal: AbortSignal.abort(new Error('gone')) }),
+      ).rejects.toThrow('gone');
+      expect(await client.exists(`${prefix}never`)).toBe(0);
+    });
+
+    it('the shared client speaks RESP2 and has no offline queue', () => {
+      expect(client.options).toMatchObject({
+        protocol: 2,
+        enableOfflineQueue: false,
+        maxRetriesPerRequest: 1,
+      });
+    });
+  });
+}
+
+describe('redisReady', () => {
+  it('rejects after its time limit when Redis never becomes ready', async () => {
+    const client = createRedisClient('redis://127.0.0.1:1', { logger: recordingLogger([]) });
+    try {
+      await expect(redisReady(client, 100)).rejects.toThrow(/^redis: not ready within 100 ms \(status /);
+    } finally {
+      client.disconnect();
+    }
+  });
+});
