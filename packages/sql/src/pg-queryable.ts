@@ -1,3 +1,4 @@
+import { type CancellableClient, sendCancelRequest } from './cancel-request.js';
 import { markConnectionFailure } from './database-error.js';
 import { abortRace, abortReason, readOnlySettings } from './transaction-start.js';
 import type { Queryable, QueryRows, QueryRunner, ReadOnlyOptions } from './types.js';
@@ -27,8 +28,12 @@ function isPool(value: PgPoolLike | PgClientLike): value is PgPoolLike {
 
 /**
  * A Queryable over `pg`. With a Pool, each call checks out one client for its transaction (calls run
- * in parallel); an aborted call cancels its statement (`pg_cancel_backend`) and drops that connection
- * rather than returning it to the pool. With a single Client, calls are serialised (one transaction
+ * in parallel). An aborted call cancels its statement with the protocol's cancel request, sent over
+ * a connection of its own (never through the pool, which may be exhausted by the very statements it
+ * should stop); once the server took the request and the transaction rolled back, the connection
+ * goes back to the pool clean. It is destroyed only when that cannot be made sure (the cancel could
+ * not be sent, the rollback failed, the connection broke): a stray late cancel must never hit the
+ * next caller, and destroying every aborted connection made a reconnect storm. With a single Client, calls are serialised (one transaction
  * at a time on one connection) and an abort stops the wait while the statement itself ends at the
  * statement timeout.
  */
@@ -60,6 +65,11 @@ function poolQueryable(pool: PgPoolLike): Queryable {
         );
         throw signal?.aborted ? error : markConnectionFailure(error);
       }
+      if (signal?.aborted) {
+        // Aborted as the connection arrived: nothing ran on it, so it goes back as it came.
+        client.release();
+        throw abortReason(signal);
+      }
       // pg-pool listens for errors on idle clients only; a connection that dies while checked out
       // would emit an unhandled 'error' and take the process down. The query in flight rejects anyway.
       let broken = false;
@@ -71,24 +81,25 @@ function poolQueryable(pool: PgPoolLike): Queryable {
         client.off?.('error', onClientError);
         client.release(destroy || broken);
       };
-      let aborted = false;
+      let cancel: Promise<boolean> | undefined;
       const onAbort = (): void => {
-        aborted = true;
-        const pid = (client as { processID?: unknown }).processID;
-        // Best effort: the statement timeout bounds the statement anyway.
-        if (typeof pid === 'number') pool.query('SELECT pg_cancel_backend($1)', [pid]).catch(() => undefined);
+        cancel = sendCancelRequest(client as CancellableClient);
       };
-      const transaction = runTransaction<T>(client, settings, options, work).then(
-        (value) => {
-          // An aborted connection is never reused: a late cancel must not hit the next caller.
-          release(aborted);
+      // Reusable after an abort only when the server took the cancel (so none can land later).
+      const cancelSettled = async (): Promise<boolean> => (cancel === undefined ? true : await cancel);
+      const outcome = { rolledBack: true };
+      const transaction = runTransaction<T>(client, settings, options, work, outcome).then(
+        async (value) => {
+          release(!(await cancelSettled()));
           return value;
         },
-        (error: unknown) => {
-          release(aborted || isBroken(error));
+        async (error: unknown) => {
+          release(isBroken(error) || !outcome.rolledBack || !(await cancelSettled()));
           throw error;
         },
       );
+      // The caller may have gone (aborted); the transaction settles on its own.
+      transaction.catch(() => undefined);
       return abortRace(transaction, signal, onAbort);
     },
   };
@@ -115,6 +126,7 @@ async function runTransaction<T>(
   settings: string,
   options: ReadOnlyOptions,
   work: (runner: QueryRunner) => Promise<T>,
+  outcome: { rolledBack: boolean } = { rolledBack: true },
 ): Promise<T> {
   if (options.signal?.aborted) throw abortReason(options.signal);
   try {
@@ -130,7 +142,16 @@ async function runTransaction<T>(
     await client.query({ text: 'COMMIT' });
     return result;
   } catch (error) {
-    if (!isBroken(error)) await client.query({ text: 'ROLLBACK' }).catch(() => undefined);
+    if (isBroken(error)) {
+      outcome.rolledBack = false;
+    } else {
+      await client.query({ text: 'ROLLBACK' }).then(
+        () => undefined,
+        () => {
+          outcome.rolledBack = false;
+        },
+      );
+    }
     throw error;
   }
 }

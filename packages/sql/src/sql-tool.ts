@@ -62,5 +62,5 @@ async function runSqlTool(
   }
   const { items, total } = readRows(compiled, rows);
   const note = resultNote(items.length, total, noun, query.limit, compiled.limit.max, query.requestedLimit);
-  return ok({ items, total }, { total, note });
+  return ok({ items }, { total, note });
 }
