@@ -1,0 +1,107 @@
+import { isAbortError, type ToolContext, withDeadline } from '@toolgate/core';
+import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import type { Limit } from './limits.js';
+import type { RedisRateLimitClient } from './types.js';
+
+/** How one limit judged one call. */
+export type Judgement =
+  | { readonly kind: 'allowed'; readonly insured: boolean }
+  | { readonly kind: 'limited'; readonly limit: Limit; readonly msBeforeNext: number }
+  | { readonly kind: 'store-error'; readonly error: unknown };
+
+/** Counts the calls of one limit in one store. */
+export interface Counter {
+  consume(key: string, ctx: ToolContext): Promise<Judgement>;
+}
+
+// Per-call options object rate-limiter-flexible hands on to the insurance limiter unchanged: the only
+// way to learn that a call was judged in process, and to stop a late Redis error from charging the
+// insurance again for a call that already timed out and was judged there.
+interface ConsumeMarks {
+  insured?: boolean;
+  abandoned?: boolean;
+}
+
+/** The in-process insurance: the same limit in memory, which marks the calls it judges. */
+class InsuranceLimiter extends RateLimiterMemory {
+  override consume(
+    key: string | number,
+    points = 1,
+    options: Record<string, unknown> = {},
+  ): Promise<RateLimiterRes> {
+    const marks = options as ConsumeMarks;
+    if (marks.abandoned === true) return Promise.resolve(new RateLimiterRes(this.points, 0, 0, false));
+    marks.insured = true;
+    return super.consume(key, points, options);
+  }
+}
+
+/** A memory counter: no deadline, since an in-process Map cannot hang (and a timer per call would cost more than the count). */
+export function memoryCounter(limit: Limit): Counter {
+  const limiter = new RateLimiterMemory({ points: limit.points, duration: limit.seconds, keyPrefix: '' });
+  return {
+    async consume(key) {
+      try {
+        await limiter.consume(key, 1);
+        return { kind: 'allowed', insured: false };
+      } catch (error) {
+        return judgeRejection(error, limit);
+      }
+    },
+  };
+}
+
+/**
+ * A Redis counter (atomic Lua increment with expiry). Each operation runs under `timeoutMs` and the
+ * call's abort. With `insured`, a failing Redis (rejected at once while not ready) or a late one
+ * (past the deadline) hands the call to an in-process copy of the limit.
+ */
+export function redisCounter(
+  limit: Limit,
+  client: RedisRateLimitClient,
+  options: { timeoutMs: number; insured: boolean },
+): Counter {
+  const insurance = options.insured
+    ? new InsuranceLimiter({ points: limit.points, duration: limit.seconds, keyPrefix: '' })
+    : undefined;
+  const limiter = new RateLimiterRedis({
+    storeClient: client,
+    points: limit.points,
+    duration: limit.seconds,
+    keyPrefix: '',
+    rejectIfRedisNotReady: true,
+    ...(insurance === undefined ? {} : { insuranceLimiter: insurance }),
+  });
+  return {
+    async consume(key, ctx) {
+      const marks: ConsumeMarks = {};
+      try {
+        await withDeadline(() => limiter.consume(key, 1, marks), {
+          signal: ctx.signal,
+          timeoutMs: options.timeoutMs,
+        });
+        return { kind: 'allowed', insured: marks.insured === true };
+      } catch (error) {
+        if (error instanceof RateLimiterRes) return judgeRejection(error, limit);
+        // The caller gave up: not a store incident; the abort travels on like any other.
+        if (ctx.signal.aborted) throw error;
+        if (insurance === undefined || !isAbortError(error)) return { kind: 'store-error', error };
+        marks.abandoned = true;
+        try {
+          await insurance.consume(key, 1, { insured: true });
+          return { kind: 'allowed', insured: true };
+        } catch (insuranceError) {
+          return judgeRejection(insuranceError, limit);
+        }
+      }
+    },
+  };
+}
+
+/** A limit hit is exactly a `RateLimiterRes` rejection; anything else is a store error. */
+function judgeRejection(error: unknown, limit: Limit): Judgement {
+  if (error instanceof RateLimiterRes) {
+    return { kind: 'limited', limit, msBeforeNext: Math.max(1, Math.ceil(error.msBeforeNext)) };
+  }
+  return { kind: 'store-error', error };
+}
