@@ -5,8 +5,14 @@ import type { RedisRateLimitClient } from './types.js';
 
 /** How one limit judged one call. */
 export type Judgement =
-  | { readonly kind: 'allowed'; readonly insured: boolean }
-  | { readonly kind: 'limited'; readonly limit: Limit; readonly msBeforeNext: number }
+  | { readonly kind: 'allowed'; readonly insured: boolean; readonly error?: unknown }
+  | {
+      readonly kind: 'limited';
+      readonly limit: Limit;
+      readonly msBeforeNext: number;
+      readonly insured: boolean;
+      readonly error?: unknown;
+    }
   | { readonly kind: 'store-error'; readonly error: unknown };
 
 /** Counts the calls of one limit in one store. */
@@ -82,16 +88,16 @@ export function redisCounter(
         });
         return { kind: 'allowed', insured: marks.insured === true };
       } catch (error) {
-        if (error instanceof RateLimiterRes) return judgeRejection(error, limit);
+        if (error instanceof RateLimiterRes) return judgeRejection(error, limit, marks.insured === true);
         // The caller gave up: not a store incident; the abort travels on like any other.
         if (ctx.signal.aborted) throw error;
         if (insurance === undefined || !isAbortError(error)) return { kind: 'store-error', error };
         marks.abandoned = true;
         try {
-          await insurance.consume(key, 1, { insured: true });
-          return { kind: 'allowed', insured: true };
+          await insurance.consume(key, 1, {});
+          return { kind: 'allowed', insured: true, error };
         } catch (insuranceError) {
-          return judgeRejection(insuranceError, limit);
+          return judgeRejection(insuranceError, limit, true, error);
         }
       }
     },
@@ -99,9 +105,16 @@ export function redisCounter(
 }
 
 /** A limit hit is exactly a `RateLimiterRes` rejection; anything else is a store error. */
-function judgeRejection(error: unknown, limit: Limit): Judgement {
+function judgeRejection(error: unknown, limit: Limit, insured = false, storeError?: unknown): Judgement {
   if (error instanceof RateLimiterRes) {
-    return { kind: 'limited', limit, msBeforeNext: Math.max(1, Math.ceil(error.msBeforeNext)) };
+    const msBeforeNext = Math.max(1, Math.ceil(error.msBeforeNext));
+    return {
+      kind: 'limited',
+      limit,
+      msBeforeNext,
+      insured,
+      ...(storeError === undefined ? {} : { error: storeError }),
+    };
   }
   return { kind: 'store-error', error };
 }

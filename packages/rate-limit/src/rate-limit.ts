@@ -99,13 +99,18 @@ export function createRateLimit(options: RateLimitOptions = {}): RateLimitMiddle
     let failed = false;
     let insured = false;
     for (const judgement of judgements) {
-      if (judgement.kind === 'limited') {
-        if (limited === undefined || judgement.msBeforeNext > limited.msBeforeNext) limited = judgement;
-      } else if (judgement.kind === 'store-error') {
+      if (judgement.kind === 'store-error') {
         failed = true;
         storeError = judgement.error;
-      } else if (judgement.insured) {
-        insured = true;
+        continue;
+      }
+      if (judgement.insured) insured = true;
+      if (judgement.error !== undefined) storeError = judgement.error;
+      if (
+        judgement.kind === 'limited' &&
+        (limited === undefined || judgement.msBeforeNext > limited.msBeforeNext)
+      ) {
+        limited = judgement;
       }
     }
     if (failed || insured) logStoreIncident(ctx, storeError);

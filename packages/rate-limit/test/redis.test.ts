@@ -1,0 +1,246 @@
+import { randomUUID } from 'node:crypto';
+import { type AddressInfo, createServer } from 'node:net';
+import { errorOf } from '@toolgate/core';
+import { expectFailure, type LogEntry } from '@toolgate/core/testing';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createRateLimit, RATE_LIMIT_META_KEY } from '../src/index.js';
+import { type FaultProxy, startFaultProxy } from './fault-proxy.js';
+import { closeAll, decisionRecorder, runs, serve, token } from './fixtures.js';
+
+const REDIS_URL = process.env.TEST_REDIS_URL;
+const NEEDS_REDIS =
+  'needs TEST_REDIS_URL (a real Redis, e.g. redis://127.0.0.1:6379); not set, so the shared-Redis and blackhole tests did not run';
+const alice = token('portal', { customerId: 41 });
+const clients: Redis[] = [];
+
+/** The one documented client configuration (see README): no offline queue, RESP2. */
+function redisClient(url: string): Redis {
+  const client = new Redis(url, { enableOfflineQueue: false, protocol: 2, maxRetriesPerRequest: 1 });
+  client.on('error', () => {}); // connection errors are the subject of these tests
+  clients.push(client);
+  return client;
+}
+
+async function ready(client: Redis): Promise<Redis> {
+  if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
+  return client;
+}
+
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+const storeLines = (log: LogEntry[]) =>
+  log.filter((entry) => entry.message?.startsWith('rate-limit: Redis store failed'));
+
+beforeEach(() => runs.clear());
+afterEach(closeAll);
+afterAll(() => {
+  for (const client of clients.splice(0)) client.disconnect();
+});
+
+describe('Redis down (a closed loopback port: needs no Redis)', () => {
+  it('fail-open judges calls by in-process copies of the limits, with one log line for the incident', async () => {
+    const log: LogEntry[] = [];
+    const recorder = decisionRecorder();
+    const limiter = createRateLimit({
+      limits: [{ name: 'per-caller', per: 'caller', points: 3, duration: '1m' }],
+      store: { redis: redisClient(`redis://127.0.0.1:${await closedPort()}`) },
+      onStoreError: 'open',
+    });
+    const client = await serve([recorder.middleware, limiter], { authInfo: alice, log });
+    for (let i = 0; i < 3; i += 1) expect((await client.callTool('search_orders')).isError).toBeUndefined();
+    const refused = await client.callTool('search_orders');
+    expect(expectFailure(refused).error).toBe('rate_limited');
+    expect(refused._meta?.[RATE_LIMIT_META_KEY]).toMatchObject({
+      name: 'per-caller',
+      limit: 3,
+      remaining: 0,
+    });
+    expect(runs.get('search_orders')).toBe(3);
+    expect(recorder.calls[0]).toEqual([
+      { by: 'rate-limit', action: 'allow', reason: 'store_unavailable', detail: { judgedBy: 'insurance' } },
+    ]);
+    expect(storeLines(log)).toHaveLength(1);
+    expect(storeLines(log)[0]).toMatchObject({
+      level: 'warn',
+      fields: { store: 'redis', onStoreError: 'open', suppressed: 0 },
+    });
+    limiter.close();
+    expect(storeLines(log)).toHaveLength(2);
+    expect(storeLines(log)[1]?.fields.suppressed).toBe(3); // three more calls judged in process, the refused one included
+  });
+
+  it('fail-closed answers unavailable with retryAfterMs and runs nothing', async () => {
+    const log: LogEntry[] = [];
+    const recorder = decisionRecorder();
+    const limiter = createRateLimit({
+      limits: [{ per: 'caller', points: 3, duration: '1m' }],
+      store: { redis: redisClient(`redis://127.0.0.1:${await closedPort()}`) },
+      onStoreError: 'closed',
+      unavailableRetryAfterMs: 2000,
+    });
+    const client = await serve([recorder.middleware, limiter], { authInfo: alice, log });
+    for (let i = 0; i < 5; i += 1) {
+      expect(expectFailure(await client.callTool('search_orders'))).toMatchObject({
+        error: 'unavailable',
+        retryable: true,
+        retryAfterMs: 2000,
+      });
+    }
+    expect(runs.get('search_orders')).toBeUndefined();
+    expect(recorder.calls[0]).toEqual([
+      { by: 'rate-limit', action: 'short-circuit', reason: 'store_unavailable' },
+    ]);
+    expect(storeLines(log)).toHaveLength(1);
+    expect(storeLines(log)[0]?.fields).toMatchObject({ onStoreError: 'closed', error: { name: 'Error' } });
+  });
+});
+
+if (REDIS_URL === undefined) {
+  describe('real Redis', () => {
+    // Counted in the report with its reason; in CI a missing Redis is a broken pipeline.
+    it(NEEDS_REDIS, (context) => {
+      if (process.env.CI === 'true') throw new Error(`${NEEDS_REDIS} (CI=true requires it)`);
+      context.skip(NEEDS_REDIS);
+    });
+  });
+} else {
+  const url = REDIS_URL;
+  describe('real Redis', () => {
+    const keyPrefix = `tg:rl-test:${randomUUID()}`;
+
+    afterAll(async () => {
+      const admin = await ready(redisClient(url));
+      const keys = await admin.keys(`${keyPrefix}:*`);
+      if (keys.length > 0) await admin.del(...keys);
+    });
+
+    it('holds one limit across two servers, each with its own client, even for 100 parallel calls', async () => {
+      const limits = [{ name: 'per-caller', per: 'caller', points: 10, duration: '1m' }] as const;
+      const first = await serve(
+        [createRateLimit({ limits, keyPrefix, store: { redis: await ready(redisClient(url)) } })],
+        { authInfo: alice },
+      );
+      const second = await serve(
+        [createRateLimit({ limits, keyPrefix, store: { redis: await ready(redisClient(url)) } })],
+        { authInfo: alice },
+      );
+      const results = await Promise.all(
+        Array.from({ length: 100 }, (_, i) =>
+          (i % 2 === 0 ? first : second).callTool('search_orders', { q: `p${i}` }),
+        ),
+      );
+      expect(results.filter((result) => result.isError !== true)).toHaveLength(10);
+      const refused = results.filter((result) => errorOf(result)?.error === 'rate_limited');
+      expect(refused).toHaveLength(90);
+      expect(expectFailure(refused[0]!).retryAfterMs).toBeGreaterThan(50_000);
+      expect(expectFailure(refused[0]!).retryAfterMs).toBeLessThanOrEqual(60_000);
+      expect(runs.get('search_orders')).toBe(10);
+      // Another caller has its own count on the same Redis
+      const other = await serve(
+        [createRateLimit({ limits, keyPrefix, store: { redis: await ready(redisClient(url)) } })],
+        { authInfo: token('portal', { customerId: 42 }) },
+      );
+      expect((await other.callTool('search_orders')).isError).toBeUndefined();
+    });
+
+    it('keys a caller limit under a hash tag of the caller and a tool limit without one', async () => {
+      const admin = await ready(redisClient(url));
+      const client = await serve(
+        [
+          createRateLimit({
+            limits: [
+              { name: 'mine', per: 'caller-tool', points: 5, duration: '1m' },
+              { name: 'everyone', per: 'tool', points: 50, duration: '1m' },
+            ],
+            keyPrefix: `${keyPrefix}:keys`,
+            store: { redis: admin },
+          }),
+        ],
+        { authInfo: alice },
+      );
+      await client.callTool('search_orders');
+      const keys = (await admin.keys(`${keyPrefix}:keys:*`)).sort();
+      expect(keys).toHaveLength(2);
+      expect(keys[0]).toBe(`${keyPrefix}:keys:everyone:search_orders`);
+      expect(keys[1]).toMatch(new RegExp(`^${keyPrefix}:keys:\\{[A-Za-z0-9_-]{22}\\}:mine:search_orders$`));
+      expect(await admin.get(keys[1]!)).toBe('1');
+      const ttl = await admin.pttl(keys[1]!);
+      expect(ttl).toBeGreaterThan(55_000);
+      expect(ttl).toBeLessThanOrEqual(60_000);
+    });
+
+    describe('blackholed Redis (a TCP proxy that stops forwarding)', () => {
+      let proxy: FaultProxy;
+      beforeEach(async () => {
+        const target = new URL(url);
+        proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || 6379) });
+      });
+      afterEach(async () => {
+        proxy.heal();
+        await proxy.close();
+      });
+
+      const viaProxy = async (): Promise<Redis> => {
+        const target = new URL(url);
+        target.port = String(proxy.port);
+        return ready(redisClient(target.toString()));
+      };
+
+      it('fail-open: no call waits past timeoutMs, the insurance limits count, one log line', async () => {
+        const log: LogEntry[] = [];
+        const limiter = createRateLimit({
+          limits: [{ per: 'caller', points: 4, duration: '1m' }],
+          keyPrefix,
+          store: { redis: await viaProxy() },
+          timeoutMs: 100,
+        });
+        const client = await serve([limiter], { authInfo: token('portal', { customerId: 50 }), log });
+        expect((await client.callTool('search_orders')).isError).toBeUndefined(); // counted in Redis
+        proxy.blackhole();
+        // A hang would hit the client's own 5 s request timeout and fail the test.
+        const during = await Promise.all(
+          Array.from({ length: 5 }, () => client.callTool('search_orders', {}, { timeoutMs: 5000 })),
+        );
+        expect(during.filter((result) => result.isError !== true)).toHaveLength(4);
+        expect(during.filter((result) => errorOf(result)?.error === 'rate_limited')).toHaveLength(1);
+        expect(storeLines(log)).toHaveLength(1);
+        expect(storeLines(log)[0]?.fields).toMatchObject({
+          onStoreError: 'open',
+          error: { name: 'TimeoutError' },
+        });
+      });
+
+      it('fail-closed: every call answers unavailable within timeoutMs, never hangs', async () => {
+        const log: LogEntry[] = [];
+        const limiter = createRateLimit({
+          limits: [{ per: 'caller', points: 100, duration: '1m' }],
+          keyPrefix,
+          store: { redis: await viaProxy() },
+          onStoreError: 'closed',
+          timeoutMs: 100,
+        });
+        const client = await serve([limiter], { authInfo: token('portal', { customerId: 51 }), log });
+        proxy.blackhole();
+        const during = await Promise.all(
+          Array.from({ length: 5 }, () => client.callTool('search_orders', {}, { timeoutMs: 5000 })),
+        );
+        for (const result of during) {
+          expect(expectFailure(result)).toMatchObject({
+            error: 'unavailable',
+            retryable: true,
+            retryAfterMs: 1000,
+          });
+        }
+        expect(runs.get('search_orders')).toBeUndefined();
+        expect(storeLines(log)).toHaveLength(1);
+      });
+    });
+  });
+}
