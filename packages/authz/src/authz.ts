@@ -1,0 +1,144 @@
+import {
+  type CallerIdentity,
+  fail,
+  type NextFn,
+  resolveToolOptions,
+  type ToolContext,
+  type ToolDefinition,
+  type ToolRequest,
+  type ToolResult,
+} from '@toolgate/core';
+import { type CheckedRequirement, checkRequirement, evaluate, type Verdict } from './requirement.js';
+import type { AuthzMiddleware, AuthzOptions, AuthzRules } from './types.js';
+
+/** The `_meta` key of a refusal that lists the missing scopes, for clients that can step up. */
+export const AUTHZ_META_KEY = 'toolgate/authz';
+
+interface CompiledRules {
+  readonly requirement: CheckedRequirement;
+  readonly mode: AuthzRules['mode'];
+  readonly local: AuthzRules['local'];
+}
+
+const LOCAL_ALLOWED: Verdict = Object.freeze({ allow: true, reason: 'local caller (stdio) allowed' });
+
+/**
+ * Per-tool authorization: each tool requires scopes, scope alternatives, claim predicates or a
+ * function; tools that declare nothing get `require`. The same predicate filters `tools/list`
+ * (`canSee`) and guards `tools/call`, and every decision lands on `ctx.decisions`.
+ *
+ * ```ts
+ * const authz = createAuthz({
+ *   require: { scopes: ['orders:read'] },
+ *   tools: { refund: { require: { scopes: ['orders:write'] }, mode: 'refuse' } },
+ * });
+ * registerTools(server, tools, { middleware: [otel, audit, redactErrors, authz, rateLimit] });
+ * ```
+ */
+export function createAuthz(options: AuthzOptions): AuthzMiddleware {
+  if (typeof options !== 'object' || options === null || options.require === undefined) {
+    throw new TypeError(
+      'createAuthz: give require, the default for tools that declare nothing ({} lets every caller through)',
+    );
+  }
+  const resolver = resolveToolOptions<AuthzRules>(
+    'createAuthz',
+    { require: options.require, mode: 'hidden', local: 'allow' },
+    options,
+    checkRules,
+  );
+  const compile = (rules: Readonly<AuthzRules>, where: string): CompiledRules =>
+    Object.freeze({
+      requirement: checkRequirement(rules.require, where),
+      mode: rules.mode,
+      local: rules.local,
+    });
+  const global = compile(resolver.global, 'createAuthz');
+  const perTool = new Map<string, CompiledRules | undefined>();
+  for (const name of Object.keys(options.tools ?? {})) {
+    const rules = resolver.forTool(name);
+    perTool.set(name, rules === undefined ? undefined : compile(rules, `createAuthz: tools.${name}`));
+  }
+  const rulesOf = (name: string): CompiledRules | undefined =>
+    perTool.has(name) ? perTool.get(name) : global;
+  // Tools core asked about, by name: a call to a hidden tool reaches the chain as an unknown tool, and
+  // this is how the middleware still records that authz hid it.
+  const known = new Map<string, ToolDefinition>();
+
+  const decide = (
+    rules: CompiledRules,
+    tool: ToolDefinition,
+    caller: CallerIdentity,
+    request: ToolRequest,
+  ): Verdict => {
+    if (caller.kind === 'local' && rules.local === 'allow') return LOCAL_ALLOWED;
+    return evaluate(rules.requirement, { tool, caller, auth: request.authInfo, request });
+  };
+
+  const allows = (tool: ToolDefinition, caller: CallerIdentity, request: ToolRequest): boolean => {
+    const rules = rulesOf(tool.name);
+    return rules === undefined || decide(rules, tool, caller, request).allow;
+  };
+
+  const middleware = async (ctx: ToolContext, next: NextFn): Promise<ToolResult> => {
+    const tool = ctx.tool;
+    if (tool === undefined) {
+      // Unknown to core: really unknown, disabled, or hidden by canSee (then record why, server-side only).
+      const hidden = known.get(ctx.toolName);
+      const rules = hidden === undefined ? undefined : rulesOf(hidden.name);
+      if (hidden !== undefined && rules !== undefined && rules.mode === 'hidden') {
+        const verdict = decide(rules, hidden, ctx.caller, ctx.request);
+        if (!verdict.allow) ctx.decisions.push({ by: 'authz', action: 'hide', reason: verdict.reason });
+      }
+      return next();
+    }
+    const rules = rulesOf(tool.name);
+    if (rules === undefined) return next();
+    const verdict = decide(rules, tool, ctx.caller, ctx.request);
+    if (verdict.allow) {
+      ctx.decisions.push({ by: 'authz', action: 'allow', reason: verdict.reason });
+      return next();
+    }
+    ctx.decisions.push({
+      by: 'authz',
+      action: 'deny',
+      reason: verdict.reason,
+      ...(verdict.missingScopes.length > 0 ? { detail: { missingScopes: [...verdict.missingScopes] } } : {}),
+    });
+    // In hidden mode canSee already answered this call as unknown; reaching here means authz runs
+    // outside the global chain (no canSee) or a check changed its mind: refuse without naming anything.
+    return refusal(tool.name, rules.mode === 'refuse' ? verdict.missingScopes : []);
+  };
+
+  return Object.assign(middleware, {
+    canSee(tool: ToolDefinition, caller: CallerIdentity, request: ToolRequest): boolean {
+      if (known.get(tool.name) !== tool) known.set(tool.name, tool);
+      const rules = rulesOf(tool.name);
+      return rules === undefined || rules.mode === 'refuse' || decide(rules, tool, caller, request).allow;
+    },
+    allows,
+  });
+}
+
+function checkRules(rules: Readonly<AuthzRules>, where: string): void {
+  if (rules.mode !== 'hidden' && rules.mode !== 'refuse')
+    throw new TypeError(`${where}: mode must be 'hidden' or 'refuse'`);
+  if (rules.local !== 'allow' && rules.local !== 'deny')
+    throw new TypeError(`${where}: local must be 'allow' or 'deny'`);
+}
+
+function refusal(toolName: string, missingScopes: readonly string[]): ToolResult {
+  if (missingScopes.length === 0) {
+    return fail('permission_denied', `You may not call ${toolName}.`);
+  }
+  const result = fail(
+    'permission_denied',
+    `Calling ${toolName} needs the scope(s) ${missingScopes.join(' ')}, which this authorization does not grant.`,
+    {
+      hint: 'Do not retry as is. Tell the user which scope(s) the call needs; it can succeed after they authorize again with them.',
+      retryable: false,
+    },
+  );
+  result._meta = { ...result._meta, [AUTHZ_META_KEY]: { missingScopes: [...missingScopes] } };
+  return result;
+}

@@ -1,0 +1,242 @@
+import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
+import { createRemoteJWKSet, type JWTPayload, jwtVerify } from 'jose';
+import {
+  AccessTokenInvalidError,
+  AccessTokenScopeError,
+  AccessTokenUnavailableError,
+  type InvalidTokenReason,
+} from './token-errors.js';
+
+export interface JwtVerifierOptions {
+  /** Where the authorization server publishes its signing keys (JWKS); https, or http on a loopback host. */
+  jwksUrl: string | URL;
+  /** The issuer (`iss`) every token must name, exactly. Required. */
+  issuer: string;
+  /** The server's canonical URL (RFC 8707 resource, e.g. `https://orders.example.com/mcp`): always an accepted audience and the token's `resource`. Required. */
+  resource: string;
+  /** More accepted audiences (`aud`) beside `resource`. @default [] */
+  audiences?: readonly string[];
+  /** Accepted signature algorithms (asymmetric only; never `none`). @default ['RS256', 'ES256'] */
+  algorithms?: readonly string[];
+  /** Allowed clock skew for `exp`, `nbf` and `iat`, in seconds. @default 5 */
+  clockToleranceSec?: number;
+  /** Scopes every token must carry to reach the server at all (403 `insufficient_scope` otherwise). @default [] */
+  requiredScopes?: readonly string[];
+  /** The `typ` header every token must carry, e.g. `at+jwt` (RFC 9068). @default undefined (not checked) */
+  typ?: string;
+  /** How long fetched keys are used before the JWKS is fetched again, in ms. @default 600000 */
+  jwksCacheMaxAgeMs?: number;
+  /** After a fetch, how long an unknown key id waits before it may trigger another fetch, in ms. @default 30000 */
+  jwksCooldownMs?: number;
+  /** Time limit of one JWKS fetch, in ms. @default 5000 */
+  jwksTimeoutMs?: number;
+}
+
+/** Verifies bearer tokens; `verifyAccessToken` makes it the SDK's OAuthTokenVerifier (`requireBearerAuth({ verifier })`). */
+export interface JwtVerifier {
+  /** The token's AuthInfo, or a thrown AccessTokenError (401 invalid, 403 insufficient scope, 503 keys unavailable). */
+  verify(token: string): Promise<AuthInfo>;
+  /** The same as `verify`, under the name the SDK's OAuthTokenVerifier interface uses. */
+  verifyAccessToken(token: string): Promise<AuthInfo>;
+}
+
+const ASYMMETRIC = new Set([
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+  'Ed25519',
+]);
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
+
+/**
+ * A JWT access-token verifier on jose: keys from a JWKS URL (cached), issuer, audience (the server's
+ * own URL plus configured ones), explicit algorithms, `exp` required. Claims map onto the SDK's
+ * AuthInfo: `scope` (space separated) or `scp` to scopes, `client_id` or `azp` to clientId, `exp` to
+ * expiresAt, and every claim (with `sub` and `iss`, which core's caller identity reads) to `extra`.
+ */
+export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
+  const settings = checkOptions(options);
+  const keys = createRemoteJWKSet(settings.jwksUrl, {
+    cacheMaxAge: settings.cacheMaxAge,
+    cooldownDuration: settings.cooldown,
+    timeoutDuration: settings.timeout,
+  });
+  const verifyOptions = {
+    issuer: settings.issuer,
+    audience: settings.audiences,
+    algorithms: settings.algorithms,
+    clockTolerance: settings.clockTolerance,
+    requiredClaims: ['exp'],
+    ...(options.typ === undefined ? {} : { typ: options.typ }),
+  };
+
+  const verify = async (token: string): Promise<AuthInfo> => {
+    if (typeof token !== 'string' || token === '')
+      throw new AccessTokenInvalidError('The token is empty.', 'malformed');
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token, keys, verifyOptions));
+    } catch (error) {
+      throw tokenError(error);
+    }
+    const auth = authInfoOf(token, payload, settings.resource);
+    const missing = settings.requiredScopes.filter((scope) => !auth.scopes.includes(scope));
+    if (missing.length > 0) {
+      throw new AccessTokenScopeError(
+        `The token lacks the scope(s) ${missing.join(' ')}.`,
+        settings.requiredScopes,
+      );
+    }
+    return auth;
+  };
+  return { verify, verifyAccessToken: verify };
+}
+
+interface Settings {
+  jwksUrl: URL;
+  issuer: string;
+  resource: string;
+  audiences: string[];
+  algorithms: string[];
+  clockTolerance: number;
+  requiredScopes: readonly string[];
+  cacheMaxAge: number;
+  cooldown: number;
+  timeout: number;
+}
+
+function checkOptions(options: JwtVerifierOptions): Settings {
+  if (typeof options !== 'object' || options === null) throw new TypeError('createJwtVerifier: give options');
+  let jwksUrl: URL;
+  try {
+    jwksUrl = new URL(options.jwksUrl);
+  } catch {
+    throw new TypeError('createJwtVerifier: jwksUrl must be an absolute URL');
+  }
+  // Keys fetched in clear text let anyone on the path sign tokens this server accepts.
+  if (
+    jwksUrl.protocol !== 'https:' &&
+    !(jwksUrl.protocol === 'http:' && LOOPBACK_HOSTS.has(jwksUrl.hostname))
+  ) {
+    throw new TypeError('createJwtVerifier: jwksUrl must use https (http only on a loopback host)');
+  }
+  if (typeof options.issuer !== 'string' || options.issuer === '') {
+    throw new TypeError(
+      'createJwtVerifier: issuer is required (the authorization server every token must come from)',
+    );
+  }
+  if (
+    typeof options.resource !== 'string' ||
+    !URL.canParse(options.resource) ||
+    options.resource.includes('#')
+  ) {
+    throw new TypeError(
+      "createJwtVerifier: resource is required: the server's canonical URL (absolute, no fragment), the audience tokens must name",
+    );
+  }
+  const extra = options.audiences ?? [];
+  if (!Array.isArray(extra) || extra.some((aud) => typeof aud !== 'string' || aud === '')) {
+    throw new TypeError('createJwtVerifier: audiences must be an array of non-empty strings');
+  }
+  const algorithms = [...(options.algorithms ?? ['RS256', 'ES256'])];
+  if (algorithms.length === 0 || algorithms.some((alg) => !ASYMMETRIC.has(alg))) {
+    throw new TypeError(
+      `createJwtVerifier: algorithms must be a non-empty list of asymmetric algorithms (${[...ASYMMETRIC].join(', ')}); never none`,
+    );
+  }
+  const clockTolerance = options.clockToleranceSec ?? 5;
+  if (!Number.isFinite(clockTolerance) || clockTolerance < 0 || clockTolerance > 300) {
+    throw new RangeError('createJwtVerifier: clockToleranceSec must be between 0 and 300 seconds');
+  }
+  const requiredScopes = options.requiredScopes ?? [];
+  if (
+    !Array.isArray(requiredScopes) ||
+    requiredScopes.some((scope) => typeof scope !== 'string' || !/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(scope))
+  ) {
+    throw new TypeError('createJwtVerifier: requiredScopes must be an array of scope strings');
+  }
+  const ms = (value: number | undefined, fallback: number, name: string): number => {
+    const out = value ?? fallback;
+    if (!Number.isInteger(out) || out < 0)
+      throw new RangeError(`createJwtVerifier: ${name} must be a non-negative integer (ms)`);
+    return out;
+  };
+  return {
+    jwksUrl,
+    issuer: options.issuer,
+    resource: options.resource,
+    audiences: [options.resource, ...extra.filter((aud) => aud !== options.resource)],
+    algorithms,
+    clockTolerance,
+    requiredScopes: Object.freeze([...requiredScopes]),
+    cacheMaxAge: ms(options.jwksCacheMaxAgeMs, 600_000, 'jwksCacheMaxAgeMs'),
+    cooldown: ms(options.jwksCooldownMs, 30_000, 'jwksCooldownMs'),
+    timeout: ms(options.jwksTimeoutMs, 5_000, 'jwksTimeoutMs'),
+  };
+}
+
+function authInfoOf(token: string, payload: JWTPayload, resource: string): AuthInfo {
+  const auth: AuthInfo = {
+    token,
+    clientId: stringClaim(payload.client_id) ?? stringClaim(payload.azp) ?? '',
+    scopes: scopesOf(payload),
+    expiresAt: payload.exp as number,
+    extra: { ...payload },
+  };
+  const aud = payload.aud;
+  if (aud === resource || (Array.isArray(aud) && aud.includes(resource))) auth.resource = new URL(resource);
+  return auth;
+}
+
+function stringClaim(value: unknown): string | undefined {
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+// `scope` is RFC 8693/9068's space-separated string; `scp` is the array (or string) some issuers use.
+function scopesOf(payload: JWTPayload): string[] {
+  const raw = typeof payload.scope === 'string' ? payload.scope : payload.scp;
+  if (typeof raw === 'string') return raw.split(' ').filter((scope) => scope !== '');
+  if (Array.isArray(raw))
+    return raw.filter((scope): scope is string => typeof scope === 'string' && scope !== '');
+  return [];
+}
+
+/** jose's error, as the 401 (the token's fault) or 503 (the keys could not be had) it stands for. */
+function tokenError(error: unknown): Error {
+  const code = (error as { code?: unknown } | null)?.code;
+  const invalid = (message: string, reason: InvalidTokenReason): AccessTokenInvalidError =>
+    new AccessTokenInvalidError(message, reason, { cause: error });
+  switch (code) {
+    case 'ERR_JWT_EXPIRED':
+      return invalid('The token has expired.', 'expired');
+    case 'ERR_JWT_CLAIM_VALIDATION_FAILED': {
+      const { claim, reason } = error as { claim?: string; reason?: string };
+      if (reason === 'missing')
+        return invalid(`The token lacks the required "${claim}" claim.`, 'missing_claim');
+      if (claim === 'iss') return invalid('The token comes from another issuer.', 'issuer');
+      if (claim === 'aud') return invalid('The token was issued for another resource.', 'audience');
+      if (claim === 'nbf' || claim === 'iat') return invalid('The token is not valid yet.', 'not_yet_valid');
+      return invalid(`The token's "${claim}" claim is not acceptable.`, 'claim');
+    }
+    case 'ERR_JOSE_ALG_NOT_ALLOWED':
+    case 'ERR_JOSE_NOT_SUPPORTED':
+      return invalid('The token is signed with an algorithm this server does not accept.', 'algorithm');
+    case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED':
+      return invalid('The token signature is invalid.', 'signature');
+    case 'ERR_JWKS_NO_MATCHING_KEY':
+    case 'ERR_JWKS_MULTIPLE_MATCHING_KEYS':
+      return invalid('The token is signed with a key the issuer does not publish.', 'unknown_key');
+    case 'ERR_JWS_INVALID':
+    case 'ERR_JWT_INVALID':
+      return invalid('The token is not a well-formed JWT.', 'malformed');
+    default:
+      return new AccessTokenUnavailableError('The signing keys could not be fetched.', { cause: error });
+  }
+}

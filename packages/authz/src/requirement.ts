@@ -1,0 +1,126 @@
+import type { AccessRequest, ToolRequirement } from './types.js';
+
+/** The outcome of one requirement check. `missingScopes` is what a step-up would have to add. */
+export type Verdict =
+  | { readonly allow: true; readonly reason: string }
+  | { readonly allow: false; readonly reason: string; readonly missingScopes: readonly string[] };
+
+/** A requirement normalised once at creation: frozen arrays, entries as a list. */
+export interface CheckedRequirement {
+  readonly scopes: readonly string[];
+  readonly anyOf: readonly (readonly string[])[];
+  readonly claims: readonly (readonly [string, (value: unknown) => boolean])[];
+  readonly check: ((access: AccessRequest) => boolean) | undefined;
+}
+
+const REQUIREMENT_KEYS = new Set(['scopes', 'anyOf', 'claims', 'check']);
+const NO_SCOPES: readonly string[] = Object.freeze([]);
+const MET: Verdict = Object.freeze({ allow: true, reason: 'requirement met' });
+
+/** Validates a requirement where it is configured, so a typo fails at startup, not as an open door. */
+export function checkRequirement(value: unknown, where: string): CheckedRequirement {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new TypeError(`${where}: require must be an object ({} lets every caller through)`);
+  }
+  const unknown = Object.keys(value).filter((key) => !REQUIREMENT_KEYS.has(key));
+  if (unknown.length > 0) {
+    throw new TypeError(
+      `${where}: require has unknown key(s) ${unknown.join(', ')}; use scopes, anyOf, claims, check`,
+    );
+  }
+  const requirement = value as ToolRequirement;
+  const scopes = scopeList(requirement.scopes ?? [], `${where}: require.scopes`);
+  if (!Array.isArray(requirement.anyOf ?? []))
+    throw new TypeError(`${where}: require.anyOf must be an array of scope arrays`);
+  const anyOf = (requirement.anyOf ?? []).map((set, index) => {
+    const list = scopeList(set, `${where}: require.anyOf[${index}]`);
+    if (list.length === 0)
+      throw new TypeError(`${where}: require.anyOf[${index}] is empty (it would let every caller through)`);
+    return list;
+  });
+  const claimsObject = requirement.claims ?? {};
+  if (typeof claimsObject !== 'object' || claimsObject === null) {
+    throw new TypeError(`${where}: require.claims must be an object of predicates`);
+  }
+  const claims = Object.entries(claimsObject).map(([claim, predicate]) => {
+    if (typeof predicate !== 'function')
+      throw new TypeError(`${where}: require.claims.${claim} must be a function`);
+    return Object.freeze([claim, predicate] as const);
+  });
+  if (requirement.check !== undefined && typeof requirement.check !== 'function') {
+    throw new TypeError(`${where}: require.check must be a function`);
+  }
+  return Object.freeze({
+    scopes,
+    anyOf: Object.freeze(anyOf),
+    claims: Object.freeze(claims),
+    check: requirement.check,
+  });
+}
+
+function scopeList(value: unknown, where: string): readonly string[] {
+  if (
+    !Array.isArray(value) ||
+    value.some((scope) => typeof scope !== 'string' || !/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(scope))
+  ) {
+    // RFC 6749 scope-token characters: what a token can carry and a WWW-Authenticate header can quote.
+    throw new TypeError(`${where} must be an array of scope strings (RFC 6749 scope-token characters)`);
+  }
+  return Object.freeze([...value]);
+}
+
+/**
+ * Checks a requirement against a caller's token (scopes, then anyOf, then claims, then check; the
+ * first failure decides). A caller without a token has no scopes and no claims.
+ */
+export function evaluate(requirement: CheckedRequirement, access: AccessRequest): Verdict {
+  const held = access.auth?.scopes ?? NO_SCOPES;
+  let missing: string[] | undefined;
+  for (const scope of requirement.scopes) {
+    if (held.includes(scope)) continue;
+    missing ??= [];
+    missing.push(scope);
+  }
+  if (requirement.anyOf.length > 0) {
+    for (const scope of closestSet(requirement.anyOf, held)) {
+      missing ??= [];
+      if (!missing.includes(scope)) missing.push(scope);
+    }
+  }
+  if (missing !== undefined)
+    return { allow: false, reason: `missing scope(s): ${missing.join(' ')}`, missingScopes: missing };
+  if (requirement.claims.length > 0) {
+    const claims = access.auth?.extra;
+    for (const [claim, predicate] of requirement.claims) {
+      if (!passes(() => predicate(claims?.[claim]))) {
+        return { allow: false, reason: `claim ${claim} refused`, missingScopes: NO_SCOPES };
+      }
+    }
+  }
+  if (requirement.check !== undefined) {
+    const check = requirement.check;
+    if (!passes(() => check(access)))
+      return { allow: false, reason: 'check refused', missingScopes: NO_SCOPES };
+  }
+  return MET;
+}
+
+// The alternative with the fewest scopes still missing (the first on a tie); empty when one is met.
+function closestSet(sets: readonly (readonly string[])[], held: readonly string[]): readonly string[] {
+  let best: string[] | undefined;
+  for (const set of sets) {
+    const missing = set.filter((scope) => !held.includes(scope));
+    if (missing.length === 0) return NO_SCOPES;
+    if (best === undefined || missing.length < best.length) best = missing;
+  }
+  return best ?? NO_SCOPES;
+}
+
+// A predicate that throws or returns anything but `true` denies: authorization fails closed.
+function passes(predicate: () => unknown): boolean {
+  try {
+    return predicate() === true;
+  } catch {
+    return false;
+  }
+}
