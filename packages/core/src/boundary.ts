@@ -16,6 +16,18 @@ export type ScrubText = (text: string) => string;
 
 const redactSecretsDeep = createSecretRedactor();
 
+// Failures core itself wrote from the schema's verdict (`invalid_argument` naming each field): their text
+// is core's own words plus the argument names the model sent, and a secret pattern would only garble them
+// ("secret: not an accepted argument" reads like a key/value pair). Identity survives middleware that
+// pass the result on unchanged.
+const coreWritten = new WeakSet<ToolResult>();
+
+/** Marks a result core wrote itself, so the boundary passes it unchanged. */
+export function markCoreWritten(result: ToolResult): ToolResult {
+  coreWritten.add(result);
+  return result;
+}
+
 /**
  * The model-facing boundary: what every call's result passes on its way out (after the handler, and
  * again when it leaves the chain). Successes pass untouched except for the reserved `_meta` key.
@@ -31,6 +43,7 @@ export function toModelFacing(ctx: ToolContext, result: unknown, scrub: readonly
       returned: typeof result,
     });
   }
+  if (coreWritten.has(result)) return result;
   if (result.isError !== true) {
     if (result._meta === undefined || !(ERROR_META_KEY in result._meta)) return result;
     const { [ERROR_META_KEY]: _reserved, ...meta } = result._meta;

@@ -7,7 +7,7 @@ import {
   ErrorCode as RpcErrorCode,
   SetLevelRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
-import { type ScrubText, toModelFacing } from './boundary.js';
+import { markCoreWritten, type ScrubText, toModelFacing } from './boundary.js';
 import { compose } from './compose.js';
 import { isToolError } from './errors.js';
 import { type CallerIdentity, type IdentifyCaller, identifyCaller } from './identity.js';
@@ -303,7 +303,7 @@ async function innermost(ctx: ToolContext, registry: Registry): Promise<ToolResu
   }
   if (!ctx.validation.ok) {
     if (ctx.validation.error !== undefined) throw ctx.validation.error;
-    return invalidArgumentsResult(tool.name, ctx.validation.issues);
+    return markCoreWritten(invalidArgumentsResult(tool.name, ctx.validation.issues));
   }
   let result: unknown;
   try {

@@ -499,3 +499,26 @@ describe('plumbing', () => {
     await expect(withDeadline(async (signal) => signal.aborted, { timeoutMs: 1000 })).resolves.toBe(false);
   });
 });
+
+describe('the boundary and core’s own refusals', () => {
+  it('passes an invalid_argument answer unchanged, even where a field name reads like a secret key', async () => {
+    const seen: unknown[] = [];
+    const tool = defineTool({
+      name: 'get_order',
+      description: 'One order.',
+      input: { id: z.string() },
+      handler: () => ok(),
+    });
+    const capture: ToolMiddleware = async (_ctx, next) => {
+      const result = await next();
+      seen.push(JSON.parse(JSON.stringify(result)));
+      return result;
+    };
+    client = await serveTools([tool], { middleware: [capture] });
+    const result = await client.callTool('get_order', { id: 'a', secret: 'x' });
+    expect(expectFailure(result).hint).toBe(
+      'Fix and call again: secret: not an accepted argument; remove it (accepted: id).',
+    );
+    expect(seen).toEqual([JSON.parse(JSON.stringify(result))]);
+  });
+});
