@@ -100,10 +100,14 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
       search_docs: false,
     },
     dependencies: {
-      // Up to 256 calls may wait for the pool's 10 connections (pg queues them) before calls are shed
-      // with rate_limited; a dead database still opens the breaker after 5 failures.
+      // Opens after 5 failures in a row (or more than half of the calls in the window, whichever
+      // trips first), so a dead database is cut off within a handful of calls. A call gets 5 s; the
+      // pool's connect timeout (db.ts) is shorter, so a silent partition fails each call within its
+      // deadline and counts. Up to 256 calls may wait for the pool's 10 connections (pg queues them);
+      // beyond that calls are shed with rate_limited (the server is at capacity), never for an outage.
       'orders-db': {
         timeout: 5000,
+        consecutiveFailures: 5,
         volumeThreshold: 5,
         capacity: 256,
         resetTimeout: config.breakerResetMs ?? 10_000,

@@ -1,0 +1,226 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { BreakerStats } from '@toolgate/circuit-breaker';
+import { createSilentLogger } from '@toolgate/core';
+import { connectTestClient, type TestClient } from '@toolgate/core/testing';
+import { createOrderService, type OrderService } from '@toolgate/order-service/service';
+import { afterEach, describe, expect, it } from 'vitest';
+import { envelopeOf, outcomeCode } from '../src/result-contract.js';
+import { outageDatabaseUrl, prepareTestSchema } from '../src/test-database.js';
+
+// How fast the orders-db breaker cuts off a dead database, measured through loopback TCP faults
+// between the app and a real PostgreSQL (a network fault has no PGlite equivalent): a hard outage
+// (port closed: ECONNREFUSED, live connections reset) and a silent partition (connections stay open,
+// nothing is forwarded, nothing answers). The figures are printed; the assertions are bounds.
+
+interface FaultProxy {
+  readonly port: number;
+  /** Closes the port and resets every connection. */
+  refuse(): Promise<void>;
+  /** Forwards nothing and answers nothing; connections stay open (bytes wait, as TCP's would). */
+  blackhole(): void;
+  /** Back to normal. */
+  restore(): Promise<void>;
+  close(): Promise<void>;
+}
+
+async function startFaultProxy(target: { host: string; port: number }): Promise<FaultProxy> {
+  const live = new Set<Socket>();
+  let paused = false;
+  let port = 0;
+  const server = createServer((client) => {
+    const upstream = connect(target.port, target.host);
+    live.add(client).add(upstream);
+    if (paused) {
+      client.pause();
+      upstream.pause();
+    }
+    const cut = (): void => {
+      client.destroy();
+      upstream.destroy();
+      live.delete(client);
+      live.delete(upstream);
+    };
+    client.on('error', cut).on('close', cut);
+    upstream.on('error', cut).on('close', cut);
+    client.on('data', (chunk) => upstream.write(chunk));
+    upstream.on('data', (chunk) => client.write(chunk));
+  });
+  const listen = () => new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  await listen();
+  port = (server.address() as AddressInfo).port;
+  const resetAll = (): void => {
+    for (const socket of live) socket.destroy();
+    live.clear();
+  };
+  return {
+    port,
+    async refuse() {
+      resetAll();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+    blackhole() {
+      paused = true;
+      for (const socket of live) socket.pause();
+    },
+    async restore() {
+      // Connections that lived through a partition are reset, as a client's keepalive would find.
+      if (paused) resetAll();
+      paused = false;
+      if (!server.listening) await listen();
+    },
+    async close() {
+      resetAll();
+      if (server.listening) await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+const RESET_MS = 500;
+const BREAKER_TIMEOUT_MS = 5000;
+const WORKERS = 32;
+
+let cleanup: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const step of cleanup.reverse()) await step();
+  cleanup = [];
+});
+
+async function startService(): Promise<{ proxy: FaultProxy; service: OrderService; client: TestClient }> {
+  const dir = await mkdtemp(join(tmpdir(), 'toolgate-bench-dbfault-'));
+  cleanup.push(() => rm(dir, { recursive: true, force: true }));
+  const scoped = new URL(await prepareTestSchema(outageDatabaseUrl()));
+  const proxy = await startFaultProxy({ host: scoped.hostname, port: Number(scoped.port || 5432) });
+  scoped.hostname = '127.0.0.1';
+  scoped.port = String(proxy.port);
+  const service = await createOrderService(
+    {
+      databaseUrl: scoped.href,
+      carrierUrl: 'http://127.0.0.1:9',
+      transport: 'pipe',
+      auditFile: join(dir, 'audit.jsonl'),
+      breakerResetMs: RESET_MS,
+    },
+    createSilentLogger(),
+  );
+  const client = await connectTestClient(service.createServer(), { sessionId: 'db-fault' });
+  cleanup.push(() => proxy.close());
+  cleanup.push(() => service.close());
+  cleanup.push(() => client.close());
+  return { proxy, service, client };
+}
+
+// Calls that met the dead database: those that failed, plus those still in flight (they will).
+const metDatabase = (stats: BreakerStats): number => stats.totals.failures + stats.inFlight;
+
+/** Runs WORKERS clients calling search_orders without pause until stopped; records each call. */
+function load(client: TestClient) {
+  const calls: { outcome: string; ms: number; hint: unknown; startedAt: number }[] = [];
+  let stop = false;
+  let counter = 0;
+  const worker = async (): Promise<void> => {
+    while (!stop) {
+      counter += 1;
+      const args = {
+        customer_email: `customer${String(1 + (counter % 200)).padStart(3, '0')}@`,
+        days: 1 + (counter % 90),
+      };
+      const startedAt = performance.now();
+      const result = await client.callTool('search_orders', args, { timeoutMs: 30_000 });
+      calls.push({
+        outcome: outcomeCode(result),
+        ms: performance.now() - startedAt,
+        hint: envelopeOf(result).hint,
+        startedAt,
+      });
+      if (result.isError) await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+  };
+  const workers = Array.from({ length: WORKERS }, worker);
+  return {
+    calls,
+    async stop() {
+      stop = true;
+      await Promise.all(workers);
+    },
+  };
+}
+
+async function waitFor(predicate: () => boolean, limitMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + limitMs;
+  while (!predicate()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+describe.each([
+  { fault: 'hard outage (port closed, connections reset)', silent: false },
+  { fault: 'silent partition (nothing forwarded, nothing answered)', silent: true },
+])('orders-db breaker under a $fault', ({ fault, silent }) => {
+  it('opens within the call deadline after healthy traffic, answers unavailable with retryAfterMs while open, recovers through half-open', async () => {
+    const { proxy, service, client } = await startService();
+    const stats = () => service.breakers.stats()['orders-db']!;
+    const opened: { at: number; admitted: number }[] = [];
+    let closedAt = 0;
+    service.breakers.on('open', () => opened.push({ at: performance.now(), admitted: metDatabase(stats()) }));
+    service.breakers.on('close', () => {
+      closedAt = performance.now();
+    });
+    const traffic = load(client);
+    // A healthy stretch first: the window fills with successes (the case the rate rule alone fails).
+    await waitFor(() => traffic.calls.length >= 300, 30_000, '300 healthy calls');
+    expect(traffic.calls.every((call) => call.outcome === 'ok')).toBe(true);
+
+    const faultAt = performance.now();
+    const before = stats().totals.failures;
+    if (silent) proxy.blackhole();
+    else await proxy.refuse();
+    await waitFor(() => opened.length > 0, BREAKER_TIMEOUT_MS + 5000, 'the breaker to open');
+    const msToOpen = opened[0]!.at - faultAt;
+    const reachedDeadDatabase = opened[0]!.admitted - before;
+    const rate = 300 / ((faultAt - traffic.calls[0]!.startedAt) / 1000);
+    process.stderr.write(
+      `database fault (${fault}): breaker open ${Math.round(msToOpen)} ms after the fault; ${reachedDeadDatabase} calls reached the dead database; healthy load ${Math.round(rate)} calls/s over ${WORKERS} clients\n`,
+    );
+
+    // Short-circuits while open: unavailable with a retry time, never "do not send calls in parallel".
+    await waitFor(
+      () =>
+        traffic.calls.filter((call) => call.startedAt > opened[0]!.at && call.outcome === 'unavailable')
+          .length >= 20,
+      5000,
+      '20 short-circuited calls',
+    );
+    await proxy.restore();
+    await waitFor(() => closedAt > 0 && stats().state === 'closed', 15_000, 'the breaker to close');
+    const recoveredAt = performance.now();
+    await waitFor(
+      () =>
+        traffic.calls.filter((call) => call.startedAt > recoveredAt && call.outcome === 'ok').length >= 50,
+      15_000,
+      '50 calls after recovery',
+    );
+    await traffic.stop();
+
+    const during = traffic.calls.filter((call) => call.startedAt >= faultAt && call.startedAt < closedAt);
+    expect(during.filter((call) => !['ok', 'unavailable', 'timeout'].includes(call.outcome))).toEqual([]);
+    expect(during.some((call) => call.outcome === 'rate_limited')).toBe(false);
+    expect(traffic.calls.some((call) => typeof call.hint === 'string' && /parallel/.test(call.hint))).toBe(
+      false,
+    );
+    // No call waits past the breaker's deadline (plus scheduling slack on a shared machine).
+    expect(Math.max(...traffic.calls.map((call) => call.ms))).toBeLessThan(BREAKER_TIMEOUT_MS + 1500);
+    // Bounded: the breaker opens within the deadline of the first calls to fail (a hard outage fails
+    // at once; a partition at the pool's connect timeout or the call deadline).
+    expect(msToOpen).toBeLessThan(silent ? BREAKER_TIMEOUT_MS + 1500 : 1000);
+    // Only calls already in flight when the database went away, plus the few that tripped it.
+    expect(reachedDeadDatabase).toBeLessThanOrEqual(WORKERS + 5);
+    const kinds = stats().totals;
+    expect(kinds.closed).toBeGreaterThanOrEqual(1);
+    expect(stats().inFlight).toBe(0);
+  }, 90_000);
+});
