@@ -1,0 +1,247 @@
+import {
+  createMemoryStore,
+  fail,
+  isPassThrough,
+  type NextFn,
+  raceAbort,
+  resolveToolOptions,
+  type ToolContext,
+  type ToolMiddleware,
+  type ToolResult,
+} from '@toolgate/core';
+import { boundStore } from './bounded-store.js';
+import { type CallKeys, keysOf } from './call-keys.js';
+import {
+  checkToolOptions,
+  type IdempotencyOptions,
+  type IdempotencyToolOptions,
+  optIn,
+  TOOL_DEFAULTS,
+} from './options.js';
+
+/** The `_meta` key a replayed (or joined) result carries. */
+export const IDEMPOTENCY_META = 'toolgate/idempotency';
+
+/** The middleware, with `close()` for the app's shutdown. */
+export type IdempotencyMiddleware = ToolMiddleware & {
+  /** Writes pending log summaries and closes the store it created (a store passed in is the app's). */
+  close(): Promise<void>;
+};
+
+type StoredCall = { s: 'running'; a: string } | { s: 'done'; a: string; r: ToolResult };
+
+interface Flight {
+  readonly args: string;
+  readonly result: Promise<ToolResult>;
+}
+
+/**
+ * A retried side effect runs once. A call to an enabled tool claims its key (`SET NX PX`); a repeat
+ * within `windowMs` replays the stored result; an identical call still running is joined (in this
+ * process) or awaited by polling the store (another replica), never run twice. A failure releases the
+ * claim unless `storeFailures`.
+ */
+export function createIdempotency(options: IdempotencyOptions = {}): IdempotencyMiddleware {
+  const { store: given, storeTimeoutMs = 200, pollIntervalMs = 50, tools, ...globals } = options;
+  const resolver = resolveToolOptions<IdempotencyToolOptions>(
+    'createIdempotency',
+    TOOL_DEFAULTS,
+    { ...globals, tools: optIn(tools) },
+    checkToolOptions,
+  );
+  if (!(Number.isFinite(storeTimeoutMs) && storeTimeoutMs > 0)) {
+    throw new RangeError('createIdempotency: storeTimeoutMs must be a positive number of milliseconds');
+  }
+  if (!(Number.isFinite(pollIntervalMs) && pollIntervalMs >= 1)) {
+    throw new RangeError('createIdempotency: pollIntervalMs must be at least 1 ms');
+  }
+  const store = given ?? createMemoryStore();
+  const bounded = boundStore(store, storeTimeoutMs, 'idempotency');
+  const inFlight = new Map<string, Flight>();
+
+  const storeDown = (
+    ctx: ToolContext,
+    keys: CallKeys,
+    opts: IdempotencyToolOptions,
+    next: NextFn,
+    op: string,
+    error: unknown,
+  ) => {
+    if (ctx.signal.aborted) throw ctx.signal.reason;
+    const open = opts.onStoreFailure === 'open';
+    bounded.failed(
+      op,
+      error,
+      ctx.logger,
+      open ? 'calls run without the once-only guarantee' : 'calls are refused unavailable',
+    );
+    ctx.decisions.push({
+      by: 'idempotency',
+      action: open ? 'fail-open' : 'fail-closed',
+      reason: 'store unavailable',
+      detail: { key: keys.digest },
+    });
+    if (open) return next();
+    return fail(
+      'unavailable',
+      'The server cannot make sure this call runs only once right now, so it did not run it.',
+      {
+        hint: 'Nothing was done. Retry once in a few seconds; if it fails again, tell the user the service is unavailable.',
+        retryable: true,
+        retryAfterMs: 2000,
+      },
+    );
+  };
+
+  const runClaimed = async (
+    ctx: ToolContext,
+    next: NextFn,
+    keys: CallKeys,
+    opts: IdempotencyToolOptions,
+  ): Promise<ToolResult> => {
+    ctx.decisions.push({
+      by: 'idempotency',
+      action: 'claimed',
+      detail: { key: keys.digest, explicit: keys.explicit },
+    });
+    let result: ToolResult;
+    try {
+      result = await next();
+    } catch (error) {
+      await release(ctx, keys);
+      throw error;
+    }
+    if (result.isError === true && !opts.storeFailures) {
+      await release(ctx, keys);
+      return result;
+    }
+    const stored: StoredCall = { s: 'done', a: keys.args, r: result };
+    // Not bound to the call's signal: a cancelled call that ran must still leave its result behind.
+    await bounded.set(keys.storeKey, JSON.stringify(stored), opts.windowMs).catch((error: unknown) => {
+      bounded.failed(
+        'set',
+        error,
+        ctx.logger,
+        'a finished result was not kept; its claim expires after claimTtlMs',
+      );
+    });
+    return result;
+  };
+
+  const release = async (ctx: ToolContext, keys: CallKeys): Promise<void> => {
+    await bounded.delete(keys.storeKey).catch((error: unknown) => {
+      bounded.failed('delete', error, ctx.logger, 'a failed call keeps its claim until claimTtlMs');
+    });
+  };
+
+  const settle = async (
+    ctx: ToolContext,
+    next: NextFn,
+    keys: CallKeys,
+    opts: IdempotencyToolOptions,
+  ): Promise<ToolResult> => {
+    const waitUntil = Date.now() + opts.claimTtlMs;
+    const running = JSON.stringify({ s: 'running', a: keys.args } satisfies StoredCall);
+    for (;;) {
+      let claimed: boolean;
+      try {
+        claimed = await bounded.setIfAbsent(keys.storeKey, running, opts.claimTtlMs, ctx.signal);
+      } catch (error) {
+        return storeDown(ctx, keys, opts, next, 'setIfAbsent', error);
+      }
+      if (claimed) return runClaimed(ctx, next, keys, opts);
+      let text: string | undefined;
+      try {
+        text = await bounded.get(keys.storeKey, ctx.signal);
+      } catch (error) {
+        return storeDown(ctx, keys, opts, next, 'get', error);
+      }
+      if (text !== undefined) {
+        const stored = parseStored(text);
+        if (stored !== undefined && stored.a !== keys.args) return otherArguments(ctx, keys);
+        if (stored?.s === 'done') return replay(ctx, keys, stored.r, 'replayed');
+        if (Date.now() >= waitUntil) return stillRunning(ctx, keys, pollIntervalMs);
+        await sleep(pollIntervalMs, ctx.signal);
+      }
+      // Absent: the claim was released (the other call failed) or expired; claim it again.
+    }
+  };
+
+  const middleware = (async (ctx, next) => {
+    if (isPassThrough(ctx)) return next();
+    const opts = resolver.forTool(ctx.toolName);
+    if (opts === undefined || !opts.enabled) return next();
+    const derived = keysOf(ctx, opts.ignoreArguments);
+    if ('refused' in derived) return derived.refused;
+    const keys = derived.keys;
+    const flight = inFlight.get(keys.storeKey);
+    if (flight !== undefined) {
+      if (flight.args !== keys.args) return otherArguments(ctx, keys);
+      const result = await raceAbort(flight.result, ctx.signal);
+      return replay(ctx, keys, structuredClone(result), 'joined');
+    }
+    const result = settle(ctx, next, keys, opts);
+    const entry: Flight = { args: keys.args, result };
+    inFlight.set(keys.storeKey, entry);
+    try {
+      return await result;
+    } finally {
+      if (inFlight.get(keys.storeKey) === entry) inFlight.delete(keys.storeKey);
+    }
+  }) as IdempotencyMiddleware;
+  middleware.close = async () => {
+    bounded.flush();
+    if (given === undefined) await store.close?.();
+  };
+  return middleware;
+}
+
+function replay(
+  ctx: ToolContext,
+  keys: CallKeys,
+  result: ToolResult,
+  action: 'replayed' | 'joined',
+): ToolResult {
+  ctx.decisions.push({ by: 'idempotency', action, detail: { key: keys.digest } });
+  return { ...result, _meta: { ...result._meta, [IDEMPOTENCY_META]: { replayed: true, key: keys.digest } } };
+}
+
+function otherArguments(ctx: ToolContext, keys: CallKeys): ToolResult {
+  ctx.decisions.push({
+    by: 'idempotency',
+    action: 'refused',
+    reason: 'key reused with other arguments',
+    detail: { key: keys.digest },
+  });
+  return fail('invalid_argument', 'This idempotency key was used with other arguments.', {
+    hint: 'Use a new idempotency key for a different request, or repeat the original arguments exactly.',
+  });
+}
+
+function stillRunning(ctx: ToolContext, keys: CallKeys, pollIntervalMs: number): ToolResult {
+  ctx.decisions.push({ by: 'idempotency', action: 'still-running', detail: { key: keys.digest } });
+  return fail('unavailable', 'An identical call is still running; this one did not run again.', {
+    hint: 'Wait, then retry once with the same arguments to get its result.',
+    retryable: true,
+    retryAfterMs: Math.max(1000, pollIntervalMs),
+  });
+}
+
+function parseStored(text: string): StoredCall | undefined {
+  try {
+    const value = JSON.parse(text) as StoredCall;
+    return typeof value === 'object' && value !== null && typeof value.a === 'string' ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return raceAbort(
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      signal.addEventListener('abort', () => clearTimeout(timer), { once: true });
+    }),
+    signal,
+  );
+}

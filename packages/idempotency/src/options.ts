@@ -1,0 +1,69 @@
+import type { KeyValueStore, PerToolOptions } from '@toolgate/core';
+
+/** What the middleware does when its store cannot answer. */
+export type OnStoreFailure = 'closed' | 'open';
+
+/** Options a tool may set for itself (under `tools`), or the server for every tool. */
+export interface IdempotencyToolOptions {
+  /** Whether calls of the tool are made idempotent; a tool listed under `tools` with an object is enabled unless it says false. @default false */
+  enabled: boolean;
+  /** How long a finished call's result is replayed to a repeated call, in ms. @default 600000 */
+  windowMs: number;
+  /** How long a running call holds its claim (must exceed the handler's longest run, confirmation included), in ms. @default 300000 */
+  claimTtlMs: number;
+  /** Keep failures too, so a retry after a failure replays it instead of running again. @default false */
+  storeFailures: boolean;
+  /** When the store cannot answer: 'closed' refuses with `unavailable` (no side effect twice), 'open' runs the call unguarded. @default 'closed' */
+  onStoreFailure: OnStoreFailure;
+  /** Arguments left out of the call's digest (a confirmation token differs between a first call and its confirmed retry). @default ['confirmation'] */
+  ignoreArguments: readonly string[];
+}
+
+/** Options of `createIdempotency`. */
+export interface IdempotencyOptions
+  extends Partial<IdempotencyToolOptions>,
+    PerToolOptions<IdempotencyToolOptions> {
+  /** Where claims and results live; a Redis store (`@toolgate/redis-store`) shares them across replicas. @default createMemoryStore() */
+  store?: KeyValueStore;
+  /** Longest one store operation may take, in ms. @default 200 */
+  storeTimeoutMs?: number;
+  /** How often a call waiting on another replica's claim reads the store, in ms. @default 50 */
+  pollIntervalMs?: number;
+}
+
+export const TOOL_DEFAULTS: IdempotencyToolOptions = Object.freeze({
+  enabled: false,
+  windowMs: 600_000,
+  claimTtlMs: 300_000,
+  storeFailures: false,
+  onStoreFailure: 'closed',
+  ignoreArguments: Object.freeze(['confirmation']),
+});
+
+/** Tools opt in: a tool listed with an object is enabled unless it sets `enabled: false` itself. */
+export function optIn<T extends { enabled: boolean }>(
+  tools: PerToolOptions<T>['tools'],
+): Record<string, Partial<T> | false> | undefined {
+  if (tools === undefined) return undefined;
+  const out: Record<string, Partial<T> | false> = {};
+  for (const [name, override] of Object.entries(tools)) {
+    out[name] =
+      typeof override === 'object' && override !== null && override.enabled === undefined
+        ? { ...override, enabled: true }
+        : override;
+  }
+  return out;
+}
+
+export function checkToolOptions(resolved: Readonly<IdempotencyToolOptions>, where: string): void {
+  for (const field of ['windowMs', 'claimTtlMs'] as const) {
+    if (!(Number.isInteger(resolved[field]) && resolved[field] >= 1)) {
+      throw new RangeError(`${where}: ${field} must be a positive integer of milliseconds`);
+    }
+  }
+  if (resolved.onStoreFailure !== 'closed' && resolved.onStoreFailure !== 'open') {
+    throw new TypeError(`${where}: onStoreFailure must be 'closed' or 'open'`);
+  }
+  if (!Array.isArray(resolved.ignoreArguments))
+    throw new TypeError(`${where}: ignoreArguments must be an array of names`);
+}
