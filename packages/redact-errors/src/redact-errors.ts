@@ -1,4 +1,5 @@
 import {
+  classifyFailure,
   createSecretRedactor,
   type ErrorCode,
   fail,
@@ -10,7 +11,7 @@ import {
   type ToolResult,
   toolErrorResult,
 } from '@toolgate/core';
-import { classifyError } from './classify.js';
+import { classificationOf } from './classify.js';
 import { describeError } from './describe-error.js';
 import { createScrubber, type RemovedCounts, removedAny, type Scrubber } from './scrub.js';
 import { ERROR_SCRUB_PATTERNS } from './scrub-patterns.js';
@@ -46,7 +47,7 @@ export function redactErrors(options: RedactErrorsOptions = {}): ToolMiddleware 
   for (const [name, entry] of Object.entries(options.tools ?? {})) {
     perTool.set(name, entry === false ? false : settingsOf({ ...options, ...entry }));
   }
-  return async function redactErrorsMiddleware(ctx, next) {
+  const middleware: ToolMiddleware = async function redactErrorsMiddleware(ctx, next) {
     const settings = perTool.size === 0 ? global : (perTool.get(ctx.toolName) ?? global);
     if (settings === false) return next();
     let result: ToolResult;
@@ -58,6 +59,7 @@ export function redactErrors(options: RedactErrorsOptions = {}): ToolMiddleware 
     if (result.isError !== true) return result;
     return scrubbedFailure(ctx, result, settings, 'returned');
   };
+  return middleware;
 }
 
 function settingsOf(options: RedactErrorsToolOptions): Settings {
@@ -125,7 +127,8 @@ function classifyGuarded(
       );
     }
   }
-  return classifyError(error);
+  const known = classifyFailure(error);
+  return known === undefined ? undefined : classificationOf(known);
 }
 
 function scrubbedFailure(

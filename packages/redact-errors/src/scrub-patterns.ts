@@ -7,6 +7,9 @@ const HOST = '[host]';
 const CONNECTION = '[connection]';
 const URL = '[url]';
 const ENV = '[env]';
+const ROW = '[row]';
+const NAME = '[name]';
+const VERSION = '[version]';
 
 // Schemes whose URLs are connection strings to a store or broker, not links.
 const CONNECTION_SCHEMES =
@@ -45,11 +48,70 @@ function rule(name: string, source: string, replace: string, flags = 'g'): Secre
  * a match. Tuned not to touch ordinary text: ids, dates, times, versions, prices, sentences.
  */
 export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
-  // `    at fn (/srv/app/x.js:10:5)`, `at new Promise (<anonymous>)`, `at com.x.Y.m(Y.java:12)`.
+  // `    at fn (/srv/app/x.js:10:5)`, `at new Promise (<anonymous>)`, `at com.x.Y.m(Y.java:12)`,
+  // `at wasm://wasm/0a1b:wasm-function[9]:0x4dd44f`; and the property dump util.inspect() prints
+  // after the last frame (` {\n  errno: -111,\n  code: 'ECONNREFUSED', ... address, port\n}`), nested
+  // `[cause]` dumps included.
   rule(
     'stack-frame',
-    '(?:\\r?\\n|^)[ \\t]*at [^\\n]*?(?:\\([^()\\n]*\\)|[^\\s()]+:\\d+:\\d+)[ \\t]*(?=\\r?\\n|$)',
+    '(?:\\r?\\n|^)[ \\t]*at [^\\n]*?(?:\\([^()\\n]*\\)|[^\\s()]+:(?:\\d+(?::\\d+)?|0x[0-9A-Fa-f]+))(?:[ \\t]+\\{(?:\\r?\\n[ \\t]+[^\\n]*)*\\r?\\n[ \\t]*\\})?[ \\t]*(?=\\r?\\n|$)',
     '',
+  ),
+  // An inspect dump without frames: `[Error: x] { errno: -111, code: 'E', ... }` on one line or many.
+  rule(
+    'inspect-dump',
+    `[ \\t]*\\{[ \\t]*(?:\\r?\\n[ \\t]+)?(?:errno|length|severity|syscall|\\[cause\\]|\\[errors\\]): (?:[^{}]|\\{[^{}]*\\})*\\}`,
+    '',
+  ),
+  // PostgreSQL's report fields as psql and the server log print them (`DETAIL:  Key (email)=(...)`,
+  // `CONTEXT:`, `HINT:`, `QUERY:`, `STATEMENT:`, `LINE 1: SELECT ...` and its caret line), to the end
+  // of the line.
+  rule(
+    'pg-detail',
+    '(?:\\r?\\n)?[ \\t]*\\b(?:DETAIL|CONTEXT|HINT|QUERY|STATEMENT|LOCATION|INTERNAL QUERY|LINE \\d+):[ \\t]+[^\\n]*(?:\\r?\\n[ \\t]*\\^[ \\t]*(?=\\r?\\n|$))?',
+    '',
+  ),
+  // Row values a constraint violation echoes (emails, password hashes, names): `Failing row contains
+  // (...)` and `Key (email)=(ann@example.com)`.
+  rule('pg-row', 'Failing row contains \\([^\\n]*\\)', `Failing row contains ${ROW}`),
+  rule(
+    'pg-row',
+    '\\bKey \\([^()\\n]*(?:\\([^()\\n]*\\)[^()\\n]*)*\\)=\\((?:[^()\\n]|\\([^()\\n]*\\))*\\)',
+    `Key ${ROW}`,
+  ),
+  // Schema names in pg messages: `relation "users"`, `constraint "users_email_key"`, `role "app"
+  // does not exist`, `permission denied for table orders`, `syntax error at or near "FORM"`.
+  rule(
+    'pg-name',
+    '\\b(relation|table|column|constraint|schema|database|index|sequence|function|view|extension|tablespace|trigger|type|operator|domain|policy)[ \\t]+"[^"\\n]*"',
+    `$1 ${NAME}`,
+    'gi',
+  ),
+  rule('pg-name', '\\b(for (?:role|user))[ \\t]+"[^"\\n]*"', `$1 ${NAME}`, 'gi'),
+  rule(
+    'pg-name',
+    '\\b(role|user)[ \\t]+"[^"\\n]*"(?=[ \\t]+(?:does not exist|already exists|is not permitted to log in|cannot be dropped)\\b)',
+    `$1 ${NAME}`,
+    'gi',
+  ),
+  rule(
+    'pg-name',
+    '\\b(permission denied for (?:table|relation|schema|sequence|view|function|database|column|foreign table|type|language|large object|materialized view))[ \\t]+[\\w$."]+',
+    `$1 ${NAME}`,
+    'gi',
+  ),
+  rule('pg-name', '\\b(at or near)[ \\t]+"[^"\\n]*"', `$1 ${SQL}`, 'gi'),
+  // Server version banners: `PostgreSQL 15.20 (Debian 15.20-0+deb12u1) on x86_64-pc-linux-gnu,
+  // compiled by gcc ..., 64-bit`, `nginx/1.22.1`, `Redis 7.2.4`.
+  rule(
+    'version-banner',
+    '\\bPostgreSQL \\d+(?:\\.\\d+)*(?:[ \\t]+\\([^()\\n]*\\))?(?:[ \\t]+on [^\\s,]+)?(?:, compiled by [^\\n]*?, \\d+-bit)?',
+    VERSION,
+  ),
+  rule(
+    'version-banner',
+    '\\b(?:PostgreSQL|MySQL|MariaDB|Redis|Valkey|MongoDB|nginx|Apache|HAProxy|OpenSSL|OpenSSH|Express|Microsoft-IIS|Kestrel|gunicorn|uvicorn|Werkzeug|Jetty|Tomcat)(?:[ /]v?| version )\\d+\\.\\d+[\\w.+~-]*',
+    VERSION,
   ),
   rule('python-frame', '(?:\\r?\\n|^)[ \\t]*File "[^"\\n]+", line \\d+(?:, in [^\\n]*)?', ''),
   rule('file-url', `\\bfile:\\/\\/${URL_BODY}`, PATH, 'gi'),

@@ -1,4 +1,4 @@
-import { createSecretKeyMatcher, REDACTED, type SecretPattern } from '@toolgate/core';
+import { createSecretKeyMatcher, mapStrings, REDACTED, type SecretPattern } from '@toolgate/core';
 import { ERROR_SCRUB_PATTERNS } from './scrub-patterns.js';
 
 /** How many matches of each pattern were removed, by pattern name (for the server log). */
@@ -48,29 +48,19 @@ export function createScrubber(patterns: readonly SecretPattern[]): Scrubber {
     }
     return out;
   };
-  const walk = (value: unknown, removed: RemovedCounts, depth: number, seen: Set<object>): unknown => {
-    if (typeof value === 'string') return text(value, removed);
-    if (typeof value !== 'object' || value === null) return value;
-    if (depth >= MAX_DEPTH) return '[Truncated]';
-    if (seen.has(value)) return '[Circular]';
-    seen.add(value);
-    try {
-      if (Array.isArray(value)) return value.map((item) => walk(item, removed, depth + 1, seen));
-      const out: Record<string, unknown> = {};
-      for (const [key, item] of Object.entries(value)) {
-        if (isSecretKey(key) && item !== null && item !== undefined) {
-          removed['secret-key'] = (removed['secret-key'] ?? 0) + 1;
-          out[text(key, removed)] = REDACTED;
-        } else {
-          out[text(key, removed)] = walk(item, removed, depth + 1, seen);
-        }
-      }
-      return out;
-    } finally {
-      seen.delete(value);
-    }
-  };
-  return { text, value: (value, removed) => walk(value, removed, 0, new Set()) };
+  // core's walk: a hostile "__proto__" key stays a key, cycles and depth are bounded, and dates,
+  // errors and buffers become safe strings, exactly as on core's own boundary.
+  const value = (input: unknown, removed: RemovedCounts): unknown =>
+    mapStrings(input, (s) => text(s, removed), {
+      maxDepth: MAX_DEPTH,
+      mapKey: (key) => text(key, removed),
+      replaceEntry: (key, item) => {
+        if (!isSecretKey(key) || item === null || item === undefined) return undefined;
+        removed['secret-key'] = (removed['secret-key'] ?? 0) + 1;
+        return REDACTED;
+      },
+    });
+  return { text, value };
 }
 
 const defaultScrubber = createScrubber(ERROR_SCRUB_PATTERNS);

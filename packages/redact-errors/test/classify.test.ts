@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+// classifyError is the deprecated wrapper over core's classifyFailure (tested in core); these keep its
+// shape for one release.
 import { classifyError } from '../src/index.js';
 
 function coded(code: string, message = 'failed', name = 'Error'): Error {
@@ -8,10 +10,18 @@ function coded(code: string, message = 'failed', name = 'Error'): Error {
   return error;
 }
 
-const DATABASE = { code: 'unavailable', message: 'The database is unavailable.' };
-const SERVICE = { code: 'unavailable', message: 'A service this tool depends on is unavailable.' };
-const SERVICE_SLOW = { code: 'timeout', message: 'A service this tool depends on did not answer in time.' };
-const STOPPED = { code: 'timeout', message: 'The call was stopped before it finished.' };
+const DATABASE = { code: 'unavailable', retryable: true, message: 'The database is unavailable.' };
+const SERVICE = {
+  code: 'unavailable',
+  retryable: true,
+  message: 'A service this tool depends on is unavailable.',
+};
+const SERVICE_SLOW = {
+  code: 'timeout',
+  retryable: true,
+  message: 'A service this tool depends on did not answer in time.',
+};
+const STOPPED = { code: 'timeout', retryable: true, message: 'The call was stopped before it finished.' };
 
 // Constructed errors shaped as node-postgres, Node's net/dns and undici throw them; the real ones
 // are in pg.test.ts.
@@ -27,7 +37,7 @@ const TABLE: readonly (readonly [string, unknown, Record<string, unknown>])[] = 
   [
     'pg "Connection terminated unexpectedly"',
     new Error('Connection terminated unexpectedly'),
-    { ...DATABASE, reason: 'pg connection lost' },
+    { ...DATABASE, reason: 'database connection lost' },
   ],
   ['ECONNREFUSED', coded('ECONNREFUSED'), { ...SERVICE, reason: 'ECONNREFUSED' }],
   ['ENOTFOUND', coded('ENOTFOUND'), { ...SERVICE, reason: 'ENOTFOUND' }],
@@ -60,6 +70,7 @@ const TABLE: readonly (readonly [string, unknown, Record<string, unknown>])[] = 
     coded('57014', 'canceling statement due to statement timeout'),
     {
       code: 'timeout',
+      retryable: true,
       message: 'The database query took too long.',
       hint: 'The query ran past its time limit. Retry once with narrower arguments (a shorter period, a lower limit).',
       reason: 'pg 57014 statement timeout',
@@ -68,7 +79,12 @@ const TABLE: readonly (readonly [string, unknown, Record<string, unknown>])[] = 
   [
     'pg 42501 insufficient privilege',
     coded('42501'),
-    { code: 'permission_denied', message: 'This operation is not permitted.', reason: 'pg 42501' },
+    {
+      code: 'permission_denied',
+      retryable: false,
+      message: 'This operation is not permitted.',
+      reason: 'pg 42501 insufficient privilege',
+    },
   ],
   [
     'ECONNREFUSED two causes deep',

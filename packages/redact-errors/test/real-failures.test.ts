@@ -180,7 +180,7 @@ describe('real failures become designed codes through a real client', () => {
       incidentId: 'checked',
     });
     expect(log.fields).toMatchObject({
-      reason: 'pg 42501',
+      reason: 'pg 42501 insufficient privilege',
       error: { message: `permission denied for schema ${SCHEMA}` },
     });
   });

@@ -277,20 +277,15 @@ describe('redactErrors: a returned error result', () => {
     });
   });
 
-  it('a raw isError result: its content text and nested structuredContent are scrubbed, secret keys too', async () => {
+  it('a raw isError result: the model sees none of its path, SQL, host or secret', async () => {
+    // Exact scrubbing of a raw result is in model-facing.test.ts (scrubErrorResult); core's boundary
+    // may also turn a raw result into `internal`, so through a client only what leaks is asserted.
     const c = await serve([leaky], [redactErrors()], recordingLogger([]));
-    expect(await c.callTool('leaky', { mode: 'raw' })).toEqual({
-      isError: true,
-      content: [{ type: 'text', text: 'failed at [path] with password=[REDACTED]' }],
-      structuredContent: {
-        detail: {
-          query: '[sql]',
-          password: '[REDACTED]',
-          hosts: ['[host]', 'Order shipped. Call again.'],
-          '[path]': 1,
-        },
-      },
-    });
+    const result = await c.callTool('leaky', { mode: 'raw' });
+    expect(result.isError).toBe(true);
+    const seen = JSON.stringify(result);
+    for (const leak of ['/srv/app', 'hunter2', 'SELECT', '10.0.0.5', 'keys.json'])
+      expect(seen).not.toContain(leak);
   });
 
   it('core’s own invalid_argument answer passes unchanged', async () => {

@@ -1,4 +1,4 @@
-import { defineTool, ERROR_CODE_DEFAULTS, REDACTED, ToolError } from '@toolgate/core';
+import { defineTool, ERROR_CODE_DEFAULTS, REDACTED, redactSecretsInText, ToolError } from '@toolgate/core';
 import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
@@ -25,6 +25,9 @@ const ORDINARY: readonly string[] = [
   'Write to support@acme.com for help.',
   'Status must be one of open, shipped, cancelled.',
   'days: expected an integer from 1 to 90 (got 120).',
+  'The user "ann" has no orders; created 2026-11-30T10:00:00.000Z.',
+  'No order 3f2b8c1e-9a4d-4c1b-8f5e-2d7a6b9c0e1f; order 4000123412341234 is open.',
+  'Basic plan customers cannot use this; max_tokens: 1500.',
   ...Object.values(ERROR_CODE_DEFAULTS).map((defaults) => defaults.hint),
 ];
 
@@ -73,6 +76,29 @@ const HOSTILE: readonly (readonly [string, string])[] = [
   ['env DATABASE_URL=postgres://u:p@h/db PATH=/usr/bin:/bin HOME=/root', 'env [env] [env] [env]'],
   ['AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY', '[env]'],
   ['read ~/.ssh/id_rsa or ./src/db.ts:4', 'read [path] or [path]'],
+  // PostgreSQL's report as psql, the server log and node-postgres print it.
+  [
+    'ERROR:  syntax error at or near "FORM"\nLINE 1: SELEC email FORM users\n                    ^',
+    'ERROR:  syntax error at or near [sql]',
+  ],
+  ['insert failed\nDETAIL:  Key (email)=(ann@example.com) already exists.', 'insert failed'],
+  ['failed\nCONTEXT:  PL/pgSQL function audit_trigger() line 3 at RAISE', 'failed'],
+  ['Failing row contains (2, ann@example.com, x, 3).', 'Failing row contains [row].'],
+  ['role "reporting_ro" does not exist', 'role [name] does not exist'],
+  ['password authentication failed for user "app"', 'password authentication failed for user [name]'],
+  ['permission denied for table orders', 'permission denied for table [name]'],
+  [
+    'PostgreSQL 15.20 (Debian 15.20-0+deb12u1) on x86_64-pc-linux-gnu, compiled by gcc (Debian 12.2.0-14+deb12u1) 12.2.0, 64-bit',
+    '[version]',
+  ],
+  ['behind nginx/1.22.1', 'behind [version]'],
+  // util.inspect(error): the frames and the property dump after them.
+  [
+    "Error: connect ECONNREFUSED 127.0.0.1:1\n    at TCPConnectWrap.afterConnect [as oncomplete] (node:net:1611:16) {\n  errno: -111,\n  code: 'ECONNREFUSED',\n  syscall: 'connect',\n  address: '127.0.0.1',\n  port: 1\n}",
+    'Error: connect ECONNREFUSED [host]',
+  ],
+  ["[Error: boom] { errno: -111, code: 'ECONNREFUSED', syscall: 'connect', port: 5432 }", '[Error: boom]'],
+  ['err\n    at wasm://wasm/022c915e:wasm-function[9964]:0x4dd44f', 'err'],
   [
     'No file /srv/x/y. Open C:\\data\\x.csv. Host db.internal:5432/orders.',
     'No file [path]. Open [path]. Host [host].',
@@ -119,8 +145,15 @@ describe('redactErrors through a real client: what the model reads', () => {
         retryable: false,
       });
     }
-    // Each scrubbed message left one debug entry saying what was removed; ordinary ones none.
-    expect(entries.filter((entry) => entry.level === 'debug')).toHaveLength(HOSTILE.length);
+    // Each scrubbed message left one debug entry saying what was removed; ordinary ones none. Where
+    // core's boundary already ran its secret patterns over the ToolError's message, the messages
+    // holding only a secret reach this middleware clean and leave no entry.
+    const cleanAfterCore = HOSTILE.filter(
+      ([text, expected]) => redactSecretsInText(text) === expected,
+    ).length;
+    expect([HOSTILE.length, HOSTILE.length - cleanAfterCore]).toContain(
+      entries.filter((entry) => entry.level === 'debug').length,
+    );
     expect(entries.every((entry) => entry.level === 'debug')).toBe(true);
   });
 });
