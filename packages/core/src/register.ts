@@ -7,6 +7,7 @@ import {
   ErrorCode as RpcErrorCode,
   SetLevelRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import * as z from 'zod';
 import { markCoreWritten, type ScrubText, toModelFacing } from './boundary.js';
 import { compose } from './compose.js';
 import { isToolError } from './errors.js';
@@ -46,6 +47,9 @@ interface RegisteredEntry {
   readonly tool: ToolDefinition;
   readonly handle: RegisteredTool;
   readonly run: RunChain;
+  /** The schemas `tools/list` publishes (JSON Schema 2020-12, as the spec asks), converted once. */
+  readonly inputJsonSchema: Record<string, unknown>;
+  readonly outputJsonSchema: Record<string, unknown> | undefined;
 }
 
 interface Registry {
@@ -102,7 +106,15 @@ export function registerTools(
         throw new Error('toolgate: tools/call is dispatched by registerTools; this callback never runs');
       },
     );
-    registry.tools.set(tool.name, { tool, handle, run: (ctx) => chain(ctx, () => innermost(ctx, registry)) });
+    registry.tools.set(tool.name, {
+      tool,
+      handle,
+      run: (ctx) => chain(ctx, () => innermost(ctx, registry)),
+      inputJsonSchema: z.toJSONSchema(tool.inputSchema, { target: 'draft-2020-12', io: 'input' }),
+      outputJsonSchema: tool.outputSchema
+        ? z.toJSONSchema(tool.outputSchema, { target: 'draft-2020-12', io: 'output' })
+        : undefined,
+    });
     handles[tool.name] = handle;
   }
   if (!registries.has(server)) {
@@ -141,6 +153,7 @@ interface CallExtra {
   requestInfo?: { headers?: Record<string, string | string[] | undefined> } | undefined;
   sendNotification: (notification: never) => Promise<void>;
   sendRequest: (request: never, schema: never, options?: never) => Promise<unknown>;
+  closeSSEStream?: (() => void) | undefined;
 }
 
 function installHandlers(registry: Registry): void {
@@ -156,16 +169,29 @@ function installHandlers(registry: Registry): void {
   }
   low.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
     const listed = (await listTools(request, extra)) as ListToolsResult;
-    if (registry.canSee.length === 0) return listed;
     const toolRequest = requestOf(extra as unknown as CallExtra, undefined);
-    const caller = registry.identify(toolRequest);
-    return {
-      ...listed,
-      tools: listed.tools.filter((item) => {
-        const entry = registry.tools.get(item.name);
-        return entry === undefined || visible(registry, entry.tool, caller, toolRequest);
-      }),
-    };
+    const caller = registry.canSee.length === 0 ? undefined : registry.identify(toolRequest);
+    const tools: ListToolsResult['tools'] = [];
+    for (const item of listed.tools) {
+      const entry = registry.tools.get(item.name);
+      if (entry === undefined) {
+        tools.push(item);
+        continue;
+      }
+      if (caller !== undefined && !visible(registry, entry.tool, caller, toolRequest)) continue;
+      // McpServer converts zod to draft-07; publish 2020-12, the dialect MCP specifies.
+      const published = {
+        ...item,
+        inputSchema: entry.inputJsonSchema as ListToolsResult['tools'][number]['inputSchema'],
+      };
+      if (entry.outputJsonSchema !== undefined) {
+        published.outputSchema = entry.outputJsonSchema as NonNullable<
+          ListToolsResult['tools'][number]['outputSchema']
+        >;
+      }
+      tools.push(published);
+    }
+    return { ...listed, tools };
   });
   // Replaces McpServer's own tools/call handler, which would validate and refuse calls before any
   // middleware saw them.
@@ -281,6 +307,7 @@ function serverAccessFor(registry: Registry, extra: CallExtra, request: ToolRequ
     clientCapabilities: () => low.getClientCapabilities(),
     canRequest: registry.clientRequests === 'auto' && transportCanRequest(registry, request),
     logLevel: () => registry.logLevels.get(sessionKey(extra)),
+    closeStream: extra.closeSSEStream,
   });
 }
 

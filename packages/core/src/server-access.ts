@@ -45,6 +45,11 @@ export interface ServerAccess {
   ): Promise<ElicitResult>;
   /** Asks the client's model for a completion (`sampling/createMessage`); same errors as `elicit`. */
   sample(params: CreateMessageRequestParams, options?: ClientRequestOptions): Promise<CreateMessageResult>;
+  /**
+   * Closes this call's SSE stream so the client reconnects and resumes (polling during a long call);
+   * false where the transport cannot (no event store, not Streamable HTTP).
+   */
+  closeStream(): boolean;
 }
 
 /** The pieces of the SDK's per-request `extra` and server state that server access needs. */
@@ -67,6 +72,8 @@ export interface ServerAccessSource {
   readonly canRequest: boolean;
   /** The level the client set for this session, when it did. */
   readonly logLevel: () => LoggingLevel | undefined;
+  /** The transport's per-request stream close, when it has one. */
+  readonly closeStream?: (() => void) | undefined;
 }
 
 const LEVEL_ORDER: readonly LoggingLevel[] = [
@@ -148,6 +155,11 @@ export function createServerAccess(source: ServerAccessSource): ServerAccess {
       return true;
     },
     supports,
+    closeStream() {
+      if (source.closeStream === undefined) return false;
+      source.closeStream();
+      return true;
+    },
     elicit(params, options = {}) {
       const mode = params.mode === 'url' ? 'url' : 'form';
       const sent = mode === 'form' ? { ...params, mode: 'form' } : params;
