@@ -11,7 +11,15 @@ import {
   verifyAuditFile,
   verifyAuditTable,
 } from '@toolgate/audit';
-import { compose, createSilentLogger, defineTool, ok, type ToolContext } from '@toolgate/core';
+import {
+  compose,
+  createSilentLogger,
+  defineTool,
+  ok,
+  type ToolContext,
+  type ToolDefinition,
+} from '@toolgate/core';
+import { createTestContext } from '@toolgate/core/testing';
 import pg from 'pg';
 import * as z from 'zod';
 import { benchDatabaseUrl } from '../src/bench-database.js';
@@ -32,33 +40,12 @@ const answer = ok({ items: [{ order_id: '4000000000007919', status: 'paid' }] },
 
 function contextFor(index: number): ToolContext {
   // A realistic record: a few args, one of them a secret the audit must redact.
-  const args = {
-    customer_email: `customer${index % 20_000}@`,
-    days: 30,
-    api_key: 'sk_live_0123456789abcdef',
-  };
-  return {
-    toolName: 'search_orders',
-    tool: tool as unknown as ToolContext['tool'],
-    args,
-    rawArgs: args,
-    validation: { ok: true },
-    request: {
-      id: index,
-      sessionId: 'bench',
-      authInfo: undefined,
-      meta: undefined,
-      headers: undefined,
-      signal,
-    },
-    signal,
-    startedAt: Date.now(),
-    startTime: performance.now(),
-    incidentId: undefined,
-    decisions: [],
-    state: {},
+  return createTestContext({
+    tool: tool as unknown as ToolDefinition,
+    args: { customer_email: `customer${index % 20_000}@`, days: 30, api_key: 'sk_live_0123456789abcdef' },
+    request: { id: index, sessionId: 'bench', signal },
     logger,
-  };
+  });
 }
 
 interface SinkRun {

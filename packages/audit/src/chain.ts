@@ -39,6 +39,7 @@ export function sealRecord(
       tool: captured.tool,
       outcome: captured.outcome,
       principal: captured.principal,
+      caller: captured.caller,
       incidentId: captured.incidentId,
       hash,
     },

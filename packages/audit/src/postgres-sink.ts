@@ -18,7 +18,7 @@ export interface PostgresSinkOptions {
  * (the verifier checks them against the record). `(chain, seq)` is the primary key; `chain` is the
  * writer's chain id, so replicas sharing a table never touch each other's rows.
  *
- * A batch is one INSERT of `unnest`ed arrays (one round trip, nine parameters, whatever the batch
+ * A batch is one INSERT of `unnest`ed arrays (one round trip, ten parameters, whatever the batch
  * size) with ON CONFLICT DO NOTHING. When a retry finds rows already there (the INSERT committed but
  * its reply was lost), it compares their hashes with the batch's: equal means the batch is stored and
  * the writer moves on; different means another writer holds this chain, a permanent error.
@@ -28,10 +28,10 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
   const { client } = options;
   const table = parseTableName(options.table ?? 'toolgate_audit');
   const createTable = options.createTable ?? true;
-  const insert = `INSERT INTO ${table.sql} (chain, seq, time, tool, outcome, principal, incident_id, hash, record)
-    SELECT $1::text, s, t, tl, o, p, i, h, r::json
-      FROM unnest($2::bigint[], $3::timestamptz[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
-        AS u(s, t, tl, o, p, i, h, r)
+  const insert = `INSERT INTO ${table.sql} (chain, seq, time, tool, outcome, principal, caller, incident_id, hash, record)
+    SELECT $1::text, s, t, tl, o, p, c, i, h, r::json
+      FROM unnest($2::bigint[], $3::timestamptz[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
+        AS u(s, t, tl, o, p, c, i, h, r)
     ON CONFLICT (chain, seq) DO NOTHING
     RETURNING 1`;
   return {
@@ -59,6 +59,7 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
       const tools = new Array<string>(n);
       const outcomes = new Array<string>(n);
       const principals = new Array<string | null>(n);
+      const callers = new Array<string>(n);
       const incidents = new Array<string | null>(n);
       const hashes = new Array<string>(n);
       for (let index = 0; index < n; index += 1) {
@@ -68,6 +69,7 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
         tools[index] = textColumn(row.tool);
         outcomes[index] = row.outcome;
         principals[index] = row.principal === undefined ? null : textColumn(row.principal);
+        callers[index] = textColumn(row.caller);
         incidents[index] = row.incidentId === undefined ? null : textColumn(row.incidentId);
         hashes[index] = row.hash;
       }
@@ -78,6 +80,7 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
         tools,
         outcomes,
         principals,
+        callers,
         incidents,
         hashes,
         lines,
@@ -117,6 +120,7 @@ async function ensureTable(client: AuditQueryable, table: AuditTableName): Promi
         tool text NOT NULL,
         outcome text NOT NULL,
         principal text,
+        caller text,
         incident_id text,
         hash text NOT NULL,
         record json NOT NULL,
@@ -131,6 +135,9 @@ async function ensureTable(client: AuditQueryable, table: AuditTableName): Promi
     const { rows } = await client.query('SELECT to_regclass($1) AS found', [table.sql]);
     if ((rows[0] as { found?: unknown } | undefined)?.found == null) throw error;
   }
+  // A table made by an earlier version has no caller column: add it (older rows keep NULL, which the
+  // verifier accepts for records that carry no caller).
+  await client.query(`ALTER TABLE ${table.sql} ADD COLUMN IF NOT EXISTS caller text`);
 }
 
 /** PostgreSQL text refuses NUL; the record column keeps the exact value (JSON escapes it). */

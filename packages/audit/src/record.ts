@@ -39,7 +39,7 @@ export function resultOfThrow(ctx: ToolContext, error: unknown): ToolResult {
  * `{pre,"prevHash":..,mid,"seq":..,post}` because the keys sort that way.
  */
 export interface CapturedRecord {
-  /** `aborted` .. `outcome`, without braces. */
+  /** `aborted` .. `outcome` (`args`, `bindings`, `caller`, `chainId`, ... in sorted order), without braces. */
   readonly pre: string;
   /** `principal`, `requestId`, `resultBytes`. */
   readonly mid: string;
@@ -51,6 +51,7 @@ export interface CapturedRecord {
   readonly tool: string;
   readonly outcome: string;
   readonly principal: string | undefined;
+  readonly caller: string;
   readonly incidentId: string | undefined;
 }
 
@@ -76,11 +77,16 @@ export function captureCall(
   let argsText = canonicalJson(args);
   // Keeps a hostile megabyte argument from becoming a megabyte record; everything else stays.
   if (argsText.length > maxArgsChars) argsText = JSON.stringify(`[Truncated: ${argsText.length} characters]`);
+  // Values bound from the caller (a customer id from the token) are recorded beside the identity,
+  // redacted like args: they decide what the call could see.
+  const bindings = hasKeys(ctx.bindings) ? canonicalJson(settings.redact(ctx.bindings)) : undefined;
+  const caller = ctx.caller.id;
   const decisions = ctx.decisions.length > 0 ? canonicalJson(settings.redact(ctx.decisions.slice())) : '[]';
   const resultBytes = unknownTool ? 0 : Buffer.byteLength(JSON.stringify(result), 'utf8');
 
   let pre = aborted ? `"aborted":true,"args":${argsText}` : `"args":${argsText}`;
-  pre += `,"chainId":${JSON.stringify(chainId)}`;
+  if (bindings !== undefined) pre += `,"bindings":${bindings}`;
+  pre += `,"caller":${JSON.stringify(caller)},"chainId":${JSON.stringify(chainId)}`;
   if (clientId !== undefined) pre += `,"clientId":${JSON.stringify(clientId)}`;
   pre += `,"decisions":${decisions},"durationMs":${JSON.stringify(durationMs)}`;
   if (incidentId !== undefined) pre += `,"incidentId":${JSON.stringify(incidentId)}`;
@@ -103,8 +109,13 @@ export function captureCall(
     tool,
     outcome,
     principal,
+    caller,
     incidentId,
   };
+}
+
+function hasKeys(value: Readonly<Record<string, unknown>> | undefined): boolean {
+  return value !== undefined && Object.keys(value).length > 0;
 }
 
 /** The chain fields, the hash and the object around a record's strings, in string units. */

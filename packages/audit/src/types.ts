@@ -19,6 +19,14 @@ export interface AuditRecord {
   principal?: string;
   /** The OAuth client id of the verified token. */
   clientId?: string;
+  /**
+   * Core's caller identity id (`ctx.caller.id`): `sub:<issuer>|<subject>`, `client:<clientId>#<digest of
+   * the stable claims>`, `local`, `session:<id>` or `anonymous`. Tells apart two tokens of one client
+   * whose claims differ.
+   */
+  caller: string;
+  /** Values the tool bound from the caller (`ctx.bindings`), secrets redacted; absent when none. */
+  bindings?: Record<string, unknown>;
   /** The tool name the client asked for (cut to 256 characters). */
   tool: string;
   /** Present (true) when the client named a tool the server does not have. */
@@ -61,6 +69,7 @@ export interface AuditRow {
   readonly tool: string;
   readonly outcome: string;
   readonly principal: string | undefined;
+  readonly caller: string;
   readonly incidentId: string | undefined;
   readonly hash: string;
 }

@@ -101,6 +101,7 @@ interface TableRow {
   tool: string;
   outcome: string;
   principal: string | null;
+  caller: string | null;
   incident_id: string | null;
   hash: string;
   record: string;
@@ -109,7 +110,7 @@ interface TableRow {
 /**
  * Verifies every chain of a table written by `createPostgresSink` (or only `chain`), read in pages by
  * seq: each chain must verify as a file does, and every copied column (chain, seq, time, tool,
- * outcome, principal, incident_id, hash) must equal the hashed record's field, so an UPDATE of a
+ * outcome, principal, caller, incident_id, hash) must equal the hashed record's field, so an UPDATE of a
  * column that queries read is found too.
  */
 export async function verifyAuditTable(options: VerifyTableOptions): Promise<VerifyResult> {
@@ -131,7 +132,7 @@ export async function verifyAuditTable(options: VerifyTableOptions): Promise<Ver
       const { rows } = await client.query(
         // The page key is aliased apart from `seq`: ORDER BY seq must sort the bigint column, not text.
         `SELECT seq::text AS page_key, chain, floor(extract(epoch FROM time) * 1000)::bigint::text AS time_ms,
-            tool, outcome, principal, incident_id, hash, record::text AS record
+            tool, outcome, principal, caller, incident_id, hash, record::text AS record
           FROM ${table.sql} WHERE chain = $1 AND seq > $2::bigint ORDER BY seq LIMIT ${PAGE}`,
         [chain, after],
       );
@@ -168,6 +169,7 @@ function columnThatDiffers(row: TableRow, record: AuditRecord): string | undefin
   if (row.outcome !== record.outcome) return 'outcome';
   if (row.principal !== (record.principal === undefined ? null : textColumn(record.principal)))
     return 'principal';
+  if (row.caller !== (record.caller === undefined ? null : textColumn(record.caller))) return 'caller';
   if (row.incident_id !== (record.incidentId === undefined ? null : textColumn(record.incidentId)))
     return 'incident_id';
   return undefined;

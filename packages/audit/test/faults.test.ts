@@ -223,6 +223,7 @@ describe.each(databases)('faults on $name', ({ name, open }) => {
     await closeConnections();
     for (const [column, value] of [
       ['principal', "'someone-else'"],
+      ['caller', "'local'"],
       ['outcome', "'internal'"],
       ['tool', "'other_tool'"],
       ['incident_id', "'inc_forged'"],
@@ -235,15 +236,17 @@ describe.each(databases)('faults on $name', ({ name, open }) => {
         reason: `record 2 (seq 2): column ${column} differs from the hashed record (the row was updated)`,
       });
       const restore =
-        column === 'time'
-          ? "time - interval '1 hour'"
-          : column === 'principal'
-            ? "'c-1'"
-            : column === 'outcome'
-              ? "'ok'"
-              : column === 'tool'
-                ? "'get_order'"
-                : 'NULL';
+        column === 'caller'
+          ? "record->>'caller'"
+          : column === 'time'
+            ? "time - interval '1 hour'"
+            : column === 'principal'
+              ? "'c-1'"
+              : column === 'outcome'
+                ? "'ok'"
+                : column === 'tool'
+                  ? "'get_order'"
+                  : 'NULL';
       await db.client.query(`UPDATE ${table} SET ${column} = ${restore} WHERE seq = 2`);
       await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
         intact: true,

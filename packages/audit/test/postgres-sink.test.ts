@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+import { canonicalJson } from '@toolgate/core';
 import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAudit, createPostgresSink, GENESIS_HASH, verifyAuditTable } from '../src/index.js';
@@ -40,7 +42,7 @@ describe.each(databases)('PostgreSQL sink on $name', ({ open }) => {
     expect(rows[0]).toEqual({ n: 1000, first: 1, last: 1000, hashes: 1000 });
     expect(log).toEqual([]);
     const first = await db.client.query(
-      `SELECT chain, seq::int AS seq, tool, outcome, principal, incident_id, record::text AS record FROM ${table} WHERE seq = 1`,
+      `SELECT chain, seq::int AS seq, tool, outcome, principal, caller, incident_id, record::text AS record FROM ${table} WHERE seq = 1`,
     );
     const row = first.rows[0] as Record<string, unknown>;
     expect(row).toMatchObject({
@@ -49,16 +51,61 @@ describe.each(databases)('PostgreSQL sink on $name', ({ open }) => {
       tool: 'get_order',
       outcome: 'ok',
       principal: 'c-1',
+      caller: expect.stringMatching(/^client:c-1#[A-Za-z0-9_-]{22}$/),
       incident_id: null,
     });
     expect(JSON.parse(row.record as string)).toMatchObject({
       seq: 1,
       prevHash: GENESIS_HASH,
       clientId: 'c-1',
+      caller: row.caller,
     });
     await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
       intact: true,
       records: 1000,
+    });
+  });
+
+  it('a table made before the caller column gets it (ADD COLUMN IF NOT EXISTS); old rows without caller still verify', async () => {
+    const table = newTable();
+    await db.client.query(`CREATE SCHEMA IF NOT EXISTS ${TEST_SCHEMA}`);
+    // The previous version's table: no caller column.
+    await db.client.query(
+      `CREATE TABLE ${table} (chain text NOT NULL, seq bigint NOT NULL, time timestamptz NOT NULL, tool text NOT NULL,
+        outcome text NOT NULL, principal text, incident_id text, hash text NOT NULL, record json NOT NULL,
+        PRIMARY KEY (chain, seq))`,
+    );
+    // A record the old version wrote (no caller field), chained by hand.
+    const body = {
+      args: { id: 'A-0' },
+      chainId: 'old',
+      decisions: [],
+      durationMs: 1,
+      outcome: 'ok',
+      prevHash: GENESIS_HASH,
+      requestId: 1,
+      resultBytes: 10,
+      seq: 1,
+      time: '2026-01-02T03:04:05.006Z',
+      tool: 'get_order',
+    };
+    const hash = createHash('sha256').update(canonicalJson(body)).digest('hex');
+    await db.client.query(
+      `INSERT INTO ${table} (chain, seq, time, tool, outcome, hash, record) VALUES ('old', 1, $1, 'get_order', 'ok', $2, $3::json)`,
+      [body.time, hash, canonicalJson({ ...body, hash })],
+    );
+    const audit = createAudit({ sink: createPostgresSink({ client: db.client, table }), chainId: 'new' });
+    await (await serve([audit])).callTool('get_order', { id: 'A-1' });
+    await audit.close();
+    await closeConnections();
+    const { rows } = await db.client.query(`SELECT chain, caller FROM ${table} ORDER BY chain`);
+    expect(rows).toEqual([
+      { chain: 'new', caller: 'local' },
+      { chain: 'old', caller: null },
+    ]);
+    await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+      intact: true,
+      records: 2,
     });
   });
 

@@ -32,6 +32,7 @@ function firstRecord(record: AuditRecord, fields: Record<string, unknown>): Reco
     sessionId: 'sess-1',
     principal: 'user-42',
     clientId: 'client-7',
+    caller: 'sub:|user-42',
     decisions: [],
     ...varying(record),
     ...fields,
