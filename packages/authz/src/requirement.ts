@@ -71,55 +71,67 @@ function scopeList(value: unknown, where: string): readonly string[] {
 
 /**
  * Checks a requirement against a caller's token (scopes, then anyOf, then claims, then check; the
- * first failure decides). A caller without a token has no scopes and no claims.
+ * first failure decides). A caller without a token has no scopes and no claims. Runs twice per call
+ * (canSee, then the middleware), so the allowed path allocates nothing.
  */
-export function evaluate(requirement: CheckedRequirement, access: AccessRequest): Verdict {
-  const held = access.auth?.scopes ?? NO_SCOPES;
+export function evaluate(
+  requirement: CheckedRequirement,
+  tool: AccessRequest['tool'],
+  caller: AccessRequest['caller'],
+  request: AccessRequest['request'],
+): Verdict {
+  const auth = request.authInfo;
+  const held = auth?.scopes ?? NO_SCOPES;
   let missing: string[] | undefined;
   for (const scope of requirement.scopes) {
     if (held.includes(scope)) continue;
     missing ??= [];
     missing.push(scope);
   }
-  if (requirement.anyOf.length > 0) {
-    for (const scope of closestSet(requirement.anyOf, held)) {
-      missing ??= [];
+  if (requirement.anyOf.length > 0 && !holdsOneSet(held, requirement.anyOf)) {
+    missing ??= [];
+    for (const scope of closestSet(requirement.anyOf, held))
       if (!missing.includes(scope)) missing.push(scope);
-    }
   }
-  if (missing !== undefined)
+  if (missing !== undefined) {
     return { allow: false, reason: `missing scope(s): ${missing.join(' ')}`, missingScopes: missing };
+  }
   if (requirement.claims.length > 0) {
-    const claims = access.auth?.extra;
+    const claims = auth?.extra;
     for (const [claim, predicate] of requirement.claims) {
-      if (!passes(() => predicate(claims?.[claim]))) {
+      if (!passes(predicate, claims?.[claim])) {
         return { allow: false, reason: `claim ${claim} refused`, missingScopes: NO_SCOPES };
       }
     }
   }
-  if (requirement.check !== undefined) {
-    const check = requirement.check;
-    if (!passes(() => check(access)))
-      return { allow: false, reason: 'check refused', missingScopes: NO_SCOPES };
+  if (requirement.check !== undefined && !passes(requirement.check, { tool, caller, auth, request })) {
+    return { allow: false, reason: 'check refused', missingScopes: NO_SCOPES };
   }
   return MET;
 }
 
-// The alternative with the fewest scopes still missing (the first on a tie); empty when one is met.
+function holdsOneSet(held: readonly string[], sets: readonly (readonly string[])[]): boolean {
+  outer: for (const set of sets) {
+    for (const scope of set) if (!held.includes(scope)) continue outer;
+    return true;
+  }
+  return false;
+}
+
+// The alternative with the fewest scopes still missing (the first on a tie); only asked when none is met.
 function closestSet(sets: readonly (readonly string[])[], held: readonly string[]): readonly string[] {
   let best: string[] | undefined;
   for (const set of sets) {
     const missing = set.filter((scope) => !held.includes(scope));
-    if (missing.length === 0) return NO_SCOPES;
     if (best === undefined || missing.length < best.length) best = missing;
   }
   return best ?? NO_SCOPES;
 }
 
 // A predicate that throws or returns anything but `true` denies: authorization fails closed.
-function passes(predicate: () => unknown): boolean {
+function passes<T>(predicate: (value: T) => unknown, value: T): boolean {
   try {
-    return predicate() === true;
+    return predicate(value) === true;
   } catch {
     return false;
   }
