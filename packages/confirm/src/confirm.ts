@@ -1,0 +1,245 @@
+import { createHash } from 'node:crypto';
+import {
+  callerScope,
+  createLogThrottle,
+  createMemoryStore,
+  fail,
+  isPassThrough,
+  isToolError,
+  type NextFn,
+  resolveToolOptions,
+  type ToolContext,
+  type ToolMiddleware,
+  type ToolResult,
+} from '@toolgate/core';
+import {
+  CONFIRMATION_ARGUMENT,
+  CONFIRMATION_META,
+  carriedConfirmation,
+  coveredArguments,
+  issue,
+  verify,
+} from './confirmation.js';
+import {
+  type ConfirmOptions,
+  type ConfirmToolOptions,
+  checkToolOptions,
+  optIn,
+  TOOL_DEFAULTS,
+} from './options.js';
+import { renderPrompt } from './prompt.js';
+
+/** The `_meta` key of a two-step answer: `{ status: 'confirmation_required', confirmation, expiresAt, prompt }`. */
+export const CONFIRM_META = 'toolgate/confirm';
+
+/** The hint of a person's refusal; the model must not work around it. */
+export const DECLINED_HINT =
+  'The user declined. Do not retry or rephrase to get around it; ask the user what they want instead.';
+
+/** The middleware, with `close()` for the app's shutdown. */
+export type ConfirmMiddleware = ToolMiddleware & {
+  /** Writes pending log summaries and closes the store it created (a store passed in is the app's). */
+  close(): Promise<void>;
+};
+
+const ASK_AGAIN =
+  'Do not change, reuse or invent a confirmation. Call again without it to ask the user to confirm this exact request.';
+
+/**
+ * A person confirms before an enabled tool runs: by elicitation when the client supports it (the concrete
+ * effect is shown; decline refuses), else in two steps (the first call answers with a single-use
+ * confirmation bound to the call, the person is asked by the model, the second call carries it back).
+ */
+export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
+  const {
+    secret: rawSecret,
+    store: given,
+    storeTimeoutMs = 200,
+    tools,
+    ...globals
+  } = options ?? ({} as ConfirmOptions);
+  const secret = secretBytes(rawSecret);
+  const resolver = resolveToolOptions<ConfirmToolOptions>(
+    'createConfirm',
+    TOOL_DEFAULTS,
+    { ...globals, tools: optIn(tools) },
+    checkToolOptions,
+  );
+  if (!(Number.isFinite(storeTimeoutMs) && storeTimeoutMs > 0)) {
+    throw new RangeError('createConfirm: storeTimeoutMs must be a positive number of milliseconds');
+  }
+  const store = given ?? createMemoryStore();
+  const throttle = createLogThrottle({ intervalMs: 60_000 });
+
+  const decide = (ctx: ToolContext, action: string, digest: string, reason?: string): void => {
+    ctx.decisions.push({
+      by: 'confirm',
+      action,
+      ...(reason === undefined ? {} : { reason }),
+      detail: { digest },
+    });
+  };
+
+  /** Marks a confirmation used; false when it already was. Throws when the store cannot answer. */
+  const consume = (ctx: ToolContext, nonce: string, expiresAt: number): Promise<boolean> => {
+    const scope = createHash('sha256').update(callerScope(ctx)).digest('base64url').slice(0, 22);
+    const ttl = Math.max(1, Math.ceil(expiresAt - Date.now()) + 1000);
+    return bounded(ctx.signal, storeTimeoutMs, (signal) =>
+      store.setIfAbsent(`confirm:used:{${scope}}:${nonce}`, '1', ttl, { signal }),
+    );
+  };
+
+  const withConfirmation = async (ctx: ToolContext, next: NextFn, token: unknown): Promise<ToolResult> => {
+    const verdict =
+      typeof token === 'string' ? verify(secret, ctx, token) : ({ ok: false, reason: 'malformed' } as const);
+    if (!verdict.ok) {
+      decide(ctx, 'refused', verdict.digest ?? '', verdict.reason);
+      return verdict.reason === 'expired'
+        ? fail('permission_denied', 'This confirmation has expired.', { hint: ASK_AGAIN })
+        : fail(
+            'permission_denied',
+            'This confirmation does not match this call (other arguments, another caller or another tool).',
+            { hint: ASK_AGAIN },
+          );
+    }
+    let fresh: boolean;
+    try {
+      fresh = await consume(ctx, verdict.nonce, verdict.expiresAt);
+    } catch (error) {
+      if (ctx.signal.aborted) throw ctx.signal.reason;
+      throttle('confirm:store', (suppressed) =>
+        ctx.logger.warn(
+          { operation: 'setIfAbsent', err: error, ...(suppressed > 0 ? { repeated: suppressed } : {}) },
+          'confirm: the store failed; confirmations are refused unavailable until it answers',
+        ),
+      );
+      decide(ctx, 'refused', verdict.digest, 'store unavailable');
+      return fail('unavailable', 'The server cannot check this confirmation right now; nothing was done.', {
+        hint: 'Retry once in a few seconds with the same confirmation; if it fails again, tell the user the service is unavailable.',
+        retryable: true,
+        retryAfterMs: 2000,
+      });
+    }
+    if (!fresh) {
+      decide(ctx, 'refused', verdict.digest, 'used');
+      return fail('permission_denied', 'This confirmation was already used.', {
+        hint: 'A confirmation is valid once. If the user wants this done again, call without it to ask them again.',
+      });
+    }
+    decide(ctx, 'confirmed', verdict.digest);
+    return next();
+  };
+
+  const required = (ctx: ToolContext, opts: ConfirmToolOptions, prompt: string): ToolResult => {
+    const issued = issue(secret, ctx, opts.ttlMs);
+    decide(ctx, 'required', issued.digest);
+    const expiresAt = new Date(issued.expiresAt).toISOString();
+    const declared = ctx.tool?.inputSchema.shape[CONFIRMATION_ARGUMENT] !== undefined;
+    const carry = declared
+      ? `the argument ${CONFIRMATION_ARGUMENT}="${issued.token}"`
+      : `"${CONFIRMATION_META}": "${issued.token}" in the request _meta`;
+    const result = fail('permission_denied', `Confirmation required. Show the user: ${prompt}`, {
+      hint: `Show the user exactly this request and ask whether to proceed. Only if they agree, call ${ctx.toolName} again with the same arguments and ${carry} (valid once, until ${expiresAt}). Never confirm on the user's behalf.`,
+    });
+    result._meta = {
+      ...result._meta,
+      [CONFIRM_META]: { status: 'confirmation_required', confirmation: issued.token, expiresAt, prompt },
+    };
+    return result;
+  };
+
+  const middleware = (async (ctx, next) => {
+    if (isPassThrough(ctx)) return next();
+    const opts = resolver.forTool(ctx.toolName);
+    if (opts === undefined || !opts.enabled) return next();
+    const token = carriedConfirmation(ctx);
+    if (token !== undefined) return withConfirmation(ctx, next, token);
+    const tool = ctx.tool ?? { name: ctx.toolName, title: undefined };
+    const prompt = renderPrompt(tool, coveredArguments(ctx.args), opts.describe, opts.maxPromptChars);
+    if (!ctx.server.supports('elicitation.form')) return required(ctx, opts, prompt);
+    // The digest of what is shown, for audit: the same HMAC a two-step confirmation would carry.
+    const shown = issue(secret, ctx, opts.elicitTimeoutMs);
+    let answer: Awaited<ReturnType<ToolContext['server']['elicit']>>;
+    try {
+      answer = await ctx.server.elicit(
+        { mode: 'form', message: prompt, requestedSchema: { type: 'object', properties: {} } },
+        { timeoutMs: opts.elicitTimeoutMs },
+      );
+    } catch (error) {
+      // The client lost the ability meanwhile (a transport that cannot carry it): two steps instead.
+      if (isToolError(error) && error.code === 'unavailable') return required(ctx, opts, prompt);
+      decide(ctx, 'refused', shown.digest, isToolError(error) ? error.code : 'elicitation failed');
+      throw error;
+    }
+    if (answer.action !== 'accept') {
+      decide(ctx, 'declined', shown.digest, answer.action);
+      return fail(
+        'permission_denied',
+        answer.action === 'decline'
+          ? 'The user declined this request.'
+          : 'The user dismissed the confirmation without accepting.',
+        { hint: DECLINED_HINT },
+      );
+    }
+    // The person may have answered after the call was cancelled: never run a cancelled call.
+    ctx.signal.throwIfAborted();
+    decide(ctx, 'confirmed', shown.digest);
+    return next();
+  }) as ConfirmMiddleware;
+  middleware.close = async () => {
+    throttle.flush();
+    if (given === undefined) await store.close?.();
+  };
+  return middleware;
+}
+
+function secretBytes(secret: unknown): Uint8Array {
+  const bytes =
+    typeof secret === 'string'
+      ? Buffer.from(secret, 'utf8')
+      : secret instanceof Uint8Array
+        ? Buffer.from(secret)
+        : undefined;
+  if (bytes === undefined || bytes.byteLength < 32) {
+    throw new TypeError(
+      'createConfirm: secret is required, at least 32 bytes (random, from a secret store, the same on every replica)',
+    );
+  }
+  return bytes;
+}
+
+/** One store operation bounded by a time limit and the call's signal (one timer, one listener). */
+function bounded<T>(
+  signal: AbortSignal,
+  timeoutMs: number,
+  work: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      reject(new DOMException(`confirm: the store did not answer within ${timeoutMs} ms`, 'TimeoutError'));
+    }, timeoutMs);
+    signal.addEventListener('abort', onAbort, { once: true });
+    const settle = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    };
+    Promise.resolve()
+      .then(() => work(signal))
+      .then(
+        (value) => {
+          settle();
+          resolve(value);
+        },
+        (error: unknown) => {
+          settle();
+          reject(error);
+        },
+      );
+  });
+}

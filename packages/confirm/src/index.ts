@@ -1,0 +1,4 @@
+export { CONFIRM_META, type ConfirmMiddleware, createConfirm, DECLINED_HINT } from './confirm.js';
+export { CONFIRMATION_ARGUMENT, CONFIRMATION_META } from './confirmation.js';
+export { confirmationArgument } from './confirmation-argument.js';
+export type { ConfirmOptions, ConfirmToolOptions } from './options.js';

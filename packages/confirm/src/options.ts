@@ -1,0 +1,60 @@
+import type { KeyValueStore, PerToolOptions } from '@toolgate/core';
+
+/** Options a tool may set for itself (under `tools`), or the server for every tool. */
+export interface ConfirmToolOptions {
+  /** Whether calls of the tool need a person's confirmation; a tool listed under `tools` with an object is enabled unless it says false. @default false */
+  enabled: boolean;
+  /** The sentence that opens the prompt, from the validated arguments (e.g. "Refund 25 EUR on order A-1"); sanitised like the rest. @default undefined (the tool's title) */
+  describe: ((args: Readonly<Record<string, unknown>>) => string) | undefined;
+  /** How long a two-step confirmation stays valid, in ms. @default 300000 */
+  ttlMs: number;
+  /** How long the person has to answer an elicitation, in ms. @default 120000 */
+  elicitTimeoutMs: number;
+  /** Longest prompt shown, in characters (a longer one is cut and says so). @default 1500 */
+  maxPromptChars: number;
+}
+
+/** Options of `createConfirm`. */
+export interface ConfirmOptions extends Partial<ConfirmToolOptions>, PerToolOptions<ConfirmToolOptions> {
+  /** The server's HMAC key (at least 32 bytes, the same on every replica, from a secret store). Required. @default none */
+  secret: string | Uint8Array;
+  /** Where used confirmations are remembered (each is accepted once); `@toolgate/redis-store` shares them across replicas. @default createMemoryStore() */
+  store?: KeyValueStore;
+  /** Longest one store operation may take, in ms. @default 200 */
+  storeTimeoutMs?: number;
+}
+
+export const TOOL_DEFAULTS: ConfirmToolOptions = Object.freeze({
+  enabled: false,
+  describe: undefined,
+  ttlMs: 300_000,
+  elicitTimeoutMs: 120_000,
+  maxPromptChars: 1500,
+});
+
+/** Tools opt in: a tool listed with an object is enabled unless it sets `enabled: false` itself. */
+export function optIn<T extends { enabled: boolean }>(
+  tools: PerToolOptions<T>['tools'],
+): Record<string, Partial<T> | false> | undefined {
+  if (tools === undefined) return undefined;
+  const out: Record<string, Partial<T> | false> = {};
+  for (const [name, override] of Object.entries(tools)) {
+    out[name] =
+      typeof override === 'object' && override !== null && override.enabled === undefined
+        ? { ...override, enabled: true }
+        : override;
+  }
+  return out;
+}
+
+export function checkToolOptions(resolved: Readonly<ConfirmToolOptions>, where: string): void {
+  for (const field of ['ttlMs', 'elicitTimeoutMs', 'maxPromptChars'] as const) {
+    if (!(Number.isInteger(resolved[field]) && resolved[field] >= 1)) {
+      throw new RangeError(`${where}: ${field} must be a positive integer`);
+    }
+  }
+  if (resolved.maxPromptChars < 200) throw new RangeError(`${where}: maxPromptChars must be at least 200`);
+  if (resolved.describe !== undefined && typeof resolved.describe !== 'function') {
+    throw new TypeError(`${where}: describe must be a function of the arguments`);
+  }
+}

@@ -1,0 +1,65 @@
+import { randomUUID } from 'node:crypto';
+import { serveTools } from '@toolgate/core/testing';
+import { createRedisClient, createRedisStore, redisReady } from '@toolgate/redis-store';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CONFIRM_META, createConfirm } from '../src/index.js';
+import { refundTool, SECRET } from './fixtures.js';
+import { reportRedisMissing, TEST_REDIS_URL } from './needs-redis.js';
+
+if (TEST_REDIS_URL === undefined) {
+  reportRedisMissing('the confirmation tests across two servers sharing Redis');
+} else {
+  const url = TEST_REDIS_URL;
+  describe('confirm across two servers sharing Redis', () => {
+    const prefix = `toolgate-test:${randomUUID()}:`;
+    let clients: Redis[] = [];
+    beforeAll(async () => {
+      clients = [createRedisClient(url), createRedisClient(url)];
+      await Promise.all(clients.map((client) => redisReady(client)));
+    });
+    afterAll(async () => {
+      const keys = await clients[0]!.keys(`${prefix}*`);
+      if (keys.length > 0) await clients[0]!.del(...keys);
+      await Promise.all(clients.map((client) => client.quit()));
+    });
+
+    it('a confirmation issued by one replica works once on any replica', async () => {
+      const { tool, runs } = refundTool();
+      const servers = await Promise.all(
+        clients.map((redis) =>
+          serveTools([tool], {
+            middleware: [
+              createConfirm({
+                secret: SECRET,
+                store: createRedisStore(redis, { prefix }),
+                tools: { create_refund: {} },
+              }),
+            ],
+          }),
+        ),
+      );
+      try {
+        const refund = { order_id: 'A-1', amount: 25 };
+        const first = await servers[0]!.callTool('create_refund', refund);
+        const { confirmation } = (first._meta?.[CONFIRM_META] ?? {}) as { confirmation: string };
+        const results = await Promise.all(
+          Array.from({ length: 6 }, (_, i) =>
+            servers[i % 2]!.callTool('create_refund', { ...refund, confirmation }),
+          ),
+        );
+        expect(runs.count).toBe(1);
+        expect(results.filter((result) => result.isError !== true)).toHaveLength(1);
+        const keys = await clients[0]!.keys(`${prefix}*`);
+        expect(keys).toEqual([
+          expect.stringMatching(new RegExp(`^${prefix}confirm:used:\\{[\\w-]{22}\\}:[0-9a-f]{32}$`)),
+        ]);
+        const ttl = await clients[0]!.pttl(keys[0]!);
+        expect(ttl).toBeGreaterThan(290_000);
+        expect(ttl).toBeLessThanOrEqual(301_000);
+      } finally {
+        await Promise.all(servers.map((server) => server.close()));
+      }
+    });
+  });
+}
