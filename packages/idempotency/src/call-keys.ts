@@ -51,7 +51,7 @@ export function keysOf(
   }
   const args = ignoreArguments.length === 0 ? ctx.args : withoutArguments(ctx.args, ignoreArguments);
   const argsDigest = sha256(callKey({ ...ctx, args }));
-  const scope = sha256(callerScope(ctx)).slice(0, 22);
+  const scope = scopeTag(callerScope(ctx));
   const digest =
     explicit === undefined
       ? argsDigest
@@ -64,6 +64,18 @@ export function keysOf(
       explicit: explicit !== undefined,
     },
   };
+}
+
+// A server sees few callers and many calls: their hash tags are kept (bounded) rather than rehashed.
+const scopeTags = new Map<string, string>();
+function scopeTag(scope: string): string {
+  let tag = scopeTags.get(scope);
+  if (tag === undefined) {
+    if (scopeTags.size >= 10_000) scopeTags.clear();
+    tag = sha256(scope).slice(0, 22);
+    scopeTags.set(scope, tag);
+  }
+  return tag;
 }
 
 function withoutArguments(args: Record<string, unknown>, names: readonly string[]): Record<string, unknown> {
