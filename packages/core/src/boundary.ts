@@ -11,8 +11,11 @@ import {
 } from './result.js';
 import type { ToolContext } from './types.js';
 
-/** A function every string of a failure passes through before the model sees it. */
-export type ScrubText = (text: string) => string;
+/**
+ * A function every string of a failure passes through before the model sees it. It gets the call's
+ * context, so a middleware can honour its per-tool options (and leave an opted-out tool alone).
+ */
+export type ScrubText = (text: string, ctx: ToolContext) => string;
 
 const redactSecretsDeep = createSecretRedactor();
 
@@ -56,7 +59,7 @@ export function toModelFacing(ctx: ToolContext, result: unknown, scrub: readonly
       meta: redactSecretsDeep(result._meta),
     });
   }
-  const scrubText = (text: string): string => scrubAll(text, scrub);
+  const scrubText = (text: string): string => scrubAll(text, scrub, ctx);
   const safe: ErrorEnvelope = {
     ...envelope,
     message: scrubText(envelope.message),
@@ -79,9 +82,9 @@ export function toModelFacing(ctx: ToolContext, result: unknown, scrub: readonly
   return out;
 }
 
-function scrubAll(text: string, scrub: readonly ScrubText[]): string {
+function scrubAll(text: string, scrub: readonly ScrubText[], ctx: ToolContext): string {
   let out = redactSecretsDeep(text) as string;
-  for (const fn of scrub) out = fn(out);
+  for (const fn of scrub) out = fn(out, ctx);
   return out;
 }
 

@@ -128,12 +128,12 @@ export type NextFn = () => Promise<ToolResult>;
  * throws. Global middleware may also carry two hooks core consults:
  * - `canSee(tool, caller, request)`: false hides the tool from this caller in `tools/list`, and a call to
  *   it is answered exactly like a call to an unknown tool (decided before argument validation);
- * - `scrubText(text)`: applied by core's model-facing boundary to every string of every failure.
+ * - `scrubText(text, ctx)`: applied by core's model-facing boundary to every string of every failure.
  */
 export interface ToolMiddleware {
   (ctx: ToolContext, next: NextFn): Promise<ToolResult>;
   canSee?: (tool: ToolDefinition, caller: CallerIdentity, request: ToolRequest) => boolean;
-  scrubText?: (text: string) => string;
+  scrubText?: (text: string, ctx: ToolContext) => string;
 }
 
 /** A tool's handler: validated arguments in, a result (`ok()` / `fail()`) out, or a thrown ToolError. */
