@@ -46,6 +46,23 @@ CREATE TABLE IF NOT EXISTS orders (
 CREATE INDEX IF NOT EXISTS orders_status_created_idx ON orders (status, created_at DESC);
 CREATE INDEX IF NOT EXISTS orders_customer_created_idx ON orders (customer_id, created_at DESC);
 CREATE INDEX IF NOT EXISTS orders_email_idx ON orders (customer_email text_pattern_ops);
+-- Written only by request_refund and cancel_order, one row per confirmed change, never updated.
+CREATE TABLE IF NOT EXISTS refunds (
+  refund_id uuid PRIMARY KEY,
+  order_id text NOT NULL REFERENCES orders(order_id),
+  amount_cents integer NOT NULL CHECK (amount_cents > 0),
+  reason text NOT NULL,
+  requested_by text NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS refunds_order_idx ON refunds (order_id);
+CREATE TABLE IF NOT EXISTS order_cancellations (
+  order_id text PRIMARY KEY REFERENCES orders(order_id),
+  previous_status text NOT NULL,
+  reason text NOT NULL,
+  requested_by text NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
 `;
 
 // Deterministic: every value is arithmetic on the row number, so each seeded database holds the

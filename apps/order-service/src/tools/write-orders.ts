@@ -1,0 +1,205 @@
+import { randomUUID } from 'node:crypto';
+import { type BindCaller, defineTool, fail, ok, type ToolDefinition, ToolError } from '@toolgate/core';
+import * as z from 'zod';
+import type { WriteTransactions } from '../write-transaction.js';
+
+export interface WriteToolsOptions {
+  db: WriteTransactions;
+  /** Bind the customer id from the caller's token: a customer changes only their own orders. @default false */
+  customerScoped?: boolean;
+  /** Statement timeout of each write transaction, in ms. @default 2000 */
+  timeoutMs?: number;
+}
+
+const ORDER_ID = z
+  .string()
+  .regex(/^\d{16}$/)
+  .describe('The 16-digit order id.');
+const REASON = z
+  .string()
+  .trim()
+  .min(3)
+  .max(300)
+  .describe('Why, in the customer’s words (3 to 300 characters); recorded with the change.');
+
+// Only orders that were paid can be refunded; only orders that have not left can be cancelled.
+const REFUNDABLE = ['paid', 'shipped', 'delivered'] as const;
+const CANCELLABLE = ['pending', 'paid'] as const;
+
+/** The caller's customer id when the tools are customer-scoped (a token without one may change nothing). */
+function customerBinding(customerScoped: boolean): BindCaller | undefined {
+  if (!customerScoped) return undefined;
+  return (request) => {
+    const customerId = request.authInfo?.extra?.customerId;
+    if (typeof customerId !== 'number') {
+      throw new ToolError('permission_denied', 'This token is not tied to a customer.');
+    }
+    return { customerId };
+  };
+}
+
+interface OrderRow {
+  status: string;
+  total_cents: number;
+  refunded_cents: number;
+  currency: string;
+}
+
+/**
+ * `request_refund`: records a refund of part or all of what a customer paid, in its own table, and marks
+ * the order refunded once nothing is left to refund. One read-write transaction that locks exactly the
+ * order's row; the amount is bounded by what was paid less what was already refunded.
+ */
+export function requestRefundTool(options: WriteToolsOptions): ToolDefinition {
+  const scoped = options.customerScoped ?? false;
+  return defineTool({
+    name: 'request_refund',
+    title: 'Refund an order',
+    description:
+      'Refund part or all of ONE paid order (status paid, shipped or delivered) by its 16-digit id. ' +
+      'The user confirms the refund before it is made. Use search_docs for the refund policy first. ' +
+      'Not for cancelling an order that has not shipped: use cancel_order.',
+    input: {
+      order_id: ORDER_ID,
+      amount_cents: z
+        .number()
+        .int()
+        .min(1)
+        .max(10_000_000)
+        .describe('Amount to refund in cents; at most what was paid less earlier refunds.'),
+      reason: REASON,
+    },
+    output: {
+      refund_id: z.string(),
+      order_id: z.string(),
+      amount_cents: z.number(),
+      refunded_cents: z.number(),
+      currency: z.string(),
+      status: z.string(),
+    },
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+    bind: customerBinding(scoped),
+    handler: async ({ order_id, amount_cents, reason }, ctx) =>
+      options.db.readWrite({ timeoutMs: options.timeoutMs ?? 2000, signal: ctx.signal }, async (runner) => {
+        const order = await lockOrder(runner, order_id, ctx.bindings.customerId);
+        if (!order) return notFound(order_id);
+        if (!(REFUNDABLE as readonly string[]).includes(order.status)) {
+          return fail(
+            'invalid_argument',
+            `Order ${order_id} is ${order.status}; only paid orders can be refunded.`,
+            {
+              hint:
+                order.status === 'refunded'
+                  ? 'It was already refunded in full; tell the user.'
+                  : 'A pending order is cancelled with cancel_order instead; a cancelled one has nothing to refund.',
+            },
+          );
+        }
+        const left = order.total_cents - order.refunded_cents;
+        if (amount_cents > left) {
+          return fail(
+            'invalid_argument',
+            `At most ${left} cents of order ${order_id} can still be refunded.`,
+            {
+              hint: `Ask the user to confirm an amount of at most ${left} cents.`,
+              fields: [{ path: 'amount_cents', expected: `at most ${left}` }],
+            },
+          );
+        }
+        const refundId = randomUUID();
+        await runner.query(
+          `INSERT INTO refunds (refund_id, order_id, amount_cents, reason, requested_by)
+           VALUES ($1, $2, $3, $4, $5)`,
+          [refundId, order_id, amount_cents, reason, ctx.caller.id],
+        );
+        const refunded = order.refunded_cents + amount_cents;
+        let status = order.status;
+        if (refunded === order.total_cents) {
+          await updateExactlyOne(runner, `UPDATE orders SET status = 'refunded' WHERE order_id = $1`, [
+            order_id,
+          ]);
+          status = 'refunded';
+        }
+        return ok({
+          refund_id: refundId,
+          order_id,
+          amount_cents,
+          refunded_cents: refunded,
+          currency: order.currency,
+          status,
+        });
+      }),
+  });
+}
+
+/** `cancel_order`: cancels ONE order that has not shipped (pending or paid), recording why. */
+export function cancelOrderTool(options: WriteToolsOptions): ToolDefinition {
+  const scoped = options.customerScoped ?? false;
+  return defineTool({
+    name: 'cancel_order',
+    title: 'Cancel an order',
+    description:
+      'Cancel ONE order that has not shipped yet (status pending or paid) by its 16-digit id. ' +
+      'The user confirms the cancellation before it is made. A shipped order cannot be cancelled: ' +
+      'explain the returns policy (search_docs) instead.',
+    input: { order_id: ORDER_ID, reason: REASON },
+    output: { order_id: z.string(), previous_status: z.string(), status: z.literal('cancelled') },
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+    bind: customerBinding(scoped),
+    handler: async ({ order_id, reason }, ctx) =>
+      options.db.readWrite({ timeoutMs: options.timeoutMs ?? 2000, signal: ctx.signal }, async (runner) => {
+        const order = await lockOrder(runner, order_id, ctx.bindings.customerId);
+        if (!order) return notFound(order_id);
+        if (!(CANCELLABLE as readonly string[]).includes(order.status)) {
+          return fail(
+            'invalid_argument',
+            `Order ${order_id} is ${order.status} and can no longer be cancelled.`,
+            {
+              hint:
+                order.status === 'cancelled'
+                  ? 'It is already cancelled; tell the user.'
+                  : 'Explain the returns policy (search_docs) instead.',
+            },
+          );
+        }
+        await updateExactlyOne(runner, `UPDATE orders SET status = 'cancelled' WHERE order_id = $1`, [
+          order_id,
+        ]);
+        await runner.query(
+          `INSERT INTO order_cancellations (order_id, previous_status, reason, requested_by) VALUES ($1, $2, $3, $4)`,
+          [order_id, order.status, reason, ctx.caller.id],
+        );
+        return ok({ order_id, previous_status: order.status, status: 'cancelled' as const });
+      }),
+  });
+}
+
+type Runner = Parameters<Parameters<WriteTransactions['readWrite']>[1]>[0];
+
+// Locks exactly the order's row (and only when it belongs to the bound customer, when scoped).
+async function lockOrder(
+  runner: Runner,
+  orderId: string,
+  customerId: unknown,
+): Promise<OrderRow | undefined> {
+  const scoped = typeof customerId === 'number';
+  const { rows } = await runner.query(
+    `SELECT o.status, o.total_cents, o.currency,
+            (SELECT coalesce(sum(r.amount_cents), 0)::integer FROM refunds r WHERE r.order_id = o.order_id) AS refunded_cents
+       FROM orders o
+      WHERE o.order_id = $1${scoped ? ' AND o.customer_id = $2' : ''}
+      FOR UPDATE OF o`,
+    scoped ? [orderId, customerId] : [orderId],
+  );
+  return rows[0] as OrderRow | undefined;
+}
+
+async function updateExactlyOne(runner: Runner, text: string, values: readonly unknown[]): Promise<void> {
+  const { rowCount } = await runner.query(text, values);
+  // The row is locked by lockOrder: anything but one row means the statement is wrong, not the data.
+  if (rowCount !== 1) throw new Error(`write touched ${rowCount} rows instead of exactly one`);
+}
+
+function notFound(orderId: string) {
+  return fail('not_found', `No order ${orderId}.`, { hint: 'Check the id with search_orders.' });
+}
