@@ -13,7 +13,7 @@ import {
 } from '@toolgate/core';
 import { compareCalls, connectTestClient, createTestContext, formatBenchTable } from '@toolgate/core/testing';
 import * as z from 'zod';
-import { repeatGuard } from '../src/index.js';
+import { createRepeatGuard } from '../src/index.js';
 
 const tool = defineTool({
   name: 'search_orders',
@@ -29,8 +29,8 @@ async function clientWith(middleware: ToolMiddleware[]) {
 }
 
 const bare = await clientWith([]);
-const misses = await clientWith([repeatGuard()]);
-const hits = await clientWith([repeatGuard()]);
+const misses = await clientWith([createRepeatGuard()]);
+const hits = await clientWith([createRepeatGuard()]);
 
 console.log('## Through a real client (tools/call round trip), sequential\n');
 console.log(
@@ -57,8 +57,8 @@ const handler = async () => ok({ items: [{ id: 'open-1' }] });
 const contextOf = (page: number) =>
   createTestContext({ tool, args: { status: 'open', page }, request: { sessionId: 'bench' } });
 const bareChain = compose([]);
-const missChain = compose([repeatGuard()]);
-const hitChain = compose([repeatGuard()]);
+const missChain = compose([createRepeatGuard()]);
+const hitChain = compose([createRepeatGuard()]);
 
 console.log('\n## The middleware alone (compose + a minimal context), sequential\n');
 console.log(

@@ -2,7 +2,7 @@
 export { createMemoryRepeatStore } from './memory-store.js';
 export { DEFAULT_RULES } from './options.js';
 export { createRedisRepeatStore } from './redis-store.js';
-export { repeatGuard } from './repeat-guard.js';
+export { createRepeatGuard, repeatGuard } from './repeat-guard.js';
 export type {
   MemoryRepeatStore,
   MemoryRepeatStoreOptions,
@@ -13,6 +13,7 @@ export type {
   RedisRepeatClient,
   RedisRepeatStore,
   RedisRepeatStoreOptions,
+  RepeatGuard,
   RepeatGuardOptions,
   RepeatRules,
   RepeatStore,

@@ -1,28 +1,19 @@
 import { hash } from 'node:crypto';
-import { canonicalJson, principalOf, type ToolContext } from '@toolgate/core';
+import { callerScope, canonicalJson, callKey as coreCallKey, type ToolContext } from '@toolgate/core';
 
 /**
- * The default scope: the transport session, else the authenticated principal, else "anonymous".
- * Prefixed by kind so a session id can never equal a principal's name.
+ * The store key of one call: a SHA-256 of core's `callKey` (caller identity, the tool's bindings such
+ * as the bound customer id, tool and canonical arguments) and the optional extra scope, so a key's
+ * size is fixed whatever the model sends. The extra scope only narrows: two callers never share a key
+ * whatever it returns.
  */
-export function defaultScope(ctx: ToolContext): string {
-  const session = ctx.request.sessionId;
-  if (session !== undefined && session !== '') return `session:${session}`;
-  const principal = principalOf(ctx);
-  return principal === undefined ? 'anonymous' : `principal:${principal}`;
+export function repeatCallKey(ctx: ToolContext, scope: string | undefined): string {
+  return `c:${sha256(canonicalJson([coreCallKey(ctx), scope ?? null]))}`;
 }
 
-/**
- * The store key of one call: a SHA-256 of the scope, tool and canonical arguments, so a key's size
- * is fixed whatever the model sends. One canonical JSON array keeps the three parts unambiguous.
- */
-export function callKey(scope: string, toolName: string, args: unknown): string {
-  return `c:${sha256(canonicalJson([scope, toolName, args]))}`;
-}
-
-/** The store key of one tool's no-progress streak in one scope. */
-export function progressKey(scope: string, toolName: string): string {
-  return `p:${sha256(canonicalJson([scope, toolName]))}`;
+/** The store key of one tool's no-progress streak for one caller (identity + bindings) and extra scope. */
+export function progressKey(ctx: ToolContext, scope: string | undefined): string {
+  return `p:${sha256(canonicalJson([callerScope(ctx), ctx.toolName, scope ?? null]))}`;
 }
 
 // One-shot hashing (Node 20.12+): no Hash object per call on the hot path.

@@ -15,7 +15,7 @@ interface StoredStreak {
 }
 
 /**
- * Tracks, per scope and tool, how many calls in a row returned an identical result with different
+ * Tracks, per caller (identity and bindings) and tool, how many calls in a row returned an identical result with different
  * arguments, and flags the result that reaches `rules.noProgress`. The same arguments again (a
  * repeat under the threshold) neither extends nor breaks the streak.
  */
@@ -23,13 +23,13 @@ export async function checkProgress(
   ctx: ToolContext,
   rules: Readonly<RepeatRules>,
   store: StoreAccess,
-  scope: string,
+  scope: string | undefined,
   callKey: string,
   result: ToolResult,
 ): Promise<ToolResult> {
   const limit = rules.noProgress;
   if (limit === false) return result;
-  const key = progressKey(scope, ctx.toolName);
+  const key = progressKey(ctx, scope);
   let stored: string | undefined;
   try {
     stored = await store.read(key, ctx);

@@ -1,4 +1,12 @@
-import { errorOf, type NextFn, type ToolContext, type ToolMiddleware, type ToolResult } from '@toolgate/core';
+import {
+  errorOf,
+  isPassThrough,
+  type NextFn,
+  raceAbort,
+  type ToolContext,
+  type ToolMiddleware,
+  type ToolResult,
+} from '@toolgate/core';
 import {
   refusedFailure,
   repeatedCallFailure,
@@ -7,12 +15,12 @@ import {
   withNote,
 } from './answers.js';
 import { type CallEntry, decodeCallEntry, encodeCallEntry } from './call-entry.js';
-import { callKey, defaultScope } from './key.js';
+import { repeatCallKey } from './key.js';
 import { createMemoryRepeatStore } from './memory-store.js';
 import { checkProgress } from './no-progress.js';
 import { resolveRules } from './options.js';
 import { StoreAccess, StoreUnavailable } from './store-access.js';
-import type { RepeatGuardOptions, RepeatRules, RepeatStore } from './types.js';
+import type { RepeatGuard, RepeatGuardOptions, RepeatRules, RepeatStore } from './types.js';
 
 /** Identical calls running now in this process: later ones wait for the first one's answer. */
 interface Flight {
@@ -24,35 +32,35 @@ interface Flight {
 }
 
 /**
- * Answers a call that repeats an identical earlier call (same scope, tool and canonical arguments)
- * within the window without running it: with the earlier result and a note (or a `repeated_call`
- * failure), or, after a failure, with the earlier error and a hint not to retry unchanged. Calls
- * with refused arguments and calls to unknown tools pass through untouched.
+ * Answers a call that repeats an identical earlier call (same caller identity and bindings, tool and
+ * canonical arguments: core's `callKey`) within the window without running it: with the earlier
+ * result and a note (or a `repeated_call` failure), or, after a failure, with the earlier error and a
+ * hint not to retry unchanged. Calls with refused arguments and calls to unknown tools pass through.
  *
- * Place it after redact-errors and before circuit-breaker:
- * `otel → audit → redact-errors → repeat-guard → circuit-breaker → handler`.
+ * Place it after rate-limit and before idempotency and circuit-breaker:
+ * `otel → audit → redact-errors → authz → rate-limit → repeat-guard → idempotency → confirm → circuit-breaker → handler`.
  */
-export function repeatGuard(options: RepeatGuardOptions = {}): ToolMiddleware {
+export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard {
   const rules = resolveRules(options);
   const rawStore: RepeatStore =
     options.store ?? createMemoryRepeatStore({ maxEntries: options.maxEntries ?? 10_000 });
   const storeTimeoutMs = options.storeTimeoutMs ?? 200;
   if (!(Number.isFinite(storeTimeoutMs) && storeTimeoutMs >= 1)) {
-    throw new RangeError('repeatGuard: storeTimeoutMs must be a finite number of at least 1');
+    throw new RangeError('createRepeatGuard: storeTimeoutMs must be a finite number of at least 1');
   }
   const onStoreFailure = options.onStoreFailure ?? 'open';
   if (onStoreFailure !== 'open' && onStoreFailure !== 'closed') {
-    throw new TypeError("repeatGuard: onStoreFailure must be 'open' or 'closed'");
+    throw new TypeError("createRepeatGuard: onStoreFailure must be 'open' or 'closed'");
   }
   const store = new StoreAccess(rawStore, storeTimeoutMs, onStoreFailure);
-  const scopeOf = options.scope ?? defaultScope;
+  const scopeOf = options.scope;
   const flights = new Map<string, Flight>();
 
   const run = async (
     ctx: ToolContext,
     next: NextFn,
     toolRules: Readonly<RepeatRules>,
-    scope: string,
+    scope: string | undefined,
     key: string,
     earlier: CallEntry | undefined,
   ): Promise<ToolResult> => {
@@ -81,12 +89,12 @@ export function repeatGuard(options: RepeatGuardOptions = {}): ToolMiddleware {
     }
   };
 
-  return async function repeatGuardMiddleware(ctx, next) {
-    if (ctx.tool === undefined || !ctx.validation.ok) return next();
-    const toolRules = rules.tools.get(ctx.toolName) ?? rules.global;
-    if (toolRules === false) return next();
-    const scope = scopeOf(ctx);
-    const key = callKey(scope, ctx.toolName, ctx.args);
+  const middleware: ToolMiddleware = async function repeatGuardMiddleware(ctx, next) {
+    const toolRules = isPassThrough(ctx) ? undefined : rules.forTool(ctx.toolName);
+    if (toolRules === undefined) return next();
+    // Identity and bindings always come from core; a custom scope can only split a caller further.
+    const scope = scopeOf?.(ctx);
+    const key = repeatCallKey(ctx, scope);
     let stored: string | undefined;
     try {
       stored = await store.read(key, ctx);
@@ -105,13 +113,20 @@ export function repeatGuard(options: RepeatGuardOptions = {}): ToolMiddleware {
     if (flight && executed + flight.running + 1 >= toolRules.threshold) {
       // Single flight: an identical call is running now; its answer is this call's earlier result.
       // Each waiter follows its own abort: a cancelled waiter stops waiting for someone else's call.
-      const settled = decodeCallEntry(await untilAborted(flight.done, ctx.signal));
+      const settled = decodeCallEntry(await raceAbort(flight.done, ctx.signal));
       const shared = settled && answerRepeat(ctx, toolRules, settled, key, true);
       if (shared) return shared;
     }
     return run(ctx, next, toolRules, scope, key, earlier);
   };
+  return Object.assign(middleware, { close: () => store.flush() });
 }
+
+/**
+ * @deprecated Renamed `createRepeatGuard` (core's `createX` convention); this alias goes in the next
+ * release.
+ */
+export const repeatGuard: (options?: RepeatGuardOptions) => RepeatGuard = createRepeatGuard;
 
 /** The answer to a repeat of `entry`, or undefined when this call should run. */
 function answerRepeat(
@@ -180,25 +195,6 @@ function rememberedEntry(
   }
   if (text.length > rules.maxResultSize) return undefined;
   return { text, ttlMs: firstAt + rules.windowMs - now };
-}
-
-/** `promise`, or a rejection with the abort reason as soon as `signal` aborts. */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
-  });
 }
 
 function newFlight(): Flight {

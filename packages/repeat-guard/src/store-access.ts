@@ -1,4 +1,10 @@
-import { createLogThrottle, type Logger, type LogThrottle, type ToolContext } from '@toolgate/core';
+import {
+  createLogThrottle,
+  type Logger,
+  type LogThrottle,
+  type ToolContext,
+  withDeadline,
+} from '@toolgate/core';
 import type { OnStoreFailure, RepeatStore } from './types.js';
 
 /** Thrown by a fail-closed guard when the store cannot answer; the middleware turns it into `unavailable`. */
@@ -60,40 +66,16 @@ export class StoreAccess {
     this.#throttle.flush();
   }
 
-  #bounded<T>(operation: () => Promise<T> | T, signal: AbortSignal): Promise<T> {
-    if (signal.aborted) return Promise.reject(signal.reason);
-    return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        cleanup();
-        reject(new Error(`repeat-guard: the store did not answer within ${this.#timeoutMs} ms`));
-      }, this.#timeoutMs);
-      const onAbort = (): void => {
-        cleanup();
-        reject(signal.reason);
-      };
-      const cleanup = (): void => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', onAbort);
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
-      let pending: Promise<T>;
-      try {
-        pending = Promise.resolve(operation());
-      } catch (error) {
-        pending = Promise.reject(error);
-      }
-      pending.then(
-        (value) => {
-          cleanup();
-          this.#recovered();
-          resolve(value);
-        },
-        (error: unknown) => {
-          cleanup();
-          reject(error);
-        },
-      );
-    });
+  async #bounded<T>(operation: () => Promise<T> | T, signal: AbortSignal): Promise<T> {
+    if (signal.aborted) throw signal.reason;
+    const pending = operation();
+    // A synchronous store (memory) has answered already: no timer and no signal per operation.
+    const value = isPromiseLike(pending)
+      ? // Core's deadline helper: rejects at the time limit or the call's abort even if the store hangs.
+        await withDeadline(() => Promise.resolve(pending), { signal, timeoutMs: this.#timeoutMs })
+      : pending;
+    this.#recovered();
+    return value;
   }
 
   #failed(error: unknown, ctx: ToolContext, operation: string): void {
@@ -126,4 +108,8 @@ export class StoreAccess {
       `repeat-guard: the store answers again after ${incident.failures} failed operations`,
     );
   }
+}
+
+function isPromiseLike<T>(value: Promise<T> | T): value is Promise<T> {
+  return typeof (value as { then?: unknown } | null | undefined)?.then === 'function';
 }

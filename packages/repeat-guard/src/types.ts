@@ -1,4 +1,4 @@
-import type { ToolContext } from '@toolgate/core';
+import type { ToolContext, ToolMiddleware } from '@toolgate/core';
 
 /** What the call that repeats an earlier successful call gets back. */
 export type OnRepeat = 'cached' | 'fail';
@@ -15,7 +15,7 @@ export type OnNoProgress = 'note' | 'fail';
 /** The rules one tool follows; global defaults, overridable per tool. */
 export interface RepeatRules {
   /**
-   * The identical call (same scope, tool and arguments) that reaches this count within the window
+   * The identical call (same caller identity, bindings, tool and arguments) that reaches this count within the window
    * is answered without running; 2 answers the second one.
    * @default 2
    */
@@ -36,7 +36,7 @@ export interface RepeatRules {
    */
   onFailedRepeat: OnFailedRepeat;
   /**
-   * "No progress": when this many calls in a row of one tool (in one scope) return an identical
+   * "No progress": when this many calls in a row of one tool (for one caller) return an identical
    * result with different arguments, the last one is flagged; `false` turns the check off.
    * @default false
    */
@@ -100,7 +100,7 @@ export interface RedisRepeatStoreOptions {
   prefix?: string;
 }
 
-/** Options of `repeatGuard()`: global rules, the store, and per-tool overrides or opt-outs. */
+/** Options of `createRepeatGuard()`: global rules, the store, and per-tool overrides or opt-outs. */
 export interface RepeatGuardOptions extends Partial<RepeatRules> {
   /**
    * Where calls are remembered. Give a shared store (`createRedisRepeatStore`) when several
@@ -124,8 +124,10 @@ export interface RepeatGuardOptions extends Partial<RepeatRules> {
   /** Most remembered entries of the default in-memory store; ignored when `store` is given. @default 10000 */
   maxEntries?: number;
   /**
-   * Whose calls count as the same: identical calls only repeat within one scope.
-   * @default the session id, else the principal (`principalOf`), else "anonymous"
+   * An extra key component that splits one caller's calls further (a session, a tenant header). It is
+   * added to core's `callKey` (caller identity + bindings + tool + arguments), never replaces it: two
+   * callers or two bound customers never share an entry, whatever it returns.
+   * @default none (core's `callKey` alone)
    */
   scope?: (ctx: ToolContext) => string;
   /** Per-tool overrides by tool name; `false` opts the tool out (a polling tool such as a job-status check). @default {} */
@@ -135,4 +137,10 @@ export interface RepeatGuardOptions extends Partial<RepeatRules> {
 /** The Redis store; `prefix` is the namespace its keys live under. */
 export interface RedisRepeatStore extends RepeatStore {
   readonly prefix: string;
+}
+
+/** The middleware `createRepeatGuard()` returns. */
+export interface RepeatGuard extends ToolMiddleware {
+  /** Writes the store-outage log line still held back (call it when the server shuts down). */
+  close(): void;
 }

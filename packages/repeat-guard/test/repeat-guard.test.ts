@@ -1,7 +1,12 @@
 import { ERROR_CODE_DEFAULTS, ERROR_META_KEY, type PolicyDecision } from '@toolgate/core';
 import { expectFailure, type LogEntry, parseResultText, recordingLogger } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createMemoryRepeatStore, type RepeatGuardOptions, repeatGuard } from '../src/index.js';
+import {
+  createMemoryRepeatStore,
+  createRepeatGuard,
+  type RepeatGuardOptions,
+  repeatGuard,
+} from '../src/index.js';
 import { closeAll, createFixture, decisionRecorder, type Fixture, serve, sleep } from './fixtures.js';
 
 const REPEAT_NOTE =
@@ -23,13 +28,13 @@ async function setup(options: RepeatGuardOptions = {}): Promise<Setup> {
   const fixture = createFixture();
   const decisions: PolicyDecision[][] = [];
   const logs: LogEntry[] = [];
-  const client = await serve(fixture.tools, [decisionRecorder(decisions), repeatGuard(options)], {
+  const client = await serve(fixture.tools, [decisionRecorder(decisions), createRepeatGuard(options)], {
     logger: recordingLogger(logs),
   });
   return { fixture, decisions, logs, call: (name, args) => client.callTool(name, args) };
 }
 
-describe('repeatGuard: the second identical call', () => {
+describe('createRepeatGuard: the second identical call', () => {
   it('does not reach the handler and gets the earlier result with a note, in structuredContent and its text', async () => {
     const { fixture, decisions, call } = await setup();
     const first = await call('search_orders', { status: 'open' });
@@ -93,7 +98,7 @@ describe('repeatGuard: the second identical call', () => {
   });
 });
 
-describe('repeatGuard: calls that run', () => {
+describe('createRepeatGuard: calls that run', () => {
   it('runs calls with different arguments', async () => {
     const { fixture, decisions, call } = await setup();
     await call('search_orders', { status: 'open' });
@@ -106,9 +111,9 @@ describe('repeatGuard: calls that run', () => {
     expect(decisions.flat()).toEqual([]);
   });
 
-  it('runs an identical call from another session, and short-circuits within one', async () => {
+  it('runs an identical call from another session when scope splits by session, and short-circuits within one', async () => {
     const fixture = createFixture();
-    const guard = repeatGuard();
+    const guard = createRepeatGuard({ scope: (ctx) => ctx.request.sessionId ?? '' });
     const alpha = await serve(fixture.tools, [guard], { sessionId: 'session-a' });
     const beta = await serve(fixture.tools, [guard], { sessionId: 'session-b' });
     await alpha.callTool('get_order_status', { id: '1001' });
@@ -120,7 +125,7 @@ describe('repeatGuard: calls that run', () => {
 
   it('runs an identical call from another principal, and short-circuits across connections of one principal', async () => {
     const fixture = createFixture();
-    const guard = repeatGuard();
+    const guard = createRepeatGuard();
     const auth = (sub: string) => ({ token: `t-${sub}`, clientId: 'desk-app', scopes: [], extra: { sub } });
     const alice = await serve(fixture.tools, [guard], { authInfo: auth('alice') });
     const bob = await serve(fixture.tools, [guard], { authInfo: auth('bob') });
@@ -138,14 +143,17 @@ describe('repeatGuard: calls that run', () => {
     });
   });
 
-  it('keys on the scope function when one is given', async () => {
+  it('adds the scope function to the caller identity: a constant scope never merges two callers', async () => {
     const fixture = createFixture();
-    const guard = repeatGuard({ scope: (ctx) => String(ctx.request.headers?.['x-tenant'] ?? 'none') });
-    const one = await serve(fixture.tools, [guard], { sessionId: 's1' });
-    const two = await serve(fixture.tools, [guard], { sessionId: 's2' });
-    await one.callTool('get_order_status', { id: '1001' });
-    await two.callTool('get_order_status', { id: '1001' });
-    expect(fixture.invocations.get_order_status).toBe(1);
+    const guard = createRepeatGuard({ scope: () => 'everyone' });
+    const auth = (sub: string) => ({ token: `t-${sub}`, clientId: 'desk-app', scopes: [], extra: { sub } });
+    const alice = await serve(fixture.tools, [guard], { authInfo: auth('alice') });
+    const bob = await serve(fixture.tools, [guard], { authInfo: auth('bob') });
+    await alice.callTool('get_order_status', { id: '1001' });
+    await bob.callTool('get_order_status', { id: '1001' });
+    expect(fixture.invocations.get_order_status).toBe(2);
+    await bob.callTool('get_order_status', { id: '1001' });
+    expect(fixture.invocations.get_order_status).toBe(2);
   });
 
   it('runs every call of an opted-out tool', async () => {
@@ -201,7 +209,7 @@ describe('repeatGuard: calls that run', () => {
   });
 });
 
-describe('repeatGuard: onRepeat fail', () => {
+describe('createRepeatGuard: onRepeat fail', () => {
   it('answers the repeat with repeated_call and core default hint, without running it', async () => {
     const { fixture, decisions, call } = await setup({ onRepeat: 'fail' });
     await call('get_order_status', { id: '1001' });
@@ -221,7 +229,7 @@ describe('repeatGuard: onRepeat fail', () => {
   });
 });
 
-describe('repeatGuard: failures', () => {
+describe('createRepeatGuard: failures', () => {
   it('refuses the repeat of a failed call with the earlier error and a hint not to retry unchanged', async () => {
     const { fixture, decisions, call } = await setup();
     const first = expectFailure(await call('get_order_status', { id: 'missing' }));
@@ -297,7 +305,7 @@ describe('repeatGuard: failures', () => {
 
   it('does not remember a call the client cancelled', async () => {
     const fixture = createFixture();
-    const client = await serve(fixture.tools, [repeatGuard()]);
+    const client = await serve(fixture.tools, [createRepeatGuard()]);
     const controller = new AbortController();
     const cancelled = client.callTool('get_order_status', { id: 'cancel-me' }, { signal: controller.signal });
     await sleep(20);
@@ -310,7 +318,7 @@ describe('repeatGuard: failures', () => {
   });
 });
 
-describe('repeatGuard: concurrency (single flight)', () => {
+describe('createRepeatGuard: concurrency (single flight)', () => {
   it('makes an identical call that arrives while the first runs wait for its answer instead of running', async () => {
     const { fixture, decisions, call } = await setup();
     const first = call('get_order_status', { id: 'slow' });
@@ -334,7 +342,7 @@ describe('repeatGuard: concurrency (single flight)', () => {
   });
 });
 
-describe('repeatGuard: no progress', () => {
+describe('createRepeatGuard: no progress', () => {
   it('is off by default', async () => {
     const { fixture, decisions, call } = await setup();
     for (const sku of ['a', 'b', 'c', 'd']) await call('lookup_sku', { sku });
@@ -383,7 +391,7 @@ describe('repeatGuard: no progress', () => {
   });
 });
 
-describe('repeatGuard: hostile input and a failing store', () => {
+describe('createRepeatGuard: hostile input and a failing store', () => {
   it('keeps keys a fixed size whatever the arguments, and never stores the arguments themselves', async () => {
     const keys: string[] = [];
     const values: string[] = [];
@@ -453,24 +461,46 @@ describe('repeatGuard: hostile input and a failing store', () => {
   });
 });
 
-describe('repeatGuard: options', () => {
+describe('createRepeatGuard: options', () => {
   it('refuses rules that cannot work, naming the option', () => {
-    expect(() => repeatGuard({ threshold: 1 })).toThrow(
-      'repeatGuard: threshold must be an integer of at least 2',
+    expect(() => createRepeatGuard({ threshold: 1 })).toThrow(
+      'createRepeatGuard: threshold must be an integer of at least 2',
     );
-    expect(() => repeatGuard({ windowMs: Number.NaN })).toThrow(
-      'repeatGuard: windowMs must be a finite number',
+    expect(() => createRepeatGuard({ windowMs: Number.NaN })).toThrow(
+      'createRepeatGuard: windowMs must be a finite number',
     );
-    expect(() => repeatGuard({ onRepeat: 'ignore' as never })).toThrow("onRepeat must be 'cached' or 'fail'");
-    expect(() => repeatGuard({ noProgress: 1 })).toThrow(
+    expect(() => createRepeatGuard({ onRepeat: 'ignore' as never })).toThrow(
+      "onRepeat must be 'cached' or 'fail'",
+    );
+    expect(() => createRepeatGuard({ noProgress: 1 })).toThrow(
       'noProgress must be false or an integer of at least 2',
     );
-    expect(() => repeatGuard({ tools: { job_status: { threshold: 0 } } })).toThrow(
-      'repeatGuard: tools.job_status: threshold must be an integer of at least 2',
+    expect(() => createRepeatGuard({ tools: { job_status: { threshold: 0 } } })).toThrow(
+      'createRepeatGuard: tools.job_status: threshold must be an integer of at least 2',
     );
-    expect(() => repeatGuard({ tools: { job_status: true as never } })).toThrow(
-      'tools.job_status must be an object of rules or false',
+    expect(() => createRepeatGuard({ tools: { job_status: true as never } })).toThrow(
+      'createRepeatGuard: tools.job_status must be an object of options or false',
     );
     expect(() => createMemoryRepeatStore({ maxEntries: 0 })).toThrow('maxEntries must be a positive integer');
+  });
+
+  it('refuses an unknown per-tool option and names the tool, and merges a tool override over the globals', async () => {
+    expect(() => createRepeatGuard({ tools: { job_status: { treshold: 3 } as never } })).toThrow(
+      'createRepeatGuard: tools.job_status has unknown option(s) treshold; a tool may set threshold, windowMs, onRepeat, onFailedRepeat, noProgress, onNoProgress, maxResultSize',
+    );
+    expect(() =>
+      createRepeatGuard({ tools: { job_status: { onRepeat: 'fail' } }, onFailedRepeat: 'x' as never }),
+    ).toThrow("createRepeatGuard: onFailedRepeat must be 'refuse' or 'run'");
+    // Global onRepeat 'fail', search_orders overrides threshold only: it keeps the global onRepeat.
+    const { fixture, call } = await setup({ onRepeat: 'fail', tools: { search_orders: { threshold: 3 } } });
+    await call('search_orders', { status: 'open' });
+    await call('search_orders', { status: 'open' });
+    expect(fixture.invocations.search_orders).toBe(2);
+    expect(expectFailure(await call('search_orders', { status: 'open' })).error).toBe('repeated_call');
+    expect(fixture.invocations.search_orders).toBe(2);
+  });
+
+  it('keeps repeatGuard as a deprecated alias of createRepeatGuard', () => {
+    expect(repeatGuard).toBe(createRepeatGuard);
   });
 });

@@ -5,9 +5,9 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   createRedisRepeatStore,
+  createRepeatGuard,
   type RepeatGuardOptions,
   type RepeatStore,
-  repeatGuard,
 } from '../src/index.js';
 import { type FaultProxy, startFaultProxy } from './fault-proxy.js';
 import { closeAll, createFixture, decisionRecorder, serve, sleep } from './fixtures.js';
@@ -50,7 +50,7 @@ async function setup(options: RepeatGuardOptions) {
   const fixture = createFixture();
   const decisions: PolicyDecision[][] = [];
   const logs: LogEntry[] = [];
-  const client = await serve(fixture.tools, [decisionRecorder(decisions), repeatGuard(options)], {
+  const client = await serve(fixture.tools, [decisionRecorder(decisions), createRepeatGuard(options)], {
     logger: recordingLogger(logs),
   });
   return { fixture, decisions, logs, client };
@@ -105,7 +105,7 @@ describe('a store that never answers', () => {
 
   it('follows the call abort while the store is silent, even with a long time limit', async () => {
     const store = silentStore();
-    const guard = repeatGuard({ store, storeTimeoutMs: 60_000 });
+    const guard = createRepeatGuard({ store, storeTimeoutMs: 60_000 });
     const controller = new AbortController();
     const ctx = createTestContext({
       tool: { name: 'search_orders' } as ToolDefinition,
@@ -124,7 +124,7 @@ describe('a store that never answers', () => {
   });
 
   it('a waiter on an identical call in flight follows its own abort', async () => {
-    const guard = repeatGuard();
+    const guard = createRepeatGuard();
     const tool = { name: 'search_orders' } as ToolDefinition;
     let release!: () => void;
     const gate = new Promise<void>((resolve) => {
@@ -153,8 +153,10 @@ describe('a store that never answers', () => {
   });
 
   it('refuses a time limit or a failure mode that cannot work', () => {
-    expect(() => repeatGuard({ storeTimeoutMs: 0 })).toThrow('repeatGuard: storeTimeoutMs must be');
-    expect(() => repeatGuard({ onStoreFailure: 'maybe' as never })).toThrow(
+    expect(() => createRepeatGuard({ storeTimeoutMs: 0 })).toThrow(
+      'createRepeatGuard: storeTimeoutMs must be',
+    );
+    expect(() => createRepeatGuard({ onStoreFailure: 'maybe' as never })).toThrow(
       "onStoreFailure must be 'open' or 'closed'",
     );
   });

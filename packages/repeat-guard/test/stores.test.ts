@@ -3,7 +3,7 @@ import { ok, type ToolDefinition, type ToolResult } from '@toolgate/core';
 import { createTestContext } from '@toolgate/core/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMemoryRepeatStore, createRedisRepeatStore, repeatGuard } from '../src/index.js';
+import { createMemoryRepeatStore, createRedisRepeatStore, createRepeatGuard } from '../src/index.js';
 import { closeAll, createFixture, serve, sleep } from './fixtures.js';
 
 const searchOrders = { name: 'search_orders' } as ToolDefinition;
@@ -12,7 +12,7 @@ const searchContext = (args: Record<string, unknown>) => createTestContext({ too
 describe('memory store: bounded', () => {
   it('holds at most maxEntries over 100,000 distinct calls, and the newest still repeat', async () => {
     const store = createMemoryRepeatStore({ maxEntries: 1000 });
-    const guard = repeatGuard({ store, noProgress: 5 });
+    const guard = createRepeatGuard({ store, noProgress: 5 });
     let handled = 0;
     const handler = async (): Promise<ToolResult> => {
       handled += 1;
@@ -36,7 +36,7 @@ describe('memory store: bounded', () => {
 
   it('holds at most maxSize characters, evicting the least recently used', async () => {
     const store = createMemoryRepeatStore({ maxEntries: 10_000, maxSize: 20_000 });
-    const guard = repeatGuard({ store });
+    const guard = createRepeatGuard({ store });
     const handler = async (): Promise<ToolResult> => ok({ blob: 'z'.repeat(500) });
     for (let i = 0; i < 500; i += 1) await guard(searchContext({ page: i }), handler);
     expect(store.totalSize).toBeLessThanOrEqual(20_000);
@@ -117,8 +117,12 @@ describe('Redis store (real Redis)', () => {
     const client = connected(skip);
     const fixture = createFixture();
     const store = createRedisRepeatStore(client, { prefix: PREFIX });
-    const replicaA = await serve(fixture.tools, [repeatGuard({ store })], { sessionId: 'shared-session' });
-    const replicaB = await serve(fixture.tools, [repeatGuard({ store })], { sessionId: 'shared-session' });
+    const replicaA = await serve(fixture.tools, [createRepeatGuard({ store })], {
+      sessionId: 'shared-session',
+    });
+    const replicaB = await serve(fixture.tools, [createRepeatGuard({ store })], {
+      sessionId: 'shared-session',
+    });
     const first = await replicaA.callTool('get_order_status', { id: 'redis-1' });
     const second = await replicaB.callTool('get_order_status', { id: 'redis-1' });
     expect(fixture.invocations.get_order_status).toBe(1);
@@ -134,7 +138,7 @@ describe('Redis store (real Redis)', () => {
     const client = connected(skip);
     const fixture = createFixture();
     const store = createRedisRepeatStore(client, { prefix: `${PREFIX}window:` });
-    const replica = await serve(fixture.tools, [repeatGuard({ store, windowMs: 80 })]);
+    const replica = await serve(fixture.tools, [createRepeatGuard({ store, windowMs: 80 })]);
     await replica.callTool('get_order_status', { id: 'redis-2' });
     await replica.callTool('get_order_status', { id: 'redis-2' });
     expect(fixture.invocations.get_order_status).toBe(1);

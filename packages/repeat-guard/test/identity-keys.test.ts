@@ -1,0 +1,136 @@
+import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
+import { defineTool, ok, type ToolDefinition, ToolError } from '@toolgate/core';
+import { expectFailure, serveTools, type TestClient } from '@toolgate/core/testing';
+import { afterEach, describe, expect, it } from 'vitest';
+import * as z from 'zod';
+import { createRepeatGuard } from '../src/index.js';
+
+// Held-out tests saw customer 43 answered with customer 42's orders: two tokens of one client that
+// differ only in the bound customer id. These prove the cache key is core's callKey (identity +
+// bindings + tool + arguments) through real tools/call round trips.
+
+const open: TestClient[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((client) => client.close()));
+});
+
+function portalToken(customerId: number): AuthInfo {
+  return { token: `token-${customerId}`, clientId: 'portal', scopes: ['orders:read'], extra: { customerId } };
+}
+
+/** A customer-scoped tool: its result depends only on the bound customer id, never on the model. */
+function myOrdersTool(invocations: Map<number, number>): ToolDefinition {
+  return defineTool({
+    name: 'list_my_orders',
+    description: 'The calling customer’s orders.',
+    input: { status: z.enum(['open', 'shipped']) },
+    output: { customerId: z.number(), items: z.array(z.string()) },
+    bind: (request) => {
+      const customerId = request.authInfo?.extra?.customerId;
+      if (typeof customerId !== 'number') throw new ToolError('permission_denied', 'No customer bound.');
+      return { customerId };
+    },
+    handler: async ({ status }, ctx) => {
+      const customerId = ctx.bindings.customerId as number;
+      invocations.set(customerId, (invocations.get(customerId) ?? 0) + 1);
+      return ok({ customerId, items: [`${customerId}-${status}-1`, `${customerId}-${status}-2`] });
+    },
+  }) as ToolDefinition;
+}
+
+async function twoCustomers(options: { identify?: 'client-only' } = {}) {
+  const invocations = new Map<number, number>();
+  const tools = [myOrdersTool(invocations)];
+  // ONE middleware instance shared by two servers, as one replica serves many connections.
+  const guard = createRepeatGuard();
+  const identify =
+    options.identify === 'client-only'
+      ? () => ({ id: 'client:portal', kind: 'client' as const, clientId: 'portal' })
+      : undefined;
+  const serve = async (customerId: number) => {
+    const client = await serveTools(tools, {
+      middleware: [guard],
+      authInfo: portalToken(customerId),
+      ...(identify ? { identify } : {}),
+    });
+    open.push(client);
+    return client;
+  };
+  return { invocations, c42: await serve(42), c43: await serve(43) };
+}
+
+const expected = (customerId: number) => ({
+  ok: true,
+  customerId,
+  items: [`${customerId}-open-1`, `${customerId}-open-2`],
+});
+
+describe('createRepeatGuard: keys from caller identity and bindings', () => {
+  it('never answers customer 43 with customer 42’s result: 100 identical sequential calls each, interleaved', async () => {
+    const { invocations, c42, c43 } = await twoCustomers();
+    for (let i = 0; i < 100; i += 1) {
+      const [a, b] = [
+        await c42.callTool('list_my_orders', { status: 'open' }),
+        await c43.callTool('list_my_orders', { status: 'open' }),
+      ];
+      expect(a.structuredContent).toMatchObject(expected(42));
+      expect(b.structuredContent).toMatchObject(expected(43));
+    }
+    // The guard still works per customer: each ran once, the 99 repeats were answered from cache.
+    expect(Object.fromEntries(invocations)).toEqual({ 42: 1, 43: 1 });
+  });
+
+  it('never crosses customers under 200 concurrent identical calls on one shared guard', async () => {
+    const { invocations, c42, c43 } = await twoCustomers();
+    const calls = Array.from({ length: 100 }, () => [
+      c42.callTool('list_my_orders', { status: 'open' }).then((r) => ({ who: 42, r })),
+      c43.callTool('list_my_orders', { status: 'open' }).then((r) => ({ who: 43, r })),
+    ]).flat();
+    const results = await Promise.all(calls);
+    expect(results).toHaveLength(200);
+    for (const { who, r } of results) expect(r.structuredContent).toMatchObject(expected(who));
+    expect(Object.fromEntries(invocations)).toEqual({ 42: 1, 43: 1 });
+  });
+
+  it('keeps customers apart by their bindings even when the identity rule cannot tell them apart', async () => {
+    // A server that identifies callers by client id alone: the bound customer id still splits the key.
+    const { invocations, c42, c43 } = await twoCustomers({ identify: 'client-only' });
+    const results = await Promise.all(
+      Array.from({ length: 100 }, (_, i) =>
+        (i % 2 === 0 ? c42 : c43)
+          .callTool('list_my_orders', { status: 'open' })
+          .then((r) => ({ who: i % 2 === 0 ? 42 : 43, r })),
+      ),
+    );
+    for (const { who, r } of results) expect(r.structuredContent).toMatchObject(expected(who));
+    for (let i = 0; i < 50; i += 1) {
+      expect((await c43.callTool('list_my_orders', { status: 'open' })).structuredContent).toMatchObject(
+        expected(43),
+      );
+      expect((await c42.callTool('list_my_orders', { status: 'open' })).structuredContent).toMatchObject(
+        expected(42),
+      );
+    }
+    expect(Object.fromEntries(invocations)).toEqual({ 42: 1, 43: 1 });
+  });
+
+  it('passes a refused bind through: a token without a customer gets permission_denied, never a cached answer', async () => {
+    const invocations = new Map<number, number>();
+    const guard = createRepeatGuard();
+    const tools = [myOrdersTool(invocations)];
+    const bound = await serveTools(tools, { middleware: [guard], authInfo: portalToken(42) });
+    const unbound = await serveTools(tools, {
+      middleware: [guard],
+      authInfo: { token: 't', clientId: 'portal', scopes: ['orders:read'], extra: {} },
+    });
+    open.push(bound, unbound);
+    await bound.callTool('list_my_orders', { status: 'open' });
+    for (let i = 0; i < 3; i += 1) {
+      expect(expectFailure(await unbound.callTool('list_my_orders', { status: 'open' }))).toMatchObject({
+        error: 'permission_denied',
+        message: 'No customer bound.',
+      });
+    }
+    expect(Object.fromEntries(invocations)).toEqual({ 42: 1 });
+  });
+});
