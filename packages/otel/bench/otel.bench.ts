@@ -27,7 +27,7 @@ import {
   type TestClient,
 } from '@toolgate/core/testing';
 import * as z from 'zod';
-import { otel } from '../src/index.js';
+import { createOtel } from '../src/index.js';
 
 const echo = defineTool({
   name: 'echo',
@@ -58,16 +58,27 @@ const contextFor = (index: number): ToolContext =>
 async function compare(title: string, middleware: ToolMiddleware, floor?: ToolMiddleware): Promise<void> {
   const bare = await serverWith([]);
   const traced = await serverWith([middleware]);
-  const roundTrip = await compareCalls(
-    [
-      { name: 'core chain, no otel', call: (i) => bare.callTool('echo', { q: `v${i}` }) },
-      { name: `core + otel (${title})`, call: (i) => traced.callTool('echo', { q: `v${i}` }) },
-    ],
-    { rounds: 15, callsPerRound: 1000 },
-  );
+  const floored = floor === undefined ? undefined : await serverWith([floor]);
+  const trips = [
+    { name: 'core chain, no otel', call: (i: number) => bare.callTool('echo', { q: `v${i}` }) },
+    { name: `core + otel (${title})`, call: (i: number) => traced.callTool('echo', { q: `v${i}` }) },
+  ];
+  if (floored !== undefined) {
+    trips.splice(1, 0, {
+      name: 'core + SDK floor (startSpan + end + histogram.record)',
+      call: (i: number) => floored.callTool('echo', { q: `v${i}` }),
+    });
+  }
+  const roundTrip = await compareCalls(trips, { rounds: 15, callsPerRound: 1000 });
   console.log(`\n### tools/call round trip, ${title}\n`);
   console.log(formatBenchTable(roundTrip));
-  await Promise.all([bare.close(), traced.close()]);
+  if (floored !== undefined) {
+    const [, floorRow, otelRow] = roundTrip;
+    console.log(
+      `\nthroughput of core + otel relative to core + SDK floor: ${(floorRow!.usPerCall / otelRow!.usPerCall).toFixed(3)}x`,
+    );
+  }
+  await Promise.all([bare.close(), traced.close(), floored?.close()]);
 
   const bareChain = compose([]);
   const tracedChain = compose([middleware]);
@@ -88,7 +99,7 @@ async function compare(title: string, middleware: ToolMiddleware, floor?: ToolMi
 }
 
 // 1. Nothing registered: the default global API is a no-op.
-await compare('no SDK: no-op API', otel());
+await compare('no SDK: no-op API', createOtel());
 
 // 2. A real SDK, as a server exporting to a collector would run it (the exporter itself is a no-op).
 const noopExporter: SpanExporter = {
@@ -115,6 +126,6 @@ const sdkFloor: ToolMiddleware = async (_ctx, next) => {
     floorHistogram.record(0.001, floorAttributes);
   }
 };
-await compare('SDK + BatchSpanProcessor', otel({ tracerProvider, meterProvider }), sdkFloor);
+await compare('SDK + BatchSpanProcessor', createOtel({ tracerProvider, meterProvider }), sdkFloor);
 await Promise.all([tracerProvider.shutdown(), meterProvider.shutdown()]);
 context.disable();

@@ -10,9 +10,12 @@ import {
   ATTR_MCP_PROTOCOL_VERSION,
   ATTR_MCP_SESSION_ID,
   ATTR_NETWORK_TRANSPORT,
+  ATTR_TOOLGATE_CALLER_ID,
+  ATTR_TOOLGATE_CALLER_KIND,
   GEN_AI_OPERATION_EXECUTE_TOOL,
   MCP_METHOD_TOOLS_CALL,
 } from './semconv.js';
+import type { OtelRules } from './types.js';
 
 // Client-controlled strings (tool name, request id, header) are capped so one request cannot bloat a span.
 const MAX_ID_LENGTH = 256;
@@ -20,13 +23,20 @@ const MAX_ID_LENGTH = 256;
 const PROTOCOL_VERSION = /^[A-Za-z0-9._-]{1,32}$/;
 
 /** The span's attributes known when the call starts (given at start, so samplers see them). */
-export function startAttributes(ctx: ToolContext, config: OtelConfig): Attributes {
+export function startAttributes(
+  ctx: ToolContext,
+  config: OtelConfig,
+  rules: Readonly<OtelRules>,
+): Attributes {
   const attributes: Attributes = {
     [ATTR_MCP_METHOD_NAME]: MCP_METHOD_TOOLS_CALL,
     [ATTR_GEN_AI_OPERATION_NAME]: GEN_AI_OPERATION_EXECUTE_TOOL,
     [ATTR_GEN_AI_TOOL_NAME]: clip(ctx.toolName, MAX_ID_LENGTH),
     [ATTR_JSONRPC_REQUEST_ID]: clip(String(ctx.request.id), MAX_ID_LENGTH),
+    // The kind only: the id names a person or a client (personal data), so it is opt-in.
+    [ATTR_TOOLGATE_CALLER_KIND]: ctx.caller.kind,
   };
+  if (rules.recordCallerId) attributes[ATTR_TOOLGATE_CALLER_ID] = clip(ctx.caller.id, MAX_ID_LENGTH);
   const sessionId = ctx.request.sessionId;
   if (typeof sessionId === 'string' && sessionId !== '') {
     attributes[ATTR_MCP_SESSION_ID] = clip(sessionId, MAX_ID_LENGTH);

@@ -1,4 +1,4 @@
 // Public face of @toolgate/otel: explicit named exports only.
-export { otel } from './middleware.js';
+export { createOtel, otel } from './create-otel.js';
 export * as semconv from './semconv.js';
-export type { OnSpanHook, OtelOptions, ToolOtelOptions } from './types.js';
+export type { OnSpanHook, OtelOptions, OtelRules, ToolOtelOptions } from './types.js';

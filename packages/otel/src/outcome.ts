@@ -1,7 +1,6 @@
 import { type Span, SpanStatusCode } from '@opentelemetry/api';
 import { errorOf, isToolError, newIncidentId, type ToolContext, type ToolResult } from '@toolgate/core';
 import { errorTypeOf } from './error-type.js';
-import type { CallSettings } from './options.js';
 import { clip, type TextRecorder } from './recorded-text.js';
 import {
   ATTR_ERROR_TYPE,
@@ -15,6 +14,7 @@ import {
   ERROR_TYPE_TOOL_ERROR,
   EVENT_EXCEPTION,
 } from './semconv.js';
+import type { OtelRules } from './types.js';
 
 // Core answers a call to an unknown (or disabled) tool with this JSON-RPC error after the chain ran.
 const JSONRPC_INVALID_PARAMS = '-32602';
@@ -28,7 +28,7 @@ export function recordResultOutcome(
   span: Span,
   ctx: ToolContext,
   result: ToolResult,
-  settings: CallSettings,
+  settings: Readonly<OtelRules>,
   recorder: TextRecorder,
 ): string | undefined {
   const envelope = errorOf(result);
@@ -61,7 +61,7 @@ export function recordThrownOutcome(
   span: Span,
   ctx: ToolContext,
   error: unknown,
-  settings: CallSettings,
+  settings: Readonly<OtelRules>,
   recorder: TextRecorder,
 ): string {
   if (isToolError(error)) {

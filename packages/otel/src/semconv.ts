@@ -31,6 +31,11 @@ export const ATTR_TOOLGATE_ERROR_CODE = 'toolgate.error.code';
 /** The incident id the model saw, which keys the server log entry. */
 export const ATTR_TOOLGATE_INCIDENT_ID = 'toolgate.incident.id';
 
+/** The kind of caller core identified (`subject`, `client`, `local`, `session`, `anonymous`). */
+export const ATTR_TOOLGATE_CALLER_KIND = 'toolgate.caller.kind';
+/** The caller's id (`sub:<issuer>|<subject>`, ...): personal data, recorded only with `recordCallerId`. */
+export const ATTR_TOOLGATE_CALLER_ID = 'toolgate.caller.id';
+
 /** The span event for each policy decision of the call. */
 export const EVENT_TOOLGATE_DECISION = 'toolgate.decision';
 /** Who decided (`repeat-guard`, `circuit-breaker`, ...). */

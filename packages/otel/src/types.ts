@@ -1,5 +1,5 @@
 import type { MeterProvider, Span, TextMapPropagator, TracerProvider } from '@opentelemetry/api';
-import type { Logger, RedactSecretsOptions, ToolContext, ToolResult } from '@toolgate/core';
+import type { Logger, PerToolOptions, RedactSecretsOptions, ToolContext, ToolResult } from '@toolgate/core';
 
 /**
  * Called with the tool span just before it ends, for recorded spans only: add attributes or events of
@@ -8,19 +8,25 @@ import type { Logger, RedactSecretsOptions, ToolContext, ToolResult } from '@too
  */
 export type OnSpanHook = (span: Span, ctx: ToolContext, result: ToolResult | undefined) => void;
 
-/** What a tool may override, or `false` in `tools` to opt out of tracing altogether. */
-export interface ToolOtelOptions {
+/** What a tool may override (`tools: { name: { ... } }`), or `false` to opt out of tracing altogether. */
+export interface OtelRules {
   /** Record the call's arguments (secrets redacted) as `gen_ai.tool.call.arguments`. @default false */
-  recordArguments?: boolean;
+  recordArguments: boolean;
   /** Record the call's result (secrets redacted) as `gen_ai.tool.call.result`. @default false */
-  recordResult?: boolean;
+  recordResult: boolean;
   /** Record a thrown error's message and stack (secrets redacted) as an `exception` event. @default false */
-  recordErrorStack?: boolean;
+  recordErrorStack: boolean;
+  /** Record the caller's id as `toolgate.caller.id` (it can be personal data: a subject, a client id). @default false */
+  recordCallerId: boolean;
   /** A hook run just before the span ends; see `OnSpanHook`. @default undefined */
-  onSpan?: OnSpanHook;
+  onSpan: OnSpanHook | undefined;
 }
 
-export interface OtelOptions extends ToolOtelOptions {
+/** @deprecated Use `Partial<OtelRules>`; kept for one release. */
+export type ToolOtelOptions = Partial<OtelRules>;
+
+/** Options of `createOtel`: rules for all tools, per-tool overrides, and where telemetry goes. */
+export interface OtelOptions extends Partial<OtelRules>, PerToolOptions<OtelRules> {
   /** Where spans go. @default the global tracer provider (`trace`), resolved on each call until one is registered */
   tracerProvider?: TracerProvider;
   /** Where the duration histogram goes. @default the global meter provider (`metrics`), re-read on each call */
@@ -35,8 +41,6 @@ export interface OtelOptions extends ToolOtelOptions {
   maxRecordedLength?: number;
   /** Secret redaction applied to recorded arguments, results and stacks (core's redactor). @default core's defaults */
   redact?: RedactSecretsOptions;
-  /** Where a throwing `onSpan` hook is reported. @default ctx.logger */
+  /** Where a throwing `onSpan` hook or propagator is reported. @default ctx.logger */
   logger?: Logger;
-  /** Per-tool overrides by tool name; `false` turns tracing off for that tool. @default {} */
-  tools?: Record<string, ToolOtelOptions | false>;
 }

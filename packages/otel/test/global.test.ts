@@ -4,11 +4,11 @@ import { context, metrics, propagation, SpanKind, trace } from '@opentelemetry/a
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { otel } from '../src/index.js';
+import { createOtel } from '../src/index.js';
 import { ATTR_GEN_AI_TOOL_NAME } from '../src/semconv.js';
 import { closeAll, createTelemetry, seen, serve } from './harness.js';
 
-const middleware = otel();
+const middleware = createOtel();
 const telemetry = createTelemetry();
 
 function registerGlobals(): void {

@@ -1,4 +1,5 @@
 // Shared test fixtures: an in-memory tracing and metrics SDK, the tools under test.
+import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import {
   type HistogramMetricData,
@@ -15,6 +16,7 @@ import {
   createSilentLogger,
   defineTool,
   fail,
+  type IdentifyCaller,
   type Logger,
   ok,
   registerTools,
@@ -95,17 +97,24 @@ let open: TestClient[] = [];
 
 export async function serve(
   middleware: ToolMiddleware[],
-  options: { logger?: Logger; sessionId?: string; tools?: Parameters<typeof registerTools>[1] } = {},
+  options: {
+    logger?: Logger;
+    sessionId?: string;
+    authInfo?: AuthInfo;
+    identify?: IdentifyCaller;
+    tools?: Parameters<typeof registerTools>[1];
+  } = {},
 ): Promise<TestClient> {
   const server = new McpServer({ name: 'otel-test', version: '1.0.0' });
   registerTools(server, options.tools ?? [getOrder], {
     middleware,
     logger: options.logger ?? createSilentLogger(),
+    ...(options.identify !== undefined && { identify: options.identify }),
   });
-  const client = await connectTestClient(
-    server,
-    options.sessionId === undefined ? {} : { sessionId: options.sessionId },
-  );
+  const client = await connectTestClient(server, {
+    ...(options.sessionId !== undefined && { sessionId: options.sessionId }),
+    ...(options.authInfo !== undefined && { authInfo: options.authInfo }),
+  });
   open.push(client);
   return client;
 }

@@ -11,7 +11,7 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { createSilentLogger, registerTools } from '@toolgate/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { otel } from '../src/index.js';
+import { createOtel } from '../src/index.js';
 import {
   ATTR_GEN_AI_OPERATION_NAME,
   ATTR_GEN_AI_TOOL_NAME,
@@ -20,6 +20,7 @@ import {
   ATTR_MCP_PROTOCOL_VERSION,
   ATTR_MCP_SESSION_ID,
   ATTR_NETWORK_TRANSPORT,
+  ATTR_TOOLGATE_CALLER_KIND,
 } from '../src/semconv.js';
 import { createTelemetry, getOrder } from './harness.js';
 
@@ -32,7 +33,7 @@ beforeAll(async () => {
   const mcp = new McpServer({ name: 'otel-http-test', version: '1.0.0' });
   registerTools(mcp, [getOrder], {
     middleware: [
-      otel({
+      createOtel({
         tracerProvider: telemetry.tracerProvider,
         meterProvider: telemetry.meterProvider,
         propagator: new W3CTraceContextPropagator(),
@@ -60,7 +61,7 @@ afterAll(async () => {
 });
 
 describe('otel over Streamable HTTP', () => {
-  it('records the session id, the protocol version header over the option, and tcp', async () => {
+  it('records the session id, the protocol version header over the option, tcp and the session caller kind', async () => {
     const result = await client.callTool({
       name: 'get_order',
       arguments: { id: 'A-1' },
@@ -79,6 +80,7 @@ describe('otel over Streamable HTTP', () => {
       [ATTR_MCP_SESSION_ID]: 'sess-http-1',
       [ATTR_MCP_PROTOCOL_VERSION]: LATEST_PROTOCOL_VERSION,
       [ATTR_NETWORK_TRANSPORT]: 'tcp',
+      [ATTR_TOOLGATE_CALLER_KIND]: 'session',
     });
   });
 });

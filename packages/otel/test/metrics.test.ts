@@ -2,7 +2,7 @@ import { metrics } from '@opentelemetry/api';
 import { DataPointType } from '@opentelemetry/sdk-metrics';
 import { defineTool, ok } from '@toolgate/core';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { otel } from '../src/index.js';
+import { createOtel } from '../src/index.js';
 import {
   ATTR_ERROR_TYPE,
   ATTR_GEN_AI_TOOL_NAME,
@@ -33,7 +33,7 @@ const slow = defineTool({
 
 describe('otel: mcp.server.operation.duration', () => {
   it('is a histogram in seconds with the spec buckets, one series per tool and error.type, no ids', async () => {
-    const middleware = otel({
+    const middleware = createOtel({
       tracerProvider: telemetry.tracerProvider,
       meterProvider: telemetry.meterProvider,
     });
@@ -107,7 +107,7 @@ describe('otel: mcp.server.operation.duration', () => {
 
   it('a tool that opted out records no duration', async () => {
     const fresh = createTelemetry();
-    const middleware = otel({
+    const middleware = createOtel({
       tracerProvider: fresh.tracerProvider,
       meterProvider: fresh.meterProvider,
       tools: { get_order: false },

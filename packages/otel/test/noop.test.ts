@@ -1,9 +1,11 @@
 // No SDK registered: the API's no-op path. Nothing is recorded and nothing about the call changes.
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { createSilentLogger, registerTools } from '@toolgate/core';
+import { ProxyTracerProvider } from '@opentelemetry/api';
+import { createSilentLogger, type IdentifyCaller, registerTools } from '@toolgate/core';
 import { connectTestClient, expectFailure, type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { otel } from '../src/index.js';
+import { createOtel } from '../src/index.js';
+import { ATTR_TOOLGATE_CALLER_KIND } from '../src/semconv.js';
 import { closeAll, createTelemetry, getOrder, seen, serve } from './harness.js';
 
 // An SDK that exists but is never registered must receive nothing.
@@ -19,7 +21,7 @@ describe('otel: no provider registered', () => {
   it('answers exactly as a server without otel, records nothing and sets no trace state', async () => {
     let hookCalls = 0;
     const traced = await serve([
-      otel({
+      createOtel({
         onSpan: () => {
           hookCalls += 1;
         },
@@ -43,14 +45,69 @@ describe('otel: no provider registered', () => {
 
   it('a thrown error still reaches core unchanged and the model sees internal', async () => {
     const entries: LogEntry[] = [];
-    const c = await serve([otel()], { logger: recordingLogger(entries) });
+    const c = await serve([createOtel()], { logger: recordingLogger(entries) });
     const envelope = expectFailure(await c.callTool('get_order', { id: 'boom' }));
     expect(envelope.error).toBe('internal');
     expect(entries.find((entry) => entry.level === 'error')?.fields.err).toBeInstanceOf(TypeError);
   });
 
+  it('builds no span attributes: the caller, request id and headers are never read', async () => {
+    const reads: string[] = [];
+    // An identity whose every field read is counted: the span attributes are the only reader here.
+    const identify: IdentifyCaller = () =>
+      new Proxy(
+        { id: 'local', kind: 'local' as const },
+        {
+          get(target, key, receiver) {
+            if (typeof key === 'string') reads.push(key);
+            return Reflect.get(target, key, receiver);
+          },
+        },
+      );
+    const c = await serve([createOtel({ recordCallerId: true })], { identify });
+    expect((await c.callTool('get_order', { id: 'A-1' })).isError).toBeUndefined();
+    expect(reads).toEqual([]);
+    expect(seen.state).toEqual({});
+  });
+
+  it('builds no attributes for an explicit provider that is only the API proxy with no SDK behind it', async () => {
+    const reads: string[] = [];
+    const identify: IdentifyCaller = () =>
+      new Proxy(
+        { id: 'local', kind: 'local' as const },
+        {
+          get(target, key, receiver) {
+            if (typeof key === 'string') reads.push(key);
+            return Reflect.get(target, key, receiver);
+          },
+        },
+      );
+    const c = await serve([createOtel({ tracerProvider: new ProxyTracerProvider() })], { identify });
+    expect((await c.callTool('get_order', { id: 'A-1' })).isError).toBeUndefined();
+    expect(reads).toEqual([]);
+  });
+
+  it('with an SDK the same call reads the caller kind once, for the span', async () => {
+    const reads: string[] = [];
+    const identify: IdentifyCaller = () =>
+      new Proxy(
+        { id: 'local', kind: 'local' as const },
+        {
+          get(target, key, receiver) {
+            if (typeof key === 'string') reads.push(key);
+            return Reflect.get(target, key, receiver);
+          },
+        },
+      );
+    const c = await serve([createOtel({ tracerProvider: unregistered.tracerProvider })], { identify });
+    expect((await c.callTool('get_order', { id: 'A-1' })).isError).toBeUndefined();
+    expect(reads).toEqual(['kind']);
+    expect(unregistered.exporter.getFinishedSpans()[0]?.attributes[ATTR_TOOLGATE_CALLER_KIND]).toBe('local');
+    unregistered.exporter.reset();
+  });
+
   it('an unknown tool is still answered with the JSON-RPC error', async () => {
-    const c = await serve([otel()]);
+    const c = await serve([createOtel()]);
     await expect(c.callTool('nope', {})).rejects.toThrow(/Unknown tool: nope/);
   });
 });

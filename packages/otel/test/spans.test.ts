@@ -6,7 +6,7 @@ import { defineTool, fail, ok, ToolError, type ToolMiddleware } from '@toolgate/
 import { expectFailure, type LogEntry, parseResultText, recordingLogger } from '@toolgate/core/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as z from 'zod';
-import { otel } from '../src/index.js';
+import { createOtel, otel } from '../src/index.js';
 import {
   ATTR_ERROR_TYPE,
   ATTR_EXCEPTION_MESSAGE,
@@ -22,6 +22,8 @@ import {
   ATTR_MCP_SESSION_ID,
   ATTR_NETWORK_TRANSPORT,
   ATTR_RPC_RESPONSE_STATUS_CODE,
+  ATTR_TOOLGATE_CALLER_ID,
+  ATTR_TOOLGATE_CALLER_KIND,
   ATTR_TOOLGATE_DECISION_ACTION,
   ATTR_TOOLGATE_DECISION_BY,
   ATTR_TOOLGATE_DECISION_REASON,
@@ -59,13 +61,14 @@ afterAll(async () => {
   propagation.disable();
 });
 
-function traced(options: Parameters<typeof otel>[0] = {}): ToolMiddleware {
-  return otel({ tracerProvider, meterProvider, ...options });
+function traced(options: Parameters<typeof createOtel>[0] = {}): ToolMiddleware {
+  return createOtel({ tracerProvider, meterProvider, ...options });
 }
 
 /** What every get_order span carries, whatever the outcome. */
 const callAttributes = {
   [ATTR_MCP_METHOD_NAME]: MCP_METHOD_TOOLS_CALL,
+  [ATTR_TOOLGATE_CALLER_KIND]: 'local',
   [ATTR_GEN_AI_OPERATION_NAME]: GEN_AI_OPERATION_EXECUTE_TOOL,
   [ATTR_GEN_AI_TOOL_NAME]: 'get_order',
   [ATTR_JSONRPC_REQUEST_ID]: expect.stringMatching(/^\d+$/),
@@ -503,12 +506,76 @@ describe('otel: arguments and results', () => {
     expect(span.attributes[ATTR_GEN_AI_TOOL_CALL_ARGUMENTS]).toBe('{"id":"A-1"}');
   });
 
-  it('refuses bad options at factory time', () => {
-    expect(() => otel({ transport: 'udp' as never })).toThrow(/transport must be 'pipe' or 'tcp'/);
-    expect(() => otel({ maxRecordedLength: 5 })).toThrow(/maxRecordedLength/);
-    expect(() => otel({ tools: { a: { onSpan: 'x' as never } } })).toThrow(
-      /tools.a: onSpan must be a function/,
+  it('refuses bad options at factory time, naming where', () => {
+    expect(() => createOtel({ transport: 'udp' as never })).toThrow(
+      "createOtel: transport must be 'pipe' or 'tcp', got udp",
     );
+    expect(() => createOtel({ maxRecordedLength: 5 })).toThrow(
+      'createOtel: maxRecordedLength must be an integer of at least 32',
+    );
+    expect(() => createOtel({ onSpan: 'x' as never })).toThrow('createOtel: onSpan must be a function');
+    expect(() => createOtel({ tools: { a: { onSpan: 'x' as never } } })).toThrow(
+      'createOtel: tools.a: onSpan must be a function',
+    );
+  });
+
+  it('refuses a per-tool option it does not know, and a per-tool value that is not an object', () => {
+    expect(() => createOtel({ tools: { a: { transport: 'tcp' } as never } })).toThrow(
+      'createOtel: tools.a has unknown option(s) transport; a tool may set recordArguments, recordResult, recordErrorStack, recordCallerId, onSpan',
+    );
+    expect(() => createOtel({ tools: { a: true as never } })).toThrow(
+      'createOtel: tools.a must be an object of options or false',
+    );
+  });
+
+  it('a per-tool override keeps the global rules it does not name', async () => {
+    const c = await serve([traced({ recordResult: true, tools: { get_order: { recordArguments: true } } })]);
+    await c.callTool('get_order', { id: 'A-2' });
+    const { attributes } = onlyToolSpan();
+    expect(attributes[ATTR_GEN_AI_TOOL_CALL_ARGUMENTS]).toBe('{"id":"A-2"}');
+    expect(attributes[ATTR_GEN_AI_TOOL_CALL_RESULT]).toBe(
+      '{"id":"A-2","ok":true,"secretNote":"[REDACTED]","status":"shipped"}',
+    );
+  });
+
+  it('otel is the deprecated alias of createOtel', () => {
+    expect(otel).toBe(createOtel);
+  });
+});
+
+describe('otel: the caller', () => {
+  const authInfo = {
+    token: 'opaque',
+    clientId: 'desk-app',
+    scopes: ['orders:read'],
+    extra: { iss: 'https://id.example', sub: 'user-8812' },
+  };
+
+  it('records the caller kind core identified, never its id by default', async () => {
+    const c = await serve([traced()], { authInfo });
+    await c.callTool('get_order', { id: 'A-1' });
+    const { attributes } = onlyToolSpan();
+    expect(attributes[ATTR_TOOLGATE_CALLER_KIND]).toBe('subject');
+    expect(attributes).not.toHaveProperty(ATTR_TOOLGATE_CALLER_ID);
+    expect(JSON.stringify(attributes)).not.toContain('user-8812');
+  });
+
+  it('records the caller id when opted in, globally or for one tool', async () => {
+    const c = await serve([traced({ tools: { get_order: { recordCallerId: true } } })], { authInfo });
+    await c.callTool('get_order', { id: 'A-1' });
+    const { attributes } = onlyToolSpan();
+    expect(attributes[ATTR_TOOLGATE_CALLER_KIND]).toBe('subject');
+    expect(attributes[ATTR_TOOLGATE_CALLER_ID]).toBe('sub:https://id.example|user-8812');
+  });
+
+  it('records the kind of a caller without auth (local) on an unknown tool too', async () => {
+    const c = await serve([traced({ recordCallerId: true })]);
+    await expect(c.callTool('nope', {})).rejects.toThrow(/Unknown tool: nope/);
+    const { attributes } = onlyToolSpan();
+    expect([attributes[ATTR_TOOLGATE_CALLER_KIND], attributes[ATTR_TOOLGATE_CALLER_ID]]).toEqual([
+      'local',
+      'local',
+    ]);
   });
 });
 

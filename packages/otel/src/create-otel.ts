@@ -1,6 +1,17 @@
-import { type Attributes, context, isSpanContextValid, type Span, SpanKind, trace } from '@opentelemetry/api';
+import {
+  type Attributes,
+  type Context,
+  context,
+  type Histogram,
+  isSpanContextValid,
+  type Span,
+  SpanKind,
+  type SpanOptions,
+  trace,
+} from '@opentelemetry/api';
 import type {
   Logger,
+  NextFn,
   PolicyDecision,
   ToolContext,
   ToolDefinition,
@@ -9,7 +20,7 @@ import type {
 } from '@toolgate/core';
 import { startAttributes } from './call-attributes.js';
 import { extractParent } from './carrier.js';
-import { type CallSettings, normaliseOptions, type OtelConfig } from './options.js';
+import { normaliseOptions, type OtelConfig } from './options.js';
 import { recordResultOutcome, recordThrownOutcome } from './outcome.js';
 import {
   ATTR_ERROR_TYPE,
@@ -23,10 +34,12 @@ import {
   MCP_METHOD_TOOLS_CALL,
   OTHER,
 } from './semconv.js';
-import type { OtelOptions } from './types.js';
+import type { OtelOptions, OtelRules } from './types.js';
 
 /** How the chain below ended: its result, or what it threw. */
 type Ending = { readonly result: ToolResult } | { readonly thrown: unknown };
+
+const NO_ATTRIBUTES: SpanOptions = { kind: SpanKind.SERVER };
 
 /**
  * Traces every tool call: a SERVER span `tools/call {tool}` per the MCP semantic conventions, child of
@@ -34,25 +47,29 @@ type Ending = { readonly result: ToolResult } | { readonly thrown: unknown };
  * running inside it; the `mcp.server.operation.duration` histogram; policy decisions as span events.
  * Put it first (outermost) so it times and sees everything.
  */
-export function otel(options: OtelOptions = {}): ToolMiddleware {
+export function createOtel(options: OtelOptions = {}): ToolMiddleware {
   const config = normaliseOptions(options);
   return async function otelMiddleware(ctx, next) {
-    const settings = config.settingsFor(ctx.toolName);
-    if (settings === false) return next();
+    const rules = config.rules.forTool(ctx.toolName);
+    if (rules === undefined) return next();
     const logger = config.logger ?? ctx.logger;
     const active = context.active();
     const parent = extractParent(config.propagator, ctx.request.meta, active, logger);
+    const tracing = config.tracing();
+    const histogram = config.durationHistogram();
+    if (!tracing && histogram === undefined) return untraced(ctx, next, parent, active);
     // A name from the client that matches no tool must not become a span name (cardinality).
     const name = ctx.tool === undefined ? MCP_METHOD_TOOLS_CALL : `${MCP_METHOD_TOOLS_CALL} ${ctx.tool.name}`;
+    // Attributes are built only for a provider that records them; they are given at start so samplers see them.
     const span = config.tracer.startSpan(
       name,
-      { kind: SpanKind.SERVER, attributes: startAttributes(ctx, config) },
+      tracing ? { kind: SpanKind.SERVER, attributes: startAttributes(ctx, config, rules) } : NO_ATTRIBUTES,
       parent,
     );
     const spanContext = span.spanContext();
     const valid = isSpanContextValid(spanContext);
     if (valid) ctx.state.trace = { traceId: spanContext.traceId, spanId: spanContext.spanId };
-    if (settings.recordArguments && span.isRecording()) {
+    if (rules.recordArguments && span.isRecording()) {
       span.setAttribute(ATTR_GEN_AI_TOOL_CALL_ARGUMENTS, config.recorder.json(ctx.rawArgs));
     }
     let ending: Ending | undefined;
@@ -70,16 +87,32 @@ export function otel(options: OtelOptions = {}): ToolMiddleware {
       ending = { thrown: error };
       throw error;
     } finally {
-      finish(config, settings, span, ctx, ending, logger);
+      finish(config, rules, span, histogram, ctx, ending, logger);
     }
   };
+}
+
+/** @deprecated Renamed `createOtel`; this alias stays for one release. */
+export const otel: (options?: OtelOptions) => ToolMiddleware = createOtel;
+
+/**
+ * No tracer and no meter provider registered: no span, no attributes, no clock read. Only the trace
+ * context the client sent is handed down (and its ids noted for audit), as the no-op span would have.
+ */
+function untraced(ctx: ToolContext, next: NextFn, parent: Context, active: Context): Promise<ToolResult> {
+  const spanContext = trace.getSpanContext(parent);
+  if (spanContext !== undefined && isSpanContextValid(spanContext)) {
+    ctx.state.trace = { traceId: spanContext.traceId, spanId: spanContext.spanId };
+  }
+  return parent === active ? next() : context.with(parent, next);
 }
 
 /** Records the outcome, ends the span and records the duration; never changes the call's outcome. */
 function finish(
   config: OtelConfig,
-  settings: CallSettings,
+  settings: Readonly<OtelRules>,
   span: Span,
+  histogram: Histogram | undefined,
   ctx: ToolContext,
   ending: Ending | undefined,
   logger: Logger,
@@ -106,7 +139,6 @@ function finish(
   } finally {
     span.end();
   }
-  const histogram = config.durationHistogram();
   if (histogram !== undefined) {
     histogram.record((performance.now() - ctx.startTime) / 1000, metricAttributes(ctx.tool, errorType));
   }
@@ -146,7 +178,7 @@ function addDecisionEvents(span: Span, decisions: readonly PolicyDecision[]): vo
 
 // The user's hook runs in its own guard: a hook that throws or rejects is reported, never propagated.
 function runHook(
-  hook: CallSettings['onSpan'],
+  hook: OtelRules['onSpan'],
   span: Span,
   ctx: ToolContext,
   result: ToolResult | undefined,
