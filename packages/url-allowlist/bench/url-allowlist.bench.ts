@@ -1,11 +1,11 @@
-// Cost of check() per URL, and of the urlArgument middleware per tools/call against a bare chain.
+// Cost of check() per URL, and of the createUrlGuard middleware per tools/call against a bare chain.
 // Run: npx tsx bench/url-allowlist.bench.ts. The resolver is a stub (no DNS, no network): this
 // measures the policy's own work, not resolution.
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { createSilentLogger, defineTool, ok, registerTools, type ToolMiddleware } from '@toolgate/core';
 import { compareCalls, connectTestClient, formatBenchTable } from '@toolgate/core/testing';
 import * as z from 'zod';
-import { createUrlPolicy, urlArgument } from '../src/index.js';
+import { createUrlGuard, createUrlPolicy } from '../src/index.js';
 
 const answers = Promise.resolve(['93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946'] as const);
 const policy = createUrlPolicy({
@@ -46,12 +46,12 @@ async function serverWith(middleware: ToolMiddleware[]) {
 }
 
 const bare = await serverWith([]);
-const guarded = await serverWith([urlArgument('url', policy)]);
+const guarded = await serverWith([createUrlGuard({ paths: 'url', policy })]);
 const args = { url: 'https://api.carrier.example/track/42' };
 const middlewareRows = await compareCalls(
   [
     { name: 'bare core chain', call: () => bare.callTool('track', args) },
-    { name: "urlArgument('url', policy)", call: () => guarded.callTool('track', args) },
+    { name: "createUrlGuard({ paths: 'url', policy })", call: () => guarded.callTool('track', args) },
   ],
   { callsPerRound: 1000, rounds: 10 },
 );
@@ -60,5 +60,5 @@ await guarded.close();
 
 console.log('## check() per URL\n');
 console.log(formatBenchTable(checkRows));
-console.log('\n## urlArgument per tools/call (in-memory transport, real SDK client)\n');
+console.log('\n## createUrlGuard per tools/call (in-memory transport, real SDK client)\n');
 console.log(formatBenchTable(middlewareRows));

@@ -16,12 +16,10 @@ const SEGMENT = /^([A-Za-z0-9_$-]+)(\[\])?$/;
  * of an array. Throws on anything else, at middleware creation.
  */
 export function parseArgumentPath(path: string): readonly Segment[] {
-  if (typeof path !== 'string' || path === '')
-    throw new TypeError('urlArgument: a path must be a non-empty string');
+  if (typeof path !== 'string' || path === '') throw new TypeError('a path must be a non-empty string');
   return path.split('.').map((part) => {
     const match = SEGMENT.exec(part);
-    if (!match)
-      throw new TypeError(`urlArgument: "${path}" is not a path like url, target.url or links[].href`);
+    if (!match) throw new TypeError(`"${path}" is not a path like url, target.url or links[].href`);
     return { key: match[1]!, each: match[2] !== undefined };
   });
 }

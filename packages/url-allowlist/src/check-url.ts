@@ -1,3 +1,4 @@
+import { raceAbort } from '@toolgate/core';
 import { checkAddress } from './address-ranges.js';
 import { hasIdnaIgnored, matchesHost, type NormalHost, normaliseHost } from './host-pattern.js';
 import { defaultPort, type NormalPolicy } from './options.js';
@@ -135,7 +136,7 @@ async function resolveChecked(
 ): Promise<string[]> {
   let answers: readonly string[];
   try {
-    answers = await abortable(policy.resolve(hostname), signal);
+    answers = await raceAbort(policy.resolve(hostname), signal);
   } catch (error) {
     if (signal?.aborted) throw error;
     throw unresolvable(hostname, error);
@@ -187,24 +188,4 @@ function hostHint(policy: NormalPolicy): string {
   if (!policy.hintAllowedHosts)
     return 'Only hosts on the allowlist can be fetched. Do not retry with another host.';
   return `Only these hosts can be fetched: ${policy.patterns.map((pattern) => pattern.source).join(', ')}.`;
-}
-
-/** Settles with `promise`, or rejects with the signal's reason as soon as it aborts. */
-function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return promise;
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
-  });
 }

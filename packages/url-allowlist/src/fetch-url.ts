@@ -1,3 +1,4 @@
+import { deadlineSignal } from '@toolgate/core';
 import { Agent, fetch as undiciFetch } from 'undici';
 import type { NormalPolicy } from './options.js';
 import { createPinnedConnector } from './pinned-connector.js';
@@ -39,8 +40,7 @@ export async function fetchUrl(
   first: CheckedUrl | string | URL,
   init: UrlFetchInit,
 ): Promise<UrlFetchResult> {
-  const deadline = AbortSignal.timeout(policy.timeoutMs);
-  const signal = init.signal ? AbortSignal.any([init.signal, deadline]) : deadline;
+  const signal = deadlineSignal(init.signal, policy.timeoutMs);
   let request = initialRequest(init);
   let host = isCheckedUrl(first) ? first.hostname : undefined;
   try {
@@ -66,7 +66,8 @@ export async function fetchUrl(
       host = checked.hostname;
     }
   } catch (error) {
-    if (deadline.aborted) {
+    // Our own deadline fired (not the caller's signal): say so, with the host.
+    if (signal.aborted && !init.signal?.aborted) {
       throw new UrlRefusedError(
         'timeout',
         `Fetching ${host ?? 'the URL'} took longer than ${policy.timeoutMs} ms.`,

@@ -1,5 +1,12 @@
 // Public face of @toolgate/url-allowlist: explicit named exports only.
-export { type UrlArgumentOptions, type UrlArgumentOverride, urlArgument } from './middleware.js';
+export {
+  createUrlGuard,
+  type UrlArgumentOptions,
+  type UrlArgumentOverride,
+  type UrlGuardOptions,
+  type UrlGuardRules,
+  urlArgument,
+} from './create-url-guard.js';
 export { DEFAULT_REDIRECT_HEADERS, SAFE_RESPONSE_HEADERS } from './options.js';
 export { createUrlPolicy } from './policy.js';
 export { isUrlRefusedError, type UrlRefusalReason, UrlRefusedError } from './refusal.js';

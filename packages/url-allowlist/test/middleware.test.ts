@@ -10,7 +10,7 @@ import {
 import { connectTestClient, expectFailure, type TestClient } from '@toolgate/core/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as z from 'zod';
-import { createUrlPolicy, urlArgument } from '../src/index.js';
+import { createUrlGuard, createUrlPolicy, type UrlGuardOptions, urlArgument } from '../src/index.js';
 import { type LocalServer, startLocalServer } from './support/local-server.js';
 import { stubResolver } from './support/stub-resolver.js';
 
@@ -34,7 +34,7 @@ afterEach(async () => {
   client = undefined;
 });
 
-function setup(options: { tools?: Parameters<typeof urlArgument>[2] } = {}) {
+function setup(extra: Partial<UrlGuardOptions> = {}) {
   const dns = stubResolver({ 'api.carrier.test': ['127.0.0.1'], 'internal.carrier.test': ['10.0.0.7'] });
   const policy = createUrlPolicy({
     allow: ['api.carrier.test', 'internal.carrier.test'],
@@ -57,7 +57,7 @@ function setup(options: { tools?: Parameters<typeof urlArgument>[2] } = {}) {
     name: 'fetch_page',
     description: 'Fetch a page from the carrier API.',
     input: { url: z.string() },
-    middleware: [urlArgument('url', policy)],
+    middleware: [createUrlGuard({ paths: 'url', policy })],
     handler: async ({ url }, ctx) => {
       handled.push(url);
       // The URL the middleware checked, fetched without a second lookup.
@@ -87,7 +87,7 @@ function setup(options: { tools?: Parameters<typeof urlArgument>[2] } = {}) {
   registerTools(server, [fetchPage, fetchLinks, echoUrl], {
     middleware: [
       recordDecisions,
-      urlArgument(['links[].href', 'url'], policy, { maxUrls: 3, ...options.tools }),
+      createUrlGuard({ paths: ['links[].href', 'url'], policy, maxUrls: 3, ...extra }),
     ],
     logger: createSilentLogger(),
   });
@@ -99,7 +99,7 @@ async function connect(server: McpServer): Promise<TestClient> {
   return client;
 }
 
-describe('urlArgument through a real client', () => {
+describe('createUrlGuard through a real client', () => {
   it('lets an allowed URL through; the handler fetches it pinned, with one lookup in all', async () => {
     const { server, dns, decisions, handled } = setup();
     const c = await connect(server);
@@ -265,8 +265,28 @@ describe('urlArgument through a real client', () => {
     expect(handled).toEqual([]);
   });
 
+  it('a per-tool maxUrls overrides the global one; the global paths and policy still apply', async () => {
+    const { server, dns, handled } = setup({ tools: { fetch_links: { maxUrls: 1 } } });
+    const c = await connect(server);
+    const href = `http://api.carrier.test:${carrier.port}/`;
+    const result = await c.callTool('fetch_links', { links: [{ href }, { href }] });
+    expect(expectFailure(result)).toEqual({
+      ok: false,
+      error: 'invalid_argument',
+      message: 'At most 1 URLs per call.',
+      hint: 'Split the request into calls of at most 1 URLs.',
+      retryable: false,
+    });
+    expect(dns.calls).toEqual([]);
+    expect((await c.callTool('fetch_links', { links: [{ href }] })).structuredContent).toEqual({
+      ok: true,
+      count: 1,
+    });
+    expect(handled).toEqual([href]);
+  });
+
   it('a tool opted out with tools: { name: false } is not checked', async () => {
-    const { server, handled, decisions } = setup({ tools: { tools: { echo_url: false } } });
+    const { server, handled, decisions } = setup({ tools: { echo_url: false } });
     const c = await connect(server);
     const result = await c.callTool('echo_url', { url: 'http://169.254.169.254/' });
     expect(result.structuredContent).toEqual({ ok: true, url: 'http://169.254.169.254/' });
@@ -308,7 +328,7 @@ describe('urlArgument through a real client', () => {
       name: 'loose',
       description: 'Takes anything at target.url.',
       input: { target: z.object({ url: z.unknown() }).optional() },
-      middleware: [urlArgument('target.url', policy)],
+      middleware: [createUrlGuard({ paths: 'target.url', policy })],
       handler: (args) => {
         handled.push(args);
         return ok({});
@@ -329,10 +349,51 @@ describe('urlArgument through a real client', () => {
     expect(handled).toEqual([{}]);
   });
 
-  it('refuses malformed paths and policies at creation', () => {
+  it('refuses malformed paths, policies and per-tool options at creation, naming where', () => {
     const policy = createUrlPolicy({ allow: ['a.example'] });
-    expect(() => urlArgument('links[0].href', policy)).toThrow('is not a path like');
-    expect(() => urlArgument([], policy)).toThrow('give at least one argument path');
-    expect(() => urlArgument('url', {} as never)).toThrow('give a policy from createUrlPolicy()');
+    expect(() => createUrlGuard({ paths: 'links[0].href', policy })).toThrow(
+      'createUrlGuard: "links[0].href" is not a path like url, target.url or links[].href',
+    );
+    expect(() => createUrlGuard({ paths: [], policy })).toThrow(
+      'createUrlGuard: give at least one argument path',
+    );
+    expect(() => createUrlGuard({ paths: 'url', policy: {} as never })).toThrow(
+      'createUrlGuard: give a policy from createUrlPolicy()',
+    );
+    expect(() => createUrlGuard({ paths: 'url', policy, maxUrls: 0 })).toThrow(
+      'createUrlGuard: maxUrls must be an integer >= 1',
+    );
+    expect(() => createUrlGuard({ paths: 'url', policy, tools: { fetch_page: { paths: 'a..b' } } })).toThrow(
+      'createUrlGuard: tools.fetch_page: "a..b" is not a path like url, target.url or links[].href',
+    );
+    expect(() => createUrlGuard({ paths: 'url', policy, tools: { fetch_page: { maxUrls: 1.5 } } })).toThrow(
+      'createUrlGuard: tools.fetch_page: maxUrls must be an integer >= 1',
+    );
+    expect(() =>
+      createUrlGuard({ paths: 'url', policy, tools: { fetch_page: { path: 'url' } as never } }),
+    ).toThrow(
+      'createUrlGuard: tools.fetch_page has unknown option(s) path; a tool may set paths, policy, maxUrls',
+    );
+    expect(() => createUrlGuard({ paths: 'url', policy, tools: { fetch_page: null as never } })).toThrow(
+      'createUrlGuard: tools.fetch_page must be an object of options or false',
+    );
+  });
+
+  it('urlArgument, the deprecated form, builds the same guard', async () => {
+    const policy = createUrlPolicy({ allow: ['api.carrier.test'], resolve: stubResolver({}).resolve });
+    expect(() => urlArgument([], policy)).toThrow('createUrlGuard: give at least one argument path');
+    const tool = defineTool({
+      name: 'old_style',
+      description: 'Guarded the old way.',
+      input: { url: z.string() },
+      middleware: [urlArgument('url', policy, { maxUrls: 1 })],
+      handler: () => ok({}),
+    });
+    const server = new McpServer({ name: 'old', version: '1.0.0' });
+    registerTools(server, [tool], { logger: createSilentLogger() });
+    const c = await connect(server);
+    expect(expectFailure(await c.callTool('old_style', { url: 'http://elsewhere.test/' })).error).toBe(
+      'permission_denied',
+    );
   });
 });

@@ -1,30 +1,46 @@
-import { fail, isToolError, type ToolContext, type ToolMiddleware, type ToolResult } from '@toolgate/core';
+import {
+  fail,
+  isPassThrough,
+  isToolError,
+  type PerToolOptions,
+  resolveToolOptions,
+  type ToolContext,
+  type ToolMiddleware,
+  type ToolResult,
+} from '@toolgate/core';
 import { findArguments, parseArgumentPath } from './argument-paths.js';
 import { isUrlRefusedError } from './refusal.js';
 import type { CheckedUrl, UrlPolicy } from './types.js';
 
 declare module '@toolgate/core' {
   interface ToolCallState {
-    /** URLs `urlArgument` checked, by argument path (`url`, `links[0].href`); pass one to `policy.fetch`. */
+    /** URLs `createUrlGuard` checked, by argument path (`url`, `links[0].href`); pass one to `policy.fetch`. */
     checkedUrls?: Record<string, CheckedUrl>;
   }
 }
 
-/** A tool's own paths or policy, replacing the middleware's. */
-export interface UrlArgumentOverride {
-  /** Argument paths holding URLs for this tool. */
-  paths?: string | readonly string[];
-  /** The policy for this tool. */
-  policy?: UrlPolicy;
+/** What a tool may override (`tools: { name: { ... } }`), or `false` to leave the tool alone. */
+export interface UrlGuardRules {
+  /** Argument paths holding URLs: `url`, `target.url`, `urls[]`, `links[].href`. @default required (no default) */
+  paths: string | readonly string[];
+  /** The policy every URL is checked against, from `createUrlPolicy`. @default required (no default) */
+  policy: UrlPolicy;
+  /** Most URLs one call may carry, over all paths; a call with more is refused before any resolution. @default 16 */
+  maxUrls: number;
 }
 
-/** Options of `urlArgument`. */
-export interface UrlArgumentOptions {
-  /** Most URLs one call may carry, over all paths; a call with more is refused before any resolution. @default 16 */
-  maxUrls?: number;
-  /** Per-tool paths/policy, or `false` to skip a tool. @default {} */
-  tools?: Record<string, UrlArgumentOverride | false>;
+/** Options of `createUrlGuard`: the rules for all tools (paths and policy required) and per-tool overrides. */
+export interface UrlGuardOptions extends Partial<UrlGuardRules>, PerToolOptions<UrlGuardRules> {
+  /** Argument paths holding URLs, for every tool the guard is on. @default required (no default) */
+  paths: string | readonly string[];
+  /** The policy every URL is checked against. @default required (no default) */
+  policy: UrlPolicy;
 }
+
+/** @deprecated Use `Partial<UrlGuardRules>`; kept for one release. */
+export type UrlArgumentOverride = Partial<UrlGuardRules>;
+/** @deprecated Use `UrlGuardOptions`; kept for one release. */
+export type UrlArgumentOptions = Pick<UrlGuardOptions, 'maxUrls' | 'tools'>;
 
 interface Guard {
   readonly paths: readonly {
@@ -32,9 +48,11 @@ interface Guard {
     readonly segments: ReturnType<typeof parseArgumentPath>;
   }[];
   readonly policy: UrlPolicy;
+  readonly maxUrls: number;
 }
 
 const BY = 'url-allowlist';
+const DEFAULT_MAX_URLS = 16;
 
 /**
  * Refuses a call whose URL argument(s) fail the policy, before the handler runs: `invalid_argument`
@@ -43,40 +61,25 @@ const BY = 'url-allowlist';
  * schema. Records `{ by: 'url-allowlist', action: 'deny' | 'allow' }` in `ctx.decisions` and leaves
  * the checked URLs in `ctx.state.checkedUrls`.
  */
-export function urlArgument(
-  paths: string | readonly string[],
-  policy: UrlPolicy,
-  options: UrlArgumentOptions = {},
-): ToolMiddleware {
-  const guardOf = (override: UrlArgumentOverride): Guard => {
-    const list = override.paths ?? paths;
-    return {
-      paths: (typeof list === 'string' ? [list] : [...list]).map((source) => ({
-        source,
-        segments: parseArgumentPath(source),
-      })),
-      policy: override.policy ?? policy,
-    };
-  };
-  if (typeof policy?.check !== 'function')
-    throw new TypeError('urlArgument: give a policy from createUrlPolicy()');
-  const fallback = guardOf({});
-  if (fallback.paths.length === 0) throw new TypeError('urlArgument: give at least one argument path');
-  const perTool = new Map<string, Guard | false>(
-    Object.entries(options.tools ?? {}).map(([name, override]) => [
-      name,
-      override === false ? false : guardOf(override),
-    ]),
+export function createUrlGuard(options: UrlGuardOptions): ToolMiddleware {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError('createUrlGuard: give options with paths and a policy');
+  }
+  // Each resolved rule set (global, each tool) parsed once, keyed by the frozen object core hands back.
+  const guards = new WeakMap<Readonly<UrlGuardRules>, Guard>();
+  const rules = resolveToolOptions(
+    'createUrlGuard',
+    { paths: options.paths, policy: options.policy, maxUrls: DEFAULT_MAX_URLS },
+    options,
+    (resolved, where) => guards.set(resolved, guardOf(resolved, where)),
   );
-  const maxUrls = options.maxUrls ?? 16;
-  if (!Number.isInteger(maxUrls) || maxUrls < 1)
-    throw new TypeError('urlArgument: maxUrls must be an integer >= 1');
 
   return async (ctx, next) => {
     // Unknown tools and refused arguments are answered by core's innermost step.
-    if (!ctx.tool || !ctx.validation.ok) return next();
-    const guard = perTool.get(ctx.toolName) ?? fallback;
-    if (guard === false) return next();
+    const own = isPassThrough(ctx) ? undefined : rules.forTool(ctx.toolName);
+    if (own === undefined) return next();
+    const guard = guards.get(own)!;
+    const { maxUrls } = guard;
     const found = guard.paths.flatMap((path) => findArguments(ctx.args, path.segments));
     if (found.length > maxUrls) {
       return deny(
@@ -150,6 +153,34 @@ export function urlArgument(
     }
     return next();
   };
+}
+
+/** @deprecated Use `createUrlGuard({ paths, policy, ...options })`; kept for one release. */
+export function urlArgument(
+  paths: string | readonly string[],
+  policy: UrlPolicy,
+  options: UrlArgumentOptions = {},
+): ToolMiddleware {
+  return createUrlGuard({ ...options, paths, policy });
+}
+
+function guardOf(rules: Readonly<UrlGuardRules>, where: string): Guard {
+  if (typeof rules.policy?.check !== 'function') {
+    throw new TypeError(`${where}: give a policy from createUrlPolicy()`);
+  }
+  if (!Number.isInteger(rules.maxUrls) || rules.maxUrls < 1) {
+    throw new TypeError(`${where}: maxUrls must be an integer >= 1`);
+  }
+  const list = typeof rules.paths === 'string' ? [rules.paths] : [...(rules.paths ?? [])];
+  if (list.length === 0) throw new TypeError(`${where}: give at least one argument path`);
+  const paths = list.map((source) => {
+    try {
+      return { source, segments: parseArgumentPath(source) };
+    } catch (error) {
+      throw new TypeError(`${where}: ${(error as Error).message}`);
+    }
+  });
+  return { paths, policy: rules.policy, maxUrls: rules.maxUrls };
 }
 
 function deny(
