@@ -1,16 +1,14 @@
-// Public face of @toolgate/exec: explicit named exports only.
+// Public face of @toolgate/exec: explicit named exports only (what a server author calls or types).
 export {
   type ArgEntry,
   type ArgSpec,
   type ArgText,
   type ArgValue,
-  isArgValue,
   type OptionOptions,
   option,
   type ValueOptions,
   value,
 } from './arg-spec.js';
-export { ArgumentRefusal } from './argument-refusal.js';
 export { DEFAULT_EXEC_ENV } from './environment.js';
 export { execTool } from './exec-tool.js';
 export { safeExec } from './safe-exec.js';

@@ -1,5 +1,5 @@
 import { type ChildProcess, type SpawnOptions, spawn } from 'node:child_process';
-import { type Logger, redactSecretsInText, ToolError } from '@toolgate/core';
+import { deadlineSignal, type Logger, redactSecretsInText, ToolError } from '@toolgate/core';
 import type { NormalisedExecOptions } from './options.js';
 import { OutputCapture } from './output-capture.js';
 import { signalProcessTree } from './process-tree.js';
@@ -58,10 +58,12 @@ export function runProcess(
       signalProcessTree(child, 'SIGTERM');
       timers.push(setTimeout(() => signalProcessTree(child, 'SIGKILL'), options.killGraceMs).unref());
     };
-    const onAbort = (): void => stop('aborted');
+    // Core's deadline: one signal for the caller's abort and the time limit; which fired decides the message.
+    const deadline = deadlineSignal(signal, options.timeoutMs);
+    const onDeadline = (): void => stop(signal?.aborted ? 'aborted' : 'timeout');
     const cleanUp = (): void => {
       for (const timer of timers) clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
+      deadline.removeEventListener('abort', onDeadline);
     };
     const watch = (stream: NodeJS.ReadableStream | null, capture: OutputCapture): void => {
       stream?.on('data', (chunk: Buffer) => {
@@ -72,8 +74,7 @@ export function runProcess(
 
     watch(child.stdout, stdout);
     watch(child.stderr, stderr);
-    timers.push(setTimeout(() => stop('timeout'), options.timeoutMs));
-    signal?.addEventListener('abort', onAbort, { once: true });
+    deadline.addEventListener('abort', onDeadline, { once: true });
 
     child.on('error', (error) => {
       // Only a failed spawn has no pid; signalling errors are handled where they happen.

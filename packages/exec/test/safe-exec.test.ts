@@ -2,7 +2,8 @@ import { chmodSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { describe, expect, it } from 'vitest';
-import { ArgumentRefusal, option, safeExec, value } from '../src/index.js';
+import { ArgumentRefusal } from '../src/argument-refusal.js';
+import { option, safeExec, value } from '../src/index.js';
 import { BEHAVE, ECHO, expectGone, NODE, readPids, scratchDir } from './harness.js';
 
 const sandbox = scratchDir();
