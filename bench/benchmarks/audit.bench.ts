@@ -59,7 +59,7 @@ async function measure(
   sink: AuditSink,
   verify: () => Promise<{ intact: boolean; records: number }>,
 ): Promise<SinkRun> {
-  const audit = createAudit({ sink, logger, flushOnExit: false });
+  const audit = createAudit({ sink, logger });
   const chain = compose([audit]);
   const handler = (): Promise<typeof answer> => Promise.resolve(answer);
   let peakRss = 0;

@@ -48,7 +48,7 @@ export async function middlewareBench(): Promise<string> {
   context.setGlobalContextManager(contextManager);
   trace.setGlobalTracerProvider(provider);
   const dir = await mkdtemp(join(tmpdir(), 'toolgate-bench-mw-'));
-  const audit = createAudit({ sink: createFileSink(join(dir, 'audit.jsonl')), logger, flushOnExit: false });
+  const audit = createAudit({ sink: createFileSink(join(dir, 'audit.jsonl')), logger });
   const breakers = createCircuitBreakers({ logger });
   const full = [
     otel({ transport: 'pipe', logger }),

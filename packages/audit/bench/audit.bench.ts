@@ -47,8 +47,8 @@ async function serverWith(middleware: ToolMiddleware[]): Promise<TestClient> {
 function audits(): { noop: AuditMiddleware; file: AuditMiddleware; path: string } {
   const path = join(dir, `audit-${Math.random().toString(36).slice(2)}.jsonl`);
   return {
-    noop: createAudit({ sink: createFunctionSink(() => {}), logger, flushOnExit: false }),
-    file: createAudit({ sink: createFileSink(path), logger, flushOnExit: false }),
+    noop: createAudit({ sink: createFunctionSink(() => {}), logger }),
+    file: createAudit({ sink: createFileSink(path), logger }),
     path,
   };
 }
@@ -117,5 +117,49 @@ const contextFor = (index: number): ToolContext =>
   console.log('\n### @toolgate/audit: the chain alone (no transport)\n');
   console.log(formatBenchTable(rows));
   await Promise.all([noop.close(), file.close()]);
+}
+// 3. Durable mode's cost: the answer waits for the sink's acknowledgement of its batch. Sequential
+// calls pay a whole batch cycle each (batchDelayMs + one write); concurrent calls share batches.
+for (const concurrency of [1, 64]) {
+  const path = (name: string) => join(dir, `${name}-${concurrency}.jsonl`);
+  const plain = createAudit({ sink: createFileSink(path('default')), logger });
+  const durable = createAudit({ sink: createFileSink(path('durable')), logger, durable: true });
+  const durableNoDelay = createAudit({
+    sink: createFileSink(path('durable0')),
+    logger,
+    durable: true,
+    batchDelayMs: 0,
+  });
+  const servers = await Promise.all([
+    serverWith([]),
+    serverWith([plain]),
+    serverWith([durable]),
+    serverWith([durableNoDelay]),
+  ]);
+  const args = (i: number) => ({ q: `v${i}`, token: 'Bearer abc.def' });
+  const [bare, withPlain, withDurable, withDurableNoDelay] = servers;
+  const rows = await compareCalls(
+    [
+      { name: 'core chain, no audit', call: (i) => bare!.callTool('echo', args(i)) },
+      {
+        name: 'audit → file, default mode',
+        call: flushing(plain, (i) => withPlain!.callTool('echo', args(i))),
+      },
+      { name: 'audit → file, durable', call: (i) => withDurable!.callTool('echo', args(i)) },
+      {
+        name: 'audit → file, durable, batchDelayMs 0',
+        call: (i) => withDurableNoDelay!.callTool('echo', args(i)),
+      },
+    ],
+    { rounds: 9, callsPerRound: concurrency === 1 ? 300 : 3000, concurrency, warmup: 300 },
+  );
+  console.log(`\n### @toolgate/audit: durable vs default, round trip, ${concurrency} call(s) in flight\n`);
+  console.log(formatBenchTable(rows));
+  await Promise.all([
+    plain.close(),
+    durable.close(),
+    durableNoDelay.close(),
+    ...servers.map((s) => s.close()),
+  ]);
 }
 await rm(dir, { recursive: true, force: true });

@@ -154,11 +154,6 @@ export interface AuditOptions extends Partial<AuditToolOptions> {
   maxWaitMs?: number;
   /** How long `close()` retries a failing sink (a hung write gets 1 s more) before reporting the rest lost. @default 10000 */
   closeTimeoutMs?: number;
-  /**
-   * @deprecated Does nothing. Audit installs no signal or exit handlers: the application owns
-   * shutdown and calls `await audit.close()` (see the README). Kept so existing callers compile.
-   */
-  flushOnExit?: boolean;
   /** Longest args (characters of canonical JSON) kept; longer ones become `[Truncated: N characters]`. @default 65536 */
   maxArgsChars?: number;
   /** Per-tool overrides; `false` records nothing for that tool. @default {} */

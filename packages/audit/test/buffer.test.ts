@@ -34,7 +34,6 @@ async function slowSinkServer(maxWaitMs: number) {
   const audit = createAudit({
     sink: gated.sink,
     logger: recordingLogger(log),
-    flushOnExit: false,
     batchSize: 1,
     bufferSize: 2,
     maxWaitMs,
@@ -117,7 +116,7 @@ describe('a failing sink', () => {
       },
     };
     const log: LogEntry[] = [];
-    const audit = createAudit({ sink, logger: recordingLogger(log), flushOnExit: false });
+    const audit = createAudit({ sink, logger: recordingLogger(log) });
     const client = await serve([audit]);
     await Promise.all(
       Array.from({ length: 20 }, (_, index) => client.callTool('get_order', { id: `A-${index}` })),
@@ -148,7 +147,6 @@ describe('a failing sink', () => {
     const audit = createAudit({
       sink,
       logger: recordingLogger(log),
-      flushOnExit: false,
       closeTimeoutMs: 150,
     });
     const client = await serve([audit]);
@@ -168,7 +166,7 @@ describe('a hung sink', () => {
   it('a write that never settles cannot hold close() past closeTimeoutMs and a grace second', async () => {
     const sink: AuditSink = { write: () => new Promise<void>(() => {}) };
     const log: LogEntry[] = [];
-    const audit = createAudit({ sink, logger: recordingLogger(log), flushOnExit: false, closeTimeoutMs: 50 });
+    const audit = createAudit({ sink, logger: recordingLogger(log), closeTimeoutMs: 50 });
     const client = await serve([audit]);
     await client.callTool('get_order', { id: 'A-1' });
     await client.callTool('get_order', { id: 'A-2' });
@@ -191,7 +189,6 @@ describe('after close()', () => {
     const audit = createAudit({
       sink: { write: async (batch) => void records.push(...batch.records) },
       logger: recordingLogger(log),
-      flushOnExit: false,
     });
     const client = await serve([audit]);
     await client.callTool('get_order', { id: 'A-1' });
@@ -217,10 +214,10 @@ describe('after close()', () => {
   });
 
   it('rejects options that cannot work', () => {
-    expect(() => createAudit({ bufferSize: 0, flushOnExit: false })).toThrow(
+    expect(() => createAudit({ bufferSize: 0 })).toThrow(
       'createAudit: bufferSize must be a positive integer',
     );
-    expect(() => createAudit({ batchSize: 1.5, flushOnExit: false })).toThrow(
+    expect(() => createAudit({ batchSize: 1.5 })).toThrow(
       'createAudit: batchSize must be a positive integer',
     );
   });

@@ -28,6 +28,8 @@ function fullContext(args: unknown): ToolContext {
       headers: undefined,
       signal: aborted,
     },
+    caller: { id: 'client:c#digest', kind: 'client', clientId: 'c' },
+    bindings: { customerId: 7, sessionToken: 'abc' },
     signal: aborted,
     startedAt: Date.parse('2026-01-02T03:04:05.006Z'),
     startTime: performance.now(),
@@ -55,6 +57,8 @@ describe('captureCall + sealRecord', () => {
     expect(rest).toEqual({
       aborted: true,
       args: { z: [1, { b: 2, a: null }], a: 'x\u2028y', n: 1e21 },
+      bindings: { customerId: 7, sessionToken: '[REDACTED]' },
+      caller: 'client:c#digest',
       chainId: 'chain-1',
       clientId: 'c',
       decisions: [{ by: 'x', action: 'y', detail: { k: 1, a: 2 } }],
@@ -81,6 +85,7 @@ describe('captureCall + sealRecord', () => {
       tool: 'ünïcode "tool"',
       outcome: 'ok',
       principal: 'c',
+      caller: 'client:c#digest',
       incidentId: 'inc_x',
       hash,
     });

@@ -29,7 +29,6 @@ describe('file sink', () => {
     const log: LogEntry[] = [];
     const audit = createAudit({
       sink: createFileSink(path),
-      flushOnExit: false,
       logger: recordingLogger(log),
       batchSize: 64,
     });

@@ -27,7 +27,6 @@ describe.each(databases)('PostgreSQL sink on $name', ({ open }) => {
     const log: LogEntry[] = [];
     const audit = createAudit({
       sink: createPostgresSink({ client: db.client, table }),
-      flushOnExit: false,
       logger: recordingLogger(log),
     });
     const client = await serve([audit], undefined, { authInfo: { token: 't', clientId: 'c-1', scopes: [] } });
@@ -145,7 +144,7 @@ describe.each(databases)('PostgreSQL sink on $name', ({ open }) => {
 
   it('stores hostile values exactly: NUL bytes, quotes, a tool name built to break SQL', async () => {
     const table = newTable();
-    const audit = createAudit({ sink: createPostgresSink({ client: db.client, table }), flushOnExit: false });
+    const audit = createAudit({ sink: createPostgresSink({ client: db.client, table }) });
     const client = await serve([audit]);
     const name = `x'); DROP TABLE ${TEST_SCHEMA}.victim; --\u0000`;
     await expect(client.callTool(name, { q: '\'\u0000"\\' })).rejects.toThrow(/Unknown tool/);
@@ -166,7 +165,7 @@ describe.each(databases)('PostgreSQL sink on $name', ({ open }) => {
 
   it('the verifier finds an edited, a deleted and a reordered row', async () => {
     const table = newTable();
-    const audit = createAudit({ sink: createPostgresSink({ client: db.client, table }), flushOnExit: false });
+    const audit = createAudit({ sink: createPostgresSink({ client: db.client, table }) });
     const client = await serve([audit]);
     for (let index = 1; index <= 5; index += 1) await client.callTool('get_order', { id: `A-${index}` });
     await audit.close();

@@ -50,7 +50,6 @@ async function audited(
   const memory = memorySink();
   const audit = createAudit({
     sink: memory.sink,
-    flushOnExit: false,
     logger: createSilentLogger(),
     ...auditOptions,
   });
@@ -236,7 +235,7 @@ describe('one record per tools/call, with the exact fields', () => {
 
   it('trace and span ids from an active span set outside audit', async () => {
     const memory = memorySink();
-    const audit = createAudit({ sink: memory.sink, flushOnExit: false });
+    const audit = createAudit({ sink: memory.sink });
     const tracing: ToolMiddleware = async (ctx, next) => {
       ctx.state.trace = { traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7' };
       return next();

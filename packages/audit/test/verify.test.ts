@@ -36,7 +36,7 @@ async function cli(...args: string[]): Promise<{ code: number; stdout: string; s
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'toolgate-audit-verify-'));
   path = join(dir, 'audit.jsonl');
-  const audit = createAudit({ sink: createFileSink(path), flushOnExit: false });
+  const audit = createAudit({ sink: createFileSink(path) });
   const client = await serve([audit]);
   for (let index = 1; index <= 5; index += 1) await client.callTool('get_order', { id: `A-${index}` });
   await audit.close();
@@ -183,7 +183,6 @@ describe('toolgate-audit verify (the built CLI, in a child process)', () => {
       try {
         const audit = createAudit({
           sink: createPostgresSink({ client: db.client, table }),
-          flushOnExit: false,
         });
         const client = await serve([audit]);
         for (let index = 1; index <= 3; index += 1) await client.callTool('get_order', { id: `A-${index}` });
