@@ -138,7 +138,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     const carry = declared
       ? `the argument ${CONFIRMATION_ARGUMENT}="${issued.token}"`
       : `"${CONFIRMATION_META}": "${issued.token}" in the request _meta`;
-    const result = fail('permission_denied', `Confirmation required. Show the user: ${prompt}`, {
+    const result = fail('confirmation_required', `Confirmation required. Show the user: ${prompt}`, {
       hint: `Show the user exactly this request and ask whether to proceed. Only if they agree, call ${ctx.toolName} again with the same arguments and ${carry} (valid once, until ${expiresAt}). Never confirm on the user's behalf.`,
     });
     result._meta = {

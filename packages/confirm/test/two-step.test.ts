@@ -44,10 +44,10 @@ describe('confirm: two steps for a client without elicitation', () => {
     });
     expect(expectFailure(first)).toEqual({
       ok: false,
-      error: 'permission_denied',
+      error: 'confirmation_required',
       message: `Confirmation required. Show the user: ${PROMPT}`,
       hint: `Show the user exactly this request and ask whether to proceed. Only if they agree, call create_refund again with the same arguments and the argument confirmation="${required.confirmation}" (valid once, until ${required.expiresAt}). Never confirm on the user's behalf.`,
-      retryable: false,
+      retryable: true,
     });
     const second = await client.callTool('create_refund', { ...refund, confirmation: required.confirmation });
     expect(second.structuredContent).toEqual({ ok: true, refund_id: 'R-1' });

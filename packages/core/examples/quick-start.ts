@@ -13,7 +13,12 @@ declare function findOrder(orderId: string): Promise<Order | undefined>;
 export const getOrderStatus = defineTool({
   name: 'get_order_status',
   description: 'Status of one order by its 16-digit id. Use search_orders to find ids; not for lists.',
-  input: { orderId: z.string().regex(/^\d{16}$/).describe('The 16-digit order id') },
+  input: {
+    orderId: z
+      .string()
+      .regex(/^\d{16}$/)
+      .describe('The 16-digit order id'),
+  },
   output: { orderId: z.string(), status: z.enum(['pending', 'shipped', 'delivered']) },
   annotations: { readOnlyHint: true },
   // Taken from the verified token, never from the model; part of every key derived from the call.

@@ -59,7 +59,10 @@ export function toModelFacing(ctx: ToolContext, result: unknown, scrub: readonly
       meta: redactSecretsDeep(result._meta),
     });
   }
-  const scrubText = (text: string): string => scrubAll(text, scrub, ctx);
+  // A confirmation request shows the person the validated arguments (the model's own words, rendered
+  // by @toolgate/confirm): secret patterns still apply, internal-detail scrubbers would garble it.
+  const hooks = envelope.error === 'confirmation_required' ? [] : scrub;
+  const scrubText = (text: string): string => scrubAll(text, hooks, ctx);
   const safe: ErrorEnvelope = {
     ...envelope,
     message: scrubText(envelope.message),

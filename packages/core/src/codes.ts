@@ -7,6 +7,7 @@ export const ERROR_CODES = [
   'timeout',
   'rate_limited',
   'repeated_call',
+  'confirmation_required',
   'internal',
 ] as const;
 
@@ -46,6 +47,10 @@ export const ERROR_CODE_DEFAULTS: Readonly<Record<ErrorCode, CodeDefaults>> = {
   repeated_call: {
     hint: 'This exact call was already answered and the result has not changed. Change the arguments or answer the user.',
     retryable: false,
+  },
+  confirmation_required: {
+    hint: 'A person must confirm this change first. Show the user the request in the message and ask; only if they agree, call again with the same arguments and the confirmation named here. Never confirm on their behalf.',
+    retryable: true,
   },
   internal: {
     hint: 'An unexpected error occurred. Do not retry; tell the user and quote the incident id.',

@@ -12,6 +12,7 @@ export { newIncidentId } from './incident.js';
 export {
   createMemoryStore,
   type KeyValueStore,
+  limitStore,
   type MemoryStoreOptions,
   type StoreOperationOptions,
 } from './key-value-store.js';

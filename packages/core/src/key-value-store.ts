@@ -1,3 +1,5 @@
+import { withDeadline } from './deadline.js';
+
 /** Per-operation options every store method takes. */
 export interface StoreOperationOptions {
   /** Aborts the operation (the call's signal combined with the store's time limit). */
@@ -90,4 +92,30 @@ function checkTtl(ttlMs: number): void {
   if (!(Number.isInteger(ttlMs) && ttlMs >= 1)) {
     throw new RangeError(`KeyValueStore: ttlMs must be a positive integer of milliseconds, got ${ttlMs}`);
   }
+}
+
+/**
+ * A store whose every operation is bounded by `timeoutMs` and follows the caller's signal (core's
+ * `withDeadline`): a store that stops answering (a silent network partition) fails the operation within
+ * the limit instead of hanging the call. Wrap a shared store once, when the policy is created.
+ */
+export function limitStore(
+  store: KeyValueStore,
+  options: { timeoutMs: number; name?: string },
+): KeyValueStore {
+  const what = `${options.name ?? 'the store'}`;
+  const limit = { timeoutMs: options.timeoutMs, what };
+  return {
+    setIfAbsent: (key, value, ttlMs, op) =>
+      withDeadline((signal) => store.setIfAbsent(key, value, ttlMs, { signal }), {
+        ...limit,
+        signal: op?.signal,
+      }),
+    set: (key, value, ttlMs, op) =>
+      withDeadline((signal) => store.set(key, value, ttlMs, { signal }), { ...limit, signal: op?.signal }),
+    get: (key, op) => withDeadline((signal) => store.get(key, { signal }), { ...limit, signal: op?.signal }),
+    delete: (key, op) =>
+      withDeadline((signal) => store.delete(key, { signal }), { ...limit, signal: op?.signal }),
+    ...(store.close ? { close: () => store.close!() } : {}),
+  };
 }

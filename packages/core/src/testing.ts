@@ -172,3 +172,21 @@ export {
   recordingLogger,
   type TestContextOptions,
 } from './test-context.js';
+
+/**
+ * For a suite that needs a service (PostgreSQL, Redis) its variable does not point at: registers one test
+ * named for what did not run. In CI (`CI=true`) it fails; elsewhere it is reported as skipped with the
+ * reason, so a missing service is counted and visible, never a silent pass. Pass vitest's `it`.
+ */
+export function reportMissingService(
+  it: (name: string, fn: (context: { skip: (note?: string) => void }) => void) => void,
+  what: string,
+  variable: string,
+  example: string,
+): void {
+  const reason = `needs ${variable} (e.g. ${example}): ${what} did not run`;
+  it(reason, (context) => {
+    if (process.env.CI === 'true') throw new Error(`${reason}; CI=true requires it`);
+    context.skip(reason);
+  });
+}

@@ -10,7 +10,7 @@ export interface PerToolOptions<T> {
 export interface ToolOptionsResolver<T> {
   /** The global options (defaults overlaid with what the server gave). */
   readonly global: Readonly<T>;
-  /** A tool's options, or `undefined` when the tool opted out. Unlisted tools get `global`. */
+  /** A tool's options, or `undefined` when the tool opted out. Unlisted tools get `global` (opt-in: `undefined`). */
   forTool(name: string): Readonly<T> | undefined;
 }
 
@@ -19,13 +19,16 @@ export interface ToolOptionsResolver<T> {
  * which wins over the default; `undefined` means "not set". Only the fields of `defaults` are options, so
  * a tool override naming anything else is refused at once (a typo would otherwise be silently ignored).
  * `check` validates every resolved set (global and each tool) at creation time and should throw a
- * RangeError/TypeError naming `where`.
+ * RangeError/TypeError naming `where`. With `{ optIn: true }` only the tools listed with an object are
+ * covered (policies for tools with side effects: idempotency, confirmation); every other tool gets
+ * `undefined`.
  */
 export function resolveToolOptions<T extends object>(
   where: string,
   defaults: Readonly<T>,
   options: Partial<NoInfer<T>> & PerToolOptions<NoInfer<T>>,
   check?: (resolved: Readonly<NoInfer<T>>, where: string) => void,
+  mode: { optIn?: boolean } = {},
 ): ToolOptionsResolver<T> {
   const fields = Object.keys(defaults) as (keyof T)[];
   const overlay = (base: Readonly<T>, over: Partial<T>): Readonly<T> => {
@@ -56,7 +59,7 @@ export function resolveToolOptions<T extends object>(
   }
   return {
     global,
-    forTool: (name) => (tools.has(name) ? tools.get(name) : global),
+    forTool: mode.optIn ? (name) => tools.get(name) : (name) => (tools.has(name) ? tools.get(name) : global),
   };
 }
 

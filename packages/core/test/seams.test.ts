@@ -4,13 +4,16 @@ import * as z from 'zod';
 import {
   type CallerIdentity,
   callKey,
+  createMemoryStore,
   defineTool,
   ERROR_META_KEY,
   fail,
   identifyCaller,
   isPassThrough,
+  limitStore,
   type NextFn,
   ok,
+  raceAbort,
   resolveToolOptions,
   type ToolContext,
   ToolError,
@@ -520,5 +523,68 @@ describe('the boundary and core’s own refusals', () => {
       'Fix and call again: secret: not an accepted argument; remove it (accepted: id).',
     );
     expect(seen).toEqual([JSON.parse(JSON.stringify(result))]);
+  });
+});
+
+describe('deadlines and stores', () => {
+  it('raceAbort on an already aborted signal leaves no unhandled rejection behind', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => {
+      unhandled.push(reason);
+    };
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      await expect(
+        raceAbort(Promise.reject(new Error('late')), AbortSignal.abort(new Error('gone'))),
+      ).rejects.toThrow('gone');
+      await new Promise((done) => setTimeout(done, 10));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
+  it('withDeadline aborts the work’s own signal when the time is up', async () => {
+    let seen: AbortSignal | undefined;
+    await expect(
+      withDeadline(
+        (signal) => {
+          seen = signal;
+          return new Promise(() => {});
+        },
+        { timeoutMs: 10, what: 'the redis read' },
+      ),
+    ).rejects.toThrow('the redis read did not finish within 10 ms');
+    expect(seen?.aborted).toBe(true);
+  });
+
+  it('limitStore bounds every operation of a store that stops answering', async () => {
+    const silent = {
+      setIfAbsent: () => new Promise<boolean>(() => {}),
+      set: () => new Promise<void>(() => {}),
+      get: () => new Promise<string | undefined>(() => {}),
+      delete: () => new Promise<boolean>(() => {}),
+    };
+    const store = limitStore(silent, { timeoutMs: 15, name: 'redis' });
+    await expect(store.get('k')).rejects.toMatchObject({ name: 'TimeoutError' });
+    await expect(store.setIfAbsent('k', 'v', 100)).rejects.toThrow('redis did not finish within 15 ms');
+    const memory = limitStore(createMemoryStore(), { timeoutMs: 50 });
+    expect(await memory.setIfAbsent('k', 'v', 1000)).toBe(true);
+    expect(await memory.get('k')).toBe('v');
+  });
+
+  it('resolveToolOptions in opt-in mode covers only the tools listed', () => {
+    const resolver = resolveToolOptions(
+      'createThing',
+      { ttl: 10 },
+      { tools: { refund: {}, other: false } },
+      undefined,
+      {
+        optIn: true,
+      },
+    );
+    expect(resolver.forTool('refund')).toEqual({ ttl: 10 });
+    expect(resolver.forTool('other')).toBeUndefined();
+    expect(resolver.forTool('search')).toBeUndefined();
   });
 });
