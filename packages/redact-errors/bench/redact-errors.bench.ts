@@ -1,4 +1,4 @@
-// Added cost of redact-errors per call: the bare core chain vs the same chain with redactErrors(),
+// Added cost of redact-errors per call: the bare core chain vs the same chain with createRedactErrors(),
 // on success results (passed untouched), returned failures (scrubbed) and thrown errors (mapped).
 // Two views: full tools/call round trips over the in-memory transport, and the middleware alone
 // (the chain called directly), where the transport's noise cannot hide a microsecond.
@@ -23,7 +23,7 @@ import {
   type TestClient,
 } from '@toolgate/core/testing';
 import * as z from 'zod';
-import { redactErrors } from '../src/index.js';
+import { createRedactErrors } from '../src/index.js';
 
 const logger = createSilentLogger();
 const input = { q: z.string(), mode: z.enum(['ok', 'fail', 'fail-path', 'throw']) };
@@ -51,13 +51,16 @@ async function server(middleware: ToolMiddleware[]): Promise<TestClient> {
 }
 
 const bare = await server([]);
-const redacted = await server([redactErrors()]);
+const redacted = await server([createRedactErrors()]);
 
 for (const mode of ['ok', 'fail', 'fail-path'] as const) {
   const rows = await compareCalls(
     [
       { name: `core chain, ${mode}`, call: (i) => bare.callTool('orders', { q: `${i}`, mode }) },
-      { name: `+ redactErrors(), ${mode}`, call: (i) => redacted.callTool('orders', { q: `${i}`, mode }) },
+      {
+        name: `+ createRedactErrors(), ${mode}`,
+        call: (i) => redacted.callTool('orders', { q: `${i}`, mode }),
+      },
     ],
     { concurrency: 1, rounds: 11, callsPerRound: 1500 },
   );
@@ -69,7 +72,7 @@ await Promise.all([bare.close(), redacted.close()]);
 // The middleware alone: a context and a next() that answers at once, as core's innermost would.
 const context = (): ToolContext => createTestContext({ tool: tool as ToolDefinition, logger });
 const bareChain = compose([]);
-const redactChain = compose([redactErrors()]);
+const redactChain = compose([createRedactErrors()]);
 const direct = (chain: ToolMiddleware, mode: string) => (i: number) =>
   chain(context(), async () => answer(mode, `${i}`));
 // core's last-resort guard answers a throw when nothing else does; the baseline catches it the same way.
@@ -80,7 +83,7 @@ for (const mode of ['ok', 'fail', 'fail-path', 'throw'] as const) {
   const rows = await compareCalls(
     [
       { name: `bare chain, ${mode}`, call: mode === 'throw' ? caught(bareChain) : direct(bareChain, mode) },
-      { name: `redactErrors(), ${mode}`, call: direct(redactChain, mode) },
+      { name: `createRedactErrors(), ${mode}`, call: direct(redactChain, mode) },
     ],
     { concurrency: 1, rounds: 11, callsPerRound: 20_000, warmup: 5000 },
   );

@@ -3,72 +3,132 @@ import {
   createSecretRedactor,
   type ErrorCode,
   fail,
+  isPassThrough,
   isToolError,
   type Logger,
+  type NextFn,
   newIncidentId,
   type ToolContext,
-  type ToolMiddleware,
   type ToolResult,
   toolErrorResult,
 } from '@toolgate/core';
+import {
+  type BoundaryScrubs,
+  noteBoundaryScrub,
+  recordBoundaryScrubs,
+  withOriginals,
+} from './boundary-scrubs.js';
 import { classificationOf } from './classify.js';
 import { describeError } from './describe-error.js';
+import { createFailureLog, type FailureLog, failureClass } from './failure-log.js';
+import { resolveRules } from './options.js';
 import { createScrubber, type RemovedCounts, removedAny, type Scrubber } from './scrub.js';
 import { ERROR_SCRUB_PATTERNS } from './scrub-patterns.js';
 import { envelopeOf, scrubErrorResult } from './scrub-result.js';
 import type {
   ClassifyError,
   ErrorClassification,
+  RedactErrors,
   RedactErrorsOptions,
-  RedactErrorsToolOptions,
+  RedactErrorsRules,
 } from './types.js';
 
 const BY = 'redact-errors';
 // Made once: the debug log keeps what the tool meant to show, minus secrets.
 const redactOriginal = createSecretRedactor();
 
+/** What a tool's resolved rules become once, outside the per-call closure. */
 interface Settings {
   readonly scrubber: Scrubber;
   readonly classify: ClassifyError | undefined;
   readonly internalMessage: string;
   readonly logger: Logger | undefined;
+  readonly log: FailureLog;
 }
 
 /**
  * Keeps internals out of what the model sees. Anything thrown below becomes the result contract:
- * a ToolError keeps its code and hint, a known failure (pg, network, abort) its mapped code, anything
- * else `internal`; each with an incident id under which the full error is logged. Every string of
- * every error result (thrown or returned) is scrubbed of stack frames, paths, SQL, connection
- * strings, hosts, IP addresses, secrets and environment dumps. Success results pass untouched.
+ * a ToolError keeps its code and hint, a known failure (core's `classifyFailure`) its mapped code,
+ * anything else `internal`; each with an incident id under which the full error is logged (repeats of
+ * one failure class throttled into a summary line per interval). Every string of every error result
+ * (thrown or returned) is scrubbed of stack frames, paths, SQL, connection strings, hosts, IP addresses,
+ * secrets and environment dumps; `scrubText` gives core's boundary the same patterns for failures made
+ * outside it. Success results pass untouched. Unknown tools and refused arguments pass through.
+ *
+ * Place it after audit: `otel → audit → redact-errors → authz → … → circuit-breaker → handler`.
  */
-export function redactErrors(options: RedactErrorsOptions = {}): ToolMiddleware {
-  const global = settingsOf(options);
-  const perTool = new Map<string, Settings | false>();
-  for (const [name, entry] of Object.entries(options.tools ?? {})) {
-    perTool.set(name, entry === false ? false : settingsOf({ ...options, ...entry }));
+export function createRedactErrors(options: RedactErrorsOptions = {}): RedactErrors {
+  const rules = resolveRules(options);
+  const intervalMs = options.logIntervalMs ?? 60_000;
+  if (!(Number.isFinite(intervalMs) && intervalMs >= 1)) {
+    throw new RangeError('createRedactErrors: logIntervalMs must be a finite number of at least 1');
   }
-  const middleware: ToolMiddleware = async function redactErrorsMiddleware(ctx, next) {
-    const settings = perTool.size === 0 ? global : (perTool.get(ctx.toolName) ?? global);
-    if (settings === false) return next();
+  const log = createFailureLog(intervalMs);
+  // One Settings per distinct resolved rule set (global, or a tool's own), built on first use.
+  const built = new WeakMap<Readonly<RedactErrorsRules>, Settings>();
+  const settingsFor = (toolName: string): Settings | undefined => {
+    const own = rules.forTool(toolName);
+    if (own === undefined) return undefined;
+    let settings = built.get(own);
+    if (settings === undefined) {
+      settings = settingsOf(own, log);
+      built.set(own, settings);
+    }
+    return settings;
+  };
+
+  const middleware = async function redactErrorsMiddleware(ctx: ToolContext, next: NextFn) {
+    // Unknown tools (core answers -32602) and refused arguments (core's own invalid_argument) pass on;
+    // a transform or bind that threw is a throw like any other, so it is still mapped and logged here.
+    if (isPassThrough(ctx) && !validationThrew(ctx)) return next();
+    const settings = settingsFor(ctx.toolName);
+    if (settings === undefined) return next();
+    const boundary = recordBoundaryScrubs(ctx);
     let result: ToolResult;
     try {
       result = await next();
     } catch (error) {
       return thrownResult(ctx, error, settings);
+    } finally {
+      boundary.end();
     }
     if (result.isError !== true) return result;
-    return scrubbedFailure(ctx, result, settings, 'returned');
+    return scrubbedFailure(ctx, result, settings, 'returned', boundary);
   };
-  return middleware;
+  const scrubText = (text: string, ctx: ToolContext): string => {
+    const settings = settingsFor(ctx.toolName);
+    if (settings === undefined) return text;
+    const removed: RemovedCounts = {};
+    const out = settings.scrubber.text(text, removed);
+    if (out === text || noteBoundaryScrub(ctx, removed, text, out)) return out;
+    // Made outside this middleware's run (a middleware before it, or core's exit pass): log it here.
+    (settings.logger ?? ctx.logger).debug(
+      { ...callFields(ctx), incidentId: ctx.incidentId, origin: 'boundary', removed, original: text },
+      'redact-errors: scrubbed a failure string at the boundary',
+    );
+    return out;
+  };
+  return Object.assign(middleware, { scrubText, close: () => log.flush() });
 }
 
-function settingsOf(options: RedactErrorsToolOptions): Settings {
-  const extra = options.patterns ?? [];
+/**
+ * @deprecated Renamed `createRedactErrors` (core's `createX` convention); this alias goes in the next
+ * release.
+ */
+export const redactErrors: (options?: RedactErrorsOptions) => RedactErrors = createRedactErrors;
+
+function validationThrew(ctx: ToolContext): boolean {
+  return !ctx.validation.ok && ctx.validation.error !== undefined;
+}
+
+function settingsOf(rules: Readonly<RedactErrorsRules>, log: FailureLog): Settings {
+  const extra = rules.patterns;
   return {
     scrubber: createScrubber(extra.length === 0 ? ERROR_SCRUB_PATTERNS : [...ERROR_SCRUB_PATTERNS, ...extra]),
-    classify: options.classify,
-    internalMessage: options.internalMessage ?? 'Internal error.',
-    logger: options.logger,
+    classify: rules.classify,
+    internalMessage: rules.internalMessage,
+    logger: rules.logger,
+    log,
   };
 }
 
@@ -80,10 +140,16 @@ function thrownResult(ctx: ToolContext, error: unknown, settings: Settings): Too
     let incidentId = ctx.incidentId;
     if (error.cause !== undefined || error.code === 'internal') {
       incidentId = incidentOf(ctx);
-      logger.warn(
-        { ...callFields(ctx), incidentId, outcome: error.code, error: describeError(error) },
-        'tool error',
-      );
+      const common = { tool: ctx.toolName, outcome: error.code };
+      settings.log({
+        key: `${ctx.toolName}:${error.code}:${failureClass(error.cause ?? error)}`,
+        logger,
+        level: 'warn',
+        message: 'tool error',
+        fields: { ...callFields(ctx), incidentId, outcome: error.code, error: describeError(error) },
+        common,
+        incidentId,
+      });
     }
     return scrubbedFailure(ctx, toolErrorResult(error, incidentId), settings, 'thrown');
   }
@@ -91,11 +157,22 @@ function thrownResult(ctx: ToolContext, error: unknown, settings: Settings): Too
   const known = classifyGuarded(error, settings, logger, ctx);
   const code: ErrorCode = known?.code ?? 'internal';
   const fields = { ...callFields(ctx), incidentId, outcome: code, error: describeError(error) };
+  const key = `${ctx.toolName}:${code}:${failureClass(error)}`;
   if (known) {
-    logger.warn({ ...fields, reason: known.reason }, 'tool call failed: known failure');
+    const common = { tool: ctx.toolName, outcome: code, reason: known.reason };
+    settings.log({
+      key,
+      logger,
+      level: 'warn',
+      message: 'tool call failed: known failure',
+      fields: { ...fields, reason: known.reason },
+      common,
+      incidentId,
+    });
     ctx.decisions.push({ by: BY, action: 'map', reason: known.reason ?? 'classify hook', detail: { code } });
   } else {
-    logger.error(fields, 'tool call failed');
+    const common = { tool: ctx.toolName, outcome: code };
+    settings.log({ key, logger, level: 'error', message: 'tool call failed', fields, common, incidentId });
     ctx.decisions.push({ by: BY, action: 'internal', detail: { code } });
   }
   const failure = known
@@ -120,11 +197,16 @@ function classifyGuarded(
       const custom = settings.classify(error);
       if (custom !== undefined) return { reason: 'classify hook', ...custom };
     } catch (hookError) {
-      // A broken hook must not break the call: log it and use the built-in mapping.
-      logger.warn(
-        { ...callFields(ctx), error: describeError(hookError) },
-        'redact-errors: classify hook threw',
-      );
+      // A broken hook must not break the call: log it (once per interval) and use the built-in mapping.
+      settings.log({
+        key: `${ctx.toolName}:classify-hook:${failureClass(hookError)}`,
+        logger,
+        level: 'warn',
+        message: 'redact-errors: classify hook threw',
+        fields: { ...callFields(ctx), error: describeError(hookError) },
+        common: { tool: ctx.toolName },
+        incidentId: undefined,
+      });
     }
   }
   const known = classifyFailure(error);
@@ -136,12 +218,14 @@ function scrubbedFailure(
   result: ToolResult,
   settings: Settings,
   origin: 'thrown' | 'returned',
+  boundary?: BoundaryScrubs,
 ): ToolResult {
   const envelope = envelopeOf(result);
   // `internal` always carries an incident id, so the model can quote one the log can find.
   const needsIncident = envelope?.error === 'internal' && envelope.incidentId === undefined;
   const incidentId = needsIncident ? incidentOf(ctx) : undefined;
-  const removed: RemovedCounts = {};
+  // What core's boundary already removed below counts as removed here: one log line, one decision.
+  const removed: RemovedCounts = { ...boundary?.removed };
   const scrubbed = scrubErrorResult(result, settings.scrubber, removed, incidentId);
   const changed = removedAny(removed);
   if (!changed && !needsIncident) return result;
@@ -152,10 +236,19 @@ function scrubbedFailure(
     origin,
     removed,
     // What the handler meant to show, minus secrets: enough to debug the tool, safe to keep.
-    original: redactOriginal(envelope ?? result.content),
+    original: redactOriginal(withOriginals(envelope ?? result.content, boundary)),
   };
-  if (needsIncident) logger.warn(fields, 'tool returned an internal failure');
-  else logger.debug(fields, 'redact-errors: scrubbed an error result');
+  if (needsIncident) {
+    settings.log({
+      key: `${ctx.toolName}:internal:returned`,
+      logger,
+      level: 'warn',
+      message: 'tool returned an internal failure',
+      fields,
+      common: { tool: ctx.toolName, outcome: 'internal', origin },
+      incidentId,
+    });
+  } else logger.debug(fields, 'redact-errors: scrubbed an error result');
   if (changed) ctx.decisions.push({ by: BY, action: 'scrub', detail: { removed } });
   return scrubbed;
 }
@@ -178,5 +271,6 @@ const GENERIC_MESSAGES: Readonly<Record<ErrorCode, string>> = {
   timeout: 'The call took too long.',
   rate_limited: 'Too many calls.',
   repeated_call: 'This exact call was already answered.',
+  confirmation_required: 'A person must confirm this call first.',
   internal: 'Internal error.',
 };

@@ -1,4 +1,11 @@
-import type { ErrorCode, Logger, SecretPattern } from '@toolgate/core';
+import type {
+  ErrorCode,
+  Logger,
+  PerToolOptions,
+  SecretPattern,
+  ToolContext,
+  ToolMiddleware,
+} from '@toolgate/core';
 
 /** What a thrown error means for the model: the code, and optionally the words it reads. */
 export interface ErrorClassification {
@@ -19,32 +26,49 @@ export interface ErrorClassification {
 /** Maps a thrown error (anything) to a code; `undefined` leaves it to the built-in mapping. */
 export type ClassifyError = (error: unknown) => ErrorClassification | undefined;
 
-/** The settings one tool may override; see `RedactErrorsOptions`. */
-export interface RedactErrorsToolOptions {
+/** The settings a tool may override (core's `resolveToolOptions` merges them field by field). */
+export interface RedactErrorsRules {
   /**
    * Extra patterns scrubbed from every string of an error result, after the defaults
    * (`ERROR_SCRUB_PATTERNS`). Each `{ name, pattern, replace }`; a non-global pattern is made global.
    * @default []
    */
-  patterns?: readonly SecretPattern[];
+  patterns: readonly SecretPattern[];
   /**
-   * Maps thrown errors to codes before the built-in mapping (pg, network, abort). Runs inside a
+   * Maps thrown errors to codes before the built-in mapping (core's `classifyFailure`). Runs inside a
    * guard: a hook that throws is logged and ignored.
    * @default undefined
    */
-  classify?: ClassifyError;
+  classify: ClassifyError | undefined;
   /** What the model reads when an unexpected error becomes `internal`. @default 'Internal error.' */
-  internalMessage?: string;
+  internalMessage: string;
   /** Where the full error is logged (stderr JSON lines by default). Never stdout. @default ctx.logger */
-  logger?: Logger;
+  logger: Logger | undefined;
 }
 
-/** Options of `redactErrors()`. */
-export interface RedactErrorsOptions extends RedactErrorsToolOptions {
+/** Options of `createRedactErrors()`: the rules for all tools, per-tool overrides, and log throttling. */
+export interface RedactErrorsOptions extends Partial<RedactErrorsRules>, PerToolOptions<RedactErrorsRules> {
   /**
-   * Per-tool settings by tool name: an object overrides the global value of each field it sets;
-   * `false` opts the tool out (its results pass untouched, its throws reach core's last-resort guard).
-   * @default {}
+   * Log throttling: after a failure class (tool, code, error code or name and throw site) is logged
+   * with its full error, repeats within this many ms are counted into one summary line per interval.
+   * @default 60000
    */
-  tools?: Record<string, RedactErrorsToolOptions | false>;
+  logIntervalMs?: number;
+}
+
+/**
+ * @deprecated Use `Partial<RedactErrorsRules>` (what `tools: { name: ... }` takes); kept for one release.
+ */
+export type RedactErrorsToolOptions = Partial<RedactErrorsRules>;
+
+/** The middleware `createRedactErrors()` returns. */
+export interface RedactErrors extends ToolMiddleware {
+  /**
+   * Core's boundary hook: the same internal-detail patterns (and the tool's own `patterns`) over every
+   * string of every failure leaving the chain, also those made outside this middleware. An opted-out
+   * tool's strings pass unchanged.
+   */
+  scrubText: (text: string, ctx: ToolContext) => string;
+  /** Writes pending log summaries now (call it when the server shuts down). */
+  close(): void;
 }

@@ -14,7 +14,7 @@ import { createTestContext, recordingLogger } from '@toolgate/core/testing';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as z from 'zod';
-import { redactErrors, scrubErrorText } from '../src/index.js';
+import { createRedactErrors, scrubErrorText } from '../src/index.js';
 import { createScrubber } from '../src/scrub.js';
 import { ERROR_SCRUB_PATTERNS } from '../src/scrub-patterns.js';
 import { scrubErrorResult } from '../src/scrub-result.js';
@@ -176,7 +176,7 @@ describe('real failures carried into what the model reads (through a real client
     const source =
       failure === 'noRole' && DATABASE_URL === undefined ? ' [constructed: no TEST_DATABASE_URL]' : '';
     it(`${failure}${source}: message and util.inspect, in fail(), ToolError, raw isError, _meta and part _meta: nothing leaks`, async () => {
-      const c = await serve([careless], [redactErrors()], recordingLogger([]));
+      const c = await serve([careless], [createRedactErrors()], recordingLogger([]));
       for (const carrier of CARRIERS) {
         for (const form of ['message', 'inspect'] as const) {
           const result = await c.callTool('careless', { failure, carrier, form });
@@ -187,7 +187,7 @@ describe('real failures carried into what the model reads (through a real client
     });
   }
 
-  it('control: without redactErrors the same calls do leak (so the checks above mean something)', async () => {
+  it('control: without createRedactErrors the same calls do leak (so the checks above mean something)', async () => {
     const c = await serve([careless], [], recordingLogger([]));
     const seen = JSON.stringify(
       await c.callTool('careless', { failure: 'unique', carrier: 'meta', form: 'inspect' }),
@@ -197,7 +197,7 @@ describe('real failures carried into what the model reads (through a real client
   });
 
   it('what remains of a real constraint violation is still useful to the model', async () => {
-    const c = await serve([careless], [redactErrors()], recordingLogger([]));
+    const c = await serve([careless], [createRedactErrors()], recordingLogger([]));
     const seen = async (failure: string, form: 'message' | 'inspect'): Promise<unknown> =>
       JSON.parse(
         ((await c.callTool('careless', { failure, carrier: 'fail', form })).content[0] as { text: string })
@@ -273,8 +273,9 @@ describe('every string of a failure is scrubbed with core’s walk', () => {
       result.content = [...result.content, { type: 'text', text: 'x', _meta: hostile }];
       return result;
     };
-    const ctx = createTestContext({ logger: recordingLogger([]) });
-    const out = await redactErrors()(ctx, () => below(ctx, async () => fail('internal', 'unused')));
+    // A known tool with accepted arguments: unknown tools pass through untouched (core answers them).
+    const ctx = createTestContext({ tool: careless, logger: recordingLogger([]) });
+    const out = await createRedactErrors()(ctx, () => below(ctx, async () => fail('internal', 'unused')));
     for (const meta of [out._meta, (out.content[1] as { _meta?: object })._meta]) {
       expect(Object.getPrototypeOf(meta)).toBe(Object.prototype);
       expect((meta as { polluted?: unknown }).polluted).toBeUndefined();

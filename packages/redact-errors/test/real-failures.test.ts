@@ -6,7 +6,7 @@ import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as z from 'zod';
-import { redactErrors } from '../src/index.js';
+import { createRedactErrors } from '../src/index.js';
 import { closeAll, INCIDENT_ID, seenEnvelope, serve } from './helpers.js';
 
 // PostgreSQL: TEST_DATABASE_URL when set; in CI it must be set; elsewhere the pg cases fall back to
@@ -117,7 +117,7 @@ const failures = defineTool({
 
 async function failureOf(kind: string): Promise<{ envelope: Record<string, unknown>; log: LogEntry }> {
   const entries: LogEntry[] = [];
-  const c = await serve([failures], [redactErrors()], recordingLogger(entries));
+  const c = await serve([failures], [createRedactErrors()], recordingLogger(entries));
   const envelope = seenEnvelope(await c.callTool('failures', { kind }));
   expect(envelope.incidentId).toMatch(INCIDENT_ID);
   const log = entries.find((entry) => entry.fields.incidentId === envelope.incidentId && entry.fields.error)!;

@@ -11,7 +11,7 @@ import {
 import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
-import { redactErrors } from '../src/index.js';
+import { createRedactErrors } from '../src/index.js';
 import { closeAll, INCIDENT_ID, seenEnvelope, serve } from './helpers.js';
 
 const JWT = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U';
@@ -70,10 +70,10 @@ afterEach(async () => {
   await closeAll();
 });
 
-describe('redactErrors: a thrown error', () => {
+describe('createRedactErrors: a thrown error', () => {
   it('the model sees internal with an incident id and none of the internals; the log has the id and the full stack', async () => {
     const entries: LogEntry[] = [];
-    const c = await serve([leaky], [redactErrors()], recordingLogger(entries));
+    const c = await serve([leaky], [createRedactErrors()], recordingLogger(entries));
     const result = await c.callTool('leaky', { mode: 'throw' });
     const envelope = seenEnvelope(result);
     expect(envelope).toEqual({
@@ -95,6 +95,8 @@ describe('redactErrors: a thrown error', () => {
       incidentId: envelope.incidentId,
       outcome: 'internal',
       error: { name: 'Error', message: thrown!.message, stack: thrown!.stack },
+      // The failure class repeats are counted under: tool, code, and (without an error code) name and throw site.
+      failure: `leaky:internal:Error ${/\n\s*(at [^\n]*)/.exec(thrown!.stack!)![1]}`,
     });
     expect(thrown!.stack).toContain('hunter2');
     expect(thrown!.stack).toMatch(/\n {4}at .*redact-errors\.test\.ts:\d+:\d+/);
@@ -102,7 +104,7 @@ describe('redactErrors: a thrown error', () => {
 
   it('logs the whole cause chain, each with its stack', async () => {
     const entries: LogEntry[] = [];
-    const c = await serve([leaky], [redactErrors()], recordingLogger(entries));
+    const c = await serve([leaky], [createRedactErrors()], recordingLogger(entries));
     const envelope = seenEnvelope(await c.callTool('leaky', { mode: 'cause' }));
     const cause = thrown!.cause as Error;
     expect(entries.find((entry) => entry.level === 'error')!.fields.error).toEqual({
@@ -121,7 +123,7 @@ describe('redactErrors: a thrown error', () => {
       outer = { incidentId: ctx.incidentId, result };
       return result;
     };
-    const c = await serve([leaky], [audit, redactErrors()], recordingLogger([]));
+    const c = await serve([leaky], [audit, createRedactErrors()], recordingLogger([]));
     const result = await c.callTool('leaky', { mode: 'throw' });
     expect(outer!.incidentId).toBe(seenEnvelope(result).incidentId);
     expect(outer!.result).toEqual(result);
@@ -132,7 +134,7 @@ describe('redactErrors: a thrown error', () => {
       ctx.incidentId = 'inc_set_by_outer';
       return next();
     };
-    const c = await serve([leaky], [early, redactErrors()], recordingLogger([]));
+    const c = await serve([leaky], [early, createRedactErrors()], recordingLogger([]));
     expect(seenEnvelope(await c.callTool('leaky', { mode: 'throw' })).incidentId).toBe('inc_set_by_outer');
   });
 
@@ -143,7 +145,7 @@ describe('redactErrors: a thrown error', () => {
       decisions = ctx.decisions;
       return result;
     };
-    const c = await serve([leaky], [audit, redactErrors()], recordingLogger([]));
+    const c = await serve([leaky], [audit, createRedactErrors()], recordingLogger([]));
     await c.callTool('leaky', { mode: 'throw' });
     expect(decisions).toEqual([{ by: 'redact-errors', action: 'internal', detail: { code: 'internal' } }]);
   });
@@ -156,7 +158,7 @@ describe('redactErrors: a thrown error', () => {
       });
     };
     const entries: LogEntry[] = [];
-    const c = await serve([leaky], [redactErrors(), breaker], recordingLogger(entries));
+    const c = await serve([leaky], [createRedactErrors(), breaker], recordingLogger(entries));
     expect(seenEnvelope(await c.callTool('leaky', { mode: 'ok' }))).toEqual({
       ok: false,
       error: 'unavailable',
@@ -183,7 +185,7 @@ describe('redactErrors: a thrown error', () => {
       throw new ToolError('unavailable', 'Orders are unavailable.', { cause: root });
     };
     const entries: LogEntry[] = [];
-    const c = await serve([leaky], [redactErrors(), breaker], recordingLogger(entries));
+    const c = await serve([leaky], [createRedactErrors(), breaker], recordingLogger(entries));
     const envelope = seenEnvelope(await c.callTool('leaky', { mode: 'ok' }));
     expect(envelope).toEqual({
       ok: false,
@@ -203,7 +205,7 @@ describe('redactErrors: a thrown error', () => {
   });
 
   it('a handler throwing a ToolError (answered by core) is scrubbed the same way', async () => {
-    const c = await serve([leaky], [redactErrors()], recordingLogger([]));
+    const c = await serve([leaky], [createRedactErrors()], recordingLogger([]));
     expect(seenEnvelope(await c.callTool('leaky', { mode: 'tool-error' }))).toEqual({
       ok: false,
       error: 'unavailable',
@@ -214,10 +216,10 @@ describe('redactErrors: a thrown error', () => {
   });
 });
 
-describe('redactErrors: a returned error result', () => {
+describe('createRedactErrors: a returned error result', () => {
   it('a returned fail() with a path is scrubbed in content and _meta alike; the debug log says what was removed', async () => {
     const entries: LogEntry[] = [];
-    const c = await serve([leaky], [redactErrors()], recordingLogger(entries));
+    const c = await serve([leaky], [createRedactErrors()], recordingLogger(entries));
     const result = await c.callTool('leaky', { mode: 'fail' });
     expect(result).toEqual({
       isError: true,
@@ -262,7 +264,7 @@ describe('redactErrors: a returned error result', () => {
 
   it('a returned internal failure without an incident id gets one, logged with the original', async () => {
     const entries: LogEntry[] = [];
-    const c = await serve([leaky], [redactErrors()], recordingLogger(entries));
+    const c = await serve([leaky], [createRedactErrors()], recordingLogger(entries));
     const envelope = seenEnvelope(await c.callTool('leaky', { mode: 'internal' }));
     expect(envelope).toEqual({
       ...INTERNAL,
@@ -280,7 +282,7 @@ describe('redactErrors: a returned error result', () => {
   it('a raw isError result: the model sees none of its path, SQL, host or secret', async () => {
     // Exact scrubbing of a raw result is in model-facing.test.ts (scrubErrorResult); core's boundary
     // may also turn a raw result into `internal`, so through a client only what leaks is asserted.
-    const c = await serve([leaky], [redactErrors()], recordingLogger([]));
+    const c = await serve([leaky], [createRedactErrors()], recordingLogger([]));
     const result = await c.callTool('leaky', { mode: 'raw' });
     expect(result.isError).toBe(true);
     const seen = JSON.stringify(result);
@@ -291,21 +293,21 @@ describe('redactErrors: a returned error result', () => {
   it('core’s own invalid_argument answer passes unchanged', async () => {
     const bare = await serve([leaky], [], recordingLogger([]));
     const expected = await bare.callTool('leaky', { mode: 'nope', extra: 1 });
-    const c = await serve([leaky], [redactErrors()], recordingLogger([]));
+    const c = await serve([leaky], [createRedactErrors()], recordingLogger([]));
     const result = await c.callTool('leaky', { mode: 'nope', extra: 1 });
     expect(seenEnvelope(result).error).toBe('invalid_argument');
     expect(result).toEqual(expected);
   });
 
   it('an unknown tool is still the JSON-RPC error -32602', async () => {
-    const c = await serve([leaky], [redactErrors()], recordingLogger([]));
+    const c = await serve([leaky], [createRedactErrors()], recordingLogger([]));
     await expect(c.callTool('no_such_tool', {})).rejects.toThrow(/-32602.*Unknown tool: no_such_tool/);
   });
 });
 
-describe('redactErrors: success results', () => {
+describe('createRedactErrors: success results', () => {
   it('pass untouched, paths and hosts included (scrubbing successes is not this package’s job)', async () => {
-    const c = await serve([leaky], [redactErrors()], recordingLogger([]));
+    const c = await serve([leaky], [createRedactErrors()], recordingLogger([]));
     expect(await c.callTool('leaky', { mode: 'ok' })).toEqual({
       content: [{ type: 'text', text: '{"ok":true,"file":"/srv/data/orders/42.json","host":"db.internal"}' }],
       structuredContent: { ok: true, file: '/srv/data/orders/42.json', host: 'db.internal' },
@@ -313,7 +315,7 @@ describe('redactErrors: success results', () => {
   });
 });
 
-describe('redactErrors: options', () => {
+describe('createRedactErrors: options', () => {
   it('extra patterns apply after the defaults; a tool may override them or opt out', async () => {
     const refs = defineTool({
       name: 'refs',
@@ -330,7 +332,7 @@ describe('redactErrors: options', () => {
         return fail('not_found', 'Ticket JIRA-1234 at /srv/x/y.');
       },
     });
-    const middleware = redactErrors({
+    const middleware = createRedactErrors({
       patterns: [{ name: 'ticket', pattern: /\bJIRA-\d+/, replace: '[ticket]' }],
       tools: {
         legacy: false,
@@ -364,7 +366,7 @@ describe('redactErrors: options', () => {
       input: {},
       handler: () => fail('not_found', 'Ticket JIRA-1234 and ORD-77.'),
     });
-    const middleware = redactErrors({
+    const middleware = createRedactErrors({
       patterns: [{ name: 'ticket', pattern: /\bJIRA-\d+/, replace: '[ticket]' }],
       internalMessage: 'Something broke.',
       tools: { refs: { patterns: [{ name: 'order', pattern: /\bORD-\d+/g, replace: '[order]' }] } },
@@ -383,7 +385,7 @@ describe('redactErrors: options', () => {
         throw Object.assign(new Error('quota'), { name: 'QuotaError' });
       },
     });
-    const middleware = redactErrors({
+    const middleware = createRedactErrors({
       classify: (error) =>
         (error as Error).name === 'QuotaError'
           ? {
@@ -422,7 +424,7 @@ describe('redactErrors: options', () => {
         throw Object.assign(new Error('connect ECONNREFUSED 10.0.0.5:5432'), { code: 'ECONNREFUSED' });
       },
     });
-    const middleware = redactErrors({
+    const middleware = createRedactErrors({
       classify: () => {
         throw new Error('hook bug');
       },
@@ -442,7 +444,11 @@ describe('redactErrors: options', () => {
   it('logs to options.logger instead of ctx.logger when given', async () => {
     const own: LogEntry[] = [];
     const server: LogEntry[] = [];
-    const c = await serve([leaky], [redactErrors({ logger: recordingLogger(own) })], recordingLogger(server));
+    const c = await serve(
+      [leaky],
+      [createRedactErrors({ logger: recordingLogger(own) })],
+      recordingLogger(server),
+    );
     const envelope = seenEnvelope(await c.callTool('leaky', { mode: 'throw' }));
     expect(own.map((entry) => entry.fields.incidentId)).toEqual([envelope.incidentId]);
     expect(server).toEqual([]);

@@ -2,7 +2,7 @@ import { defineTool, ERROR_CODE_DEFAULTS, REDACTED, redactSecretsInText, ToolErr
 import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
-import { redactErrors, scrubErrorText } from '../src/index.js';
+import { createRedactErrors, scrubErrorText } from '../src/index.js';
 import { closeAll, seenEnvelope, serve } from './helpers.js';
 
 const JWT = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U';
@@ -120,7 +120,7 @@ describe('scrubErrorText: the default patterns', () => {
   });
 });
 
-describe('redactErrors through a real client: what the model reads', () => {
+describe('createRedactErrors through a real client: what the model reads', () => {
   afterEach(closeAll);
 
   const explain = defineTool({
@@ -134,7 +134,7 @@ describe('redactErrors through a real client: what the model reads', () => {
 
   it('every hostile message arrives scrubbed, every ordinary one unchanged, code and hint kept', async () => {
     const entries: LogEntry[] = [];
-    const c = await serve([explain], [redactErrors()], recordingLogger(entries));
+    const c = await serve([explain], [createRedactErrors()], recordingLogger(entries));
     for (const [text, expected] of [...HOSTILE, ...ORDINARY.map((line) => [line, line] as const)]) {
       const envelope = seenEnvelope(await c.callTool('explain', { text }));
       expect(envelope).toEqual({

@@ -1,0 +1,42 @@
+import { mapStrings, type ToolContext } from '@toolgate/core';
+import type { RemovedCounts } from './scrub.js';
+
+/** What core's boundary hook removed from a call's failure while this middleware was running it. */
+export interface BoundaryScrubs {
+  removed: RemovedCounts;
+  /** Each scrubbed string, mapped back to the text the hook received (already secret-free: core redacts first). */
+  readonly originals: Map<string, string>;
+}
+
+// Core scrubs a handler's failure at the boundary right after the handler, before this middleware
+// sees it: without this record the debug log could say neither what was removed nor what the tool
+// meant to show. Keyed by the call's context, and only while the middleware runs the call.
+const running = new WeakMap<ToolContext, BoundaryScrubs>();
+
+/** Starts recording for a call; `end()` stops it. */
+export function recordBoundaryScrubs(ctx: ToolContext): BoundaryScrubs & { end(): void } {
+  const scrubs: BoundaryScrubs = { removed: {}, originals: new Map() };
+  running.set(ctx, scrubs);
+  return Object.assign(scrubs, { end: () => running.delete(ctx) });
+}
+
+/** Records one scrubbed string; false when no call of this middleware is running (the exit pass). */
+export function noteBoundaryScrub(
+  ctx: ToolContext,
+  removed: RemovedCounts,
+  before: string,
+  after: string,
+): boolean {
+  const scrubs = running.get(ctx);
+  if (scrubs === undefined) return false;
+  for (const [name, count] of Object.entries(removed))
+    scrubs.removed[name] = (scrubs.removed[name] ?? 0) + count;
+  scrubs.originals.set(after, before);
+  return true;
+}
+
+/** `value` with every string the boundary scrubbed put back as it was (for the debug log). */
+export function withOriginals(value: unknown, scrubs: BoundaryScrubs | undefined): unknown {
+  if (scrubs === undefined || scrubs.originals.size === 0) return value;
+  return mapStrings(value, (text) => scrubs.originals.get(text) ?? text);
+}

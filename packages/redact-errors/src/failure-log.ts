@@ -1,0 +1,109 @@
+import { createLogThrottle, type Logger } from '@toolgate/core';
+
+/** One failure to log: the full line, and what a summary of its repeats should say. */
+export interface FailureLine {
+  /** The failure class: repeats of the same key within an interval are only counted. */
+  key: string;
+  logger: Logger;
+  level: 'warn' | 'error';
+  message: string;
+  /** The whole line (call fields, incident id, the error with its stack). */
+  fields: Record<string, unknown>;
+  /** What every repeat shares (tool, outcome, reason): the summary line's fields. */
+  common: Record<string, unknown>;
+  /** The incident id the model saw, if any. */
+  incidentId: string | undefined;
+}
+
+/** Logs failures, throttled per failure class. */
+export type FailureLog = ((line: FailureLine) => void) & {
+  /** Writes pending summaries now. */
+  flush(): void;
+};
+
+/**
+ * Incident ids one line lists (about 4 KB). When a flood fills the list before the interval ends, the
+ * ids are written at once in a line of their own, so every id the model saw is in the log.
+ */
+export const MAX_LISTED_INCIDENTS = 200;
+// Failure classes whose repeats are tracked at once. Past it the oldest class is forgotten: its next
+// summary still has the count, but not the ids. A thousand distinct classes in one interval is no flood.
+const MAX_CLASSES = 1000;
+
+interface Repeats {
+  /** The incident id of the line that carried the full error and stack. */
+  readonly firstIncidentId: string | undefined;
+  /** Incident ids of repeats not yet written. */
+  ids: string[];
+}
+
+/**
+ * During an outage every call fails the same way; logging each with its stack buried the line that
+ * says what broke (1,826 lines in 10 s, issue 13). The first failure of a class is logged whole, under
+ * its incident id; repeats within `intervalMs` become one summary line per interval with their count
+ * and their incident ids (a full list of `MAX_LISTED_INCIDENTS` is written early, in a line of its own),
+ * so an id the model quotes can always be found.
+ */
+export function createFailureLog(intervalMs: number): FailureLog {
+  const throttle = createLogThrottle({ intervalMs });
+  const repeats = new Map<string, Repeats>();
+
+  const log = ((line: FailureLine): void => {
+    // Counted first: if this turns out to be the first of a new window, its state is replaced below.
+    const pending = repeats.get(line.key);
+    if (pending !== undefined && line.incidentId !== undefined) {
+      if (pending.ids.length >= MAX_LISTED_INCIDENTS) {
+        line.logger[line.level](
+          {
+            ...line.common,
+            failure: line.key,
+            firstIncidentId: pending.firstIncidentId,
+            incidentIds: pending.ids,
+          },
+          `${line.message} (repeated: incident ids)`,
+        );
+        pending.ids = [];
+      }
+      pending.ids.push(line.incidentId);
+    }
+    throttle(line.key, (suppressed) => {
+      if (suppressed === 0) {
+        repeats.delete(line.key);
+        if (repeats.size >= MAX_CLASSES) repeats.delete(repeats.keys().next().value as string);
+        repeats.set(line.key, { firstIncidentId: line.incidentId, ids: [] });
+        line.logger[line.level]({ ...line.fields, failure: line.key }, line.message);
+        return;
+      }
+      const state = repeats.get(line.key);
+      const ids = state?.ids ?? [];
+      if (state !== undefined) state.ids = [];
+      line.logger[line.level](
+        {
+          ...line.common,
+          failure: line.key,
+          repeated: suppressed,
+          intervalMs,
+          firstIncidentId: state?.firstIncidentId,
+          incidentIds: ids,
+        },
+        `${line.message} (repeated)`,
+      );
+    });
+  }) as FailureLog;
+
+  log.flush = () => throttle.flush();
+  return log;
+}
+
+/**
+ * What makes two failures "the same" for the log: the error's own `code` (`ECONNREFUSED`, a SQLSTATE),
+ * else its name and the frame that threw it (two different bugs keep their own stacks).
+ */
+export function failureClass(error: unknown): string {
+  if (typeof error !== 'object' || error === null) return typeof error;
+  const e = error as { code?: unknown; name?: unknown; stack?: unknown };
+  if (typeof e.code === 'string' || typeof e.code === 'number') return String(e.code);
+  const name = typeof e.name === 'string' ? e.name : 'Error';
+  const frame = typeof e.stack === 'string' ? /\n\s*(at [^\n]*)/.exec(e.stack)?.[1] : undefined;
+  return frame === undefined ? name : `${name} ${frame}`;
+}
