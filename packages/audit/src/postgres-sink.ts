@@ -37,12 +37,21 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
   return {
     async head(chainId: string): Promise<ChainHead | undefined> {
       if (createTable) await ensureTable(client, table);
+      // One round trip: the chain's last record, and whether the table has the caller column (a
+      // table made by an earlier version gets it added once, below).
       const { rows } = await client.query(
-        `SELECT record::text AS record FROM ${table.sql} WHERE chain = $1 ORDER BY seq DESC LIMIT 1`,
-        [chainId],
+        `SELECT (SELECT record::text FROM ${table.sql} WHERE chain = $1 ORDER BY seq DESC LIMIT 1) AS record,
+            EXISTS (SELECT 1 FROM pg_attribute
+              WHERE attrelid = to_regclass($2) AND attname = 'caller' AND NOT attisdropped) AS has_caller`,
+        [chainId, table.sql],
       );
-      const text = (rows[0] as { record?: string } | undefined)?.record;
-      if (text === undefined) return undefined;
+      if (createTable && (rows[0] as { has_caller?: boolean } | undefined)?.has_caller === false) {
+        // Only when missing: ALTER TABLE needs the table's owner, and a writer granted INSERT and
+        // SELECT must not need that on every start. (With createTable: false, add it yourself.)
+        await client.query(`ALTER TABLE ${table.sql} ADD COLUMN IF NOT EXISTS caller text`);
+      }
+      const text = (rows[0] as { record?: string | null } | undefined)?.record;
+      if (text === undefined || text === null) return undefined;
       const record = parseRecordLine(text);
       if (!record)
         throw new AuditSinkError(
@@ -135,9 +144,6 @@ async function ensureTable(client: AuditQueryable, table: AuditTableName): Promi
     const { rows } = await client.query('SELECT to_regclass($1) AS found', [table.sql]);
     if ((rows[0] as { found?: unknown } | undefined)?.found == null) throw error;
   }
-  // A table made by an earlier version has no caller column: add it (older rows keep NULL, which the
-  // verifier accepts for records that carry no caller).
-  await client.query(`ALTER TABLE ${table.sql} ADD COLUMN IF NOT EXISTS caller text`);
 }
 
 /** PostgreSQL text refuses NUL; the record column keeps the exact value (JSON escapes it). */
