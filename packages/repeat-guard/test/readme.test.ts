@@ -7,7 +7,7 @@ const read = (path: string): string => readFileSync(new URL(path, import.meta.ur
 describe('README', () => {
   it('shows examples/usage.ts exactly, importing the published name', () => {
     const example = read('../examples/usage.ts')
-      .replace(/^(\/\/.*\n)+/, '')
+      .replace(/^(\/\/.*\n)+\n?/, '')
       .replaceAll("'../src/index.js'", "'@toolgate/repeat-guard'");
     const readme = read('../README.md');
     expect(readme).toContain(`\`\`\`ts\n${example}\`\`\``);

@@ -1,4 +1,5 @@
 import { ToolError } from '@toolgate/core';
+import { isMissing } from './bind.js';
 import { type CompiledQuery, type Condition, compileDeclaration, TOTAL_COLUMN } from './compile.js';
 import type { BindValue, BuiltQuery, SqlQueryDeclaration } from './types.js';
 
@@ -36,7 +37,7 @@ export function buildCompiledQuery(
   let shape = '';
   for (const binding of compiled.bindings) {
     const value = bound[binding.name];
-    if (value === undefined || value === null || (Array.isArray(value) && value.length === 0)) {
+    if (isMissing(value)) {
       if (binding.optional) {
         shape += '0';
         continue;

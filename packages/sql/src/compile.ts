@@ -71,7 +71,9 @@ export function compileDeclaration(declaration: SqlQueryDeclaration, what = 'sql
   const bindings = Object.entries(declaration.bind ?? {}).map(([name, spec]) => {
     const resolve = typeof spec === 'function' ? spec : spec?.value;
     if (typeof resolve !== 'function') {
-      throw new TypeError(`${what}: bind.${name} must be a function of ctx or { column?, value, optional? }`);
+      throw new TypeError(
+        `${what}: bind.${name} must be a function of { request, caller } or { column?, value, optional? }`,
+      );
     }
     const column = quoteIdentifier(
       typeof spec === 'function' ? name : (spec.column ?? name),

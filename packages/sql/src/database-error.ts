@@ -1,24 +1,10 @@
-import { isToolError, ToolError } from '@toolgate/core';
+import { classifyFailure, type FailureClass, isToolError, ToolError } from '@toolgate/core';
 
-// A registry symbol: adapters mark connection-level failures so the mapping survives duplicate copies.
+// A registry symbol: adapters mark connection-level failures (connect, checkout, dead socket) and
+// core's classifyFailure honours the mark, so the mapping survives duplicate package copies.
 const CONNECTION_FAILURE = Symbol.for('toolgate.sql.connectionFailure');
 
-// SQLSTATEs meaning "the database is not reachable or not accepting us now".
-const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300', '53000', '58000', '58030']);
-// Node socket errors a driver surfaces for a dead or unreachable server.
-const SOCKET_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'EPIPE',
-  'ENOTFOUND',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'EAI_AGAIN',
-]);
-// Driver errors without a code: pg's dead-connection messages and PGlite after close().
-const CONNECTION_MESSAGES =
-  /Connection terminated|not queryable|Client was closed|Connection ended|timeout exceeded when trying to connect|Cannot use a pool after calling end|PGlite is closed/i;
+const NARROWER = 'Retry once with narrower filters (fewer days, a longer prefix).';
 
 /** Marks an error an adapter knows to be a connection failure (connect, checkout, dead socket). */
 export function markConnectionFailure(error: unknown): unknown {
@@ -37,50 +23,38 @@ export function statementTimeoutError(message: string): Error {
 }
 
 /**
- * Turns a database failure into the result contract: a ToolError for the codes the model can act on
- * (`timeout`, `unavailable`, `permission_denied`), or the original error (core and redact-errors
- * answer `internal` and log it) for anything else, such as a column that does not exist.
+ * Turns a database failure into the result contract through core's one classifier (`classifyFailure`),
+ * worded for a SQL tool: a ToolError for the codes the model can act on (`timeout`, `unavailable`,
+ * `permission_denied`), or the original error (core and redact-errors answer `internal` and log it)
+ * for anything else, such as a column that does not exist.
  */
 export function toToolError(error: unknown, signal: AbortSignal | undefined, timeoutMs: number): unknown {
   if (isToolError(error)) return error;
-  const code = codeOf(error);
-  if (code === '57014' || signal?.aborted === true) {
+  const known = classifyFailure(error);
+  const statementTimeout = known?.reason === 'pg 57014 statement timeout';
+  // The call's own deadline or cancel: whatever the driver threw on the way out, it is a timeout.
+  if (statementTimeout || signal?.aborted === true) {
     return new ToolError(
       'timeout',
-      signal?.aborted === true && code !== '57014'
-        ? 'The query was cancelled before it finished.'
-        : `The query ran past its ${timeoutMs} ms limit.`,
-      { hint: 'Retry once with narrower filters (fewer days, a longer prefix).', cause: error },
+      statementTimeout || signal?.reason?.name === 'TimeoutError'
+        ? `The query ran past its ${timeoutMs} ms limit.`
+        : 'The query was cancelled before it finished.',
+      { hint: NARROWER, cause: error },
     );
   }
-  if (code === '42501') {
-    return new ToolError('permission_denied', 'The database refused access to this data.', { cause: error });
-  }
-  if (isConnectionFailure(error, code)) {
-    return new ToolError('unavailable', 'The database is unavailable.', { cause: error });
-  }
-  return error;
+  if (known === undefined) return error;
+  return new ToolError(known.code, sqlMessage(known), {
+    ...(known.hint === undefined ? {} : { hint: known.hint }),
+    retryable: known.retryable,
+    ...(known.retryAfterMs === undefined ? {} : { retryAfterMs: known.retryAfterMs }),
+    cause: error,
+  });
 }
 
-function isConnectionFailure(error: unknown, code: string | undefined): boolean {
-  if (
-    typeof error === 'object' &&
-    error !== null &&
-    (error as Record<symbol, unknown>)[CONNECTION_FAILURE] === true
-  ) {
-    return true;
-  }
-  if (
-    code !== undefined &&
-    (code.startsWith('08') || UNAVAILABLE_STATES.has(code) || SOCKET_CODES.has(code))
-  ) {
-    return true;
-  }
-  return error instanceof Error && CONNECTION_MESSAGES.test(error.message);
-}
-
-function codeOf(error: unknown): string | undefined {
-  if (typeof error !== 'object' || error === null) return undefined;
-  const code = (error as { code?: unknown }).code;
-  return typeof code === 'string' ? code : undefined;
+// sql's own wording where it says more than core's generic sentence.
+function sqlMessage(known: FailureClass): string {
+  if (known.code === 'permission_denied') return 'The database refused access to this data.';
+  if (known.code === 'timeout' && known.source === 'network') return 'The database did not answer in time.';
+  if (known.code === 'unavailable' && known.source === 'network') return 'The database is unavailable.';
+  return known.message;
 }

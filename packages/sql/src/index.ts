@@ -1,15 +1,13 @@
-// Public face of @toolgate/sql: explicit named exports only.
-export { buildQuery } from './build-query.js';
-export { escapeLike } from './escape-like.js';
-export { identifierProblem } from './identifiers.js';
+// Public face of @toolgate/sql: what a server author calls and the declaration types they write.
+// Internals (buildQuery, escapeLike, identifierProblem, ...) stay in their files.
 export { type PgClientLike, type PgPoolClientLike, type PgPoolLike, pgQueryable } from './pg-queryable.js';
 export { type PGliteLike, type PGliteTransactionLike, pgliteQueryable } from './pglite-queryable.js';
 export { sqlTool } from './sql-tool.js';
 export type {
   BindResolver,
+  BindSource,
   BindSpec,
   BindValue,
-  BuiltQuery,
   ColumnSpec,
   EnumFilter,
   EqualsFilter,

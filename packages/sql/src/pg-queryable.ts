@@ -1,6 +1,7 @@
+import { raceAbort } from '@toolgate/core';
 import { type CancellableClient, sendCancelRequest } from './cancel-request.js';
 import { markConnectionFailure } from './database-error.js';
-import { abortRace, abortReason, readOnlySettings } from './transaction-start.js';
+import { abortReason, readOnlySettings } from './transaction-start.js';
 import type { Queryable, QueryRows, QueryRunner, ReadOnlyOptions } from './types.js';
 
 /** The part of a `pg` Client (or PoolClient) this adapter uses. */
@@ -55,7 +56,7 @@ function poolQueryable(pool: PgPoolLike): Queryable {
       let client: PgPoolClientLike;
       const checkout = pool.connect();
       try {
-        client = await abortRace(checkout, signal);
+        client = await raceAbort(checkout, signal);
       } catch (error) {
         // Aborted while waiting for a connection: the pool may still hand one over later. Give it
         // back at once, or every abort under load leaks a connection until the pool is exhausted.
@@ -100,7 +101,15 @@ function poolQueryable(pool: PgPoolLike): Queryable {
       );
       // The caller may have gone (aborted); the transaction settles on its own.
       transaction.catch(() => undefined);
-      return abortRace(transaction, signal, onAbort);
+      // Registered before raceAbort's own listener, so the cancel request goes out before the call
+      // rejects; removed as soon as the transaction settles, so a late abort never cancels a
+      // statement of the next caller on this connection.
+      signal?.addEventListener('abort', onAbort, { once: true });
+      transaction.then(
+        () => signal?.removeEventListener('abort', onAbort),
+        () => signal?.removeEventListener('abort', onAbort),
+      );
+      return raceAbort(transaction, signal);
     },
   };
 }
@@ -116,7 +125,7 @@ function clientQueryable(client: PgClientLike): Queryable {
       const settings = readOnlySettings(options.timeoutMs);
       const transaction = queue.then(() => runTransaction<T>(client, settings, options, work));
       queue = transaction.catch(() => undefined);
-      return abortRace(transaction, signal);
+      return raceAbort(transaction, signal);
     },
   };
 }

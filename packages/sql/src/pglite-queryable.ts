@@ -1,5 +1,6 @@
+import { raceAbort } from '@toolgate/core';
 import { markConnectionFailure, statementTimeoutError } from './database-error.js';
-import { abortRace, abortReason, readOnlySettings } from './transaction-start.js';
+import { abortReason, readOnlySettings } from './transaction-start.js';
 import type { Queryable, QueryRows } from './types.js';
 
 /** The part of a PGlite transaction this adapter uses. */
@@ -63,7 +64,7 @@ export function pgliteQueryable(db: PGliteLike): Queryable {
         });
         // The queue's turn may come after the caller gave up: it then settles unobserved.
         transaction.catch(() => undefined);
-        return await abortRace(transaction, signal);
+        return await raceAbort(transaction, signal);
       } catch (error) {
         throw db.closed ? markConnectionFailure(error) : error;
       }

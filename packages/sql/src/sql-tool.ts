@@ -1,4 +1,5 @@
 import { defineTool, ok, type ToolContext, type ToolDefinition, type ToolResult } from '@toolgate/core';
+import { bindValues } from './bind.js';
 import { buildCompiledQuery } from './build-query.js';
 import { type CompiledQuery, compileDeclaration } from './compile.js';
 import { toToolError } from './database-error.js';
@@ -35,6 +36,8 @@ export function sqlTool(options: SqlToolOptions): ToolDefinition {
     output: outputShape(compiled),
     annotations: { ...options.annotations, readOnlyHint: true, openWorldHint: false },
     ...(options.middleware !== undefined && { middleware: options.middleware }),
+    // Core resolves the caller-bound values before the chain and records them on ctx.bindings.
+    ...(compiled.bindings.length > 0 && { bind: (request, caller) => bindValues(compiled, request, caller) }),
     handler: (args, ctx) => runSqlTool(compiled, db, timeoutMs, noun, args, ctx as ToolContext),
   });
   return tool as unknown as ToolDefinition;
@@ -48,9 +51,8 @@ async function runSqlTool(
   args: Record<string, unknown>,
   ctx: ToolContext,
 ): Promise<ToolResult> {
-  const bound: Record<string, BindValue> = {};
-  for (const binding of compiled.bindings) bound[binding.name] = binding.resolve(ctx);
-  const query = buildCompiledQuery(compiled, args, bound);
+  // Bound by core from the caller (the tool's bind), never from the arguments.
+  const query = buildCompiledQuery(compiled, args, ctx.bindings as Readonly<Record<string, BindValue>>);
   let rows: Record<string, unknown>[];
   try {
     rows = await db.readOnly({ timeoutMs, signal: ctx.signal }, async (runner) => {

@@ -16,32 +16,6 @@ export function readOnlySettings(timeoutMs: number): string {
   return text;
 }
 
-/** `work`, or a rejection as soon as `signal` aborts (then `onAbort` runs); the listener is removed after. */
-export function abortRace<T>(
-  work: Promise<T>,
-  signal: AbortSignal | undefined,
-  onAbort?: () => void,
-): Promise<T> {
-  if (!signal) return work;
-  return new Promise<T>((resolve, reject) => {
-    const abort = (): void => {
-      onAbort?.();
-      reject(abortReason(signal));
-    };
-    signal.addEventListener('abort', abort, { once: true });
-    work.then(
-      (value) => {
-        signal.removeEventListener('abort', abort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', abort);
-        reject(error);
-      },
-    );
-  });
-}
-
 /** The error an aborted call rejects with. */
 export function abortReason(signal: AbortSignal): unknown {
   return signal.reason ?? new Error('The operation was aborted.');

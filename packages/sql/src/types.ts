@@ -1,5 +1,5 @@
 import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
-import type { ToolContext, ToolMiddleware } from '@toolgate/core';
+import type { CallerIdentity, ToolMiddleware, ToolRequest } from '@toolgate/core';
 
 /** One statement's rows, as the adapters return them. */
 export interface QueryRows {
@@ -118,8 +118,21 @@ export type FilterSpec =
 /** A value bound from the caller's context (auth claims), never from the arguments. */
 export type BindValue = string | number | boolean | bigint | readonly (string | number)[] | null | undefined;
 
-/** Reads a bound value from the call's context. */
-export type BindResolver = (ctx: ToolContext) => BindValue;
+/**
+ * What a bound value is read from: the verified request (auth info with the token's claims) and
+ * core's caller identity. A `ToolContext` fits it too, so resolvers written as
+ * `(ctx) => ctx.request.authInfo?.extra?.customerId` keep working.
+ */
+export interface BindSource {
+  readonly request: ToolRequest;
+  readonly caller: CallerIdentity;
+}
+
+/**
+ * Reads a bound value from the caller. Core calls it before the middleware chain (the tool's `bind`),
+ * so the value rides on `ctx.bindings` and is part of every key derived from the call.
+ */
+export type BindResolver = (source: BindSource) => BindValue;
 
 /**
  * A bound filter: a function (the key is the column) or the column, the resolver and whether a

@@ -1,6 +1,7 @@
 import { ToolError } from '@toolgate/core';
 import { describe, expect, it } from 'vitest';
-import { buildQuery, escapeLike } from '../src/index.js';
+import { buildQuery } from '../src/build-query.js';
+import { escapeLike } from '../src/escape-like.js';
 import { exploreOrdersDeclaration, myOrdersDeclaration, searchOrdersDeclaration } from './declarations.js';
 
 const T = '"toolgate_sql_test"."orders"';

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { identifierProblem, type Queryable, type SqlToolOptions, sqlTool } from '../src/index.js';
+import { identifierProblem } from '../src/identifiers.js';
+import { type Queryable, type SqlToolOptions, sqlTool } from '../src/index.js';
 import { searchOrdersOptions } from './declarations.js';
 
 const neverCalled: Queryable = {

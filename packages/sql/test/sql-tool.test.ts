@@ -1,7 +1,20 @@
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { createSilentLogger, registerTools, type ToolDefinition } from '@toolgate/core';
-import { connectTestClient, createTestContext, expectFailure, type TestClient } from '@toolgate/core/testing';
+import {
+  callKey,
+  createSilentLogger,
+  outcomeOf,
+  registerTools,
+  type ToolDefinition,
+  type ToolMiddleware,
+} from '@toolgate/core';
+import {
+  connectTestClient,
+  createTestContext,
+  expectFailure,
+  serveTools,
+  type TestClient,
+} from '@toolgate/core/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Queryable, sqlTool } from '../src/index.js';
 import {
@@ -77,7 +90,7 @@ describe.each(ENGINES)('sqlTool on $name', (engine) => {
       const [tool] = (await c.client.listTools()).tools;
       expect(tool!.annotations).toEqual({ readOnlyHint: true, openWorldHint: false });
       expect(tool!.inputSchema).toEqual({
-        $schema: 'http://json-schema.org/draft-07/schema#',
+        $schema: 'https://json-schema.org/draft/2020-12/schema',
         type: 'object',
         additionalProperties: false,
         properties: {
@@ -363,6 +376,76 @@ describe.each(ENGINES)('sqlTool on $name', (engine) => {
         retryable: false,
       });
       expect(db.transactions).toEqual([]);
+    });
+    it('are bound by core before the chain: two tokens of one client each see only their own orders', async () => {
+      const tool = myOrders();
+      const seen: { bindings: unknown; key: string; outcome: string }[] = [];
+      const recorder: ToolMiddleware = async (ctx, next) => {
+        let outcome = 'threw';
+        try {
+          const result = await next();
+          outcome = outcomeOf(result);
+          return result;
+        } finally {
+          seen.push({ bindings: ctx.bindings, key: callKey(ctx), outcome });
+        }
+      };
+      const portal = (customerId?: number) => ({
+        token: `t-${customerId}`,
+        clientId: 'portal',
+        scopes: [],
+        extra: customerId === undefined ? {} : { customerId },
+      });
+      const one = await serveTools([tool], {
+        middleware: [recorder],
+        authInfo: portal(1),
+        logger: createSilentLogger(),
+      });
+      const two = await serveTools([tool], {
+        middleware: [recorder],
+        authInfo: portal(2),
+        logger: createSilentLogger(),
+      });
+      const none = await serveTools([tool], {
+        middleware: [recorder],
+        authInfo: portal(),
+        logger: createSilentLogger(),
+      });
+      try {
+        const ids = async (c: TestClient) => {
+          const result = await c.callTool('my_orders', { status: 'shipped' });
+          return (result.structuredContent?.items as { id: number }[] | undefined)?.map((item) => item.id);
+        };
+        const answers = await Promise.all(
+          Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? ids(one) : ids(two))),
+        );
+        expect(answers).toEqual(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? [1] : [3])));
+        // Completion order varies (a pool runs them in parallel): compare as sorted lists.
+        const byCustomer = (a: number, b: number) => a - b;
+        expect(
+          seen
+            .filter((s) => s.outcome === 'ok')
+            .map((s) => (s.bindings as { customer_id: number }).customer_id)
+            .sort(byCustomer),
+        ).toEqual([...Array(10).fill(1), ...Array(10).fill(2)]);
+        // Identical arguments, two customers: two keys (every key derived from the call includes bindings).
+        expect(new Set(seen.map((s) => s.key)).size).toBe(2);
+        // A token without the claim: bind refuses before the handler, and the chain still sees the answer.
+        const refused = expectFailure(await none.callTool('my_orders', { status: 'shipped' }));
+        expect(refused).toMatchObject({
+          error: 'permission_denied',
+          message: 'This tool needs an authenticated caller.',
+        });
+        // Core rethrows bind's ToolError from the innermost step, so every middleware sees it as a throw.
+        expect(seen).toHaveLength(21);
+        expect(seen.at(-1)).toMatchObject({ bindings: {}, outcome: 'threw' });
+        expect(db.statements.map((statement) => statement.values[0] as number).sort(byCustomer)).toEqual([
+          ...Array(10).fill(1),
+          ...Array(10).fill(2),
+        ]);
+      } finally {
+        await Promise.all([one.close(), two.close(), none.close()]);
+      }
     });
   });
 
