@@ -7,8 +7,8 @@ export interface FailureLine {
   logger: Logger;
   level: 'warn' | 'error';
   message: string;
-  /** The whole line (call fields, incident id, the error with its stack). */
-  fields: Record<string, unknown>;
+  /** The whole line (call fields, incident id, the error with its stack), built only when it is written. */
+  fields: () => Record<string, unknown>;
   /** What every repeat shares (tool, outcome, reason): the summary line's fields. */
   common: Record<string, unknown>;
   /** The incident id the model saw, if any. */
@@ -71,7 +71,7 @@ export function createFailureLog(intervalMs: number): FailureLog {
         repeats.delete(line.key);
         if (repeats.size >= MAX_CLASSES) repeats.delete(repeats.keys().next().value as string);
         repeats.set(line.key, { firstIncidentId: line.incidentId, ids: [] });
-        line.logger[line.level]({ ...line.fields, failure: line.key }, line.message);
+        line.logger[line.level]({ ...line.fields(), failure: line.key }, line.message);
         return;
       }
       const state = repeats.get(line.key);

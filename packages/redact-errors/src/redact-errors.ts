@@ -146,7 +146,7 @@ function thrownResult(ctx: ToolContext, error: unknown, settings: Settings): Too
         logger,
         level: 'warn',
         message: 'tool error',
-        fields: { ...callFields(ctx), incidentId, outcome: error.code, error: describeError(error) },
+        fields: () => ({ ...callFields(ctx), incidentId, outcome: error.code, error: describeError(error) }),
         common,
         incidentId,
       });
@@ -156,7 +156,8 @@ function thrownResult(ctx: ToolContext, error: unknown, settings: Settings): Too
   const incidentId = incidentOf(ctx);
   const known = classifyGuarded(error, settings, logger, ctx);
   const code: ErrorCode = known?.code ?? 'internal';
-  const fields = { ...callFields(ctx), incidentId, outcome: code, error: describeError(error) };
+  // Built only for a line that is written: describing the error reads its stack, the costly part.
+  const fields = () => ({ ...callFields(ctx), incidentId, outcome: code, error: describeError(error) });
   const key = `${ctx.toolName}:${code}:${failureClass(error)}`;
   if (known) {
     const common = { tool: ctx.toolName, outcome: code, reason: known.reason };
@@ -165,7 +166,7 @@ function thrownResult(ctx: ToolContext, error: unknown, settings: Settings): Too
       logger,
       level: 'warn',
       message: 'tool call failed: known failure',
-      fields: { ...fields, reason: known.reason },
+      fields: () => ({ ...fields(), reason: known.reason }),
       common,
       incidentId,
     });
@@ -203,7 +204,7 @@ function classifyGuarded(
         logger,
         level: 'warn',
         message: 'redact-errors: classify hook threw',
-        fields: { ...callFields(ctx), error: describeError(hookError) },
+        fields: () => ({ ...callFields(ctx), error: describeError(hookError) }),
         common: { tool: ctx.toolName },
         incidentId: undefined,
       });
@@ -244,7 +245,7 @@ function scrubbedFailure(
       logger,
       level: 'warn',
       message: 'tool returned an internal failure',
-      fields,
+      fields: () => fields,
       common: { tool: ctx.toolName, outcome: 'internal', origin },
       incidentId,
     });
