@@ -49,7 +49,8 @@ const NO_ATTRIBUTES: SpanOptions = { kind: SpanKind.SERVER };
  */
 export function createOtel(options: OtelOptions = {}): ToolMiddleware {
   const config = normaliseOptions(options);
-  return async function otelMiddleware(ctx, next) {
+  // Not async itself: the untraced path hands next()'s promise straight back, with no await of its own.
+  return function otelMiddleware(ctx, next) {
     const rules = config.rules.forTool(ctx.toolName);
     if (rules === undefined) return next();
     const logger = config.logger ?? ctx.logger;
@@ -58,38 +59,52 @@ export function createOtel(options: OtelOptions = {}): ToolMiddleware {
     const tracing = config.tracing();
     const histogram = config.durationHistogram();
     if (!tracing && histogram === undefined) return untraced(ctx, next, parent, active);
-    // A name from the client that matches no tool must not become a span name (cardinality).
-    const name = ctx.tool === undefined ? MCP_METHOD_TOOLS_CALL : `${MCP_METHOD_TOOLS_CALL} ${ctx.tool.name}`;
-    // Attributes are built only for a provider that records them; they are given at start so samplers see them.
-    const span = config.tracer.startSpan(
-      name,
-      tracing ? { kind: SpanKind.SERVER, attributes: startAttributes(ctx, config, rules) } : NO_ATTRIBUTES,
-      parent,
-    );
-    const spanContext = span.spanContext();
-    const valid = isSpanContextValid(spanContext);
-    if (valid) ctx.state.trace = { traceId: spanContext.traceId, spanId: spanContext.spanId };
-    if (rules.recordArguments && span.isRecording()) {
-      span.setAttribute(ATTR_GEN_AI_TOOL_CALL_ARGUMENTS, config.recorder.json(ctx.rawArgs));
-    }
-    let ending: Ending | undefined;
-    try {
-      // An invalid span (no SDK and no parent) has nothing to hand down: skip the context copy.
-      const below = valid
-        ? context.with(trace.setSpan(parent, span), next)
-        : parent === active
-          ? next()
-          : context.with(parent, next);
-      const result = await below;
-      ending = { result };
-      return result;
-    } catch (error) {
-      ending = { thrown: error };
-      throw error;
-    } finally {
-      finish(config, rules, span, histogram, ctx, ending, logger);
-    }
+    return traced(config, rules, tracing, histogram, ctx, next, parent, active, logger);
   };
+}
+
+async function traced(
+  config: OtelConfig,
+  rules: Readonly<OtelRules>,
+  tracing: boolean,
+  histogram: Histogram | undefined,
+  ctx: ToolContext,
+  next: NextFn,
+  parent: Context,
+  active: Context,
+  logger: Logger,
+): Promise<ToolResult> {
+  // A name from the client that matches no tool must not become a span name (cardinality).
+  const name = ctx.tool === undefined ? MCP_METHOD_TOOLS_CALL : `${MCP_METHOD_TOOLS_CALL} ${ctx.tool.name}`;
+  // Attributes are built only for a provider that records them; given at start so samplers see them.
+  const span = config.tracer.startSpan(
+    name,
+    tracing ? { kind: SpanKind.SERVER, attributes: startAttributes(ctx, config, rules) } : NO_ATTRIBUTES,
+    parent,
+  );
+  const spanContext = span.spanContext();
+  const valid = isSpanContextValid(spanContext);
+  if (valid) ctx.state.trace = { traceId: spanContext.traceId, spanId: spanContext.spanId };
+  if (rules.recordArguments && span.isRecording()) {
+    span.setAttribute(ATTR_GEN_AI_TOOL_CALL_ARGUMENTS, config.recorder.json(ctx.rawArgs));
+  }
+  let ending: Ending | undefined;
+  try {
+    // An invalid span (no SDK and no parent) has nothing to hand down: skip the context copy.
+    const below = valid
+      ? context.with(trace.setSpan(parent, span), next)
+      : parent === active
+        ? next()
+        : context.with(parent, next);
+    const result = await below;
+    ending = { result };
+    return result;
+  } catch (error) {
+    ending = { thrown: error };
+    throw error;
+  } finally {
+    finish(config, rules, span, histogram, ctx, ending, logger);
+  }
 }
 
 /** @deprecated Renamed `createOtel`; this alias stays for one release. */

@@ -17,6 +17,20 @@ afterEach(async () => {
 });
 afterAll(() => unregistered.shutdown());
 
+/** Core's `local` identity, with every field read recorded: the span attributes are its only reader here. */
+function countingIdentity(reads: string[]): IdentifyCaller {
+  return () =>
+    new Proxy(
+      { id: 'local', kind: 'local' as const },
+      {
+        get(target, key, receiver) {
+          if (typeof key === 'string') reads.push(key);
+          return Reflect.get(target, key, receiver);
+        },
+      },
+    );
+}
+
 describe('otel: no provider registered', () => {
   it('answers exactly as a server without otel, records nothing and sets no trace state', async () => {
     let hookCalls = 0;
@@ -53,17 +67,7 @@ describe('otel: no provider registered', () => {
 
   it('builds no span attributes: the caller, request id and headers are never read', async () => {
     const reads: string[] = [];
-    // An identity whose every field read is counted: the span attributes are the only reader here.
-    const identify: IdentifyCaller = () =>
-      new Proxy(
-        { id: 'local', kind: 'local' as const },
-        {
-          get(target, key, receiver) {
-            if (typeof key === 'string') reads.push(key);
-            return Reflect.get(target, key, receiver);
-          },
-        },
-      );
+    const identify = countingIdentity(reads);
     const c = await serve([createOtel({ recordCallerId: true })], { identify });
     expect((await c.callTool('get_order', { id: 'A-1' })).isError).toBeUndefined();
     expect(reads).toEqual([]);
@@ -72,33 +76,31 @@ describe('otel: no provider registered', () => {
 
   it('builds no attributes for an explicit provider that is only the API proxy with no SDK behind it', async () => {
     const reads: string[] = [];
-    const identify: IdentifyCaller = () =>
-      new Proxy(
-        { id: 'local', kind: 'local' as const },
-        {
-          get(target, key, receiver) {
-            if (typeof key === 'string') reads.push(key);
-            return Reflect.get(target, key, receiver);
-          },
-        },
-      );
+    const identify = countingIdentity(reads);
     const c = await serve([createOtel({ tracerProvider: new ProxyTracerProvider() })], { identify });
     expect((await c.callTool('get_order', { id: 'A-1' })).isError).toBeUndefined();
     expect(reads).toEqual([]);
   });
 
+  it('with metrics but no tracer: the duration is recorded, still without building span attributes', async () => {
+    const reads: string[] = [];
+    const metricsOnly = createTelemetry();
+    const c = await serve(
+      [createOtel({ tracerProvider: new ProxyTracerProvider(), meterProvider: metricsOnly.meterProvider })],
+      { identify: countingIdentity(reads) },
+    );
+    expect((await c.callTool('get_order', { id: 'missing' })).isError).toBe(true);
+    expect(reads).toEqual([]);
+    const points = await metricsOnly.durationPoints();
+    expect(points.map((point) => [point.attributes, point.value.count])).toEqual([
+      [{ 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': 'get_order', 'error.type': 'tool_error' }, 1],
+    ]);
+    await metricsOnly.shutdown();
+  });
+
   it('with an SDK the same call reads the caller kind once, for the span', async () => {
     const reads: string[] = [];
-    const identify: IdentifyCaller = () =>
-      new Proxy(
-        { id: 'local', kind: 'local' as const },
-        {
-          get(target, key, receiver) {
-            if (typeof key === 'string') reads.push(key);
-            return Reflect.get(target, key, receiver);
-          },
-        },
-      );
+    const identify = countingIdentity(reads);
     const c = await serve([createOtel({ tracerProvider: unregistered.tracerProvider })], { identify });
     expect((await c.callTool('get_order', { id: 'A-1' })).isError).toBeUndefined();
     expect(reads).toEqual(['kind']);
