@@ -19,7 +19,7 @@ import {
   type TestClient,
 } from '@toolgate/core/testing';
 import * as z from 'zod';
-import { type CircuitBreakerOptions, createCircuitBreakers } from '../src/index.js';
+import { type CircuitBreakerOptions, createCircuitBreaker } from '../src/index.js';
 
 const input = { q: z.string() };
 
@@ -37,9 +37,9 @@ async function serveEcho(middleware: ToolMiddleware[], readsSignal = false): Pro
 
 const shutdowns: (() => void)[] = [];
 function breaker(options: CircuitBreakerOptions = {}): ToolMiddleware {
-  const breakers = createCircuitBreakers(options);
-  shutdowns.push(() => breakers.shutdown());
-  return breakers.middleware;
+  const breakers = createCircuitBreaker(options);
+  shutdowns.push(() => breakers.close());
+  return breakers;
 }
 
 // For reference only: what an eager deadline signal (`AbortSignal.any` on every call) costs on this Node.

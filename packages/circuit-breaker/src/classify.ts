@@ -1,4 +1,4 @@
-import { type ErrorCode, errorOf, isToolError, type ToolResult } from '@toolgate/core';
+import { classifyFailure, type ErrorCode, errorOf, isToolError, type ToolResult } from '@toolgate/core';
 
 /** How an outcome weighs on the breaker. */
 export type Verdict = 'success' | 'failure' | 'ignored';
@@ -17,8 +17,13 @@ export function verdictOfResult(result: ToolResult): Verdict {
   return DEPENDENCY_FAILURES.has(errorOf(result)!.error) ? 'failure' : 'ignored';
 }
 
-/** A thrown ToolError weighs by its code; anything else thrown is a dependency failure. */
+/**
+ * A thrown ToolError weighs by its code; any other throw by the code core's one classifier
+ * (`classifyFailure`) gives it, so a pg 42501 (`permission_denied`: this caller's role may not read
+ * this) weighs neither way, as redact-errors will answer it. Anything unclassified is a failure.
+ */
 export function verdictOfThrow(error: unknown): Verdict {
   if (isToolError(error)) return DEPENDENCY_FAILURES.has(error.code) ? 'failure' : 'ignored';
-  return 'failure';
+  const known = classifyFailure(error);
+  return known === undefined || DEPENDENCY_FAILURES.has(known.code) ? 'failure' : 'ignored';
 }

@@ -1,4 +1,5 @@
-import type { BreakerSettings, CircuitBreakerOptions } from './types.js';
+import { resolveToolOptions } from '@toolgate/core';
+import type { CircuitBreakerOptions } from './types.js';
 
 /** Settings with every field decided. */
 export interface ResolvedSettings {
@@ -37,9 +38,12 @@ export type ToolPlan =
 
 export interface ResolvedOptions {
   readonly global: ResolvedSettings;
-  readonly tools: ReadonlyMap<string, ToolPlan>;
+  /** A listed tool's plan; `undefined` for a tool `tools` does not name. */
+  plan(toolName: string): ToolPlan | undefined;
   readonly dependencies: ReadonlyMap<string, ResolvedSettings>;
 }
+
+const WHERE = 'createCircuitBreaker';
 
 const SETTING_KEYS = [
   'timeout',
@@ -52,60 +56,70 @@ const SETTING_KEYS = [
   'capacity',
 ] as const;
 
-/** Validates and resolves the options once; the caller's objects are copied, never kept or mutated. */
+/** What a tool entry may set: the settings, or the dependency whose breaker it shares. */
+type ToolFields = ResolvedSettings & { readonly dependency: string | undefined };
+
+/**
+ * Validates and resolves the options once with core's one merge rule (`resolveToolOptions`); the
+ * caller's objects are copied, never kept or mutated.
+ */
 export function resolveOptions(options: CircuitBreakerOptions): ResolvedOptions {
-  const global = resolveSettings(CIRCUIT_BREAKER_DEFAULTS, options, 'options');
-  const dependencies = new Map<string, ResolvedSettings>();
-  for (const [name, settings] of Object.entries(options.dependencies ?? {})) {
-    dependencies.set(name, resolveSettings(global, settings, `dependencies[${JSON.stringify(name)}]`));
+  const defaults: ToolFields = { ...CIRCUIT_BREAKER_DEFAULTS, dependency: undefined };
+  if ((options as { dependency?: unknown }).dependency !== undefined) {
+    throw new TypeError(`${WHERE}: dependency is a per-tool option (tools.<name>.dependency)`);
   }
-  const tools = new Map<string, ToolPlan>();
+  // A shape rule the merge cannot see: a tool that shares a dependency's breaker takes its settings.
   for (const [name, entry] of Object.entries(options.tools ?? {})) {
-    const where = `tools[${JSON.stringify(name)}]`;
-    if (entry === false) {
-      tools.set(name, { kind: 'off' });
-      continue;
+    if (typeof entry !== 'object' || entry === null || entry.dependency === undefined) continue;
+    if (typeof entry.dependency !== 'string' || entry.dependency === '') {
+      throw new TypeError(`${WHERE}: tools.${name}: dependency must be a non-empty string`);
     }
-    if (typeof entry !== 'object' || entry === null) {
-      throw new TypeError(`createCircuitBreakers: ${where} must be an object or false`);
-    }
-    if (entry.dependency !== undefined) {
-      if (typeof entry.dependency !== 'string' || entry.dependency === '') {
-        throw new TypeError(`createCircuitBreakers: ${where}.dependency must be a non-empty string`);
-      }
-      const own = SETTING_KEYS.filter((key) => entry[key] !== undefined);
-      if (own.length > 0) {
-        throw new TypeError(
-          `createCircuitBreakers: ${where} names dependency ${JSON.stringify(entry.dependency)}, so its settings (${own.join(', ')}) belong in dependencies[${JSON.stringify(entry.dependency)}]`,
-        );
-      }
-      tools.set(name, { kind: 'shared', dependency: entry.dependency });
-      continue;
-    }
-    if (dependencies.has(name)) {
-      // A tool without a dependency guards one named after itself; two sets of settings would fight.
+    const own = SETTING_KEYS.filter((key) => entry[key] !== undefined);
+    if (own.length > 0) {
       throw new TypeError(
-        `createCircuitBreakers: ${where} and dependencies[${JSON.stringify(name)}] would configure the same breaker`,
+        `${WHERE}: tools.${name}: names dependency ${JSON.stringify(entry.dependency)}, so its settings (${own.join(', ')}) belong in dependencies.${entry.dependency}`,
       );
     }
-    tools.set(name, { kind: 'own', settings: resolveSettings(global, entry, where) });
   }
-  return { global, tools, dependencies };
+  const resolved = resolveToolOptions<ToolFields>(WHERE, defaults, options, checkSettings);
+  const global = settingsOf(resolved.global);
+  const dependencies = new Map<string, ResolvedSettings>();
+  for (const [name, settings] of Object.entries(options.dependencies ?? {})) {
+    // The same merge rule: a dependency's settings over the global ones.
+    const own = resolveToolOptions<ResolvedSettings>(
+      `${WHERE}: dependencies.${name}`,
+      global,
+      settings,
+      checkSettings,
+    );
+    dependencies.set(name, own.global);
+  }
+  const plans = new Map<string, ToolPlan>();
+  for (const name of Object.keys(options.tools ?? {})) {
+    const fields = resolved.forTool(name);
+    if (fields === undefined) plans.set(name, { kind: 'off' });
+    else if (fields.dependency !== undefined)
+      plans.set(name, { kind: 'shared', dependency: fields.dependency });
+    else if (dependencies.has(name)) {
+      // A tool without a dependency guards one named after itself; two sets of settings would fight.
+      throw new TypeError(
+        `${WHERE}: tools.${name} and dependencies.${name} would configure the same breaker`,
+      );
+    } else plans.set(name, { kind: 'own', settings: settingsOf(fields) });
+  }
+  return { global, dependencies, plan: (toolName) => plans.get(toolName) };
 }
 
-function resolveSettings(base: ResolvedSettings, override: BreakerSettings, where: string): ResolvedSettings {
-  const settings: ResolvedSettings = {
-    timeout: override.timeout ?? base.timeout,
-    consecutiveFailures: override.consecutiveFailures ?? base.consecutiveFailures,
-    errorThresholdPercentage: override.errorThresholdPercentage ?? base.errorThresholdPercentage,
-    volumeThreshold: override.volumeThreshold ?? base.volumeThreshold,
-    rollingCountTimeout: override.rollingCountTimeout ?? base.rollingCountTimeout,
-    rollingCountBuckets: override.rollingCountBuckets ?? base.rollingCountBuckets,
-    resetTimeout: override.resetTimeout ?? base.resetTimeout,
-    capacity: override.capacity ?? base.capacity,
-  };
+function settingsOf(fields: Readonly<ToolFields> | ResolvedSettings): ResolvedSettings {
+  const settings = {} as Record<(typeof SETTING_KEYS)[number], unknown>;
+  for (const key of SETTING_KEYS) settings[key] = fields[key];
+  return Object.freeze(settings as unknown as ResolvedSettings);
+}
+
+/** core's `check` callback: every resolved set (global, each tool, each dependency) at creation time. */
+function checkSettings(settings: Readonly<ResolvedSettings>, where: string): void {
   const fail = (key: string, expected: string): never => {
-    throw new RangeError(`createCircuitBreakers: ${where}.${key} must be ${expected}`);
+    throw new RangeError(`${where}: ${key} must be ${expected}`);
   };
   // opossum reads `timeout: 0` as "no timeout"; a zero deadline is a mistake, so say so.
   if (settings.timeout !== false && !isPositiveFinite(settings.timeout)) {
@@ -139,7 +153,6 @@ function resolveSettings(base: ResolvedSettings, override: BreakerSettings, wher
   if (!(capacity === Number.POSITIVE_INFINITY || (Number.isInteger(capacity) && capacity >= 1))) {
     fail('capacity', 'an integer of at least 1, or Infinity');
   }
-  return Object.freeze(settings);
 }
 
 function isPositiveFinite(value: unknown): value is number {

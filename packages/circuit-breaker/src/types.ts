@@ -45,7 +45,7 @@ export interface ToolBreakerOptions extends BreakerSettings {
   dependency?: string;
 }
 
-/** Options of `createCircuitBreakers`: global settings, per-tool overrides and shared dependencies. */
+/** Options of `createCircuitBreaker`: global settings, per-tool overrides and shared dependencies. */
 export interface CircuitBreakerOptions extends BreakerSettings {
   /** Per-tool settings, a shared dependency, or `false` to opt the tool out. @default {} */
   tools?: Record<string, ToolBreakerOptions | false>;
@@ -110,7 +110,24 @@ export interface BreakerStats {
   };
 }
 
-/** The breakers of one server, and the middleware that runs calls through them. */
+/** The middleware `createCircuitBreaker()` returns: it runs calls through the breakers it holds. */
+export interface CircuitBreaker extends ToolMiddleware {
+  /** Every breaker created so far, by name (a dependency, or the tool it belongs to). */
+  stats(): Record<string, BreakerStats>;
+  /** The state of the breaker `name` (a dependency or a tool), or undefined before its first call. */
+  state(name: string): CircuitState | undefined;
+  /** Subscribes to breaker events; returns the unsubscribe function. A throwing listener is logged, never fatal. */
+  on(type: CircuitEventType, listener: CircuitEventListener): () => void;
+  /** Stops every breaker's timers; later calls are answered `unavailable`. Call it when the server closes. */
+  close(): void;
+  /** @deprecated Use `close()`; goes in the next release. */
+  shutdown(): void;
+}
+
+/**
+ * The old shape `createCircuitBreakers()` returns.
+ * @deprecated Use `createCircuitBreaker()`, which returns the middleware itself with these methods.
+ */
 export interface CircuitBreakers {
   /** Put it last in the global chain (innermost), or in a tool's own `middleware`. */
   readonly middleware: ToolMiddleware;

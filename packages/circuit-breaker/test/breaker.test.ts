@@ -90,11 +90,13 @@ describe('a handler failing on a schedule', () => {
     await h.client.callTool('track_shipment', {});
     await h.client.callTool('track_shipment', {});
     expect(h.breakers.stats().track_shipment!.state).toBe('open');
+    expect(h.breakers.state('track_shipment')).toBe('open');
+    expect(h.breakers.state('no_such_breaker')).toBeUndefined();
     expect(expectFailure(await h.client.callTool('track_shipment', {})).error).toBe('unavailable');
     expect(track.calls).toBe(2);
 
     await sleep(180);
-    expect(h.breakers.stats().track_shipment!.state).toBe('half-open');
+    expect(h.breakers.state('track_shipment')).toBe('half-open');
     expect(parseResultText(await h.client.callTool('track_shipment', {}))).toEqual({ ok: true, call: 3 });
     expect(h.decisions.at(-1)).toEqual([
       {

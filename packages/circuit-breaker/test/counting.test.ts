@@ -13,6 +13,31 @@ const MISTAKES: Step[] = [
 ];
 
 describe("the model's own mistakes", () => {
+  it("weighs raw throws by core's classifyFailure: a pg 42501 is ignored, a real refused connect counts", async () => {
+    // A real refused connection: nothing listens on a port we just closed.
+    const { createServer, connect } = await import('node:net');
+    const closed = await new Promise<number>((resolve) => {
+      const server = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = server.address() as { port: number };
+        server.close(() => resolve(port));
+      });
+    });
+    const refusedConnect = (): Promise<never> =>
+      new Promise((_, reject) => connect(closed, '127.0.0.1').on('error', reject));
+    const privilege = Object.assign(new Error('permission denied for table orders'), { code: '42501' });
+    const steps: Step[] = [
+      ...Array.from({ length: 6 }, (): Step => () => Promise.reject(privilege)),
+      ...Array.from({ length: 2 }, (): Step => refusedConnect),
+    ];
+    const lookup = scriptedTool('lookup_order', steps);
+    const h = await serve([lookup], { volumeThreshold: 3, consecutiveFailures: 2 });
+    for (let i = 0; i < 6; i += 1) await h.client.callTool('lookup_order', {});
+    expect(h.breakers.state('lookup_order')).toBe('closed');
+    for (let i = 0; i < 2; i += 1) await h.client.callTool('lookup_order', {});
+    expect(h.breakers.stats().lookup_order!.totals).toMatchObject({ ignored: 6, failures: 2, opened: 1 });
+    expect(h.breakers.state('lookup_order')).toBe('open');
+  });
+
   it('never open the breaker, however many and however strict the threshold', async () => {
     const lookup = scriptedTool(
       'lookup_order',

@@ -14,7 +14,7 @@ import {
 } from '@toolgate/core';
 import { connectTestClient, type LogEntry, recordingLogger, type TestClient } from '@toolgate/core/testing';
 import * as z from 'zod';
-import { type CircuitBreakerOptions, type CircuitBreakers, createCircuitBreakers } from '../src/index.js';
+import { type CircuitBreaker, type CircuitBreakerOptions, createCircuitBreaker } from '../src/index.js';
 
 export interface Deferred<T> {
   promise: Promise<T>;
@@ -96,7 +96,7 @@ export function scriptedTool(
 
 export interface Harness {
   client: TestClient;
-  breakers: CircuitBreakers;
+  breakers: CircuitBreaker;
   logs: LogEntry[];
   /** The decisions of every finished call, in the order the calls finished. */
   decisions: PolicyDecision[][];
@@ -107,12 +107,12 @@ export interface Harness {
 
 let open: Harness[] = [];
 
-/** Serves the tools with `[recorder, breakers.middleware]` as the global chain. */
+/** Serves the tools with `[recorder, breakers]` as the global chain. */
 export async function serve(tools: ScriptedTool[], options: CircuitBreakerOptions = {}): Promise<Harness> {
   const logs: LogEntry[] = [];
   const decisions: PolicyDecision[][] = [];
   const results: ToolResult[] = [];
-  const breakers = createCircuitBreakers(options);
+  const breakers = createCircuitBreaker(options);
   const recorder: ToolMiddleware = async (ctx, next) => {
     try {
       const result = await next();
@@ -126,7 +126,7 @@ export async function serve(tools: ScriptedTool[], options: CircuitBreakerOption
   registerTools(
     server,
     tools.map((entry) => entry.tool),
-    { middleware: [recorder, breakers.middleware], logger: recordingLogger(logs) },
+    { middleware: [recorder, breakers], logger: recordingLogger(logs) },
   );
   const client = await connectTestClient(server);
   const harness: Harness = {
@@ -136,7 +136,7 @@ export async function serve(tools: ScriptedTool[], options: CircuitBreakerOption
     decisions,
     results,
     async close() {
-      breakers.shutdown();
+      breakers.close();
       await client.close();
     },
   };

@@ -2,7 +2,7 @@
 import { expectFailure, parseResultText } from '@toolgate/core/testing';
 import CircuitBreaker from 'opossum';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { type CircuitBreakerOptions, createCircuitBreakers } from '../src/index.js';
+import { type CircuitBreakerOptions, createCircuitBreaker } from '../src/index.js';
 import { actions, closeAll, deferred, scriptedTool, serve, sleep, waitFor } from './harness.js';
 
 const raw: CircuitBreaker[] = [];
@@ -210,15 +210,15 @@ describe('opossum traps, each guarded', () => {
     await breaker.fire();
     expect(done).toBe(true);
 
-    expect(() => createCircuitBreakers({ timeout: 0 })).toThrow(
+    expect(() => createCircuitBreaker({ timeout: 0 })).toThrow(
       new RangeError(
-        'createCircuitBreakers: options.timeout must be a positive number of milliseconds, or false to disable the deadline',
+        'createCircuitBreaker: timeout must be a positive number of milliseconds, or false to disable the deadline',
       ),
     );
-    expect(() => createCircuitBreakers({ tools: { slow: { timeout: 0 } } })).toThrow(
-      'createCircuitBreakers: tools["slow"].timeout must be a positive number',
+    expect(() => createCircuitBreaker({ tools: { slow: { timeout: 0 } } })).toThrow(
+      'createCircuitBreaker: tools.slow: timeout must be a positive number',
     );
-    expect(() => createCircuitBreakers({ timeout: false }).shutdown()).not.toThrow();
+    expect(() => createCircuitBreaker({ timeout: false }).close()).not.toThrow();
   });
 
   it("one breaker per tool or dependency for the server's life, never one per call", async () => {

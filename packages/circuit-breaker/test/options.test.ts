@@ -1,11 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { CIRCUIT_BREAKER_DEFAULTS, type CircuitBreakerOptions, createCircuitBreakers } from '../src/index.js';
+import {
+  CIRCUIT_BREAKER_DEFAULTS,
+  type CircuitBreakerOptions,
+  createCircuitBreaker,
+  createCircuitBreakers,
+} from '../src/index.js';
 
 function refused(options: CircuitBreakerOptions): () => void {
-  return () => createCircuitBreakers(options).shutdown();
+  return () => createCircuitBreaker(options).close();
 }
 
-describe('createCircuitBreakers options', () => {
+describe('createCircuitBreaker options', () => {
   it('has stated, sane defaults for a tool server', () => {
     expect(CIRCUIT_BREAKER_DEFAULTS).toEqual({
       timeout: 30_000,
@@ -23,65 +28,82 @@ describe('createCircuitBreakers options', () => {
   });
 
   it.each([
-    [
-      { timeout: -5 },
-      'options.timeout must be a positive number of milliseconds, or false to disable the deadline',
-    ],
-    [{ timeout: Number.NaN }, 'options.timeout must be a positive number'],
-    [{ timeout: Number.POSITIVE_INFINITY }, 'options.timeout must be a positive number'],
+    [{ timeout: -5 }, 'timeout must be a positive number of milliseconds, or false to disable the deadline'],
+    [{ timeout: Number.NaN }, 'timeout must be a positive number'],
+    [{ timeout: Number.POSITIVE_INFINITY }, 'timeout must be a positive number'],
     [
       { errorThresholdPercentage: 100 },
-      'options.errorThresholdPercentage must be a number from 0 up to (not including) 100',
+      'errorThresholdPercentage must be a number from 0 up to (not including) 100',
     ],
-    [{ errorThresholdPercentage: -1 }, 'options.errorThresholdPercentage must be'],
-    [{ consecutiveFailures: 0 }, 'options.consecutiveFailures must be an integer of at least 1, or false'],
-    [{ consecutiveFailures: 1.5 }, 'options.consecutiveFailures must be an integer of at least 1, or false'],
-    [{ volumeThreshold: 0 }, 'options.volumeThreshold must be an integer of at least 1'],
-    [{ volumeThreshold: 2.5 }, 'options.volumeThreshold must be an integer of at least 1'],
-    [{ rollingCountBuckets: 0 }, 'options.rollingCountBuckets must be an integer of at least 1'],
+    [{ errorThresholdPercentage: -1 }, 'errorThresholdPercentage must be'],
+    [{ consecutiveFailures: 0 }, 'consecutiveFailures must be an integer of at least 1, or false'],
+    [{ consecutiveFailures: 1.5 }, 'consecutiveFailures must be an integer of at least 1, or false'],
+    [{ volumeThreshold: 0 }, 'volumeThreshold must be an integer of at least 1'],
+    [{ volumeThreshold: 2.5 }, 'volumeThreshold must be an integer of at least 1'],
+    [{ rollingCountBuckets: 0 }, 'rollingCountBuckets must be an integer of at least 1'],
     [
       { rollingCountTimeout: 5, rollingCountBuckets: 10 },
-      'options.rollingCountTimeout must be a number of milliseconds of at least rollingCountBuckets',
+      'rollingCountTimeout must be a number of milliseconds of at least rollingCountBuckets',
     ],
-    [{ resetTimeout: 0 }, 'options.resetTimeout must be a positive number of milliseconds'],
-    [{ capacity: 0 }, 'options.capacity must be an integer of at least 1, or Infinity'],
-    [{ capacity: 1.5 }, 'options.capacity must be an integer of at least 1, or Infinity'],
+    [{ resetTimeout: 0 }, 'resetTimeout must be a positive number of milliseconds'],
+    [{ capacity: 0 }, 'capacity must be an integer of at least 1, or Infinity'],
+    [{ capacity: 1.5 }, 'capacity must be an integer of at least 1, or Infinity'],
     [
       { dependencies: { 'carrier-api': { volumeThreshold: 0 } } },
-      'dependencies["carrier-api"].volumeThreshold must be',
+      'dependencies.carrier-api: volumeThreshold must be',
     ],
-    [{ tools: { slow: { resetTimeout: -1 } } }, 'tools["slow"].resetTimeout must be a positive number'],
+    [{ tools: { slow: { resetTimeout: -1 } } }, 'tools.slow: resetTimeout must be a positive number'],
   ] as [CircuitBreakerOptions, string][])('refuses %j', (options, message) => {
-    expect(refused(options)).toThrow(`createCircuitBreakers: ${message}`);
+    expect(refused(options)).toThrow(`createCircuitBreaker: ${message}`);
   });
 
   it('refuses settings on a tool that shares a dependency: they belong to the dependency', () => {
     expect(refused({ tools: { track_shipment: { dependency: 'carrier-api', timeout: 5_000 } } })).toThrow(
       new TypeError(
-        'createCircuitBreakers: tools["track_shipment"] names dependency "carrier-api", so its settings (timeout) belong in dependencies["carrier-api"]',
+        'createCircuitBreaker: tools.track_shipment: names dependency "carrier-api", so its settings (timeout) belong in dependencies.carrier-api',
       ),
     );
     expect(refused({ tools: { track_shipment: { dependency: '' } } })).toThrow(
-      'createCircuitBreakers: tools["track_shipment"].dependency must be a non-empty string',
+      'createCircuitBreaker: tools.track_shipment: dependency must be a non-empty string',
     );
     expect(refused({ tools: { track_shipment: null as never } })).toThrow(
-      'createCircuitBreakers: tools["track_shipment"] must be an object or false',
+      'createCircuitBreaker: tools.track_shipment must be an object of options or false',
     );
   });
 
   it('refuses two sets of settings for one breaker name', () => {
     expect(
       refused({ tools: { search: { timeout: 100 } }, dependencies: { search: { timeout: 200 } } }),
-    ).toThrow(
-      'createCircuitBreakers: tools["search"] and dependencies["search"] would configure the same breaker',
+    ).toThrow('createCircuitBreaker: tools.search and dependencies.search would configure the same breaker');
+  });
+
+  it('refuses an unknown per-tool option, naming the tool and what a tool may set', () => {
+    expect(refused({ tools: { track_shipment: { timeoutMs: 5_000 } as never } })).toThrow(
+      new TypeError(
+        'createCircuitBreaker: tools.track_shipment has unknown option(s) timeoutMs; a tool may set timeout, consecutiveFailures, errorThresholdPercentage, volumeThreshold, rollingCountTimeout, rollingCountBuckets, resetTimeout, capacity, dependency',
+      ),
+    );
+    expect(refused({ dependency: 'db' } as never)).toThrow(
+      'createCircuitBreaker: dependency is a per-tool option (tools.<name>.dependency)',
     );
   });
 
   it('refuses a listener that is not a function', () => {
-    const breakers = createCircuitBreakers();
-    expect(() => breakers.on('open', 'nope' as never)).toThrow(
+    const breaker = createCircuitBreaker();
+    expect(() => breaker.on('open', 'nope' as never)).toThrow(
       'circuit breakers: a listener must be a function',
     );
-    breakers.shutdown();
+    breaker.close();
+  });
+
+  it('keeps createCircuitBreakers one release, with the old { middleware, stats, on, shutdown } shape', () => {
+    const old = createCircuitBreakers({ tools: { slow: { timeout: 100 } } });
+    expect(typeof old.middleware).toBe('function');
+    expect(old.stats()).toEqual({});
+    expect(typeof old.on('open', () => undefined)).toBe('function');
+    expect(() => old.shutdown()).not.toThrow();
+    expect(() => createCircuitBreakers({ tools: { slow: { timeout: 0 } } })).toThrow(
+      'createCircuitBreaker: tools.slow: timeout must be a positive number',
+    );
   });
 });

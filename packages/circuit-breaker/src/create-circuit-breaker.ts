@@ -1,17 +1,25 @@
-import type { ToolContext, ToolMiddleware } from '@toolgate/core';
+import { isPassThrough, type ToolContext, type ToolMiddleware } from '@toolgate/core';
 import { shutdownAnswer } from './answers.js';
 import { DependencyBreaker } from './breaker.js';
 import { CircuitEvents } from './events.js';
 import { resolveOptions } from './settings.js';
-import type { BreakerStats, CircuitBreakerOptions, CircuitBreakers } from './types.js';
+import type {
+  BreakerStats,
+  CircuitBreaker,
+  CircuitBreakerOptions,
+  CircuitBreakers,
+  CircuitEventListener,
+  CircuitEventType,
+} from './types.js';
 
 /**
- * Creates the breakers of one server and the middleware that runs each call through its tool's
- * breaker: one per tool, or one per named dependency shared by several tools. Breakers are made on a
- * tool's first call and live until `shutdown()`; never one per call. Put the middleware innermost:
- * `otel → audit → redact-errors → repeat-guard → circuit-breaker → handler`.
+ * The middleware that runs each call through its tool's breaker: one per tool, or one per named
+ * dependency shared by several tools. Breakers are made on a tool's first call and live until
+ * `close()`; never one per call. The returned middleware also carries `stats()`, `state(name)`,
+ * `on(type, listener)` and `close()`. Put it innermost:
+ * `otel → audit → redact-errors → authz → rate-limit → repeat-guard → idempotency → confirm → circuit-breaker → handler`.
  */
-export function createCircuitBreakers(options: CircuitBreakerOptions = {}): CircuitBreakers {
+export function createCircuitBreaker(options: CircuitBreakerOptions = {}): CircuitBreaker {
   const resolved = resolveOptions(options);
   const logger = options.logger;
   const events = new CircuitEvents();
@@ -23,7 +31,7 @@ export function createCircuitBreakers(options: CircuitBreakerOptions = {}): Circ
   const breakerFor = (ctx: ToolContext): DependencyBreaker | null => {
     const planned = plans.get(ctx.toolName);
     if (planned !== undefined) return planned;
-    const plan = resolved.tools.get(ctx.toolName);
+    const plan = resolved.plan(ctx.toolName);
     let breaker: DependencyBreaker | null = null;
     if (plan?.kind !== 'off') {
       const name = plan?.kind === 'shared' ? plan.dependency : ctx.toolName;
@@ -47,28 +55,46 @@ export function createCircuitBreakers(options: CircuitBreakerOptions = {}): Circ
   const middleware: ToolMiddleware = (ctx, next) => {
     // Unknown tools and refused arguments never reach a dependency: nothing to guard or count, and
     // no breaker is ever made for a name a client invents.
-    if (ctx.tool === undefined || !ctx.validation.ok) return next();
+    if (isPassThrough(ctx)) return next();
     if (shut) return Promise.resolve(shutdownAnswer(ctx.toolName));
     const breaker = breakerFor(ctx);
     return breaker === null ? next() : breaker.run(ctx, next);
   };
 
-  return {
-    middleware,
+  const close = (): void => {
+    shut = true;
+    for (const breaker of breakers.values()) breaker.shutdown();
+    breakers.clear();
+    plans.clear();
+    events.clear();
+  };
+
+  return Object.assign(middleware, {
     stats() {
       const all: Record<string, BreakerStats> = {};
       for (const [name, breaker] of breakers) all[name] = breaker.stats();
       return all;
     },
-    on(type, listener) {
-      return events.on(type, listener);
+    state(name: string) {
+      return breakers.get(name)?.state();
     },
-    shutdown() {
-      shut = true;
-      for (const breaker of breakers.values()) breaker.shutdown();
-      breakers.clear();
-      plans.clear();
-      events.clear();
-    },
+    on: (type: CircuitEventType, listener: CircuitEventListener) => events.on(type, listener),
+    close,
+    shutdown: close,
+  });
+}
+
+/**
+ * @deprecated Use `createCircuitBreaker(options)`, which returns the middleware itself with `stats()`,
+ * `state(name)`, `on()` and `close()`. This alias (old shape: `{ middleware, stats, on, shutdown }`)
+ * goes in the next release.
+ */
+export function createCircuitBreakers(options: CircuitBreakerOptions = {}): CircuitBreakers {
+  const breaker = createCircuitBreaker(options);
+  return {
+    middleware: breaker,
+    stats: () => breaker.stats(),
+    on: (type, listener) => breaker.on(type, listener),
+    shutdown: () => breaker.close(),
   };
 }
