@@ -43,20 +43,22 @@ if (url === undefined) {
 
     it('stops a running pg_sleep(3) at once though the pool is exhausted, and the connection is reused', async () => {
       const db = pgQueryable(pool);
-      const pids: number[] = [];
-      const sleeper = (signal: AbortSignal | undefined) =>
+      // Which call reaches the server first is up to the pool: record each call's own backend.
+      const pids = new Map<'cancelled' | 'other', number>();
+      const sleeper = (signal: AbortSignal | undefined, label: 'cancelled' | 'other') =>
         db.readOnly({ timeoutMs: 10_000, signal }, async (runner) => {
           const { rows } = await runner.query('SELECT pg_backend_pid() AS pid', []);
-          pids.push((rows[0] as { pid: number }).pid);
+          pids.set(label, (rows[0] as { pid: number }).pid);
           return runner.query('SELECT pg_sleep(3)', []);
         });
       const controller = new AbortController();
-      const cancelled = sleeper(controller.signal);
-      const other = sleeper(undefined);
+      const cancelled = sleeper(controller.signal, 'cancelled');
+      const other = sleeper(undefined, 'other');
       // Both connections of the pool now run pg_sleep(3): the pool is exhausted.
-      for (let i = 0; i < 200 && pids.length < 2; i += 1) await new Promise((r) => setTimeout(r, 10));
-      expect(pids).toHaveLength(2);
-      const [cancelledPid, otherPid] = pids as [number, number];
+      for (let i = 0; i < 200 && pids.size < 2; i += 1) await new Promise((r) => setTimeout(r, 10));
+      expect(pids.size).toBe(2);
+      const cancelledPid = pids.get('cancelled')!;
+      const otherPid = pids.get('other')!;
       for (let i = 0; i < 200 && (await running(cancelledPid)) === null; i += 1) {
         await new Promise((r) => setTimeout(r, 10));
       }
