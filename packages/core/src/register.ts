@@ -329,7 +329,11 @@ async function innermost(ctx: ToolContext, registry: Registry): Promise<ToolResu
     });
   }
   if (!ctx.validation.ok) {
-    if (ctx.validation.error !== undefined) throw ctx.validation.error;
+    const thrown = ctx.validation.error;
+    // A bind that refused on purpose answers like a handler's ToolError; anything else thrown while
+    // validating or binding goes up the chain like a handler's crash (redaction maps it).
+    if (isToolError(thrown)) return toModelFacing(ctx, toolErrorResult(thrown), registry.scrub);
+    if (thrown !== undefined) throw thrown;
     return markCoreWritten(invalidArgumentsResult(tool.name, ctx.validation.issues));
   }
   let result: unknown;
