@@ -1,9 +1,9 @@
 import { createAudit, createFileSink, createStderrSink } from '@toolgate/audit';
-import { createCircuitBreakers } from '@toolgate/circuit-breaker';
+import { createCircuitBreaker } from '@toolgate/circuit-breaker';
 import type { Logger, ToolMiddleware } from '@toolgate/core';
-import { otel } from '@toolgate/otel';
-import { redactErrors } from '@toolgate/redact-errors';
-import { repeatGuard } from '@toolgate/repeat-guard';
+import { createOtel } from '@toolgate/otel';
+import { createRedactErrors } from '@toolgate/redact-errors';
+import { createRepeatGuard } from '@toolgate/repeat-guard';
 
 // Every middleware factory this app calls lives in this one file, so renaming a factory is a one-line change.
 
@@ -41,7 +41,7 @@ export function createStack(options: StackOptions): Stack {
     sink: options.auditFile ? createFileSink(options.auditFile) : createStderrSink(),
     logger,
   });
-  const breakers = createCircuitBreakers({
+  const breaker = createCircuitBreaker({
     logger,
     tools: {
       // A person may take minutes to answer; a breaker timeout must not cut them off.
@@ -50,18 +50,24 @@ export function createStack(options: StackOptions): Stack {
       test_elicitation_sep1330_enums: { timeout: false },
     },
   });
+  const redact = createRedactErrors({ logger });
+  const repeat = createRepeatGuard({
+    tools: Object.fromEntries(CONVERSATIONAL_TOOLS.map((name) => [name, false])),
+  });
   const middleware: ToolMiddleware[] = [
-    otel({ transport: 'tcp', logger }),
+    createOtel({ transport: 'tcp', logger }),
     audit,
-    redactErrors({ logger }),
-    repeatGuard({ tools: Object.fromEntries(CONVERSATIONAL_TOOLS.map((name) => [name, false])) }),
-    breakers.middleware,
+    redact,
+    repeat,
+    breaker,
   ];
   return {
     middleware,
     async close() {
       await audit.close();
-      breakers.shutdown();
+      breaker.close();
+      repeat.close();
+      redact.close();
     },
   };
 }

@@ -23,6 +23,13 @@ export interface CliConfig {
   shutdownGraceMs: number;
   /** `--help`: print USAGE to stdout and exit 0 (not serving, so stdout is free). */
   help: boolean;
+  redisUrl: string | undefined;
+  auditDatabaseUrl: string | undefined;
+  replicaId: string | undefined;
+  confirmSecret: string | undefined;
+  durableAudit: boolean;
+  /** JWT mode: verify bearer tokens against a JWKS (set together). */
+  jwt: { jwksUrl: string; issuer: string; resource: string; audiences: string[] } | undefined;
 }
 
 export const USAGE = `order-service: a read-only order assistant MCP server (toolgate sample)
@@ -41,6 +48,17 @@ Environment:
   AUDIT_FILE                    append-only, hash-chained audit file (default: audit to stderr)
   TOOLGATE_TOKENS_FILE          JSON {"tokens":[{"token","clientId","scopes":["orders:read"],"claims":{}}]}
   TOOLGATE_TOKENS               the same JSON inline
+  TOOLGATE_JWKS_URL             JWT mode: verify bearer tokens against this JWKS (with the two below)
+  TOOLGATE_JWT_ISSUER           JWT mode: the issuer tokens must carry (iss)
+  TOOLGATE_RESOURCE             JWT mode: this server's canonical URL (audience; RFC 9728 resource)
+  TOOLGATE_JWT_AUDIENCES        JWT mode: further accepted audiences (comma separated)
+  REDIS_URL                     shared policy state (repeat cache, rate limits, idempotency, confirmations)
+                                in Redis, for a fleet; in this process when unset
+  AUDIT_DATABASE_URL            audit to this PostgreSQL table (one hash chain per replica) instead of AUDIT_FILE
+  TOOLGATE_REPLICA_ID           this replica's audit chain id (default: host name, pid, random suffix)
+  TOOLGATE_DURABLE_AUDIT=1      release an answer only after its audit record is stored
+  TOOLGATE_CONFIRM_SECRET       HMAC key of two-step confirmations (>= 32 bytes; the same on every replica;
+                                default: random per process)
   TOOLGATE_ALLOWED_HOSTS        extra Host header values accepted over HTTP (comma separated)
   TOOLGATE_ALLOWED_ORIGINS      browser origins accepted over HTTP (comma separated)
   TOOLGATE_CUSTOMER_SCOPED=1    bind the customer id from the token's claims (customerId)
@@ -78,9 +96,31 @@ export function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Cli
     if (!parsed.success) throw new UsageError(`token configuration is invalid: ${parsed.error.message}`);
     tokens = parsed.data;
   }
-  if (values.http && !tokens && !values['insecure-no-auth'] && !values.help) {
+  const jwtParts = [env.TOOLGATE_JWKS_URL, env.TOOLGATE_JWT_ISSUER, env.TOOLGATE_RESOURCE];
+  if (jwtParts.some(Boolean) && !jwtParts.every(Boolean)) {
     throw new UsageError(
-      '--http needs TOOLGATE_TOKENS_FILE (or TOOLGATE_TOKENS), or --insecure-no-auth on 127.0.0.1',
+      'JWT mode needs TOOLGATE_JWKS_URL, TOOLGATE_JWT_ISSUER and TOOLGATE_RESOURCE together',
+    );
+  }
+  const jwt = jwtParts.every(Boolean)
+    ? {
+        jwksUrl: env.TOOLGATE_JWKS_URL!,
+        issuer: env.TOOLGATE_JWT_ISSUER!,
+        resource: env.TOOLGATE_RESOURCE!,
+        audiences: (env.TOOLGATE_JWT_AUDIENCES ?? '')
+          .split(',')
+          .map((item) => item.trim())
+          .filter((item) => item !== ''),
+      }
+    : undefined;
+  if (jwt && tokens)
+    throw new UsageError('choose one: static tokens (TOOLGATE_TOKENS*) or JWT mode (TOOLGATE_JWKS_URL...)');
+  if (env.TOOLGATE_CONFIRM_SECRET !== undefined && Buffer.byteLength(env.TOOLGATE_CONFIRM_SECRET) < 32) {
+    throw new UsageError('TOOLGATE_CONFIRM_SECRET must be at least 32 bytes');
+  }
+  if (values.http && !tokens && !jwt && !values['insecure-no-auth'] && !values.help) {
+    throw new UsageError(
+      '--http needs TOOLGATE_TOKENS_FILE (or TOOLGATE_TOKENS), JWT mode (TOOLGATE_JWKS_URL...), or --insecure-no-auth on 127.0.0.1',
     );
   }
   const level = (env.LOG_LEVEL ?? 'info').toLowerCase();
@@ -109,6 +149,12 @@ export function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Cli
     breakerResetMs: env.TOOLGATE_BREAKER_RESET_MS ? Number(env.TOOLGATE_BREAKER_RESET_MS) : undefined,
     shutdownGraceMs,
     help: values.help,
+    redisUrl: env.REDIS_URL || undefined,
+    auditDatabaseUrl: env.AUDIT_DATABASE_URL || undefined,
+    replicaId: env.TOOLGATE_REPLICA_ID || undefined,
+    confirmSecret: env.TOOLGATE_CONFIRM_SECRET || undefined,
+    durableAudit: env.TOOLGATE_DURABLE_AUDIT === '1',
+    jwt,
   };
 }
 

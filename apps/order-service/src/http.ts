@@ -3,8 +3,14 @@ import type { AddressInfo } from 'node:net';
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { isAccessTokenError, type ProtectedResource } from '@toolgate/authz';
 import type { Logger } from '@toolgate/core';
-import type { TokenVerifier } from './auth.js';
+
+/** Checks a bearer token: the static tokens file, or a JWT verifier (`@toolgate/authz`). */
+export interface BearerVerifier {
+  /** The token's info; undefined (or a thrown access-token error) when it is not valid. */
+  verify(token: string): AuthInfo | undefined | Promise<AuthInfo | undefined>;
+}
 
 export interface HttpServerOptions {
   /** Interface to bind. @default '127.0.0.1' */
@@ -14,7 +20,12 @@ export interface HttpServerOptions {
   /** Path of the MCP endpoint. @default '/mcp' */
   path?: string;
   /** Bearer-token verifier; undefined serves without auth (only allowed on a loopback host). */
-  verifier: TokenVerifier | undefined;
+  verifier: BearerVerifier | undefined;
+  /**
+   * OAuth Protected Resource Metadata (RFC 9728): served at its well-known path, and the 401/403
+   * challenges point to it (`resource_metadata`). @default undefined (plain bearer challenges)
+   */
+  protectedResource?: ProtectedResource | undefined;
   /** Scope every caller needs. @default 'orders:read' */
   requiredScope?: string;
   /** Host header values accepted (DNS rebinding); `host:port` of the bound address are always added. @default [] */
@@ -100,6 +111,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
       sendJson(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not_ready' });
       return;
     }
+    if (options.protectedResource?.handle(req, res)) return;
     if (url.pathname !== path) {
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not found"}');
       return;
@@ -121,7 +133,18 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
     let authInfo: AuthInfo | undefined;
     if (options.verifier) {
       const match = /^Bearer ([^\s]+)$/i.exec(req.headers.authorization ?? '');
-      authInfo = match ? options.verifier.verify(match[1]!) : undefined;
+      let refusal: unknown;
+      try {
+        authInfo = match ? await options.verifier.verify(match[1]!) : undefined;
+      } catch (error) {
+        if (!isAccessTokenError(error)) throw error;
+        refusal = error;
+      }
+      if (options.protectedResource && (!authInfo || refusal !== undefined)) {
+        const answer = options.protectedResource.challenge(isAccessTokenError(refusal) ? refusal : undefined);
+        res.writeHead(answer.status, answer.headers).end(answer.body);
+        return;
+      }
       if (!authInfo) {
         res.setHeader(
           'www-authenticate',

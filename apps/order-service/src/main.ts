@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { createJwtVerifier, createProtectedResource } from '@toolgate/authz';
 import { createStderrLogger } from '@toolgate/core';
 import { createTokenVerifier } from './auth.js';
 import { readConfig, USAGE, UsageError } from './config.js';
@@ -40,6 +41,13 @@ async function main(): Promise<void> {
       customerScoped: config.customerScoped,
       transport: config.http ? 'tcp' : 'pipe',
       breakerResetMs: config.breakerResetMs,
+      redisUrl: config.redisUrl,
+      auditDatabaseUrl: config.auditDatabaseUrl,
+      replicaId: config.replicaId,
+      durableAudit: config.durableAudit,
+      confirmSecret: config.confirmSecret,
+      // --insecure-no-auth (loopback only): no token, so no per-tool scopes to check either.
+      openAccess: config.http && config.insecureNoAuth && !config.tokens && !config.jwt,
     },
     logger,
   );
@@ -78,17 +86,33 @@ async function main(): Promise<void> {
   }
 
   if (config.http) {
+    const jwtVerifier = config.jwt
+      ? createJwtVerifier({
+          jwksUrl: config.jwt.jwksUrl,
+          issuer: config.jwt.issuer,
+          resource: config.jwt.resource,
+          audiences: config.jwt.audiences,
+        })
+      : undefined;
     http = await startHttpServer({
       host: config.host,
       port: config.port,
-      verifier: config.tokens ? createTokenVerifier(config.tokens) : undefined,
+      verifier: jwtVerifier ?? (config.tokens ? createTokenVerifier(config.tokens) : undefined),
+      protectedResource: config.jwt
+        ? createProtectedResource({
+            resource: config.jwt.resource,
+            authorizationServers: [config.jwt.issuer],
+            scopesSupported: ['orders:read', 'orders:write', 'docs:read'],
+          })
+        : undefined,
       allowedHosts: config.allowedHosts,
       allowedOrigins: config.allowedOrigins,
       createServer: () => service.createServer(),
       ready: () => databaseReachable(service),
       logger,
     });
-    logger.info({ url: http.url, auth: config.tokens ? 'bearer' : 'none', db: service.db.kind }, 'listening');
+    const auth = config.jwt ? 'jwt' : config.tokens ? 'bearer' : 'none';
+    logger.info({ url: http.url, auth, db: service.db.kind, state: service.stateStore }, 'listening');
     return;
   }
 

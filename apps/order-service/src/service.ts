@@ -1,31 +1,57 @@
+import { randomBytes } from 'node:crypto';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { type AuditMiddleware, createAudit, createFileSink, createStderrSink } from '@toolgate/audit';
-import { type CircuitBreakers, createCircuitBreakers } from '@toolgate/circuit-breaker';
-import { type Logger, registerTools, type ToolDefinition, type ToolMiddleware } from '@toolgate/core';
-import { otel } from '@toolgate/otel';
-import { redactErrors } from '@toolgate/redact-errors';
-import { repeatGuard } from '@toolgate/repeat-guard';
+import {
+  type AuditMiddleware,
+  type AuditSink,
+  createAudit,
+  createFileSink,
+  createPostgresSink,
+  createStderrSink,
+} from '@toolgate/audit';
+import { createAuthz } from '@toolgate/authz';
+import { type CircuitBreaker, createCircuitBreaker } from '@toolgate/circuit-breaker';
+import { createConfirm } from '@toolgate/confirm';
+import {
+  createMemoryStore,
+  type KeyValueStore,
+  type Logger,
+  registerTools,
+  type ToolDefinition,
+  type ToolMiddleware,
+} from '@toolgate/core';
+import { createIdempotency } from '@toolgate/idempotency';
+import { createOtel } from '@toolgate/otel';
+import { createRateLimit } from '@toolgate/rate-limit';
+import { createRedactErrors } from '@toolgate/redact-errors';
+import { createRedisClient, createRedisStore, redisReady } from '@toolgate/redis-store';
+import { createRedisRepeatStore, createRepeatGuard } from '@toolgate/repeat-guard';
 import { pgliteQueryable, pgQueryable, type Queryable } from '@toolgate/sql';
 import { createUrlPolicy } from '@toolgate/url-allowlist';
+import pg from 'pg';
 import { ORDER_FIELDS, ORDER_STATUSES, type OrderDatabase, openDatabase } from './db.js';
 import { getOrderStatusTool, searchOrdersTool } from './tools/orders.js';
 import { renderInvoiceTool } from './tools/render-invoice.js';
 import { searchDocsTool } from './tools/search-docs.js';
 import { trackShipmentTool } from './tools/track-shipment.js';
+import { cancelOrderTool, requestRefundTool } from './tools/write-orders.js';
+import { writeTransactions } from './write-transaction.js';
 
 const APP_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
-export const SERVER_INFO = { name: 'order-service', title: 'Order assistant (read-only)', version: '0.1.0' };
+export const SERVER_INFO = { name: 'order-service', title: 'Order assistant', version: '0.1.0' };
 
 export const INSTRUCTIONS = [
-  'Read-only order assistant for a support team.',
+  'Order assistant for a support team.',
   'You can: search orders (search_orders), look up one order by its 16-digit id (get_order_status),',
   'track a shipped order (track_shipment), search the refund, shipping and returns policies (search_docs)',
   'and render an invoice (render_invoice).',
-  'You cannot issue refunds, cancel orders, change shipping addresses or change prices: no tool does that.',
-  'When the user asks for one of those, explain the relevant policy (search_docs) and tell them the support team handles it.',
+  'Two tools change things, and only for users allowed to: request_refund (part or all of a paid order) and',
+  'cancel_order (an order that has not shipped). Each asks the user to confirm the exact change first;',
+  'never confirm on their behalf, and never retry a refund or cancellation the user declined.',
+  'You cannot change shipping addresses or prices: no tool does that. When the user asks for one of those,',
+  'explain the relevant policy (search_docs) and tell them the support team handles it.',
   'Every error carries a hint: follow it. Do not repeat a call with the same arguments; change them or answer the user.',
 ].join(' ');
 
@@ -46,6 +72,18 @@ export interface OrderServiceConfig {
   breakerResetMs?: number;
   /** Carrier call time limit. @default 3000 */
   carrierTimeoutMs?: number;
+  /** Redis for shared policy state (repeat cache, rate limits, idempotency, confirmations); memory when undefined. */
+  redisUrl?: string | undefined;
+  /** PostgreSQL for the audit table (one chain per replica); the audit file or stderr when undefined. */
+  auditDatabaseUrl?: string | undefined;
+  /** This replica's audit chain id. @default derived from host name, pid and a random suffix */
+  replicaId?: string | undefined;
+  /** Release an answer only after its audit record is stored. @default false */
+  durableAudit?: boolean;
+  /** HMAC key of two-step confirmations; the same on every replica. @default random per process */
+  confirmSecret?: string | undefined;
+  /** Let every caller see and call every tool (HTTP without auth on loopback: no scopes to check). @default false */
+  openAccess?: boolean;
 }
 
 /** Everything built once per process: the database, the tools and the shared middleware. */
@@ -54,10 +92,12 @@ export interface OrderService {
   readonly tools: readonly ToolDefinition[];
   readonly middleware: readonly ToolMiddleware[];
   readonly audit: AuditMiddleware;
-  readonly breakers: CircuitBreakers;
+  readonly breakers: CircuitBreaker;
+  /** Whether policy state is shared through Redis (a fleet) or kept in this process. */
+  readonly stateStore: 'redis' | 'memory';
   /** A new McpServer with every tool, the resource and the instructions (one per connection or request). */
   createServer(): McpServer;
-  /** Flushes audit, stops breakers, closes the database. */
+  /** Flushes audit, then closes breakers, policy stores, Redis and the databases, in that order. */
   close(): Promise<void>;
 }
 
@@ -78,6 +118,7 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
     logger,
   });
   const customerScoped = config.customerScoped ?? false;
+  const writes = writeTransactions(db);
   const tools: ToolDefinition[] = [
     searchOrdersTool({ db: queryable, customerScoped }),
     getOrderStatusTool({ db: queryable, customerScoped }),
@@ -89,13 +130,17 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
       cwd: APP_DIR,
       customerScoped,
     }),
+    requestRefundTool({ db: writes, customerScoped }),
+    cancelOrderTool({ db: writes, customerScoped }),
   ];
-  const breakers = createCircuitBreakers({
+  const breakers = createCircuitBreaker({
     logger,
     tools: {
       search_orders: { dependency: 'orders-db' },
       get_order_status: { dependency: 'orders-db' },
       render_invoice: { dependency: 'orders-db' },
+      request_refund: { dependency: 'orders-db' },
+      cancel_order: { dependency: 'orders-db' },
       track_shipment: { dependency: 'carrier-api' },
       search_docs: false,
     },
@@ -119,18 +164,92 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
       },
     },
   });
+  // One Redis client for every piece of shared policy state (one documented configuration).
+  const redis = config.redisUrl ? createRedisClient(config.redisUrl, { logger }) : undefined;
+  if (redis) await redisReady(redis);
+  const stateStore: KeyValueStore = redis
+    ? createRedisStore(redis, { prefix: 'orders:' })
+    : createMemoryStore();
+  const auditPool = config.auditDatabaseUrl
+    ? new pg.Pool({ connectionString: config.auditDatabaseUrl, max: 2, connectionTimeoutMillis: 2000 })
+    : undefined;
+  auditPool?.on('error', () => {});
+  const sink: AuditSink = auditPool
+    ? createPostgresSink({ client: auditPool })
+    : config.auditFile
+      ? createFileSink(config.auditFile)
+      : createStderrSink();
   const audit = createAudit({
-    sink: config.auditFile ? createFileSink(config.auditFile) : createStderrSink(),
+    sink,
     logger,
+    ...(config.replicaId ? { chainId: config.replicaId } : {}),
+    ...(config.durableAudit ? { durable: true } : {}),
   });
-  // The order DESIGN.md gives: tracing times everything; audit records what the model saw;
-  // redaction turns raw throws into safe results; repeats stop before the breaker and the dependency.
+  const redact = createRedactErrors({ logger });
+  // Who may see and call what: reading orders needs orders:read, the policies docs:read, and the two
+  // write tools orders:write (hidden from every other token). stdio is the local user: allowed.
+  const authz = config.openAccess
+    ? createAuthz({ require: {} })
+    : createAuthz({
+        require: { scopes: ['orders:read'] },
+        tools: {
+          search_docs: { require: { anyOf: [['docs:read'], ['orders:read']] } },
+          request_refund: { require: { scopes: ['orders:write'] } },
+          cancel_order: { require: { scopes: ['orders:write'] } },
+        },
+      });
+  const perCaller = { name: 'per-caller', per: 'caller', points: 120, duration: '1m' } as const;
+  const writesPerCaller = {
+    name: 'writes-per-caller',
+    per: 'caller-tool',
+    points: 10,
+    duration: '1m',
+  } as const;
+  const rateLimit = createRateLimit({
+    limits: [perCaller],
+    tools: {
+      request_refund: { limits: [perCaller, writesPerCaller] },
+      cancel_order: { limits: [perCaller, writesPerCaller] },
+    },
+    ...(redis ? { store: { redis } } : {}),
+  });
+  const repeat = createRepeatGuard({
+    ...(redis ? { store: createRedisRepeatStore(redis, { prefix: 'orders:repeat:' }) } : {}),
+    // A write must never be answered from the read cache: idempotency and confirmation own repeats there.
+    tools: { request_refund: false, cancel_order: false },
+  });
+  const idempotency = createIdempotency({
+    store: stateStore,
+    tools: { request_refund: {}, cancel_order: {} },
+  });
+  const confirm = createConfirm({
+    secret: config.confirmSecret ?? randomBytes(32).toString('base64url'),
+    store: stateStore,
+    tools: {
+      request_refund: {
+        describe: (args: Readonly<Record<string, unknown>>) =>
+          `Refund ${formatCents(args.amount_cents)} of order ${String(args.order_id)} (reason: ${String(args.reason)}).`,
+      },
+      cancel_order: {
+        describe: (args: Readonly<Record<string, unknown>>) =>
+          `Cancel order ${String(args.order_id)} (reason: ${String(args.reason)}).`,
+      },
+    },
+  });
+  // The order DESIGN.md gives: tracing times everything; audit records what the model saw; redaction
+  // turns raw throws into safe results; authz first among the policies so a hidden tool costs nothing
+  // else; limits before work; repeats stop before the dependency; idempotency outside confirmation so
+  // a retried, confirmed change replays without asking again; the breaker guards the dependency itself.
   const middleware: ToolMiddleware[] = [
-    otel({ transport: config.transport, logger }),
+    createOtel({ transport: config.transport, logger }),
     audit,
-    redactErrors({ logger }),
-    repeatGuard(),
-    breakers.middleware,
+    redact,
+    authz,
+    rateLimit,
+    repeat,
+    idempotency,
+    confirm,
+    breakers,
   ];
   const schemaResource = JSON.stringify({ fields: ORDER_FIELDS, statuses: ORDER_STATUSES }, null, 2);
   return {
@@ -139,6 +258,7 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
     middleware,
     audit,
     breakers,
+    stateStore: redis ? 'redis' : 'memory',
     createServer() {
       const server = new McpServer(SERVER_INFO, { instructions: INSTRUCTIONS });
       registerTools(server, tools, { middleware, logger });
@@ -156,8 +276,19 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
     },
     async close() {
       await audit.close();
-      breakers.shutdown();
+      breakers.close();
+      repeat.close();
+      redact.close();
+      await rateLimit.close();
+      await idempotency.close();
+      await confirm.close();
+      await redis?.quit().catch(() => undefined);
+      await auditPool?.end();
       await db.close();
     },
   };
+}
+
+function formatCents(value: unknown): string {
+  return typeof value === 'number' ? `${(value / 100).toFixed(2)}` : String(value);
 }

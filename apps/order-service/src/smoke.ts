@@ -17,6 +17,9 @@ const SAMPLE_ARGS: Record<string, Record<string, unknown>> = {
   track_shipment: { tracking_number: 'TRK00000004' },
   search_docs: { query: 'refund' },
   render_invoice: { order_id: '4000000000007919' },
+  // Write tools are called without a confirmation: a working server must ask first and change nothing.
+  request_refund: { order_id: '4000000000007919', amount_cents: 100, reason: 'smoke check' },
+  cancel_order: { order_id: '4000000000047514', reason: 'smoke check' },
 };
 
 export interface SmokeRow {
@@ -71,6 +74,15 @@ export function contractProblems(result: CallToolResult): string[] {
   return [];
 }
 
+function firstJson(result: CallToolResult): Record<string, unknown> | undefined {
+  const text = result.content.find((part) => part.type === 'text');
+  try {
+    return text?.type === 'text' ? (JSON.parse(text.text) as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export async function runSmoke(transport: Transport): Promise<SmokeRow[]> {
   const rows: SmokeRow[] = [];
   const client = new Client({ name: 'toolgate-smoke', version: '1.0.0' });
@@ -102,8 +114,13 @@ export async function runSmoke(transport: Transport): Promise<SmokeRow[]> {
       const broken = contractProblems(result);
       const first = result.content[0];
       const seen = first?.type === 'text' ? first.text.slice(0, 160) : '';
-      // A well-formed error is still a failed call: every sample call must succeed on a working server.
-      if (result.isError === true) broken.push('the call failed');
+      // A well-formed error is still a failed call: every sample call must succeed on a working server,
+      // except that a tool that changes things must ask for confirmation (this client cannot answer).
+      const destructive = tool.annotations?.destructiveHint === true;
+      const code = result.isError === true ? firstJson(result)?.error : undefined;
+      if (destructive && code !== 'confirmation_required') {
+        broken.push(`a write ran or failed without asking for confirmation (${String(code ?? 'success')})`);
+      } else if (!destructive && result.isError === true) broken.push('the call failed');
       rows.push({
         check: `call ${tool.name}`,
         passed: broken.length === 0,

@@ -20,7 +20,8 @@ describe('smoke', () => {
   }, 120_000);
 
   it('passes over HTTP (no auth, loopback)', async () => {
-    const running = await startService({ transport: 'tcp' });
+    // As main does for --insecure-no-auth: no token, so every tool is open (confirmation still asks).
+    const running = await startService({ transport: 'tcp', openAccess: true });
     const http = await startHttpServer({
       port: 0,
       verifier: undefined,
@@ -30,7 +31,7 @@ describe('smoke', () => {
     try {
       const rows = await runSmoke(new StreamableHTTPClientTransport(new URL(http.url)));
       expect(rows.filter((row) => !row.passed)).toEqual([]);
-      expect(rows).toHaveLength(12);
+      expect(rows).toHaveLength(16);
     } finally {
       await http.close();
       await running.stop();

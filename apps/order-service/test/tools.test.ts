@@ -25,18 +25,22 @@ const items = (result: { structuredContent?: unknown }): Item[] =>
   (result.structuredContent as { items: Item[] }).items;
 
 describe('what the model is offered', () => {
-  it('five tools with strict, flat inputs and read-only annotations', async () => {
+  it('seven tools with strict, flat inputs; five read-only, two that change things and say so', async () => {
     const { tools } = await client.client.listTools();
     expect(tools.map((tool) => tool.name).sort()).toEqual([
+      'cancel_order',
       'get_order_status',
       'render_invoice',
+      'request_refund',
       'search_docs',
       'search_orders',
       'track_shipment',
     ]);
     for (const tool of tools) {
+      const writes = tool.name === 'request_refund' || tool.name === 'cancel_order';
       expect(tool.inputSchema.additionalProperties).toBe(false);
-      expect(tool.annotations?.readOnlyHint).toBe(true);
+      expect(tool.annotations?.readOnlyHint).toBe(!writes);
+      expect(tool.annotations?.destructiveHint ?? false).toBe(writes);
       expect(tool.description!.length).toBeGreaterThan(60);
       for (const property of Object.values(tool.inputSchema.properties ?? {})) {
         expect((property as { type?: string }).type).not.toBe('object');
@@ -50,9 +54,10 @@ describe('what the model is offered', () => {
     });
   });
 
-  it('instructions state the read-only boundary; the schema resource lists fields and statuses', async () => {
+  it('instructions state the boundary; the schema resource lists fields and statuses', async () => {
     expect(client.client.getInstructions()).toBe(INSTRUCTIONS);
-    expect(INSTRUCTIONS).toContain('cannot issue refunds');
+    expect(INSTRUCTIONS).toContain('Each asks the user to confirm the exact change first');
+    expect(INSTRUCTIONS).toContain('You cannot change shipping addresses or prices');
     const resource = await client.client.readResource({ uri: 'orders://schema' });
     const body = JSON.parse((resource.contents[0] as { text: string }).text);
     expect(body.statuses).toEqual([...ORDER_STATUSES]);

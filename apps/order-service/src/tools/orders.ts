@@ -1,5 +1,5 @@
 import { fail, type ToolDefinition, type ToolMiddleware } from '@toolgate/core';
-import { type Queryable, sqlTool } from '@toolgate/sql';
+import { type BindSource, type Queryable, sqlTool } from '@toolgate/sql';
 import { ORDER_STATUSES } from '../db.js';
 
 const ORDER_COLUMNS = [
@@ -27,11 +27,11 @@ export interface OrderToolsOptions {
   timeoutMs?: number;
 }
 
+// Bound by core before the chain (the tool's `bind`), so the customer is part of every key of the call.
 const customerBinding = {
   customer_id: {
     column: 'customer_id',
-    value: (ctx: Parameters<ToolMiddleware>[0]) =>
-      ctx.request.authInfo?.extra?.customerId as number | undefined,
+    value: ({ request }: BindSource) => request.authInfo?.extra?.customerId as number | undefined,
   },
 };
 

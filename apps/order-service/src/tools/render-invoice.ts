@@ -1,5 +1,5 @@
 import { realpathSync } from 'node:fs';
-import { defineTool, fail, ok, type ToolDefinition } from '@toolgate/core';
+import { defineTool, fail, ok, type ToolDefinition, ToolError, type ToolRequest } from '@toolgate/core';
 import { safeExec, value } from '@toolgate/exec';
 import type { Queryable } from '@toolgate/sql';
 import * as z from 'zod';
@@ -42,11 +42,20 @@ export function renderInvoiceTool(options: RenderInvoiceOptions): ToolDefinition
     },
     output: { order_id: z.string(), invoice: z.string() },
     annotations: { readOnlyHint: true, openWorldHint: false },
+    // Bound by core before the chain, so the customer is part of every key derived from the call.
+    ...(options.customerScoped
+      ? {
+          bind: (request: ToolRequest) => {
+            const customerId = request.authInfo?.extra?.customerId;
+            if (customerId === undefined) {
+              throw new ToolError('permission_denied', 'This call needs a customer-scoped token.');
+            }
+            return { customerId };
+          },
+        }
+      : {}),
     handler: async ({ order_id }, ctx) => {
-      const customerId = ctx.request.authInfo?.extra?.customerId;
-      if (options.customerScoped && customerId === undefined) {
-        return fail('permission_denied', 'This call needs a customer-scoped token.');
-      }
+      const customerId = ctx.bindings.customerId;
       const rows = await options.db.readOnly({ timeoutMs: 2000, signal: ctx.signal }, (runner) =>
         options.customerScoped
           ? runner.query(ORDER_FOR_INVOICE_SCOPED, [order_id, customerId])

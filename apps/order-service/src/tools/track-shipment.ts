@@ -1,5 +1,5 @@
 import { defineTool, fail, ok, type ToolDefinition, ToolError } from '@toolgate/core';
-import { type UrlPolicy, urlArgument } from '@toolgate/url-allowlist';
+import { createUrlGuard, type UrlPolicy } from '@toolgate/url-allowlist';
 import * as z from 'zod';
 
 export interface TrackShipmentOptions {
@@ -40,7 +40,7 @@ export function trackShipmentTool(options: TrackShipmentOptions): ToolDefinition
     },
     output: CarrierAnswer.shape,
     annotations: { readOnlyHint: true, openWorldHint: true },
-    middleware: [urlArgument('tracking_url', options.policy)],
+    middleware: [createUrlGuard({ paths: 'tracking_url', policy: options.policy })],
     handler: async ({ tracking_number, tracking_url }, ctx) => {
       if (tracking_number === undefined && tracking_url === undefined) {
         return fail('invalid_argument', 'Give a tracking number or a tracking link.', {

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { confirmationArgument } from '@toolgate/confirm';
 import { type BindCaller, defineTool, fail, ok, type ToolDefinition, ToolError } from '@toolgate/core';
 import * as z from 'zod';
 import type { WriteTransactions } from '../write-transaction.js';
@@ -68,6 +69,7 @@ export function requestRefundTool(options: WriteToolsOptions): ToolDefinition {
         .max(10_000_000)
         .describe('Amount to refund in cents; at most what was paid less earlier refunds.'),
       reason: REASON,
+      confirmation: confirmationArgument,
     },
     output: {
       refund_id: z.string(),
@@ -142,7 +144,7 @@ export function cancelOrderTool(options: WriteToolsOptions): ToolDefinition {
       'Cancel ONE order that has not shipped yet (status pending or paid) by its 16-digit id. ' +
       'The user confirms the cancellation before it is made. A shipped order cannot be cancelled: ' +
       'explain the returns policy (search_docs) instead.',
-    input: { order_id: ORDER_ID, reason: REASON },
+    input: { order_id: ORDER_ID, reason: REASON, confirmation: confirmationArgument },
     output: { order_id: z.string(), previous_status: z.string(), status: z.literal('cancelled') },
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     bind: customerBinding(scoped),
