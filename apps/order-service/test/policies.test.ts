@@ -226,7 +226,7 @@ describe('write tools: confirmed by a person, run once', () => {
         `Confirmation required. Show the user: Cancel order ${PENDING} (reason: ordered twice).\n` +
           `Tool: cancel_order\nArguments:\n  order_id: "${PENDING}"\n  reason: "ordered twice"`,
       );
-      const confirmation = (first._meta?.['toolgate/confirm'] as { confirmation: string }).confirmation;
+      const { confirmation } = first._meta!['toolgate/confirm'] as { confirmation: string };
       const second = await client.callTool('cancel_order', { ...cancel, confirmation });
       expect(parseResultText(second)).toEqual({
         ok: true,
