@@ -1,5 +1,4 @@
 import {
-  createSecretRedactor,
   createStderrLogger,
   DEFAULT_SECRET_KEYS,
   fail,
@@ -9,6 +8,7 @@ import {
 } from '@toolgate/core';
 import { checkChainId, defaultChainId } from './chain-id.js';
 import { type CapturedRecord, captureCall, type RecordSettings, resultOfThrow } from './record.js';
+import { createRedactedJson } from './redacted-json.js';
 import { createStderrSink } from './stderr-sink.js';
 import type { AuditMiddleware, AuditOptions, AuditStats, AuditToolOptions } from './types.js';
 import { AuditWriter } from './writer.js';
@@ -27,7 +27,7 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
   const durable = options.durable ?? false;
   const writer = new AuditWriter(options.sink ?? createStderrSink(), {
     chainId,
-    batchSize: positive(options.batchSize ?? 1024, 'batchSize'),
+    batchSize: positive(options.batchSize ?? 4096, 'batchSize'),
     batchDelayMs: Math.max(0, options.batchDelayMs ?? 1),
     maxBufferBytes: positive(options.maxBufferBytes ?? 64 * 2 ** 20, 'maxBufferBytes'),
     bufferSize: positive(options.bufferSize ?? 1_000_000, 'bufferSize'),
@@ -40,10 +40,10 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
     const secretPatterns = override.secretPatterns ?? options.secretPatterns ?? [];
     return {
       args: override.args ?? options.args ?? 'redacted',
-      redact: createSecretRedactor({
-        keys: [...DEFAULT_SECRET_KEYS, ...secretKeys],
-        patterns: [...SECRET_PATTERNS, ...secretPatterns],
-      }),
+      redactedJson: createRedactedJson(
+        [...DEFAULT_SECRET_KEYS, ...secretKeys],
+        [...SECRET_PATTERNS, ...secretPatterns],
+      ),
     };
   };
   const defaults = resolve({});
@@ -94,7 +94,9 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
         logger.error({ err: error, tool: ctx.toolName }, 'audit record could not be serialised');
         writer.lose('the record could not be serialised');
       }
-      const stored = captured ? await writer.push(captured, durable) : false;
+      // push() returns undefined when the record was queued and nobody waits: no extra await then.
+      const pending = captured ? writer.push(captured, durable) : Promise.resolve(false);
+      const stored = pending === undefined ? true : await pending;
       if (durable && stored !== true) {
         return fail('unavailable', 'The call could not be recorded; its result is withheld.', {
           hint: 'The audit trail is unavailable. Try again later.',

@@ -18,7 +18,8 @@ const MAX_TOOL_CHARS = 256;
 /** How one tool's records are made, resolved once at factory time. */
 export interface RecordSettings {
   readonly args: ArgsMode;
-  readonly redact: (value: unknown) => unknown;
+  /** Canonical JSON of a value with its secrets redacted (see `createRedactedJson`). */
+  readonly redactedJson: (value: unknown) => string;
 }
 
 /**
@@ -73,16 +74,16 @@ export function captureCall(
   const tool =
     ctx.toolName.length > MAX_TOOL_CHARS ? `${ctx.toolName.slice(0, MAX_TOOL_CHARS)}...` : ctx.toolName;
   const time = isoTime(ctx.startedAt);
-  const args = settings.args === 'shape' ? shapeOf(ctx.rawArgs) : settings.redact(ctx.rawArgs);
-  let argsText = canonicalJson(args);
+  let argsText =
+    settings.args === 'shape' ? canonicalJson(shapeOf(ctx.rawArgs)) : settings.redactedJson(ctx.rawArgs);
   // Keeps a hostile megabyte argument from becoming a megabyte record; everything else stays.
   if (argsText.length > maxArgsChars) argsText = JSON.stringify(`[Truncated: ${argsText.length} characters]`);
   // Values bound from the caller (a customer id from the token) are recorded beside the identity,
   // redacted like args: they decide what the call could see.
-  const bindings = hasKeys(ctx.bindings) ? canonicalJson(settings.redact(ctx.bindings)) : undefined;
+  const bindings = hasKeys(ctx.bindings) ? settings.redactedJson(ctx.bindings) : undefined;
   const caller = ctx.caller.id;
-  const decisions = ctx.decisions.length > 0 ? canonicalJson(settings.redact(ctx.decisions.slice())) : '[]';
-  const resultBytes = unknownTool ? 0 : Buffer.byteLength(JSON.stringify(result), 'utf8');
+  const decisions = ctx.decisions.length > 0 ? settings.redactedJson(ctx.decisions) : '[]';
+  const resultBytes = unknownTool ? 0 : contentBytes(result);
 
   let pre = aborted ? `"aborted":true,"args":${argsText}` : `"args":${argsText}`;
   if (bindings !== undefined) pre += `,"bindings":${bindings}`;
@@ -112,6 +113,21 @@ export function captureCall(
     caller,
     incidentId,
   };
+}
+
+/**
+ * UTF-8 size of what the client hands the model: the text of each text part (measured as it is,
+ * never serialised again), the JSON of any other part (image, audio, resource).
+ */
+function contentBytes(result: ToolResult): number {
+  let bytes = 0;
+  for (const part of result.content ?? []) {
+    bytes +=
+      part.type === 'text' && typeof part.text === 'string'
+        ? Buffer.byteLength(part.text, 'utf8')
+        : Buffer.byteLength(JSON.stringify(part), 'utf8');
+  }
+  return bytes;
 }
 
 function hasKeys(value: Readonly<Record<string, unknown>> | undefined): boolean {

@@ -41,7 +41,7 @@ export interface AuditRecord {
   aborted?: true;
   /** Time spent in the chain inside audit, in milliseconds (µs precision). */
   durationMs: number;
-  /** UTF-8 size of the result JSON the client gets (0 for an unknown tool: it gets a JSON-RPC error). */
+  /** UTF-8 size of the result's content: each text part's text, other parts' JSON (0 for an unknown tool: it gets a JSON-RPC error). */
   resultBytes: number;
   /** Trace id of the active span (`ctx.state.trace`), when tracing runs outside audit. */
   traceId?: string;
@@ -135,7 +135,7 @@ export interface AuditOptions extends Partial<AuditToolOptions> {
    * @default false
    */
   durable?: boolean;
-  /** Most records per sink write. @default 1024 */
+  /** Most records per sink write (one file write, one INSERT). @default 4096 */
   batchSize?: number;
   /** How long the writer waits for more records before it starts a write, in milliseconds. @default 1 */
   batchDelayMs?: number;

@@ -1,14 +1,16 @@
 import {
   canonicalJson,
-  createSecretRedactor,
   createSilentLogger,
+  DEFAULT_SECRET_KEYS,
   ok,
+  SECRET_PATTERNS,
   type ToolContext,
 } from '@toolgate/core';
 import { describe, expect, it } from 'vitest';
 import { sealRecord } from '../src/chain.js';
 import { GENESIS_HASH } from '../src/index.js';
 import { captureCall } from '../src/record.js';
+import { createRedactedJson } from '../src/redacted-json.js';
 
 const aborted = AbortSignal.abort();
 
@@ -40,7 +42,10 @@ function fullContext(args: unknown): ToolContext {
   } as unknown as ToolContext;
 }
 
-const settings = { args: 'redacted' as const, redact: createSecretRedactor() };
+const settings = {
+  args: 'redacted' as const,
+  redactedJson: createRedactedJson(DEFAULT_SECRET_KEYS, SECRET_PATTERNS),
+};
 
 describe('captureCall + sealRecord', () => {
   it('the line is exactly core canonicalJson of the record without its hash, plus the hash', () => {

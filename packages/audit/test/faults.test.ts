@@ -4,6 +4,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type AuditQueryable,
+  type AuditSink,
   createAudit,
   createFunctionSink,
   createPostgresSink,
@@ -157,18 +158,34 @@ describe.each(databases)('faults on $name', ({ name, open }) => {
   it('two writers forced onto one chain id: the second is refused loudly (permanent), the first chain stays intact', async () => {
     const table = newTable();
     const sink = createPostgresSink({ client: db.client, table });
+    // The first writer's second batch waits until the second writer stored its record, so both
+    // link at seq 2 whatever the timing: the second read the head before the first wrote more.
+    let release: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let writes = 0;
+    const gatedSink: AuditSink = {
+      head: (chainId) => sink.head!(chainId),
+      write: async (batch) => {
+        writes += 1;
+        if (writes === 2) await gate;
+        return sink.write(batch);
+      },
+    };
     const firstLog: LogEntry[] = [];
-    const first = createAudit({ sink, chainId: 'same', logger: recordingLogger(firstLog) });
+    const first = createAudit({ sink: gatedSink, chainId: 'same', logger: recordingLogger(firstLog) });
     await (await serve([first])).callTool('get_order', { id: 'first' });
     await first.flush();
     const log: LogEntry[] = [];
-    // The second writer read the head before the first wrote more: it links at the same seq.
     const second = createAudit({
       sink: createPostgresSink({ client: db.client, table }),
       chainId: 'same',
       logger: recordingLogger(log),
     });
     await (await serve([first, second])).callTool('get_order', { id: 'both' });
+    await second.flush();
+    release();
     await first.close();
     await second.close();
     await closeConnections();

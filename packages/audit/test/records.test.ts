@@ -39,8 +39,13 @@ function firstRecord(record: AuditRecord, fields: Record<string, unknown>): Reco
   };
 }
 
-function bytesOf(result: unknown): number {
-  return Buffer.byteLength(JSON.stringify(result), 'utf8');
+/** What resultBytes counts: the text of each text part, other parts as JSON. */
+function bytesOf(result: { content: unknown }): number {
+  let bytes = 0;
+  for (const part of result.content as { type: string; text?: string }[]) {
+    bytes += Buffer.byteLength(part.type === 'text' ? part.text! : JSON.stringify(part), 'utf8');
+  }
+  return bytes;
 }
 
 async function audited(

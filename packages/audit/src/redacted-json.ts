@@ -1,0 +1,133 @@
+import {
+  canonicalJson,
+  createSecretKeyMatcher,
+  createSecretRedactor,
+  REDACTED,
+  redactSecretsInText,
+  type SecretPattern,
+} from '@toolgate/core';
+
+/** Core's redaction walk's depth bound; deeper values take the general path, which cuts them. */
+const MAX_DEPTH = 32;
+/** Distinct key names remembered per redactor; a client sending endless new names only refills it. */
+const KEY_CACHE_LIMIT = 10_000;
+/** Marks a value the fast path does not handle: the general path serialises it instead. */
+const GENERAL = Symbol('general');
+
+/**
+ * `value` with secrets redacted, as canonical JSON: exactly `canonicalJson(createSecretRedactor({ keys,
+ * patterns })(value))`, in one pass for the plain JSON values a client sends (objects, arrays,
+ * strings, numbers, booleans, null), without building the redacted copy:
+ * - a key's verdict (secret or not) is cached, so `normaliseKey` runs once per distinct name;
+ * - a string is tested against one combined expression of every pattern before the patterns run one
+ *   by one; most strings hold no secret, so they cost one scan instead of one per pattern.
+ * Anything else (a Date, a Map, a class instance, a cycle, more than 32 levels, a throwing getter)
+ * goes through core's redactor and canonicalJson, unchanged.
+ */
+export function createRedactedJson(
+  keys: readonly string[],
+  patterns: readonly SecretPattern[],
+): (value: unknown) => string {
+  const general = createSecretRedactor({ keys, patterns });
+  const isSecretKeyUncached = createSecretKeyMatcher(keys);
+  const verdicts = new Map<string, boolean>();
+  const isSecretKey = (key: string): boolean => {
+    let verdict = verdicts.get(key);
+    if (verdict === undefined) {
+      verdict = isSecretKeyUncached(key);
+      if (verdicts.size >= KEY_CACHE_LIMIT) verdicts.clear();
+      verdicts.set(key, verdict);
+    }
+    return verdict;
+  };
+  const mayHoldSecret = createPatternPretest(patterns);
+  const redactText = (text: string): string =>
+    mayHoldSecret(text) ? redactSecretsInText(text, patterns) : text;
+
+  const write = (value: unknown, depth: number): string | undefined | typeof GENERAL => {
+    switch (typeof value) {
+      case 'string':
+        return JSON.stringify(redactText(value));
+      case 'number':
+        return Number.isFinite(value) ? JSON.stringify(value) : 'null';
+      case 'boolean':
+        return value ? 'true' : 'false';
+      case 'undefined':
+        return undefined;
+      case 'object':
+        break;
+      default:
+        return GENERAL;
+    }
+    if (value === null) return 'null';
+    if (depth >= MAX_DEPTH) return GENERAL;
+    const prototype = Object.getPrototypeOf(value);
+    if (Array.isArray(value)) {
+      if (prototype !== Array.prototype) return GENERAL;
+      let out = '[';
+      for (let index = 0; index < value.length; index += 1) {
+        if (!(index in value)) return GENERAL;
+        const item = write(value[index], depth + 1);
+        if (item === GENERAL) return GENERAL;
+        out += `${index === 0 ? '' : ','}${item ?? 'null'}`;
+      }
+      return `${out}]`;
+    }
+    if (prototype !== Object.prototype && prototype !== null) return GENERAL;
+    const record = value as Record<string, unknown>;
+    let out = '{';
+    let first = true;
+    for (const key of Object.keys(record).sort()) {
+      const entry = record[key];
+      let text: string | undefined | typeof GENERAL;
+      if (entry !== null && entry !== undefined && isSecretKey(key)) text = JSON.stringify(REDACTED);
+      else if (typeof entry === 'function') return GENERAL;
+      else text = write(entry, depth + 1);
+      if (text === GENERAL) return GENERAL;
+      if (text === undefined) continue;
+      out += `${first ? '' : ','}${JSON.stringify(key)}:${text}`;
+      first = false;
+    }
+    return `${out}}`;
+  };
+
+  return (value) => {
+    let text: string | undefined | typeof GENERAL;
+    try {
+      text = write(value, 0);
+    } catch {
+      // A throwing getter or proxy trap: the general walk turns it into `[Unreadable]`.
+      text = GENERAL;
+    }
+    if (text === GENERAL) return canonicalJson(general(value));
+    return text ?? 'null';
+  };
+}
+
+/**
+ * A test that is true for every string in which any of `patterns` matches (never false when one
+ * would match). Patterns with the same flags are joined into one alternation (a wider flag could
+ * narrow a negative lookahead, so flags are never mixed); patterns with back-references or named
+ * groups, which alternation would renumber or duplicate, are tested on their own.
+ */
+export function createPatternPretest(patterns: readonly SecretPattern[]): (text: string) => boolean {
+  const tests: RegExp[] = [];
+  const joined = new Map<string, string[]>();
+  for (const { pattern } of patterns) {
+    const flags = pattern.flags.replace(/[gy]/g, '');
+    if (/\\[1-9]|\\k<|\(\?<[A-Za-z_$]/.test(pattern.source)) {
+      tests.push(new RegExp(pattern.source, flags));
+      continue;
+    }
+    const sources = joined.get(flags) ?? [];
+    sources.push(pattern.source);
+    joined.set(flags, sources);
+  }
+  for (const [flags, sources] of joined) {
+    tests.unshift(new RegExp(sources.map((source) => `(?:${source})`).join('|'), flags));
+  }
+  return (text) => {
+    for (const test of tests) if (test.test(text)) return true;
+    return false;
+  };
+}

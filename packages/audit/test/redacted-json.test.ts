@@ -1,0 +1,135 @@
+import {
+  canonicalJson,
+  createSecretRedactor,
+  DEFAULT_SECRET_KEYS,
+  SECRET_PATTERNS,
+  type SecretPattern,
+} from '@toolgate/core';
+import { describe, expect, it } from 'vitest';
+import { createPatternPretest, createRedactedJson } from '../src/redacted-json.js';
+
+// Strings that hold a secret of each kind core knows, and ordinary text that holds none.
+const SECRET_TEXTS = [
+  'Authorization: Bearer abcdefghijklmnop',
+  'use Bearer abc.def-ghi please',
+  'Basic dXNlcjpwYXNzd29yZA==',
+  'token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl here',
+  'key AKIAABCDEFGHIJKLMNOP end',
+  'postgres://app:s3cret@db.internal:5432/orders',
+  'password=hunter2',
+  'db_password: "hunter2"',
+  '{"api_key":"abc123","x":1}',
+  "{'clientSecret': 'zzz'}",
+  'cookie: session=abc; other=1',
+  'set-cookie: __Host-session=abcdef; Path=/',
+  '-----BEGIN RSA PRIVATE KEY-----\nMIIEabc\n-----END RSA PRIVATE KEY-----',
+  'sk_live_0123456789abcdef',
+  'ghp_0123456789abcdefghijABCDEFGHIJ0123456789',
+  'AccountKey=abcdefghijklmnop==;EndpointSuffix=core.windows.net',
+  '$2b$12$abcdefghijklmnopqrstuuABCDEFGHIJKLMNOPQRSTUVWXYZ01234',
+];
+const PLAIN_TEXTS = [
+  '',
+  'customer42@example.com',
+  'max_tokens: 1500',
+  'token_count=3',
+  'passwordless sign-in',
+  'ünïcode "quotes" \\ back\u2028slash \u0000 nul',
+  'https://example.com/path?q=1',
+  'A'.repeat(5000),
+];
+
+class Money {
+  constructor(readonly cents: number) {}
+}
+const cyclic: Record<string, unknown> = { name: 'loop' };
+cyclic.self = cyclic;
+let deep: unknown = 'bottom';
+for (let level = 0; level < 40; level += 1) deep = { level, next: deep };
+const hostile = Object.defineProperty({}, 'boom', {
+  enumerable: true,
+  get() {
+    throw new Error('getter');
+  },
+});
+
+const VALUES: unknown[] = [
+  undefined,
+  null,
+  0,
+  -0,
+  1e21,
+  Number.NaN,
+  Number.POSITIVE_INFINITY,
+  true,
+  'plain',
+  ...SECRET_TEXTS,
+  ...PLAIN_TEXTS,
+  { id: 'A-1', password: 'hunter2', note: 'use Bearer abc.def-ghi please' },
+  { nested: { items: [{ apiKey: 'k-123', sku: 'postgres://app:s3cret@db:5432/o' }, { apiKey: null }] } },
+  { 'X-Api-Key': 'k', token: undefined, secret: 0, list: [undefined, 1, 'password=x'] },
+  JSON.parse('{"__proto__":{"password":"p"},"constructor":"c","b":1,"a":2}'),
+  Object.assign(Object.create(null), { z: 1, a: 'Bearer abcdefghijkl' }),
+  { toJSON: 'data, not a method', when: 'now' },
+  { fn: () => 1, kept: 'yes' },
+  [1, 'two', [3, [4, { five: 'password=5' }]]],
+  // biome-ignore lint/suspicious/noSparseArray: a sparse array takes the general path
+  [1, , 3],
+  { when: new Date('2026-01-02T03:04:05.006Z') },
+  { map: new Map([['token', 'abc']]) },
+  { money: new Money(5) },
+  { big: 10n },
+  cyclic,
+  deep,
+  { hostile },
+  Array.from({ length: 50 }, (_, index) => ({ [`k${index}`]: SECRET_TEXTS[index % SECRET_TEXTS.length] })),
+];
+
+describe('createRedactedJson: exactly canonicalJson of core redaction, in one pass', () => {
+  const extraKeys = ['ssn'];
+  const extraPatterns: SecretPattern[] = [
+    { name: 'order-secret', pattern: /ORD-SECRET-\d+/g, replace: '[ORDER]' },
+  ];
+  for (const [name, keys, patterns] of [
+    ['core defaults', DEFAULT_SECRET_KEYS, SECRET_PATTERNS],
+    [
+      'with extra keys and patterns',
+      [...DEFAULT_SECRET_KEYS, ...extraKeys],
+      [...SECRET_PATTERNS, ...extraPatterns],
+    ],
+  ] as const) {
+    it(`every value gives the same text (${name})`, () => {
+      const fast = createRedactedJson(keys, patterns);
+      const general = createSecretRedactor({ keys, patterns });
+      const values = [...VALUES, { ssn: '123-45-6789', ref: 'ORD-SECRET-42' }];
+      for (const value of values) {
+        expect(fast(value)).toBe(canonicalJson(general(value)));
+        // A second time: the key cache gives the same verdicts.
+        expect(fast(value)).toBe(canonicalJson(general(value)));
+      }
+    });
+  }
+
+  it('the pretest is true for every string any single pattern matches, false for ordinary text', () => {
+    const pretest = createPatternPretest(SECRET_PATTERNS);
+    for (const text of [...SECRET_TEXTS, ...PLAIN_TEXTS]) {
+      const matches = SECRET_PATTERNS.some(({ pattern }) =>
+        new RegExp(pattern.source, pattern.flags).test(text),
+      );
+      if (matches) expect(pretest(text), text).toBe(true);
+    }
+    for (const text of SECRET_TEXTS) expect(pretest(text), text).toBe(true);
+    expect(PLAIN_TEXTS.filter((text) => pretest(text))).toEqual([]);
+  });
+
+  it('patterns with back-references or named groups are tested on their own, not renumbered', () => {
+    const patterns: SecretPattern[] = [
+      { name: 'quoted', pattern: /(["'])secret-\d+\1/g, replace: 'X' },
+      { name: 'named', pattern: /(?<word>pin)=\k<word>/g, replace: 'X' },
+      { name: 'plain', pattern: /zzz/g, replace: 'X' },
+    ];
+    const pretest = createPatternPretest(patterns);
+    expect(['"secret-1"', "'secret-2'", 'pin=pin', 'a zzz b'].map(pretest)).toEqual([true, true, true, true]);
+    expect(['"secret-1\'', 'pin=pan', 'zz'].map(pretest)).toEqual([false, false, false]);
+  });
+});
