@@ -9,9 +9,10 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { ExportResultCode } from '@opentelemetry/core';
 import { BasicTracerProvider, BatchSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { createAudit, createFileSink } from '@toolgate/audit';
+import { compareCalls, formatBenchTable } from '@toolgate/bench-harness';
 import { createCircuitBreakers } from '@toolgate/circuit-breaker';
 import { createSilentLogger, defineTool, ok, registerTools, type ToolMiddleware } from '@toolgate/core';
-import { compareCalls, connectTestClient, formatBenchTable, type TestClient } from '@toolgate/core/testing';
+import { connectTestClient, type TestClient } from '@toolgate/core/testing';
 import { otel } from '@toolgate/otel';
 import { redactErrors } from '@toolgate/redact-errors';
 import { repeatGuard } from '@toolgate/repeat-guard';

@@ -8,6 +8,7 @@ import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { compareCalls, formatBenchTable } from '@toolgate/bench-harness';
 import {
   compose,
   createSilentLogger,
@@ -18,13 +19,7 @@ import {
   type ToolDefinition,
   type ToolMiddleware,
 } from '@toolgate/core';
-import {
-  compareCalls,
-  connectTestClient,
-  createTestContext,
-  formatBenchTable,
-  type TestClient,
-} from '@toolgate/core/testing';
+import { connectTestClient, createTestContext, type TestClient } from '@toolgate/core/testing';
 import * as z from 'zod';
 import { type AuditMiddleware, createAudit, createFileSink, createFunctionSink } from '../src/index.js';
 

@@ -3,6 +3,7 @@
 // Run: npx -y pnpm@12.4.2 --filter @toolgate/authz bench
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { compareCalls, formatBenchTable } from '@toolgate/bench-harness';
 import {
   compose,
   createSilentLogger,
@@ -12,7 +13,7 @@ import {
   type ToolDefinition,
   type ToolMiddleware,
 } from '@toolgate/core';
-import { compareCalls, connectTestClient, createTestContext, formatBenchTable } from '@toolgate/core/testing';
+import { connectTestClient, createTestContext } from '@toolgate/core/testing';
 import * as z from 'zod';
 import { createAuthz } from '../src/index.js';
 

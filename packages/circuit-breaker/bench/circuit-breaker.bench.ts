@@ -2,6 +2,7 @@
 // closed breaker (the steady state), with and without a deadline, and with a handler that reads
 // ctx.signal (which builds the deadline's derived signal).
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { compareCalls, formatBenchTable } from '@toolgate/bench-harness';
 import {
   createSilentLogger,
   defineTool,
@@ -11,13 +12,7 @@ import {
   type ToolDefinition,
   type ToolMiddleware,
 } from '@toolgate/core';
-import {
-  compareCalls,
-  connectTestClient,
-  createTestContext,
-  formatBenchTable,
-  type TestClient,
-} from '@toolgate/core/testing';
+import { connectTestClient, createTestContext, type TestClient } from '@toolgate/core/testing';
 import * as z from 'zod';
 import { type CircuitBreakerOptions, createCircuitBreaker } from '../src/index.js';
 

@@ -2,8 +2,10 @@
 // against a bare core chain; and the two-step fallback's round trip (first call + confirmed call) and an
 // elicitation round trip (auto-accepting client) through a real SDK client.
 // Run: npx tsx bench/confirm.bench.ts
+
+import { compareCalls, formatBenchTable } from '@toolgate/bench-harness';
 import { compose, defineTool, ok, type ToolDefinition } from '@toolgate/core';
-import { compareCalls, createTestContext, formatBenchTable, serveTools } from '@toolgate/core/testing';
+import { createTestContext, serveTools } from '@toolgate/core/testing';
 import * as z from 'zod';
 import { CONFIRM_META, confirmationArgument, createConfirm } from '../src/index.js';
 

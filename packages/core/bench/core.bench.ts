@@ -1,8 +1,9 @@
 // tools/call round trips over the in-memory transport: the bare SDK vs the same handler through core.
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { compareCalls, formatBenchTable } from '@toolgate/bench-harness';
 import * as z from 'zod';
 import { createSilentLogger, defineTool, ok, registerTools, type ToolMiddleware } from '../src/index.js';
-import { compareCalls, connectTestClient, formatBenchTable, type TestClient } from '../src/testing.js';
+import { connectTestClient, type TestClient } from '../src/testing.js';
 
 const input = { q: z.string() };
 

@@ -165,7 +165,6 @@ export function expectFailure(result: CallToolResult): ErrorEnvelope {
   return envelope;
 }
 
-export { type BenchCase, type BenchOptions, type BenchRow, compareCalls, formatBenchTable } from './bench.js';
 export {
   createTestContext,
   type LogEntry,

@@ -3,8 +3,9 @@ import { execFile } from 'node:child_process';
 import { realpathSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { compareCalls, formatBenchTable } from '@toolgate/bench-harness';
 import { createSilentLogger, registerTools } from '@toolgate/core';
-import { compareCalls, connectTestClient, formatBenchTable } from '@toolgate/core/testing';
+import { connectTestClient } from '@toolgate/core/testing';
 import * as z from 'zod';
 import { execTool, safeExec, value } from '../src/index.js';
 

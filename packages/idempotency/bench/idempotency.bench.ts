@@ -2,8 +2,10 @@
 // every other call pays), an opted-in tool with distinct arguments (digest, claim, result write) and
 // a replay (digest, claim refused, read).
 // Run: npx tsx bench/idempotency.bench.ts
+
+import { compareCalls, formatBenchTable } from '@toolgate/bench-harness';
 import { compose, defineTool, ok, type ToolDefinition } from '@toolgate/core';
-import { compareCalls, createTestContext, formatBenchTable } from '@toolgate/core/testing';
+import { createTestContext } from '@toolgate/core/testing';
 import * as z from 'zod';
 import { createIdempotency } from '../src/index.js';
 

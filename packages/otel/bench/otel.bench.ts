@@ -9,6 +9,7 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { ExportResultCode } from '@opentelemetry/core';
 import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, BatchSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
+import { compareCalls, formatBenchTable } from '@toolgate/bench-harness';
 import {
   compose,
   createSilentLogger,
@@ -19,13 +20,7 @@ import {
   type ToolDefinition,
   type ToolMiddleware,
 } from '@toolgate/core';
-import {
-  compareCalls,
-  connectTestClient,
-  createTestContext,
-  formatBenchTable,
-  type TestClient,
-} from '@toolgate/core/testing';
+import { connectTestClient, createTestContext, type TestClient } from '@toolgate/core/testing';
 import * as z from 'zod';
 import { createOtel } from '../src/index.js';
 

@@ -2,6 +2,7 @@
 // with TEST_REDIS_URL, the Redis limiter against a bare Redis round trip (PING, SET).
 // Run: npx -y pnpm@12.4.2 --filter @toolgate/rate-limit bench
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { compareCalls, formatBenchTable } from '@toolgate/bench-harness';
 import {
   compose,
   createSilentLogger,
@@ -11,7 +12,7 @@ import {
   type ToolDefinition,
   type ToolMiddleware,
 } from '@toolgate/core';
-import { compareCalls, connectTestClient, createTestContext, formatBenchTable } from '@toolgate/core/testing';
+import { connectTestClient, createTestContext } from '@toolgate/core/testing';
 import { Redis } from 'ioredis';
 import * as z from 'zod';
 import { createRateLimit } from '../src/index.js';

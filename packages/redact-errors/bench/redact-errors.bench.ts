@@ -3,6 +3,7 @@
 // Two views: full tools/call round trips over the in-memory transport, and the middleware alone
 // (the chain called directly), where the transport's noise cannot hide a microsecond.
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { compareCalls, formatBenchTable } from '@toolgate/bench-harness';
 import {
   compose,
   createSilentLogger,
@@ -15,13 +16,7 @@ import {
   type ToolMiddleware,
   type ToolResult,
 } from '@toolgate/core';
-import {
-  compareCalls,
-  connectTestClient,
-  createTestContext,
-  formatBenchTable,
-  type TestClient,
-} from '@toolgate/core/testing';
+import { connectTestClient, createTestContext, type TestClient } from '@toolgate/core/testing';
 import * as z from 'zod';
 import { createRedactErrors } from '../src/index.js';
 

@@ -2,6 +2,7 @@
 // hash, store read, store write) and identical arguments (every call a hit: answered from the store).
 // Run: npx tsx bench/repeat-guard.bench.ts
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { compareCalls, formatBenchTable } from '@toolgate/bench-harness';
 import {
   compose,
   createSilentLogger,
@@ -11,7 +12,7 @@ import {
   type ToolDefinition,
   type ToolMiddleware,
 } from '@toolgate/core';
-import { compareCalls, connectTestClient, createTestContext, formatBenchTable } from '@toolgate/core/testing';
+import { connectTestClient, createTestContext } from '@toolgate/core/testing';
 import * as z from 'zod';
 import { createRepeatGuard } from '../src/index.js';
 

@@ -1,6 +1,7 @@
 // search_orders through the tool vs the same hand-written parameterized query with pg, on 1,000,000
 // orders. Run: `pnpm bench` (BENCH_DATABASE_URL, else TEST_DATABASE_URL, else the local server).
-import { compareCalls, createTestContext, formatBenchTable } from '@toolgate/core/testing';
+import { compareCalls, formatBenchTable } from '@toolgate/bench-harness';
+import { createTestContext } from '@toolgate/core/testing';
 import pg from 'pg';
 import { pgQueryable, type SqlToolOptions, sqlTool } from '../src/index.js';
 

@@ -2,8 +2,9 @@
 // Run: npx tsx bench/url-allowlist.bench.ts. The resolver is a stub (no DNS, no network): this
 // measures the policy's own work, not resolution.
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { compareCalls, formatBenchTable } from '@toolgate/bench-harness';
 import { createSilentLogger, defineTool, ok, registerTools, type ToolMiddleware } from '@toolgate/core';
-import { compareCalls, connectTestClient, formatBenchTable } from '@toolgate/core/testing';
+import { connectTestClient } from '@toolgate/core/testing';
 import * as z from 'zod';
 import { createUrlGuard, createUrlPolicy } from '../src/index.js';
 

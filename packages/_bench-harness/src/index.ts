@@ -1,0 +1,7 @@
+export {
+  type BenchCase,
+  type BenchOptions,
+  type BenchRow,
+  compareCalls,
+  formatBenchTable,
+} from './compare-calls.js';
