@@ -28,7 +28,9 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
   const writer = new AuditWriter(options.sink ?? createStderrSink(), {
     chainId,
     batchSize: positive(options.batchSize ?? 4096, 'batchSize'),
-    batchDelayMs: Math.max(0, options.batchDelayMs ?? 1),
+    // Durable calls wait for their batch: a timer would add a millisecond to each, and batches form
+    // anyway while the previous write is in flight.
+    batchDelayMs: Math.max(0, options.batchDelayMs ?? (durable ? 0 : 1)),
     maxBufferBytes: positive(options.maxBufferBytes ?? 64 * 2 ** 20, 'maxBufferBytes'),
     bufferSize: positive(options.bufferSize ?? 1_000_000, 'bufferSize'),
     maxWaitMs: Math.max(0, options.maxWaitMs ?? 1_000),

@@ -137,7 +137,11 @@ export interface AuditOptions extends Partial<AuditToolOptions> {
   durable?: boolean;
   /** Most records per sink write (one file write, one INSERT). @default 4096 */
   batchSize?: number;
-  /** How long the writer waits for more records before it starts a write, in milliseconds. @default 1 */
+  /**
+   * How long the writer waits for more records before it starts a write, in milliseconds. Durable
+   * mode needs no wait: its calls wait for the write, and batches form while one is in flight.
+   * @default 1 (0 with `durable: true`)
+   */
   batchDelayMs?: number;
   /**
    * Most bytes of serialised records waiting for the sink (records are serialised when the call
