@@ -135,7 +135,7 @@ export async function auditBench(): Promise<string> {
       '## 4. Audit throughput',
       '',
       `${(PER_WINDOW * WINDOWS).toLocaleString('en')} records per sink in ${WINDOWS} windows after a warm-up window, ${IN_FLIGHT} calls in flight, through the audit`,
-      'middleware (args redacted, canonical JSON, SHA-256 chain, batched writes; batch size 256); a window ends when',
+      'middleware (args redacted, canonical JSON, SHA-256 chain, batched writes of up to 4096 records); a window ends when',
       'the sink has stored all its records. Peak memory of the whole bench process while the sink ran. The chain',
       'is verified afterwards (`verifyAuditFile` / `verifyAuditTable`).',
       '',
