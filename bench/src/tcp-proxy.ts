@@ -11,16 +11,23 @@ export interface TcpProxy {
   down(): Promise<void>;
   /** Listens again on the same port. */
   up(): Promise<void>;
+  /**
+   * For `durationMs`, forwards what clients send but loses every reply: the first byte the server
+   * sends back cuts that connection. A statement committed in that window is never acknowledged.
+   * Resolves when the window ends.
+   */
+  loseReplies(durationMs: number): Promise<void>;
   close(): Promise<void>;
 }
 
 /**
- * The database "going away" as a client sees it: live connections reset, the port closed. Nothing
- * in the code under test knows about the proxy; it only sees the URL.
+ * The database "going away" as a client sees it: live connections reset, the port closed, or replies
+ * lost. Nothing in the code under test knows about the proxy; it only sees the URL.
  */
 export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
   const live = new Set<Socket>();
   let connections = 0;
+  let losingReplies = false;
   let server: Server | undefined;
   let port = 0;
   const listen = async (): Promise<void> => {
@@ -37,8 +44,11 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
       };
       client.on('error', cut).on('close', cut);
       upstream.on('error', cut).on('close', cut);
-      client.pipe(upstream);
-      upstream.pipe(client);
+      client.on('data', (chunk: Buffer) => upstream.write(chunk));
+      upstream.on('data', (chunk: Buffer) => {
+        if (losingReplies) cut();
+        else client.write(chunk);
+      });
     });
     await new Promise<void>((resolveListen, rejectListen) => {
       next.once('error', rejectListen);
@@ -68,6 +78,11 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     down,
     up: async () => {
       if (!server) await listen();
+    },
+    loseReplies: async (durationMs) => {
+      losingReplies = true;
+      await new Promise((resolveWindow) => setTimeout(resolveWindow, durationMs));
+      losingReplies = false;
     },
     close: down,
   };
