@@ -63,10 +63,12 @@ export function runWithDeadline(
     work.then(
       (result) => {
         release();
+        signal?.settle(outer);
         finish({ kind: 'returned', result });
       },
       (error: unknown) => {
         release();
+        signal?.settle(outer);
         finish({ kind: 'threw', error });
       },
     );
@@ -96,6 +98,15 @@ class CallSignal {
 
   write(value: AbortSignal): void {
     this.#current = value;
+  }
+
+  /**
+   * The chain settled in time: a signal nobody read inside it is the caller's again. Middleware outside
+   * the breaker that reads `ctx.signal` afterwards (most check `aborted` once the chain returns) then
+   * gets the caller's signal instead of forcing a new AbortController per call.
+   */
+  settle(outer: AbortSignal): void {
+    if (this.#current === undefined && !this.#stopped) this.#current = outer;
   }
 
   stop(reason: unknown): void {
