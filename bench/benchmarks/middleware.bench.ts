@@ -1,25 +1,34 @@
 // 1. Middleware overhead in process: tools/call round trips over the in-memory transport, one trivial
-// tool, the bare SDK handler vs the same tool through core with the full recommended stack.
+// tool, the bare SDK handler vs the same tool through core with the full stack in DESIGN.md's order,
+// each policy alone beside it, then the full stack again with a real OTel SDK registered.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { ExportResultCode } from '@opentelemetry/core';
 import { BasicTracerProvider, BatchSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { createAudit, createFileSink } from '@toolgate/audit';
-import { compareCalls, formatBenchTable } from '@toolgate/bench-harness';
-import { createCircuitBreakers } from '@toolgate/circuit-breaker';
+import { createAuthz } from '@toolgate/authz';
+import { type BenchCase, compareCalls, formatBenchTable } from '@toolgate/bench-harness';
+import { createCircuitBreaker } from '@toolgate/circuit-breaker';
+import { createConfirm } from '@toolgate/confirm';
 import { createSilentLogger, defineTool, ok, registerTools, type ToolMiddleware } from '@toolgate/core';
 import { connectTestClient, type TestClient } from '@toolgate/core/testing';
-import { otel } from '@toolgate/otel';
-import { redactErrors } from '@toolgate/redact-errors';
-import { repeatGuard } from '@toolgate/repeat-guard';
+import { createIdempotency } from '@toolgate/idempotency';
+import { createOtel } from '@toolgate/otel';
+import { createRateLimit } from '@toolgate/rate-limit';
+import { createRedactErrors } from '@toolgate/redact-errors';
+import { createRepeatGuard } from '@toolgate/repeat-guard';
 import * as z from 'zod';
 
 const input = { q: z.string() };
 const logger = createSilentLogger();
+// A verified bearer token's info, as Streamable HTTP hands it over: authz checks the scope, the caller
+// identity (client id + claims digest) keys rate-limit and repeat-guard.
+const authInfo: AuthInfo = { token: 'bench-token', clientId: 'bench-client', scopes: ['orders:read'] };
 
 // Spans are built, batched and handed over like in production; only the network send is skipped.
 const discardingExporter: SpanExporter = {
@@ -33,64 +42,113 @@ async function bareServer(): Promise<TestClient> {
     const data = { ok: true, q };
     return { content: [{ type: 'text', text: JSON.stringify(data) }], structuredContent: data };
   });
-  return connectTestClient(server);
+  return connectTestClient(server, { authInfo });
 }
 
-async function coreServer(middleware: ToolMiddleware[]): Promise<TestClient> {
+export async function coreServer(middleware: ToolMiddleware[]): Promise<TestClient> {
   const server = new McpServer({ name: 'core', version: '1.0.0' });
   const echo = defineTool({ name: 'echo', description: 'Echo.', input, handler: ({ q }) => ok({ q }) });
   registerTools(server, [echo], { middleware, logger });
-  return connectTestClient(server, { sessionId: 'bench' });
+  return connectTestClient(server, { sessionId: 'bench', authInfo });
 }
 
-export async function middlewareBench(): Promise<string> {
-  const provider = new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(discardingExporter)] });
-  const contextManager = new AsyncLocalStorageContextManager().enable();
-  context.setGlobalContextManager(contextManager);
-  trace.setGlobalTracerProvider(provider);
-  const dir = await mkdtemp(join(tmpdir(), 'toolgate-bench-mw-'));
-  const audit = createAudit({ sink: createFileSink(join(dir, 'audit.jsonl')), logger });
-  const breakers = createCircuitBreakers({ logger });
-  const full = [
-    otel({ transport: 'pipe', logger }),
-    audit,
-    redactErrors({ logger }),
-    repeatGuard(),
-    breakers.middleware,
+/** Every policy in DESIGN.md's order, each with a name for its own row. */
+export function fullStack(
+  auditFile: string,
+): { name: string; middleware: ToolMiddleware; close(): unknown }[] {
+  const audit = createAudit({ sink: createFileSink(auditFile), logger });
+  const breaker = createCircuitBreaker({ logger });
+  const repeat = createRepeatGuard();
+  const idempotency = createIdempotency({});
+  const confirm = createConfirm({ secret: 'bench-secret-0123456789abcdef0123456789abcdef' });
+  const noop = (): void => undefined;
+  return [
+    { name: 'otel', middleware: createOtel({ transport: 'pipe', logger }), close: noop },
+    { name: 'audit (file)', middleware: audit, close: () => audit.close() },
+    { name: 'redact-errors', middleware: createRedactErrors({ logger }), close: noop },
+    { name: 'authz (scope)', middleware: createAuthz({ require: { scopes: ['orders:read'] } }), close: noop },
+    {
+      name: 'rate-limit (memory)',
+      // A limit no bench reaches: every call is counted, none refused.
+      middleware: createRateLimit({ limits: [{ per: 'caller', points: 1_000_000_000, duration: 60 }] }),
+      close: noop,
+    },
+    { name: 'repeat-guard', middleware: repeat, close: () => repeat.close() },
+    { name: 'idempotency (not opted in)', middleware: idempotency, close: noop },
+    { name: 'confirm (not opted in)', middleware: confirm, close: noop },
+    { name: 'circuit-breaker', middleware: breaker, close: () => breaker.close() },
   ];
+}
+
+/** Distinct arguments on every call: repeat-guard looks each one up and stores it, never short-circuits. */
+const echoCall =
+  (client: TestClient) =>
+  (i: number): Promise<unknown> =>
+    client.callTool('echo', { q: `v${i}` });
+
+export async function middlewareBench(): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'toolgate-bench-mw-'));
+  const full = fullStack(join(dir, 'audit.jsonl'));
+  const alone = fullStack(join(dir, 'audit-alone.jsonl'));
   const bare = await bareServer();
   const empty = await coreServer([]);
-  const stack = await coreServer(full);
+  const stack = await coreServer(full.map((entry) => entry.middleware));
   // Each middleware alone, to show where the stack's cost comes from.
-  const alone = await Promise.all(full.map((middleware) => coreServer([middleware])));
-  const names = ['otel', 'audit (file)', 'redact-errors', 'repeat-guard', 'circuit-breaker'];
+  const single = await Promise.all(alone.map((entry) => coreServer([entry.middleware])));
+  const stackName = `core + full stack (${full.map((entry) => entry.name.split(' ')[0]).join(' → ')})`;
   const sections: string[] = [];
+  const summary: string[] = [];
+  const options = { rounds: 15, callsPerRound: 1000, warmup: 1000 };
+  const provider = new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(discardingExporter)] });
   try {
+    for (const concurrency of [1, 64]) {
+      const cases: BenchCase[] = [
+        { name: 'bare SDK handler (baseline)', call: echoCall(bare) },
+        { name: 'core, empty chain', call: echoCall(empty) },
+        { name: `${stackName}, no OTel SDK`, call: echoCall(stack) },
+        ...single.map((client, index) => ({
+          name: `core + ${alone[index]!.name} alone`,
+          call: echoCall(client),
+        })),
+      ];
+      const rows = await compareCalls(cases, { ...options, concurrency });
+      const label = concurrency === 1 ? 'Sequential' : `${concurrency} concurrent`;
+      sections.push(`### ${label}, no OTel SDK registered\n\n${formatBenchTable(rows)}`);
+      const [, emptyRow, stackRow, ...policyRows] = rows;
+      const worst = policyRows
+        .filter((row) => !row.name.includes('audit'))
+        .reduce((a, b) => (a.addedUs >= b.addedUs ? a : b));
+      const auditRow = policyRows.find((row) => row.name.includes('audit'))!;
+      summary.push(
+        `| ${label}: full stack (no SDK) added µs | ≤ +12 µs | +${stackRow!.addedUs.toFixed(2)} | ${stackRow!.addedUs <= 12 ? 'met' : 'missed'} |`,
+        `| ${label}: costliest single policy (${worst.name.replace(/^core \+ | alone$/g, '')}) | ≤ +3 µs | +${worst.addedUs.toFixed(2)} | ${worst.addedUs <= 3 ? 'met' : 'missed'} |`,
+        `| ${label}: audit (file) alone | ≤ +4 µs | +${auditRow.addedUs.toFixed(2)} | ${auditRow.addedUs <= 4 ? 'met' : 'missed'} |`,
+        `| ${label}: empty chain ratio | ≤ 1.05x | ${emptyRow!.ratio.toFixed(3)}x | ${emptyRow!.ratio <= 1.05 ? 'met' : 'missed'} |`,
+      );
+    }
+    // The same stack with a real SDK: spans built, batched and exported (to nowhere).
+    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+    trace.setGlobalTracerProvider(provider);
     for (const concurrency of [1, 64]) {
       const rows = await compareCalls(
         [
-          { name: 'bare SDK handler (baseline)', call: (i) => bare.callTool('echo', { q: `v${i}` }) },
-          { name: 'core, empty chain', call: (i) => empty.callTool('echo', { q: `v${i}` }) },
-          {
-            name: 'core + otel → audit (file) → redact-errors → repeat-guard → circuit-breaker',
-            // Distinct args: repeat-guard looks every call up and stores it, never short-circuits.
-            call: (i) => stack.callTool('echo', { q: `v${i}` }),
-          },
-          ...alone.map((client, index) => ({
-            name: `core + ${names[index]} alone`,
-            call: (i: number) => client.callTool('echo', { q: `v${i}` }),
-          })),
+          { name: 'bare SDK handler (baseline)', call: echoCall(bare) },
+          { name: `${stackName}, real OTel SDK (BatchSpanProcessor)`, call: echoCall(stack) },
+          { name: `core + ${alone[0]!.name} alone, real OTel SDK`, call: echoCall(single[0]!) },
         ],
-        { concurrency, rounds: 15, callsPerRound: 1000, warmup: 500 },
+        { ...options, concurrency },
       );
-      sections.push(
-        `### ${concurrency === 1 ? 'Sequential' : `${concurrency} concurrent`}\n\n${formatBenchTable(rows)}`,
-      );
+      const label = concurrency === 1 ? 'Sequential' : `${concurrency} concurrent`;
+      sections.push(`### ${label}, real OTel SDK registered\n\n${formatBenchTable(rows)}`);
     }
   } finally {
-    await Promise.all([bare.close(), empty.close(), stack.close(), ...alone.map((client) => client.close())]);
-    await audit.close();
-    breakers.shutdown();
+    await Promise.all([
+      bare.close(),
+      empty.close(),
+      stack.close(),
+      ...single.map((client) => client.close()),
+    ]);
+    for (const entry of [...full, ...alone]) await entry.close();
     await provider.shutdown();
     trace.disable();
     context.disable();
@@ -99,10 +157,18 @@ export async function middlewareBench(): Promise<string> {
   return [
     '## 1. Middleware overhead, in process',
     '',
-    'tools/call round trips through a real SDK client over the in-memory transport; one trivial tool (`echo`).',
-    'Full stack: otel with a real SDK `BasicTracerProvider` + `BatchSpanProcessor` (exporter discards), audit to',
-    'a temp file, redact-errors, repeat-guard (every call has distinct args), circuit-breaker. Median of 15',
-    'interleaved rounds of 1000 calls. Target: the full stack adds under 5 µs per call (about 1.3x bare).',
+    'tools/call round trips through a real SDK client over the in-memory transport (bearer auth info on',
+    'every request); one trivial tool (`echo`), distinct arguments on every call (repeat-guard looks each',
+    'one up and stores it). Full stack in DESIGN.md order: createOtel (first without an SDK, then with a',
+    'real `BasicTracerProvider` + `BatchSpanProcessor` whose exporter discards), createAudit to a temp',
+    'file, createRedactErrors, createAuthz (a scope the token holds), createRateLimit (memory store, a',
+    'limit never reached), createRepeatGuard, createIdempotency and createConfirm (present, the tool not',
+    'opted in), createCircuitBreaker. Median of 15 interleaved rounds of 1000 calls; *added µs* is the',
+    'cost per call over the bare SDK measured in the same run.',
+    '',
+    '| target (issue 18) | bound | measured | |',
+    '|---|---:|---:|---|',
+    ...summary,
     '',
     ...sections.flatMap((section) => [section, '']),
   ].join('\n');

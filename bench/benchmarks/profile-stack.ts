@@ -1,0 +1,18 @@
+// Drives N full-stack calls (no OTel SDK) for `node --cpu-prof`: where the stack's time goes.
+// npx tsx --cpu-prof --cpu-prof-dir=/tmp/prof benchmarks/profile-stack.ts [calls] [only-policy-name]
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { coreServer, fullStack } from './middleware.bench.js';
+
+const calls = Number(process.argv[2] ?? 100_000);
+const only = process.argv[3];
+const dir = await mkdtemp(join(tmpdir(), 'toolgate-prof-'));
+const stack = fullStack(join(dir, 'audit.jsonl')).filter((entry) => !only || entry.name.startsWith(only));
+const client = await coreServer(stack.map((entry) => entry.middleware));
+const started = performance.now();
+for (let i = 0; i < calls; i += 1) await client.callTool('echo', { q: `v${i}` });
+process.stderr.write(`${(((performance.now() - started) * 1000) / calls).toFixed(2)} µs/call\n`);
+await client.close();
+for (const entry of stack) await entry.close();
+await rm(dir, { recursive: true, force: true });
