@@ -28,6 +28,8 @@ export interface CliConfig {
   replicaId: string | undefined;
   confirmSecret: string | undefined;
   durableAudit: boolean;
+  /** request_refund/cancel_order calls per caller and tool per minute (TOOLGATE_WRITES_PER_MINUTE). */
+  writesPerMinute: number | undefined;
   /** JWT mode: verify bearer tokens against a JWKS (set together). */
   jwt: { jwksUrl: string; issuer: string; resource: string; audiences: string[] } | undefined;
 }
@@ -59,6 +61,7 @@ Environment:
   TOOLGATE_DURABLE_AUDIT=1      release an answer only after its audit record is stored
   TOOLGATE_CONFIRM_SECRET       HMAC key of two-step confirmations (>= 32 bytes; the same on every replica;
                                 default: random per process)
+  TOOLGATE_WRITES_PER_MINUTE    request_refund/cancel_order calls per caller and tool per minute (default 10)
   TOOLGATE_ALLOWED_HOSTS        extra Host header values accepted over HTTP (comma separated)
   TOOLGATE_ALLOWED_ORIGINS      browser origins accepted over HTTP (comma separated)
   TOOLGATE_CUSTOMER_SCOPED=1    bind the customer id from the token's claims (customerId)
@@ -123,6 +126,10 @@ export function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Cli
       '--http needs TOOLGATE_TOKENS_FILE (or TOOLGATE_TOKENS), JWT mode (TOOLGATE_JWKS_URL...), or --insecure-no-auth on 127.0.0.1',
     );
   }
+  const writesText = env.TOOLGATE_WRITES_PER_MINUTE;
+  const writesPerMinute = writesText ? Number(writesText) : undefined;
+  if (writesPerMinute !== undefined && !(Number.isInteger(writesPerMinute) && writesPerMinute > 0))
+    throw new UsageError(`TOOLGATE_WRITES_PER_MINUTE must be a positive whole number, got ${writesText}`);
   const level = (env.LOG_LEVEL ?? 'info').toLowerCase();
   if (!['debug', 'info', 'warn', 'error'].includes(level))
     throw new UsageError(`LOG_LEVEL ${level} is not known`);
@@ -154,6 +161,7 @@ export function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Cli
     replicaId: env.TOOLGATE_REPLICA_ID || undefined,
     confirmSecret: env.TOOLGATE_CONFIRM_SECRET || undefined,
     durableAudit: env.TOOLGATE_DURABLE_AUDIT === '1',
+    writesPerMinute,
     jwt,
   };
 }

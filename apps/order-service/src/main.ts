@@ -46,6 +46,7 @@ async function main(): Promise<void> {
       replicaId: config.replicaId,
       durableAudit: config.durableAudit,
       confirmSecret: config.confirmSecret,
+      writesPerMinute: config.writesPerMinute,
       // --insecure-no-auth (loopback only): no token, so no per-tool scopes to check either.
       openAccess: config.http && config.insecureNoAuth && !config.tokens && !config.jwt,
     },

@@ -82,6 +82,8 @@ export interface OrderServiceConfig {
   durableAudit?: boolean;
   /** HMAC key of two-step confirmations; the same on every replica. @default random per process */
   confirmSecret?: string | undefined;
+  /** request_refund and cancel_order calls each caller may make per tool and minute. @default 10 */
+  writesPerMinute?: number | undefined;
   /** Let every caller see and call every tool (HTTP without auth on loopback: no scopes to check). @default false */
   openAccess?: boolean;
 }
@@ -202,7 +204,7 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
   const writesPerCaller = {
     name: 'writes-per-caller',
     per: 'caller-tool',
-    points: 10,
+    points: config.writesPerMinute ?? 10,
     duration: '1m',
   } as const;
   const rateLimit = createRateLimit({
