@@ -4,8 +4,7 @@ import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BreakerStats } from '@toolgate/circuit-breaker';
-import { createSilentLogger } from '@toolgate/core';
-import { connectTestClient, type TestClient } from '@toolgate/core/testing';
+import { connectTestClient, type LogEntry, recordingLogger, type TestClient } from '@toolgate/core/testing';
 import { createOrderService, type OrderService } from '@toolgate/order-service/service';
 import { afterEach, describe, expect, it } from 'vitest';
 import { envelopeOf, outcomeCode } from '../src/result-contract.js';
@@ -82,6 +81,8 @@ async function startFaultProxy(target: { host: string; port: number }): Promise<
 const RESET_MS = 500;
 const BREAKER_TIMEOUT_MS = 5000;
 const WORKERS = 32;
+// Issue 13 measures the breaker at about 200 calls/s: each worker paces itself to WORKERS/RATE s a call.
+const RATE = 200;
 
 let cleanup: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -89,7 +90,13 @@ afterEach(async () => {
   cleanup = [];
 });
 
-async function startService(): Promise<{ proxy: FaultProxy; service: OrderService; client: TestClient }> {
+async function startService(): Promise<{
+  proxy: FaultProxy;
+  service: OrderService;
+  clients: TestClient[];
+  log: LogEntry[];
+}> {
+  const log: LogEntry[] = [];
   const dir = await mkdtemp(join(tmpdir(), 'toolgate-bench-dbfault-'));
   cleanup.push(() => rm(dir, { recursive: true, force: true }));
   const scoped = new URL(await prepareTestSchema(outageDatabaseUrl()));
@@ -104,24 +111,33 @@ async function startService(): Promise<{ proxy: FaultProxy; service: OrderServic
       auditFile: join(dir, 'audit.jsonl'),
       breakerResetMs: RESET_MS,
     },
-    createSilentLogger(),
+    recordingLogger(log),
   );
-  const client = await connectTestClient(service.createServer(), { sessionId: 'db-fault' });
   cleanup.push(() => proxy.close());
   cleanup.push(() => service.close());
-  cleanup.push(() => client.close());
-  return { proxy, service, client };
+  // One caller per worker: the service's per-caller rate limit (120 calls a minute) is not under test.
+  const clients: TestClient[] = [];
+  for (let worker = 0; worker < WORKERS; worker += 1) {
+    const client = await connectTestClient(service.createServer(), {
+      sessionId: `db-fault-${worker}`,
+      authInfo: { token: `worker-${worker}`, clientId: `worker-${worker}`, scopes: ['orders:read'] },
+    });
+    cleanup.push(() => client.close());
+    clients.push(client);
+  }
+  return { proxy, service, clients, log };
 }
 
 // Calls that met the dead database: those that failed, plus those still in flight (they will).
 const metDatabase = (stats: BreakerStats): number => stats.totals.failures + stats.inFlight;
 
-/** Runs WORKERS clients calling search_orders without pause until stopped; records each call. */
-function load(client: TestClient) {
+/** Runs one worker per client calling search_orders at RATE calls/s in all until stopped; records each call. */
+function load(clients: readonly TestClient[]) {
   const calls: { outcome: string; ms: number; hint: unknown; startedAt: number }[] = [];
   let stop = false;
   let counter = 0;
-  const worker = async (): Promise<void> => {
+  const interval = (clients.length / RATE) * 1000;
+  const worker = async (client: TestClient): Promise<void> => {
     while (!stop) {
       counter += 1;
       const args = {
@@ -136,10 +152,11 @@ function load(client: TestClient) {
         hint: envelopeOf(result).hint,
         startedAt,
       });
-      if (result.isError) await new Promise((resolve) => setTimeout(resolve, 2));
+      const wait = interval - (performance.now() - startedAt);
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
     }
   };
-  const workers = Array.from({ length: WORKERS }, worker);
+  const workers = clients.map(worker);
   return {
     calls,
     async stop() {
@@ -162,7 +179,7 @@ describe.each([
   { fault: 'silent partition (nothing forwarded, nothing answered)', silent: true },
 ])('orders-db breaker under a $fault', ({ fault, silent }) => {
   it('opens within the call deadline after healthy traffic, answers unavailable with retryAfterMs while open, recovers through half-open', async () => {
-    const { proxy, service, client } = await startService();
+    const { proxy, service, clients, log } = await startService();
     const stats = () => service.breakers.stats()['orders-db']!;
     const opened: { at: number; admitted: number }[] = [];
     let closedAt = 0;
@@ -170,12 +187,13 @@ describe.each([
     service.breakers.on('close', () => {
       closedAt = performance.now();
     });
-    const traffic = load(client);
+    const traffic = load(clients);
     // A healthy stretch first: the window fills with successes (the case the rate rule alone fails).
     await waitFor(() => traffic.calls.length >= 300, 30_000, '300 healthy calls');
     expect(traffic.calls.every((call) => call.outcome === 'ok')).toBe(true);
 
     const faultAt = performance.now();
+    const linesBefore = log.length;
     const before = stats().totals.failures;
     if (silent) proxy.blackhole();
     else await proxy.refuse();
@@ -195,6 +213,8 @@ describe.each([
       5000,
       '20 short-circuited calls',
     );
+    const restoreAt = performance.now();
+    const outageLines = log.slice(linesBefore);
     await proxy.restore();
     await waitFor(() => closedAt > 0 && stats().state === 'closed', 15_000, 'the breaker to close');
     const recoveredAt = performance.now();
@@ -207,6 +227,27 @@ describe.each([
     await traffic.stop();
 
     const during = traffic.calls.filter((call) => call.startedAt >= faultAt && call.startedAt < closedAt);
+    const outage = traffic.calls.filter((call) => call.startedAt >= faultAt && call.startedAt < restoreAt);
+    const failed = outage.filter((call) => call.outcome !== 'ok').length;
+    const sorted = outage.map((call) => call.ms).sort((a, b) => a - b);
+    const p99 = sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.99))]!;
+    const hung = traffic.calls.filter((call) => call.ms >= BREAKER_TIMEOUT_MS + 1500).length;
+    const messages = new Map<string, number>();
+    for (const entry of outageLines) {
+      const message = entry.message ?? '';
+      messages.set(message, (messages.get(message) ?? 0) + 1);
+    }
+    process.stderr.write(
+      `database fault (${fault}): during the outage ${outage.length} calls (${failed} failed), p99 ${Math.round(p99)} ms, slowest ${Math.round(sorted.at(-1)!)} ms, ${hung} hung past ${BREAKER_TIMEOUT_MS + 1500} ms; ` +
+        `${outageLines.length} log lines (${(outageLines.length / Math.max(1, failed)).toFixed(3)} per failed call): ${JSON.stringify(Object.fromEntries(messages))}\n`,
+    );
+    expect(hung).toBe(0);
+    // Log volume: core logs each call that met the dead database (one 'tool error with a cause' line,
+    // not throttled yet); a short-circuit logs nothing, so the outage's length adds no lines: the
+    // same bound as the calls that reach the dead database, plus the breaker's state changes.
+    const causeLines = outageLines.filter((entry) => entry.message === 'tool error with a cause').length;
+    expect(causeLines).toBeLessThanOrEqual(WORKERS + 5);
+    expect(outageLines.length - causeLines).toBeLessThanOrEqual(3);
     expect(during.filter((call) => !['ok', 'unavailable', 'timeout'].includes(call.outcome))).toEqual([]);
     expect(during.some((call) => call.outcome === 'rate_limited')).toBe(false);
     expect(traffic.calls.some((call) => typeof call.hint === 'string' && /parallel/.test(call.hint))).toBe(
