@@ -2,6 +2,7 @@
 // Internals (buildQuery, escapeLike, identifierProblem, ...) stay in their files.
 export { type PgClientLike, type PgPoolClientLike, type PgPoolLike, pgQueryable } from './pg-queryable.js';
 export { type PGliteLike, type PGliteTransactionLike, pgliteQueryable } from './pglite-queryable.js';
+export type { PgQueryableOptions } from './read-only-session.js';
 export { sqlTool } from './sql-tool.js';
 export type {
   BindResolver,

@@ -1,6 +1,13 @@
 import { raceAbort } from '@toolgate/core';
 import { type CancellableClient, sendCancelRequest } from './cancel-request.js';
 import { markConnectionFailure } from './database-error.js';
+import {
+  hasSession,
+  markSession,
+  type PgQueryableOptions,
+  type SessionSettings,
+  sessionSettings,
+} from './read-only-session.js';
 import { abortReason, readOnlySettings } from './transaction-start.js';
 import type { Queryable, QueryRows, QueryRunner, ReadOnlyOptions } from './types.js';
 
@@ -37,95 +44,146 @@ function isPool(value: PgPoolLike | PgClientLike): value is PgPoolLike {
  * next caller, and destroying every aborted connection made a reconnect storm. With a single Client, calls are serialised (one transaction
  * at a time on one connection) and an abort stops the wait while the statement itself ends at the
  * statement timeout.
+ *
+ * With `readOnlySession`, the pool (or client) serves read-only tools only: see {@link PgQueryableOptions}.
  */
-export function pgQueryable(poolOrClient: PgPoolLike | PgClientLike): Queryable {
+export function pgQueryable(
+  poolOrClient: PgPoolLike | PgClientLike,
+  options: PgQueryableOptions = {},
+): Queryable {
   if (typeof poolOrClient !== 'object' || poolOrClient === null || typeof poolOrClient.query !== 'function') {
     throw new TypeError('pgQueryable: pass a pg Pool or Client');
   }
-  if (isPool(poolOrClient)) return poolQueryable(poolOrClient);
-  return clientQueryable(poolOrClient);
+  const session = sessionSettings(options);
+  if (isPool(poolOrClient)) return poolQueryable(poolOrClient, session);
+  return clientQueryable(poolOrClient, session);
 }
 
-function poolQueryable(pool: PgPoolLike): Queryable {
+/** What runs on a checked-out client for one call; `outcome.rolledBack` is false when a transaction may be left open. */
+type ClientWork<T> = (client: PgClientLike, outcome: { rolledBack: boolean }) => Promise<T>;
+
+function poolQueryable(pool: PgPoolLike, session: SessionSettings | undefined): Queryable {
+  const readOnly = async <T>(
+    options: ReadOnlyOptions,
+    work: (runner: QueryRunner) => Promise<T>,
+  ): Promise<T> => {
+    const settings = readOnlySettings(options.timeoutMs);
+    return onPoolClient(pool, options.signal, (client, outcome) =>
+      runTransaction<T>(client, settings, options, work, outcome),
+    );
+  };
   return {
     engine: 'pg',
-    async readOnly<T>(options: ReadOnlyOptions, work: (runner: QueryRunner) => Promise<T>): Promise<T> {
-      const signal = options.signal;
-      if (signal?.aborted) throw abortReason(signal);
-      const settings = readOnlySettings(options.timeoutMs);
-      let client: PgPoolClientLike;
-      const checkout = pool.connect();
-      try {
-        client = await raceAbort(checkout, signal);
-      } catch (error) {
-        // Aborted while waiting for a connection: the pool may still hand one over later. Give it
-        // back at once, or every abort under load leaks a connection until the pool is exhausted.
-        checkout.then(
-          (late) => late.release(),
-          () => undefined,
-        );
-        throw signal?.aborted ? error : markConnectionFailure(error);
+    readOnly,
+    async readOnlyQuery(
+      options: ReadOnlyOptions,
+      text: string,
+      values: readonly unknown[],
+    ): Promise<QueryRows> {
+      // Another timeout than the session's needs SET LOCAL, so a transaction (three round trips).
+      if (session?.timeoutMs !== options.timeoutMs) {
+        return readOnly(options, (runner) => runner.query(text, values));
       }
-      if (signal?.aborted) {
-        // Aborted as the connection arrived: nothing ran on it, so it goes back as it came.
-        client.release();
-        throw abortReason(signal);
-      }
-      // pg-pool listens for errors on idle clients only; a connection that dies while checked out
-      // would emit an unhandled 'error' and take the process down. The query in flight rejects anyway.
-      let broken = false;
-      const onClientError = (): void => {
-        broken = true;
-      };
-      client.on?.('error', onClientError);
-      const release = (destroy: boolean): void => {
-        client.off?.('error', onClientError);
-        client.release(destroy || broken);
-      };
-      let cancel: Promise<boolean> | undefined;
-      const onAbort = (): void => {
-        cancel = sendCancelRequest(client as CancellableClient);
-      };
-      // Reusable after an abort only when the server took the cancel (so none can land later).
-      const cancelSettled = async (): Promise<boolean> => (cancel === undefined ? true : await cancel);
-      const outcome = { rolledBack: true };
-      const transaction = runTransaction<T>(client, settings, options, work, outcome).then(
-        async (value) => {
-          release(!(await cancelSettled()));
-          return value;
-        },
-        async (error: unknown) => {
-          release(isBroken(error) || !outcome.rolledBack || !(await cancelSettled()));
-          throw error;
-        },
-      );
-      // The caller may have gone (aborted); the transaction settles on its own.
-      transaction.catch(() => undefined);
-      // Registered before raceAbort's own listener, so the cancel request goes out before the call
-      // rejects; removed as soon as the transaction settles, so a late abort never cancels a
-      // statement of the next caller on this connection.
-      signal?.addEventListener('abort', onAbort, { once: true });
-      transaction.then(
-        () => signal?.removeEventListener('abort', onAbort),
-        () => signal?.removeEventListener('abort', onAbort),
-      );
-      return raceAbort(transaction, signal);
+      readOnlySettings(options.timeoutMs);
+      return onPoolClient(pool, options.signal, (client) => runAlone(client, session, options, text, values));
     },
   };
 }
 
-function clientQueryable(client: PgClientLike): Queryable {
+async function onPoolClient<T>(
+  pool: PgPoolLike,
+  signal: AbortSignal | undefined,
+  run: ClientWork<T>,
+): Promise<T> {
+  if (signal?.aborted) throw abortReason(signal);
+  let client: PgPoolClientLike;
+  const checkout = pool.connect();
+  try {
+    client = await raceAbort(checkout, signal);
+  } catch (error) {
+    // Aborted while waiting for a connection: the pool may still hand one over later. Give it
+    // back at once, or every abort under load leaks a connection until the pool is exhausted.
+    checkout.then(
+      (late) => late.release(),
+      () => undefined,
+    );
+    throw signal?.aborted ? error : markConnectionFailure(error);
+  }
+  if (signal?.aborted) {
+    // Aborted as the connection arrived: nothing ran on it, so it goes back as it came.
+    client.release();
+    throw abortReason(signal);
+  }
+  // pg-pool listens for errors on idle clients only; a connection that dies while checked out
+  // would emit an unhandled 'error' and take the process down. The query in flight rejects anyway.
+  let broken = false;
+  const onClientError = (): void => {
+    broken = true;
+  };
+  client.on?.('error', onClientError);
+  const release = (destroy: boolean): void => {
+    client.off?.('error', onClientError);
+    client.release(destroy || broken);
+  };
+  let cancel: Promise<boolean> | undefined;
+  const onAbort = (): void => {
+    cancel = sendCancelRequest(client as CancellableClient);
+  };
+  // Reusable after an abort only when the server took the cancel (so none can land later).
+  const cancelSettled = async (): Promise<boolean> => (cancel === undefined ? true : await cancel);
+  const outcome = { rolledBack: true };
+  const transaction = run(client, outcome).then(
+    async (value) => {
+      release(!(await cancelSettled()));
+      return value;
+    },
+    async (error: unknown) => {
+      release(isBroken(error) || !outcome.rolledBack || !(await cancelSettled()));
+      throw error;
+    },
+  );
+  // The caller may have gone (aborted); the transaction settles on its own.
+  transaction.catch(() => undefined);
+  // Registered before raceAbort's own listener, so the cancel request goes out before the call
+  // rejects; removed as soon as the transaction settles, so a late abort never cancels a
+  // statement of the next caller on this connection.
+  signal?.addEventListener('abort', onAbort, { once: true });
+  transaction.then(
+    () => signal?.removeEventListener('abort', onAbort),
+    () => signal?.removeEventListener('abort', onAbort),
+  );
+  return raceAbort(transaction, signal);
+}
+
+function clientQueryable(client: PgClientLike, session: SessionSettings | undefined): Queryable {
   // One connection holds one transaction at a time; later calls wait their turn.
   let queue: Promise<unknown> = Promise.resolve();
+  const enqueue = <T>(signal: AbortSignal | undefined, run: () => Promise<T>): Promise<T> => {
+    if (signal?.aborted) return Promise.reject(abortReason(signal));
+    const turn = queue.then(run);
+    queue = turn.catch(() => undefined);
+    return raceAbort(turn, signal);
+  };
+  const readOnly = async <T>(
+    options: ReadOnlyOptions,
+    work: (runner: QueryRunner) => Promise<T>,
+  ): Promise<T> => {
+    const settings = readOnlySettings(options.timeoutMs);
+    return enqueue(options.signal, () => runTransaction<T>(client, settings, options, work));
+  };
   return {
     engine: 'pg',
-    readOnly<T>(options: ReadOnlyOptions, work: (runner: QueryRunner) => Promise<T>): Promise<T> {
-      const signal = options.signal;
-      if (signal?.aborted) return Promise.reject(abortReason(signal));
-      const settings = readOnlySettings(options.timeoutMs);
-      const transaction = queue.then(() => runTransaction<T>(client, settings, options, work));
-      queue = transaction.catch(() => undefined);
-      return raceAbort(transaction, signal);
+    readOnly,
+    async readOnlyQuery(
+      options: ReadOnlyOptions,
+      text: string,
+      values: readonly unknown[],
+    ): Promise<QueryRows> {
+      if (session?.timeoutMs !== options.timeoutMs) {
+        return readOnly(options, (runner) => runner.query(text, values));
+      }
+      readOnlySettings(options.timeoutMs);
+      return enqueue(options.signal, () => runAlone(client, session, options, text, values));
     },
   };
 }
@@ -163,6 +221,31 @@ async function runTransaction<T>(
     }
     throw error;
   }
+}
+
+/**
+ * The fast path: the connection is read-only with the call's statement timeout as its session
+ * defaults, so the statement runs alone in its own implicit transaction, with the same guarantees
+ * as `BEGIN READ ONLY; SET LOCAL statement_timeout` and one round trip instead of three. The session
+ * is set the first time a connection serves this path (one more round trip, once per connection).
+ */
+async function runAlone(
+  client: PgClientLike,
+  session: SessionSettings,
+  options: ReadOnlyOptions,
+  text: string,
+  values: readonly unknown[],
+): Promise<QueryRows> {
+  if (options.signal?.aborted) throw abortReason(options.signal);
+  if (!hasSession(client, session)) {
+    try {
+      await client.query({ text: session.text });
+    } catch (error) {
+      throw isBroken(error) ? markConnectionFailure(error) : error;
+    }
+    markSession(client, session);
+  }
+  return client.query({ text, values: values as unknown[] });
 }
 
 // pg's server errors carry a severity; anything else thrown mid-transaction is the connection's.

@@ -55,9 +55,12 @@ async function runSqlTool(
   const query = buildCompiledQuery(compiled, args, ctx.bindings as Readonly<Record<string, BindValue>>);
   let rows: Record<string, unknown>[];
   try {
-    rows = await db.readOnly({ timeoutMs, signal: ctx.signal }, async (runner) => {
-      return (await runner.query(query.text, query.values)).rows;
-    });
+    const options = { timeoutMs, signal: ctx.signal };
+    // One statement: an adapter that can run it alone (one round trip) says so with readOnlyQuery.
+    rows =
+      db.readOnlyQuery === undefined
+        ? await db.readOnly(options, async (runner) => (await runner.query(query.text, query.values)).rows)
+        : (await db.readOnlyQuery(options, query.text, query.values)).rows;
   } catch (error) {
     // Core logs a thrown ToolError with its cause (the raw driver error) under an incident id.
     throw toToolError(error, ctx.signal, timeoutMs);

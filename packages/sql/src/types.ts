@@ -29,6 +29,12 @@ export interface Queryable {
   /** A short engine name for logs, e.g. `pg` or `pglite`. */
   readonly engine: string;
   readOnly<T>(options: ReadOnlyOptions, work: (runner: QueryRunner) => Promise<T>): Promise<T>;
+  /**
+   * Runs ONE statement with the same guarantees (read-only, the statement timeout, the abort). Optional:
+   * `sqlTool` uses it when present, else `readOnly` with one statement. `pgQueryable` with
+   * `readOnlySession` answers it in one round trip when the timeout is the session's.
+   */
+  readOnlyQuery?(options: ReadOnlyOptions, text: string, values: readonly unknown[]): Promise<QueryRows>;
 }
 
 /** An output column: its name, or the column and the key it gets in each item. */

@@ -436,9 +436,10 @@ describe.each(ENGINES)('sqlTool on $name', (engine) => {
           error: 'permission_denied',
           message: 'This tool needs an authenticated caller.',
         });
-        // Core rethrows bind's ToolError from the innermost step, so every middleware sees it as a throw.
+        // Core answers bind's ToolError at the innermost step (core f9bb923), so every middleware sees
+        // the refusal as a result, like a handler's, not a throw.
         expect(seen).toHaveLength(21);
-        expect(seen.at(-1)).toMatchObject({ bindings: {}, outcome: 'threw' });
+        expect(seen.at(-1)).toMatchObject({ bindings: {}, outcome: 'permission_denied' });
         expect(db.statements.map((statement) => statement.values[0] as number).sort(byCustomer)).toEqual([
           ...Array(10).fill(1),
           ...Array(10).fill(2),
