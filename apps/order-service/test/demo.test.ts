@@ -6,7 +6,7 @@ describe('demo', () => {
   it('every scripted call comes out as the table says, and the audit chain verifies', async () => {
     const report = await runDemo();
     expect(report.rows.filter((row) => !row.passed)).toEqual([]);
-    expect(report.rows).toHaveLength(DEMO_STEPS.length);
+    expect(report.rows).toHaveLength(DEMO_STEPS.length + 2);
     expect(report.chain).toBe(`intact (${DEMO_STEPS.length} records)`);
     expect(report.incidentLogged).toBe(true);
     expect(report.passed).toBe(true);
