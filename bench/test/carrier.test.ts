@@ -50,6 +50,8 @@ describe('carrier slow and failing: timeouts fire, the breaker opens and half-op
         carrierUrl: carrier.url,
         auditFile: join(dir, 'audit.jsonl'),
         transport: 'pipe',
+        // This suite loads one caller far past the app's 120 calls a minute: it tests the stack, not the limit.
+        callsPerMinute: 1_000_000,
         breakerResetMs: RESET_MS,
         carrierTimeoutMs: CARRIER_TIMEOUT_MS,
       },

@@ -30,6 +30,8 @@ export interface CliConfig {
   durableAudit: boolean;
   /** request_refund/cancel_order calls per caller and tool per minute (TOOLGATE_WRITES_PER_MINUTE). */
   writesPerMinute: number | undefined;
+  /** Calls per caller per minute, all tools together (TOOLGATE_CALLS_PER_MINUTE). */
+  callsPerMinute: number | undefined;
   /** JWT mode: verify bearer tokens against a JWKS (set together). */
   jwt: { jwksUrl: string; issuer: string; resource: string; audiences: string[] } | undefined;
 }
@@ -62,6 +64,7 @@ Environment:
   TOOLGATE_CONFIRM_SECRET       HMAC key of two-step confirmations (>= 32 bytes; the same on every replica;
                                 default: random per process)
   TOOLGATE_WRITES_PER_MINUTE    request_refund/cancel_order calls per caller and tool per minute (default 10)
+  TOOLGATE_CALLS_PER_MINUTE     calls per caller per minute, all tools together (default 120)
   TOOLGATE_ALLOWED_HOSTS        extra Host header values accepted over HTTP (comma separated)
   TOOLGATE_ALLOWED_ORIGINS      browser origins accepted over HTTP (comma separated)
   TOOLGATE_CUSTOMER_SCOPED=1    bind the customer id from the token's claims (customerId)
@@ -126,6 +129,10 @@ export function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Cli
       '--http needs TOOLGATE_TOKENS_FILE (or TOOLGATE_TOKENS), JWT mode (TOOLGATE_JWKS_URL...), or --insecure-no-auth on 127.0.0.1',
     );
   }
+  const callsText = env.TOOLGATE_CALLS_PER_MINUTE;
+  const callsPerMinute = callsText ? Number(callsText) : undefined;
+  if (callsPerMinute !== undefined && !(Number.isInteger(callsPerMinute) && callsPerMinute > 0))
+    throw new UsageError(`TOOLGATE_CALLS_PER_MINUTE must be a positive whole number, got ${callsText}`);
   const writesText = env.TOOLGATE_WRITES_PER_MINUTE;
   const writesPerMinute = writesText ? Number(writesText) : undefined;
   if (writesPerMinute !== undefined && !(Number.isInteger(writesPerMinute) && writesPerMinute > 0))
@@ -162,6 +169,7 @@ export function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Cli
     confirmSecret: env.TOOLGATE_CONFIRM_SECRET || undefined,
     durableAudit: env.TOOLGATE_DURABLE_AUDIT === '1',
     writesPerMinute,
+    callsPerMinute,
     jwt,
   };
 }

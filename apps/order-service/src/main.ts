@@ -47,6 +47,7 @@ async function main(): Promise<void> {
       durableAudit: config.durableAudit,
       confirmSecret: config.confirmSecret,
       writesPerMinute: config.writesPerMinute,
+      callsPerMinute: config.callsPerMinute,
       // --insecure-no-auth (loopback only): no token, so no per-tool scopes to check either.
       openAccess: config.http && config.insecureNoAuth && !config.tokens && !config.jwt,
     },

@@ -84,6 +84,8 @@ export interface OrderServiceConfig {
   confirmSecret?: string | undefined;
   /** request_refund and cancel_order calls each caller may make per tool and minute. @default 10 */
   writesPerMinute?: number | undefined;
+  /** Calls each caller may make per minute, all tools together. @default 120 */
+  callsPerMinute?: number | undefined;
   /** Let every caller see and call every tool (HTTP without auth on loopback: no scopes to check). @default false */
   openAccess?: boolean;
 }
@@ -200,7 +202,12 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
           cancel_order: { require: { scopes: ['orders:write'] } },
         },
       });
-  const perCaller = { name: 'per-caller', per: 'caller', points: 120, duration: '1m' } as const;
+  const perCaller = {
+    name: 'per-caller',
+    per: 'caller',
+    points: config.callsPerMinute ?? 120,
+    duration: '1m',
+  } as const;
   const writesPerCaller = {
     name: 'writes-per-caller',
     per: 'caller-tool',

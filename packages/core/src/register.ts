@@ -9,6 +9,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import * as z from 'zod';
 import { markCoreWritten, type ScrubText, toModelFacing } from './boundary.js';
+import { createCauseLog } from './cause-log.js';
 import { compose } from './compose.js';
 import { isToolError } from './errors.js';
 import { type CallerIdentity, type IdentifyCaller, identifyCaller } from './identity.js';
@@ -63,6 +64,7 @@ interface Registry {
   readonly clientRequests: 'auto' | 'never';
   /** `logging/setLevel` per session (the key `undefined` for a transport without sessions). */
   readonly logLevels: Map<string | undefined, LoggingLevel>;
+  readonly causeLog: ReturnType<typeof createCauseLog>;
 }
 
 const registries = new WeakMap<McpServer, Registry>();
@@ -140,6 +142,7 @@ function newRegistry(
     scrub: global.flatMap((m) => (typeof m.scrubText === 'function' ? [m.scrubText.bind(m)] : [])),
     clientRequests: options.clientRequests ?? 'auto',
     logLevels: new Map(),
+    causeLog: createCauseLog(),
   };
   return registry;
 }
@@ -343,17 +346,15 @@ async function innermost(ctx: ToolContext, registry: Registry): Promise<ToolResu
     if (!isToolError(error)) throw error;
     if (error.cause === undefined) return toModelFacing(ctx, toolErrorResult(error), registry.scrub);
     // The model sees the ToolError; the log keeps what caused it, under the id the model sees.
+    // Throttled per failure class: during an outage every call fails the same way.
     ctx.incidentId ??= newIncidentId();
-    ctx.logger.error(
-      {
-        incidentId: ctx.incidentId,
-        tool: tool.name,
-        requestId: ctx.request.id,
-        code: error.code,
-        err: error,
-      },
-      'tool error with a cause',
-    );
+    registry.causeLog(ctx.logger, {
+      incidentId: ctx.incidentId,
+      tool: tool.name,
+      requestId: ctx.request.id,
+      code: error.code,
+      err: error,
+    });
     return toModelFacing(ctx, toolErrorResult(error, ctx.incidentId), registry.scrub);
   }
   if (!isToolResult(result)) {

@@ -588,3 +588,29 @@ describe('deadlines and stores', () => {
     expect(resolver.forTool('search')).toBeUndefined();
   });
 });
+
+describe('the log of ToolError causes during an outage', () => {
+  it('logs the first cause in full, then one line with the count and every incident id', async () => {
+    const entries: LogEntry[] = [];
+    const down = defineTool({
+      name: 'down',
+      description: 'Always down.',
+      input: { n: z.number() },
+      handler: () => {
+        const cause = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), {
+          code: 'ECONNREFUSED',
+        });
+        throw new ToolError('unavailable', 'The database is unavailable.', { cause });
+      },
+    });
+    client = await serveTools([down], { logger: recordingLogger(entries) });
+    const ids: string[] = [];
+    for (let n = 0; n < 30; n++) ids.push(expectFailure(await client.callTool('down', { n })).incidentId!);
+    // The registry's throttle writes its summary at the end of the interval; closing the server does not
+    // wait, so look at what is there now: exactly one full line so far.
+    const full = entries.filter((entry) => entry.message === 'tool error with a cause');
+    expect(full).toHaveLength(1);
+    expect(full[0]!.fields.incidentId).toBe(ids[0]);
+    expect(entries).toHaveLength(1);
+  });
+});
