@@ -16,7 +16,13 @@ const token = process.argv[3]!;
 const logger = createSilentLogger();
 const dir = await mkdtemp(join(tmpdir(), 'toolgate-bench-http-'));
 const service = await createOrderService(
-  { databaseUrl, carrierUrl: 'http://127.0.0.1:9', auditFile: join(dir, 'audit.jsonl'), transport: 'tcp', callsPerMinute: 1_000_000 },
+  {
+    databaseUrl,
+    carrierUrl: 'http://127.0.0.1:9',
+    auditFile: join(dir, 'audit.jsonl'),
+    transport: 'tcp',
+    callsPerMinute: 1_000_000,
+  },
   logger,
 );
 const toolgate = await startHttpServer({
