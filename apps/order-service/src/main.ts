@@ -68,6 +68,15 @@ async function main(): Promise<void> {
         const { abandoned } = await http.close(config.shutdownGraceMs);
         logger.info({ inFlight, abandoned }, 'shutdown: in-flight calls drained, HTTP server closed');
       }
+      if (stopStdio) {
+        // stdio has no HTTP server counting requests: the service's own gate refuses new calls and
+        // waits for the ones in flight before audit is flushed.
+        const inFlight = service.inFlight;
+        const { abandoned } = await service.drain(config.shutdownGraceMs);
+        // The SDK writes an answer in the promise callbacks after the chain settles: let them run.
+        await new Promise((done) => setImmediate(done));
+        logger.info({ inFlight, abandoned }, 'shutdown: in-flight stdio calls drained');
+      }
       await stopStdio?.();
       await service.close();
       logger.info({}, 'shutdown: audit flushed, breakers and database closed');

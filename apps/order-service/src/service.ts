@@ -15,6 +15,7 @@ import { type CircuitBreaker, createCircuitBreaker } from '@toolgate/circuit-bre
 import { createConfirm } from '@toolgate/confirm';
 import {
   createMemoryStore,
+  fail,
   type KeyValueStore,
   type Logger,
   registerTools,
@@ -101,6 +102,13 @@ export interface OrderService {
   readonly stateStore: 'redis' | 'memory';
   /** A new McpServer with every tool, the resource and the instructions (one per connection or request). */
   createServer(): McpServer;
+  /** Calls being answered right now (every transport). */
+  readonly inFlight: number;
+  /**
+   * Refuses new calls (`unavailable`, retry elsewhere) and waits up to `graceMs` for the calls in flight.
+   * @returns how many were still running when the grace period ran out
+   */
+  drain(graceMs: number): Promise<{ abandoned: number }>;
   /** Flushes audit, then closes breakers, policy stores, Redis and the databases, in that order. */
   close(): Promise<void>;
 }
@@ -249,7 +257,9 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
   // turns raw throws into safe results; authz first among the policies so a hidden tool costs nothing
   // else; limits before work; repeats stop before the dependency; idempotency outside confirmation so
   // a retried, confirmed change replays without asking again; the breaker guards the dependency itself.
+  const gate = createDrainGate();
   const middleware: ToolMiddleware[] = [
+    gate.middleware,
     createOtel({ transport: config.transport, logger }),
     audit,
     redact,
@@ -268,6 +278,10 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
     audit,
     breakers,
     stateStore: redis ? 'redis' : 'memory',
+    get inFlight() {
+      return gate.inFlight();
+    },
+    drain: (graceMs) => gate.drain(graceMs),
     createServer() {
       const server = new McpServer(SERVER_INFO, { instructions: INSTRUCTIONS });
       registerTools(server, tools, { middleware, logger });
@@ -294,6 +308,54 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
       await redis?.quit().catch(() => undefined);
       await auditPool?.end();
       await db.close();
+    },
+  };
+}
+
+/**
+ * Counts the calls in flight and, once draining, refuses new ones: the app's shutdown waits for what is
+ * running (over stdio too, where no HTTP server counts requests) before it flushes audit and closes.
+ */
+function createDrainGate(): {
+  middleware: ToolMiddleware;
+  inFlight(): number;
+  drain(graceMs: number): Promise<{ abandoned: number }>;
+} {
+  let running = 0;
+  let draining = false;
+  const idle = new Set<() => void>();
+  const middleware: ToolMiddleware = async (_ctx, next) => {
+    if (draining) {
+      return fail('unavailable', 'The server is shutting down.', {
+        hint: 'Call again in a moment; another server (or this one after its restart) will answer.',
+        retryAfterMs: 1000,
+      });
+    }
+    running += 1;
+    try {
+      return await next();
+    } finally {
+      running -= 1;
+      if (running === 0) for (const wake of idle) wake();
+    }
+  };
+  return {
+    middleware,
+    inFlight: () => running,
+    async drain(graceMs) {
+      draining = true;
+      if (running > 0) {
+        await new Promise<void>((done) => {
+          const timer = setTimeout(finish, graceMs);
+          function finish(): void {
+            clearTimeout(timer);
+            idle.delete(finish);
+            done();
+          }
+          idle.add(finish);
+        });
+      }
+      return { abandoned: running };
     },
   };
 }

@@ -1,4 +1,6 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -10,13 +12,13 @@ afterEach(() => {
   if (child && child.exitCode === null) child.kill('SIGKILL');
 });
 
-function startStdio(): {
+function startStdio(env: Record<string, string> = {}): {
   child: ChildProcessWithoutNullStreams;
   output: { stdout: string; stderr: string };
   exited: Promise<number | null>;
   send(line: string): void;
 } {
-  child = spawn(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } });
+  child = spawn(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env } });
   const output = { stdout: '', stderr: '' };
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
     output.stdout += chunk;
@@ -74,4 +76,60 @@ describe('stdio input errors', () => {
     expect(server.output.stderr).toContain('shutdown: done');
     expect(server.output.stderr).not.toContain('xxxxxxxxxx');
   }, 60_000);
+});
+
+describe('shutdown over stdio (SIGTERM)', () => {
+  it('answers every call in flight before it flushes audit and exits 0', async () => {
+    // A carrier that holds every answer until released: the tracking calls stay in flight.
+    const held: ServerResponse[] = [];
+    const carrier = createServer((_req, res) => {
+      held.push(res);
+    });
+    await new Promise<void>((done) => carrier.listen(0, '127.0.0.1', done));
+    const carrierUrl = `http://127.0.0.1:${(carrier.address() as AddressInfo).port}`;
+    try {
+      const server = startStdio({ CARRIER_URL: carrierUrl, TOOLGATE_SHUTDOWN_GRACE_MS: '20000' });
+      server.send(INITIALIZE);
+      await waitFor('the initialize answer', () => server.output.stdout.includes('"id":0'));
+      server.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      const CALLS = 5;
+      for (let id = 1; id <= CALLS; id++) {
+        const args = { tracking_number: `TRK0000000${id}` };
+        server.send(
+          JSON.stringify({
+            jsonrpc: '2.0',
+            id,
+            method: 'tools/call',
+            params: { name: 'track_shipment', arguments: args },
+          }),
+        );
+      }
+      await waitFor('the calls to reach the carrier', () => held.length === CALLS);
+      server.child.kill('SIGTERM');
+      await waitFor('the drain to start', () =>
+        server.output.stderr.includes('shutdown: stop accepting new calls'),
+      );
+      await new Promise((done) => setTimeout(done, 300));
+      expect(server.child.exitCode).toBeNull();
+      for (const res of held) {
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ trackingNumber: 'TRK', carrier: 'Held', status: 'in_transit', events: [] }));
+      }
+      expect(await server.exited).toBe(0);
+      const answers = server.output.stdout
+        .split('\n')
+        .filter((line) => line !== '')
+        .map((line) => JSON.parse(line) as { id?: number; result?: { isError?: boolean } })
+        .filter((message) => typeof message.id === 'number' && message.id > 0);
+      expect(answers.map((answer) => answer.id).sort()).toEqual([1, 2, 3, 4, 5]);
+      expect(answers.every((answer) => answer.result !== undefined && answer.result.isError !== true)).toBe(
+        true,
+      );
+      expect(server.output.stderr).toContain('shutdown: in-flight stdio calls drained');
+    } finally {
+      carrier.closeAllConnections();
+      carrier.close();
+    }
+  }, 90_000);
 });
