@@ -208,6 +208,7 @@ describe.runIf(ready)('a fleet of three replicas behind HAProxy', () => {
     let killedAt = Number.POSITIVE_INFINITY;
     let sentAfterKill = 0;
     const lostAfterKill: string[] = [];
+    const refusals: string[] = [];
     const until = Date.now() + 4000;
     try {
       const worker = async (index: number): Promise<void> => {
@@ -226,8 +227,9 @@ describe.runIf(ready)('a fleet of three replicas behind HAProxy', () => {
                 },
               ),
             );
-            expect(parseResultText(result)).toMatchObject({ ok: true });
             answered.add(query);
+            // A fast host can reach the 120-per-minute caller limit: that answer is audited like any other.
+            if (result.isError === true) refusals.push(expectFailure(result).error);
           } catch (error) {
             lost += 1; // in flight on the killed replica: the connection drops, the tool never answered
             if (afterKill) lostAfterKill.push(String(error));
@@ -247,6 +249,8 @@ describe.runIf(ready)('a fleet of three replicas behind HAProxy', () => {
     expect(lost).toBeLessThanOrEqual(clients.length);
     expect(sentAfterKill).toBeGreaterThan(0);
     expect(lostAfterKill).toEqual([]);
+    expect(refusals.filter((code) => code !== 'rate_limited')).toEqual([]);
+    expect(answered.size).toBeGreaterThan(refusals.length);
     const rows = await database.query<{ query: string }>(
       "SELECT record->'args'->>'query' AS query FROM toolgate_audit WHERE tool = 'search_docs'",
     );
