@@ -1,15 +1,17 @@
 // `pnpm bench`: runs the four end-to-end benchmarks one after the other and writes bench/RESULTS.md.
-// BENCH_ONLY=middleware,http,search,audit runs a subset (RESULTS.md is then written with that subset).
+// BENCH_ONLY=middleware,http,http-trivial,search,audit runs a subset (RESULTS.md is then written with that subset).
 import { writeFile } from 'node:fs/promises';
 import { cpus, totalmem } from 'node:os';
 import { auditBench } from './audit.bench.js';
 import { httpBench } from './http.bench.js';
+import { httpTrivialBench } from './http-trivial.bench.js';
 import { middlewareBench } from './middleware.bench.js';
 import { searchOrdersBench } from './search-orders.bench.js';
 
 const benches: [string, () => Promise<string>][] = [
   ['middleware', middlewareBench],
   ['http', httpBench],
+  ['http-trivial', httpTrivialBench],
   ['search', searchOrdersBench],
   ['audit', auditBench],
 ];

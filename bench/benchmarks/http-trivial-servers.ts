@@ -1,0 +1,133 @@
+// The server side of the trivial-tool HTTP benchmark, in its own process so that autocannon does not
+// share its event loop. Three servers answer the same `echo { q }` tool over stateless Streamable HTTP
+// (a fresh McpServer and transport per POST): the bare SDK, core with the full stack, and FastMCP-TS.
+// Argument: `sdk` registers a real OTel SDK (BasicTracerProvider + BatchSpanProcessor, exporter
+// discards) before anything is served. Prints one JSON line with the URLs, then serves until killed.
+
+import { mkdtemp } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { context, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { ExportResultCode } from '@opentelemetry/core';
+import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { createAudit, createFileSink } from '@toolgate/audit';
+import { createAuthz } from '@toolgate/authz';
+import { createCircuitBreaker } from '@toolgate/circuit-breaker';
+import { createConfirm } from '@toolgate/confirm';
+import { createSilentLogger, defineTool, ok, registerTools } from '@toolgate/core';
+import { createIdempotency } from '@toolgate/idempotency';
+import { createOtel } from '@toolgate/otel';
+import { createRateLimit } from '@toolgate/rate-limit';
+import { createRedactErrors } from '@toolgate/redact-errors';
+import { createRepeatGuard } from '@toolgate/repeat-guard';
+import { FastMCP } from 'fastmcp';
+import * as z from 'zod';
+
+const withSdk = process.argv[2] === 'sdk';
+if (withSdk) {
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  trace.setGlobalTracerProvider(
+    new BasicTracerProvider({
+      spanProcessors: [
+        new BatchSpanProcessor({
+          export: (_spans, done) => done({ code: ExportResultCode.SUCCESS }),
+          shutdown: () => Promise.resolve(),
+        }),
+      ],
+    }),
+  );
+}
+
+const logger = createSilentLogger();
+const input = { q: z.string().max(200) };
+const dir = await mkdtemp(join(tmpdir(), 'toolgate-bench-http-trivial-'));
+
+// The full stack in DESIGN.md's order, built once for the process (state lives in the middleware, not
+// in the per-request McpServer).
+const middleware = [
+  createOtel({ transport: 'tcp', logger }),
+  createAudit({ sink: createFileSink(join(dir, 'audit.jsonl')), logger }),
+  createRedactErrors({ logger }),
+  createAuthz({ require: {} }),
+  // A limit no bench reaches: every call is counted, none refused.
+  createRateLimit({ limits: [{ per: 'caller', points: 1_000_000_000, duration: 60 }] }),
+  createRepeatGuard(),
+  createIdempotency({}),
+  createConfirm({ secret: 'bench-secret-0123456789abcdef0123456789abcdef' }),
+  createCircuitBreaker({ logger }),
+];
+const echo = defineTool({ name: 'echo', description: 'Echo.', input, handler: ({ q }) => ok({ q }) });
+
+function bareMcp(): McpServer {
+  const mcp = new McpServer({ name: 'bare', version: '1.0.0' });
+  mcp.registerTool('echo', { description: 'Echo.', inputSchema: input }, async ({ q }) => {
+    const data = { ok: true, q };
+    return { content: [{ type: 'text', text: JSON.stringify(data) }], structuredContent: data };
+  });
+  return mcp;
+}
+
+function toolgateMcp(): McpServer {
+  const mcp = new McpServer({ name: 'toolgate', version: '1.0.0' });
+  registerTools(mcp, [echo], { middleware, logger });
+  return mcp;
+}
+
+/** Stateless Streamable HTTP: one McpServer and transport per POST, both closed with the response. */
+async function serve(createMcp: () => McpServer): Promise<string> {
+  const handle = (req: IncomingMessage, res: ServerResponse, body: unknown): void => {
+    const mcp = createMcp();
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+    res.on('close', () => {
+      void transport.close();
+      void mcp.close();
+    });
+    mcp
+      .connect(transport)
+      .then(() => transport.handleRequest(req, res, body))
+      .catch(() => {
+        if (!res.headersSent) res.writeHead(500).end();
+      });
+  };
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => handle(req, res, JSON.parse(Buffer.concat(chunks).toString('utf8'))));
+  });
+  await new Promise<void>((resolveListen) => server.listen(0, '127.0.0.1', resolveListen));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
+}
+
+async function serveFastMcp(): Promise<string> {
+  const quiet = { debug: () => {}, error: () => {}, info: () => {}, log: () => {}, warn: () => {} };
+  const fast = new FastMCP({ name: 'fastmcp', version: '1.0.0', logger: quiet });
+  fast.addTool({
+    name: 'echo',
+    description: 'Echo.',
+    parameters: z.object(input),
+    execute: async ({ q }) => JSON.stringify({ ok: true, q }),
+  });
+  // Port 0 is not reported back by FastMCP, so take a free one first.
+  const probe = createServer();
+  await new Promise<void>((resolveListen) => probe.listen(0, '127.0.0.1', resolveListen));
+  const port = (probe.address() as AddressInfo).port;
+  await new Promise<void>((resolveClose) => probe.close(() => resolveClose()));
+  await fast.start({
+    transportType: 'httpStream',
+    httpStream: { port, host: '127.0.0.1', endpoint: '/mcp', stateless: true },
+  });
+  return `http://127.0.0.1:${port}/mcp`;
+}
+
+const urls = {
+  bare: await serve(bareMcp),
+  toolgate: await serve(toolgateMcp),
+  fastmcp: await serveFastMcp(),
+};
+process.stdout.write(`${JSON.stringify(urls)}\n`);
+process.once('SIGTERM', () => process.exit(0));

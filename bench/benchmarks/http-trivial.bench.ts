@@ -1,0 +1,165 @@
+// 2b. Over HTTP with a trivial tool: what the stack costs when the tool itself costs nothing. The bare
+// SDK, core with the full stack, and FastMCP-TS answer the same `echo { q }` over stateless Streamable
+// HTTP under autocannon, first without an OTel SDK, then with a real one (a second server process).
+// Rounds are interleaved (bare, toolgate, fastmcp, then again) so that noise hits all alike.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import { MCP_POST_HEADERS, postToolsCall, toolsCallBody } from '../src/mcp-http.js';
+
+const SECONDS = Number(process.env.BENCH_HTTP_TRIVIAL_SECONDS ?? 5);
+const ROUNDS = Number(process.env.BENCH_HTTP_TRIVIAL_ROUNDS ?? 4);
+const CONNECTIONS = 32;
+
+type ServerName = 'bare' | 'toolgate' | 'fastmcp';
+type Urls = Record<ServerName, string>;
+
+// One counter for the process: every request's arguments are new (repeat-guard never answers one).
+let k = 0;
+
+async function startServers(mode: 'none' | 'sdk'): Promise<{ child: ChildProcess; urls: Urls }> {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', fileURLToPath(new URL('./http-trivial-servers.ts', import.meta.url)), mode],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const line = await new Promise<string>((resolveLine, rejectLine) => {
+    const lines = createInterface({ input: child.stdout! });
+    lines.on('line', (text) => {
+      if (text.startsWith('{')) resolveLine(text);
+    });
+    child.once('exit', (code) => rejectLine(new Error(`trivial bench servers exited with ${code}`)));
+  });
+  return { child, urls: JSON.parse(line) as Urls };
+}
+
+interface Run {
+  okRps: number;
+  p50: number;
+  p99: number;
+  failures: number;
+}
+
+async function cannon(url: string, seconds: number): Promise<Run> {
+  let ok = 0;
+  let failed = 0;
+  const result = await autocannon({
+    url,
+    connections: CONNECTIONS,
+    duration: seconds,
+    method: 'POST',
+    headers: { ...MCP_POST_HEADERS },
+    requests: [
+      {
+        setupRequest: (request) => {
+          k += 1;
+          return { ...request, body: toolsCallBody(k, 'echo', { q: `v${k}` }) };
+        },
+        onResponse: (status, body) => {
+          if (status === 200 && body.includes('"result"') && !body.includes('"isError":true')) ok += 1;
+          else failed += 1;
+        },
+      },
+    ],
+  });
+  return {
+    okRps: ok / seconds,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    failures: failed + result.errors + result.timeouts,
+  };
+}
+
+const median = (values: number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
+
+/** Interleaved rounds; each round starts with a different server so none always runs first. */
+async function measure(urls: Urls): Promise<Record<ServerName, Run[]>> {
+  const order: ServerName[] = ['bare', 'toolgate', 'fastmcp'];
+  const runs: Record<ServerName, Run[]> = { bare: [], toolgate: [], fastmcp: [] };
+  for (const name of order) await cannon(urls[name], 2); // warm-up
+  for (let round = 0; round < ROUNDS; round += 1) {
+    for (let i = 0; i < order.length; i += 1) {
+      const name = order[(round + i) % order.length]!;
+      runs[name].push(await cannon(urls[name], SECONDS));
+    }
+  }
+  return runs;
+}
+
+async function checkAnswers(urls: Urls): Promise<void> {
+  for (const [name, url] of Object.entries(urls)) {
+    const answer = await postToolsCall(url, 1, 'echo', { q: 'probe' });
+    const text = JSON.stringify(answer.response?.result ?? answer.body);
+    if (!text.includes('probe') || text.includes('"isError":true')) {
+      throw new Error(`${name} does not answer echo: ${answer.body.slice(0, 300)}`);
+    }
+  }
+}
+
+function rows(label: string, runs: Record<ServerName, Run[]>): { lines: string[]; ratio: number } {
+  const names: [ServerName, string][] = [
+    ['bare', 'bare SDK (baseline)'],
+    ['toolgate', `toolgate full stack, ${label}`],
+    ['fastmcp', 'FastMCP-TS (second baseline)'],
+  ];
+  const base = median(runs.bare.map((run) => run.okRps));
+  const lines = names.map(([name, title]) => {
+    const okRps = median(runs[name].map((run) => run.okRps));
+    const p50 = median(runs[name].map((run) => run.p50));
+    const p99 = median(runs[name].map((run) => run.p99));
+    const failures = runs[name].reduce((sum, run) => sum + run.failures, 0);
+    const each = runs[name].map((run) => run.okRps.toFixed(0)).join(', ');
+    return `| ${title} | ${okRps.toFixed(0)} | ${each} | ${p50} | ${p99} | ${failures} | ${(okRps / base).toFixed(3)}x |`;
+  });
+  return { lines, ratio: median(runs.toolgate.map((run) => run.okRps)) / base };
+}
+
+export async function httpTrivialBench(): Promise<string> {
+  const sections: string[] = [];
+  const summary: string[] = [];
+  for (const [mode, label, bound] of [
+    ['none', 'no OTel SDK', 0.97],
+    ['sdk', 'real OTel SDK (BatchSpanProcessor)', 0.9],
+  ] as const) {
+    const servers = await startServers(mode);
+    try {
+      await checkAnswers(servers.urls);
+      const table = rows(label, await measure(servers.urls));
+      sections.push(
+        `### ${label}`,
+        '',
+        '| server | ok results/s (median) | each round | p50 ms | p99 ms | failed | ratio |',
+        '|---|---:|---|---:|---:|---:|---:|',
+        ...table.lines,
+        '',
+      );
+      summary.push(
+        `| full stack, ${label} / bare SDK throughput | ≥ ${bound.toFixed(2)}x | ${table.ratio.toFixed(3)}x | ${table.ratio >= bound ? 'met' : 'missed'} |`,
+      );
+    } finally {
+      servers.child.kill('SIGTERM');
+    }
+  }
+  return [
+    '## 2b. Over HTTP, trivial tool (autocannon)',
+    '',
+    `\`echo { q }\` (returns \`{ ok: true, q }\`), distinct arguments on every request, ${CONNECTIONS} connections,`,
+    `${ROUNDS} interleaved rounds of ${SECONDS} s per server (each round starts with the next server), median of the rounds.`,
+    'Stateless Streamable HTTP (a fresh McpServer and transport per POST), no auth, servers in a child process of',
+    'their own. bare SDK: `McpServer.registerTool`. toolgate: `registerTools` with createOtel → createAudit (file) →',
+    'createRedactErrors → createAuthz({ require: {} }) → createRateLimit (memory, never reached) → createRepeatGuard →',
+    'createIdempotency and createConfirm (tool not opted in) → createCircuitBreaker. FastMCP-TS: `addTool`, `httpStream`',
+    'stateless. The second table runs the same three in a fresh process with a real OTel SDK registered.',
+    '',
+    '| target (issue 18) | bound | measured | |',
+    '|---|---:|---:|---|',
+    ...summary,
+    '',
+    ...sections,
+  ].join('\n');
+}
