@@ -103,6 +103,11 @@ export interface OrderDatabase {
   readonly kind: 'pglite' | 'postgres';
   readonly pglite: PGlite | undefined;
   readonly pool: pg.Pool | undefined;
+  /**
+   * PostgreSQL only: a pool of its own for the read-only tools, whose connections are made read-only
+   * with a statement timeout once (`@toolgate/sql`'s `readOnlySession`): a read is one round trip.
+   */
+  readonly readPool: pg.Pool | undefined;
   /** Runs SQL text written by this app (schema, seed); never model input. */
   runScript(sql: string): Promise<void>;
   close(): Promise<void>;
@@ -120,17 +125,22 @@ export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<O
     // The connect timeout (also the longest wait for a free connection) is shorter than the orders-db
     // breaker's 5 s deadline: a database that drops packets fails the call within its deadline, as a
     // counted failure, instead of leaving it to hang.
-    const pool = new pg.Pool({ connectionString: options.url, max: 10, connectionTimeoutMillis: 2000 });
+    const pool = new pg.Pool({ connectionString: options.url, max: 4, connectionTimeoutMillis: 2000 });
+    const readPool = new pg.Pool({ connectionString: options.url, max: 10, connectionTimeoutMillis: 2000 });
     // An idle client's error (the server went away) must not crash the process; the next query reports it.
     pool.on('error', () => {});
+    readPool.on('error', () => {});
     const database: OrderDatabase = {
       kind: 'postgres',
       pglite: undefined,
       pool,
+      readPool,
       runScript: async (sql) => {
         await pool.query(sql);
       },
-      close: () => pool.end(),
+      close: async () => {
+        await Promise.all([pool.end(), readPool.end()]);
+      },
     };
     if (options.setup) await setupDatabase(database);
     await reanchorSeed(pool);
@@ -141,6 +151,7 @@ export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<O
     kind: 'pglite',
     pglite,
     pool: undefined,
+    readPool: undefined,
     runScript: async (sql) => {
       await pglite.exec(sql);
     },
