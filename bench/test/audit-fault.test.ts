@@ -8,11 +8,17 @@ import {
   verifyAuditTable,
 } from '@toolgate/audit';
 import { defineTool, ok, type ToolDefinition } from '@toolgate/core';
-import { type LogEntry, recordingLogger, serveTools, type TestClient } from '@toolgate/core/testing';
+import {
+  type LogEntry,
+  recordingLogger,
+  serveTools,
+  startFaultProxy,
+  type TestClient,
+} from '@toolgate/core/testing';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
-import { startTcpProxy } from '../src/tcp-proxy.js';
+
 import { outageDatabaseUrl, TEST_SCHEMA } from '../src/test-database.js';
 
 // Issue 13, cases 1 and 2: the audit trail under a lost acknowledgement and under a slow sink, measured
@@ -103,7 +109,7 @@ describe('audit to PostgreSQL across a 300 ms blip where INSERTs commit and thei
         await direct.end();
       });
       const target = new URL(base);
-      const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
+      const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || 5432) });
       cleanup.push(() => proxy.close());
       target.hostname = '127.0.0.1';
       target.port = String(proxy.port);

@@ -5,11 +5,11 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { verifyAuditFile } from '@toolgate/audit';
 import type { CircuitEventType } from '@toolgate/circuit-breaker';
 import { createSilentLogger } from '@toolgate/core';
-import { connectTestClient, type TestClient } from '@toolgate/core/testing';
+import { connectTestClient, type FaultProxy, startFaultProxy, type TestClient } from '@toolgate/core/testing';
 import { createOrderService, type OrderService } from '@toolgate/order-service/service';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { envelopeOf, outcomeCode, resultContractProblems } from '../src/result-contract.js';
-import { startTcpProxy, type TcpProxy } from '../src/tcp-proxy.js';
+
 import { outageDatabaseUrl, prepareTestSchema } from '../src/test-database.js';
 
 const RESET_MS = 400;
@@ -25,7 +25,7 @@ interface Call {
 }
 
 describe('database down: PostgreSQL goes away while a client loads search_orders', () => {
-  let proxy: TcpProxy;
+  let proxy: FaultProxy;
   let service: OrderService;
   let client: TestClient;
   let dir: string;
@@ -34,7 +34,7 @@ describe('database down: PostgreSQL goes away while a client loads search_orders
   beforeAll(async () => {
     const base = outageDatabaseUrl();
     const scoped = new URL(await prepareTestSchema(base));
-    proxy = await startTcpProxy({ host: scoped.hostname, port: Number(scoped.port || 5432) });
+    proxy = await startFaultProxy({ host: scoped.hostname, port: Number(scoped.port || 5432) });
     scoped.hostname = '127.0.0.1';
     scoped.port = String(proxy.port);
     dir = await mkdtemp(join(tmpdir(), 'toolgate-bench-dbdown-'));

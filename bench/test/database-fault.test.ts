@@ -1,10 +1,15 @@
 import { mkdtemp, rm } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
-import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BreakerStats } from '@toolgate/circuit-breaker';
-import { connectTestClient, type LogEntry, recordingLogger, type TestClient } from '@toolgate/core/testing';
+import {
+  connectTestClient,
+  type FaultProxy,
+  type LogEntry,
+  recordingLogger,
+  startFaultProxy,
+  type TestClient,
+} from '@toolgate/core/testing';
 import { createOrderService, type OrderService } from '@toolgate/order-service/service';
 import { afterEach, describe, expect, it } from 'vitest';
 import { envelopeOf, outcomeCode } from '../src/result-contract.js';
@@ -14,69 +19,6 @@ import { outageDatabaseUrl, prepareTestSchema } from '../src/test-database.js';
 // between the app and a real PostgreSQL (a network fault has no PGlite equivalent): a hard outage
 // (port closed: ECONNREFUSED, live connections reset) and a silent partition (connections stay open,
 // nothing is forwarded, nothing answers). The figures are printed; the assertions are bounds.
-
-interface FaultProxy {
-  readonly port: number;
-  /** Closes the port and resets every connection. */
-  refuse(): Promise<void>;
-  /** Forwards nothing and answers nothing; connections stay open (bytes wait, as TCP's would). */
-  blackhole(): void;
-  /** Back to normal. */
-  restore(): Promise<void>;
-  close(): Promise<void>;
-}
-
-async function startFaultProxy(target: { host: string; port: number }): Promise<FaultProxy> {
-  const live = new Set<Socket>();
-  let paused = false;
-  let port = 0;
-  const server = createServer((client) => {
-    const upstream = connect(target.port, target.host);
-    live.add(client).add(upstream);
-    if (paused) {
-      client.pause();
-      upstream.pause();
-    }
-    const cut = (): void => {
-      client.destroy();
-      upstream.destroy();
-      live.delete(client);
-      live.delete(upstream);
-    };
-    client.on('error', cut).on('close', cut);
-    upstream.on('error', cut).on('close', cut);
-    client.on('data', (chunk) => upstream.write(chunk));
-    upstream.on('data', (chunk) => client.write(chunk));
-  });
-  const listen = () => new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
-  await listen();
-  port = (server.address() as AddressInfo).port;
-  const resetAll = (): void => {
-    for (const socket of live) socket.destroy();
-    live.clear();
-  };
-  return {
-    port,
-    async refuse() {
-      resetAll();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-    blackhole() {
-      paused = true;
-      for (const socket of live) socket.pause();
-    },
-    async restore() {
-      // Connections that lived through a partition are reset, as a client's keepalive would find.
-      if (paused) resetAll();
-      paused = false;
-      if (!server.listening) await listen();
-    },
-    async close() {
-      resetAll();
-      if (server.listening) await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
 
 const RESET_MS = 500;
 const BREAKER_TIMEOUT_MS = 5000;
@@ -196,7 +138,7 @@ describe.each([
     const linesBefore = log.length;
     const before = stats().totals.failures;
     if (silent) proxy.blackhole();
-    else await proxy.refuse();
+    else await proxy.down();
     await waitFor(() => opened.length > 0, BREAKER_TIMEOUT_MS + 5000, 'the breaker to open');
     const msToOpen = opened[0]!.at - faultAt;
     const reachedDeadDatabase = opened[0]!.admitted - before;
@@ -215,7 +157,10 @@ describe.each([
     );
     const restoreAt = performance.now();
     const outageLines = log.slice(linesBefore);
-    await proxy.restore();
+    // Connections that lived through a partition are reset, as a client's keepalive would find.
+    if (silent) proxy.cut();
+    proxy.heal();
+    await proxy.up();
     await waitFor(() => closedAt > 0 && stats().state === 'closed', 15_000, 'the breaker to close');
     const recoveredAt = performance.now();
     await waitFor(

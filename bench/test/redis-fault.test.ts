@@ -6,12 +6,13 @@ import {
   type LogEntry,
   recordingLogger,
   reportMissingService,
+  startFaultProxy,
   type TestClient,
 } from '@toolgate/core/testing';
 import { createOrderService } from '@toolgate/order-service/service';
 import { afterEach, describe, expect, it } from 'vitest';
 import { outcomeCode } from '../src/result-contract.js';
-import { startTcpProxy } from '../src/tcp-proxy.js';
+
 import { testDatabase } from '../src/test-database.js';
 
 // Issue 13, case 10 (and 7 end to end): Redis goes away under the order-service (repeat cache, rate
@@ -50,7 +51,7 @@ if (!redisUrl) {
       const dir = await mkdtemp(join(tmpdir(), 'toolgate-bench-redis-'));
       cleanup.push(() => rm(dir, { recursive: true, force: true }));
       const target = new URL(redisUrl);
-      const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 6379) });
+      const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || 6379) });
       cleanup.push(() => proxy.close());
       const database = await testDatabase();
       const log: LogEntry[] = [];

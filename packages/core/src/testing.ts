@@ -165,6 +165,7 @@ export function expectFailure(result: CallToolResult): ErrorEnvelope {
   return envelope;
 }
 
+export { type FaultProxy, startFaultProxy } from './fault-proxy.js';
 export {
   createTestContext,
   type LogEntry,

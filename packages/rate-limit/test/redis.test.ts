@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { type AddressInfo, createServer } from 'node:net';
 import { errorOf } from '@toolgate/core';
-import { expectFailure, type LogEntry } from '@toolgate/core/testing';
+import { expectFailure, type FaultProxy, type LogEntry, startFaultProxy } from '@toolgate/core/testing';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createRateLimit, RATE_LIMIT_META_KEY } from '../src/index.js';
-import { type FaultProxy, startFaultProxy } from './fault-proxy.js';
 import { closeAll, decisionRecorder, runs, serve, token } from './fixtures.js';
 
 const REDIS_URL = process.env.TEST_REDIS_URL;

@@ -1,6 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { ok, type PolicyDecision, type ToolDefinition, type ToolResult } from '@toolgate/core';
-import { createTestContext, expectFailure, type LogEntry, recordingLogger } from '@toolgate/core/testing';
+import {
+  createTestContext,
+  expectFailure,
+  type FaultProxy,
+  type LogEntry,
+  recordingLogger,
+  startFaultProxy,
+} from '@toolgate/core/testing';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -9,7 +16,6 @@ import {
   type RepeatGuardOptions,
   type RepeatStore,
 } from '../src/index.js';
-import { type FaultProxy, startFaultProxy } from './fault-proxy.js';
 import { closeAll, createFixture, decisionRecorder, serve, sleep } from './fixtures.js';
 
 afterEach(closeAll);

@@ -1,41 +1,58 @@
-import type { AddressInfo } from 'node:net';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 
-/** A TCP proxy on 127.0.0.1 in front of a server, that a test can take down and bring back. */
-export interface TcpProxy {
-  /** The port it listens on; the same after `down()` and `up()`. */
+/**
+ * A loopback TCP proxy in front of a real server (PostgreSQL, Redis), with the faults a network really
+ * has. Nothing in the code under test knows about it; it only sees the proxy's port.
+ */
+export interface FaultProxy {
+  /** The port it listens on (127.0.0.1); the same after `down()` and `up()`. */
   readonly port: number;
   /** Connections relayed since the start. */
   readonly connections: number;
-  /** Stops listening (new connections get ECONNREFUSED) and cuts every live connection. */
+  /** Stops listening (new connections get ECONNREFUSED) and resets every live connection: a hard outage. */
   down(): Promise<void>;
   /** Listens again on the same port. */
   up(): Promise<void>;
   /**
-   * For `durationMs`, forwards what clients send but loses every reply: the first byte the server
-   * sends back cuts that connection. A statement committed in that window is never acknowledged.
-   * Resolves when the window ends.
+   * A silent partition: connections stay open and new ones are accepted, but nothing is forwarded and
+   * nothing answers (bytes wait in the kernel's buffers, as unacknowledged segments wait for
+   * retransmission).
+   */
+  blackhole(): void;
+  /** Ends a partition: what waited is forwarded, as TCP's retransmission would. */
+  heal(): void;
+  /** Resets every live connection (the port stays open). */
+  cut(): void;
+  /**
+   * For `durationMs`, forwards what clients send but loses every reply: the first byte the server sends
+   * back cuts that connection, so a statement committed in that window is never acknowledged. Resolves
+   * when the window ends.
    */
   loseReplies(durationMs: number): Promise<void>;
   close(): Promise<void>;
 }
 
-/**
- * The database "going away" as a client sees it: live connections reset, the port closed, or replies
- * lost. Nothing in the code under test knows about the proxy; it only sees the URL.
- */
-export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
+/** Starts a {@link FaultProxy} in front of `target`. */
+export async function startFaultProxy(target: { host: string; port: number }): Promise<FaultProxy> {
   const live = new Set<Socket>();
   let connections = 0;
+  let paused = false;
   let losingReplies = false;
   let server: Server | undefined;
   let port = 0;
+  const resetAll = (): void => {
+    for (const socket of live) socket.destroy();
+    live.clear();
+  };
   const listen = async (): Promise<void> => {
     const next = createServer((client) => {
       connections += 1;
       const upstream = connect(target.port, target.host);
-      live.add(client);
-      live.add(upstream);
+      live.add(client).add(upstream);
+      if (paused) {
+        client.pause();
+        upstream.pause();
+      }
       const cut = (): void => {
         client.destroy();
         upstream.destroy();
@@ -57,14 +74,13 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
         resolveListen();
       });
     });
-    port = (next.address() as AddressInfo).port;
+    port = (next.address() as { port: number }).port;
     server = next;
   };
   const down = async (): Promise<void> => {
     const current = server;
     server = undefined;
-    for (const socket of live) socket.destroy();
-    live.clear();
+    resetAll();
     if (current) await new Promise<void>((resolveClose) => current.close(() => resolveClose()));
   };
   await listen();
@@ -79,9 +95,18 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     up: async () => {
       if (!server) await listen();
     },
-    loseReplies: async (durationMs) => {
+    blackhole() {
+      paused = true;
+      for (const socket of live) socket.pause();
+    },
+    heal() {
+      paused = false;
+      for (const socket of live) socket.resume();
+    },
+    cut: resetAll,
+    async loseReplies(durationMs) {
       losingReplies = true;
-      await new Promise((resolveWindow) => setTimeout(resolveWindow, durationMs));
+      await new Promise((done) => setTimeout(done, durationMs));
       losingReplies = false;
     },
     close: down,
