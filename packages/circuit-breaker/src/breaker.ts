@@ -37,6 +37,9 @@ const BY = 'circuit-breaker';
 const replay = (report: Report): Promise<Report> =>
   report.failed ? Promise.reject(report) : Promise.resolve(report);
 const ignore = (): void => {};
+// What a success counted without `fire` hands opossum's listeners (its status counts the events only).
+const SUCCESS_REPORT = { ctx: undefined, failed: false } as unknown as Report;
+const SUCCESS_ARGS = [SUCCESS_REPORT];
 
 /**
  * One breaker for one dependency (or one tool), for the server's life.
@@ -145,9 +148,13 @@ export class DependencyBreaker {
     try {
       const settled = await runWithDeadline(ctx, next, this.#deadlines, this.#release);
       switch (settled.kind) {
-        case 'returned':
-          await this.#record(ctx, generation, verdictOfResult(settled.result), probe);
+        case 'returned': {
+          const verdict = verdictOfResult(settled.result);
+          // The common case, a success of a closed breaker, is counted synchronously: no await.
+          if (verdict === 'success' && !probe && this.#countSuccess(generation)) return settled.result;
+          await this.#record(ctx, generation, verdict, probe);
           return settled.result;
+        }
         case 'threw':
           await this.#record(ctx, generation, verdictOfThrow(settled.error), probe);
           throw settled.error;
@@ -202,6 +209,22 @@ export class DependencyBreaker {
     clearInterval(this.#rotateTimer);
     this.#throttle.flush();
     this.#opossum.shutdown();
+  }
+
+  /**
+   * Counts a success of a closed breaker into opossum's window without `fire`: the same 'fire' and
+   * 'success' events its status counts (fire would add a Promise, a semaphore turn and a closure per
+   * call, and a closed breaker's success changes no state). False when this path does not apply.
+   */
+  #countSuccess(generation: number): boolean {
+    const breaker = this.#opossum;
+    if (generation !== this.#generation || this.#shut || !breaker.closed) return false;
+    this.#totals.successes += 1;
+    this.#consecutive = 0;
+    breaker.emit('fire', SUCCESS_ARGS);
+    breaker.emit('success', SUCCESS_REPORT, 0);
+    this.#reporting = undefined; // set by our 'success' listener; no transition follows a closed success
+    return true;
   }
 
   /** Replays a counted outcome into opossum, unless the breaker changed state since the call began. */

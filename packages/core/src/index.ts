@@ -40,6 +40,7 @@ export {
   type FailOptions,
   fail,
   isToolResult,
+  mirrorsStructuredContent,
   type OkOptions,
   ok,
   outcomeOf,

@@ -51,6 +51,18 @@ export interface FailOptions {
   fields?: ArgumentIssue[];
 }
 
+/** Results `ok()` built: their first content block is exactly `JSON.stringify(structuredContent)`. */
+const okBuilt = new WeakSet<ToolResult>();
+
+/**
+ * Whether `result` is an `ok()` result as built (same object): its `content[0].text` is the JSON of its
+ * `structuredContent`, so a store may keep the text alone and parse it back (repeat-guard does). Results
+ * built by hand or rebuilt by a middleware answer false. Do not mutate an `ok()` result in place.
+ */
+export function mirrorsStructuredContent(result: ToolResult): boolean {
+  return okBuilt.has(result);
+}
+
 /**
  * A success: `structuredContent` is `{ ok: true, ...data }` (plus `total` and `note` when given) and
  * `content` mirrors it as JSON text for clients that only read text.
@@ -67,10 +79,12 @@ export function ok(data: Record<string, unknown> = {}, options: OkOptions = {}):
   if (options.total !== undefined) structured.total = options.total;
   if (options.note !== undefined) structured.note = options.note;
   const text: ContentBlock = { type: 'text', text: JSON.stringify(structured) };
-  return {
+  const result: ToolResult = {
     content: options.content === undefined ? [text] : [text, ...options.content],
     structuredContent: structured,
   };
+  okBuilt.add(result);
+  return result;
 }
 
 /**

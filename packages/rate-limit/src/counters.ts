@@ -42,19 +42,42 @@ class InsuranceLimiter extends RateLimiterMemory {
   }
 }
 
-/** A memory counter: no deadline, since an in-process Map cannot hang (and a timer per call would cost more than the count). */
-export function memoryCounter(limit: Limit): Counter {
-  const limiter = new RateLimiterMemory({ points: limit.points, duration: limit.seconds, keyPrefix: '' });
-  return {
-    async consume(key) {
-      try {
-        await limiter.consume(key, 1);
-        return { kind: 'allowed', insured: false };
-      } catch (error) {
-        return judgeRejection(error, limit);
-      }
-    },
+/** A counter whose judgement is immediate (the memory store): no Promise per limit per call. */
+export interface SyncCounter extends Counter {
+  consumeNow(key: string): Judgement;
+}
+
+const ALLOWED: Judgement = Object.freeze({ kind: 'allowed', insured: false });
+
+/**
+ * A memory counter: a fixed window per key that starts at the key's first call, like
+ * rate-limiter-flexible's `RateLimiterMemory` (which the Redis store's insurance still uses), but
+ * synchronous and without a timer per key: expired windows are swept at most once a window. No deadline,
+ * since an in-process Map cannot hang.
+ */
+export function memoryCounter(limit: Limit): SyncCounter {
+  const windowMs = limit.seconds * 1000;
+  const windows = new Map<string, { count: number; resetAt: number }>();
+  let nextSweepAt = Date.now() + windowMs;
+  const consumeNow = (key: string): Judgement => {
+    const now = Date.now();
+    if (now >= nextSweepAt) {
+      for (const [held, window] of windows) if (window.resetAt <= now) windows.delete(held);
+      nextSweepAt = now + windowMs;
+    }
+    const window = windows.get(key);
+    if (window === undefined || window.resetAt <= now) {
+      windows.set(key, { count: 1, resetAt: now + windowMs });
+      return limit.points >= 1 ? ALLOWED : limitedFor(limit, windowMs);
+    }
+    window.count += 1;
+    return window.count <= limit.points ? ALLOWED : limitedFor(limit, window.resetAt - now);
   };
+  return { consumeNow, consume: (key) => Promise.resolve(consumeNow(key)) };
+}
+
+function limitedFor(limit: Limit, msBeforeNext: number): Judgement {
+  return { kind: 'limited', limit, msBeforeNext: Math.max(1, Math.ceil(msBeforeNext)), insured: false };
 }
 
 /**

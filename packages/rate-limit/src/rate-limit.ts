@@ -7,7 +7,7 @@ import {
   type ToolResult,
 } from '@toolgate/core';
 import { rateLimitedFailure, storeUnavailableFailure } from './answers.js';
-import { type Counter, type Judgement, memoryCounter, redisCounter } from './counters.js';
+import { type Counter, type Judgement, memoryCounter, redisCounter, type SyncCounter } from './counters.js';
 import { createKeyBuilder } from './keys.js';
 import { isCallerLimit, type Limit, parseLimit } from './limits.js';
 import type { RateLimitMiddleware, RateLimitOptions, RedisRateLimitClient, ToolRateLimits } from './types.js';
@@ -91,6 +91,12 @@ export function createRateLimit(options: RateLimitOptions = {}): RateLimitMiddle
 
   const judge = async (ctx: ToolContext, stage: readonly Limit[]): Promise<Judgement[]> =>
     Promise.all(stage.map((limit) => (counters.get(limit.name) as Counter).consume(keyOf(limit, ctx), ctx)));
+  // The memory store answers at once: judged without a Promise per limit (undefined on Redis).
+  const judgeNow =
+    redis === undefined
+      ? (ctx: ToolContext, stage: readonly Limit[]): Judgement[] =>
+          stage.map((limit) => (counters.get(limit.name) as SyncCounter).consumeNow(keyOf(limit, ctx)))
+      : undefined;
 
   /** The answer when a stage refuses the call, or undefined when every limit of the stage allows it. */
   const refusal = (ctx: ToolContext, judgements: readonly Judgement[]): ToolResult | undefined => {
@@ -164,6 +170,17 @@ export function createRateLimit(options: RateLimitOptions = {}): RateLimitMiddle
   };
 
   const limitCall = async (ctx: ToolContext, plan: Plan, next: NextFn): Promise<ToolResult> => {
+    if (judgeNow !== undefined) {
+      if (plan.caller.length > 0) {
+        const answer = refusal(ctx, judgeNow(ctx, plan.caller));
+        if (answer !== undefined) return answer;
+      }
+      if (plan.shared.length > 0) {
+        const answer = refusal(ctx, judgeNow(ctx, plan.shared));
+        if (answer !== undefined) return answer;
+      }
+      return next();
+    }
     if (plan.caller.length > 0) {
       const answer = refusal(ctx, await judge(ctx, plan.caller));
       if (answer !== undefined) return answer;

@@ -11,13 +11,19 @@ export interface BoundaryScrubs {
 // Core scrubs a handler's failure at the boundary right after the handler, before this middleware
 // sees it: without this record the debug log could say neither what was removed nor what the tool
 // meant to show. Keyed by the call's context, and only while the middleware runs the call.
-const running = new WeakMap<ToolContext, BoundaryScrubs>();
+// null: the call runs but nothing was scrubbed yet, so a successful call allocates no record.
+const running = new WeakMap<ToolContext, BoundaryScrubs | null>();
 
-/** Starts recording for a call; `end()` stops it. */
-export function recordBoundaryScrubs(ctx: ToolContext): BoundaryScrubs & { end(): void } {
-  const scrubs: BoundaryScrubs = { removed: {}, originals: new Map() };
-  running.set(ctx, scrubs);
-  return Object.assign(scrubs, { end: () => running.delete(ctx) });
+/** Starts recording for a call; `endBoundaryScrubs` stops it. */
+export function startBoundaryScrubs(ctx: ToolContext): void {
+  running.set(ctx, null);
+}
+
+/** Stops recording for a call: what the boundary scrubbed meanwhile, or undefined when nothing. */
+export function endBoundaryScrubs(ctx: ToolContext): BoundaryScrubs | undefined {
+  const scrubs = running.get(ctx);
+  running.delete(ctx);
+  return scrubs ?? undefined;
 }
 
 /** Records one scrubbed string; false when no call of this middleware is running (the exit pass). */
@@ -27,8 +33,12 @@ export function noteBoundaryScrub(
   before: string,
   after: string,
 ): boolean {
-  const scrubs = running.get(ctx);
+  let scrubs = running.get(ctx);
   if (scrubs === undefined) return false;
+  if (scrubs === null) {
+    scrubs = { removed: {}, originals: new Map() };
+    running.set(ctx, scrubs);
+  }
   for (const [name, count] of Object.entries(removed))
     scrubs.removed[name] = (scrubs.removed[name] ?? 0) + count;
   scrubs.originals.set(after, before);

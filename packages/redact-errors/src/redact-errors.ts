@@ -14,8 +14,9 @@ import {
 } from '@toolgate/core';
 import {
   type BoundaryScrubs,
+  endBoundaryScrubs,
   noteBoundaryScrub,
-  recordBoundaryScrubs,
+  startBoundaryScrubs,
   withOriginals,
 } from './boundary-scrubs.js';
 import { classificationOf } from './classify.js';
@@ -83,15 +84,16 @@ export function createRedactErrors(options: RedactErrorsOptions = {}): RedactErr
     if (isPassThrough(ctx) && !validationThrew(ctx)) return next();
     const settings = settingsFor(ctx.toolName);
     if (settings === undefined) return next();
-    const boundary = recordBoundaryScrubs(ctx);
+    startBoundaryScrubs(ctx);
     let result: ToolResult;
     try {
       result = await next();
     } catch (error) {
-      return thrownResult(ctx, error, settings);
-    } finally {
-      boundary.end();
+      const answer = thrownResult(ctx, error, settings);
+      endBoundaryScrubs(ctx);
+      return answer;
     }
+    const boundary = endBoundaryScrubs(ctx);
     if (result.isError !== true) return result;
     return scrubbedFailure(ctx, result, settings, 'returned', boundary);
   };

@@ -1,4 +1,4 @@
-import { isToolResult, type ToolResult } from '@toolgate/core';
+import { isToolResult, mirrorsStructuredContent, type ToolResult } from '@toolgate/core';
 
 /** What the store remembers about one call key. */
 export interface CallEntry {
@@ -18,10 +18,19 @@ interface StoredCallEntry {
   f: number;
   t: number;
   r: ToolResult;
+  /** 1: `r` was an `ok()` result stored without its structuredContent, which is `JSON.parse(r.content[0].text)`. */
+  s?: 1;
 }
 
 export function encodeCallEntry(entry: CallEntry): string {
-  const stored: StoredCallEntry = { v: 1, n: entry.count, f: entry.firstAt, t: entry.at, r: entry.result };
+  const result = entry.result;
+  if (mirrorsStructuredContent(result)) {
+    // The text already holds the structured content as JSON: serialise the data once, not twice.
+    const { structuredContent: _mirrored, ...rest } = result;
+    const stored: StoredCallEntry = { v: 1, n: entry.count, f: entry.firstAt, t: entry.at, r: rest, s: 1 };
+    return JSON.stringify(stored);
+  }
+  const stored: StoredCallEntry = { v: 1, n: entry.count, f: entry.firstAt, t: entry.at, r: result };
   return JSON.stringify(stored);
 }
 
@@ -48,5 +57,15 @@ export function decodeCallEntry(text: string | undefined): CallEntry | undefined
   ) {
     return undefined;
   }
-  return { count: stored.n!, firstAt: stored.f, at: stored.t, result: stored.r };
+  let result = stored.r;
+  if (stored.s === 1) {
+    const first = result.content[0];
+    if (first?.type !== 'text') return undefined;
+    try {
+      result = { ...result, structuredContent: JSON.parse(first.text) as Record<string, unknown> };
+    } catch {
+      return undefined;
+    }
+  }
+  return { count: stored.n!, firstAt: stored.f, at: stored.t, result };
 }
