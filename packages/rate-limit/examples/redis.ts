@@ -1,0 +1,18 @@
+// The README's Redis setup example, typechecked with the package (see usage.ts).
+import type { Logger } from '@toolgate/core';
+import { Redis } from 'ioredis';
+import { createRateLimit } from '../src/index.js';
+
+declare const logger: Logger;
+
+const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', {
+  enableOfflineQueue: false,
+  protocol: 2,
+  maxRetriesPerRequest: 1,
+});
+redis.on('error', (error) => logger.warn({ err: error }, 'redis'));
+
+export const rateLimit = createRateLimit({
+  limits: [{ name: 'per-caller', per: 'caller', points: 120, duration: '1m' }],
+  store: { redis }, // every replica on the same Redis shares the counters
+});
