@@ -1,0 +1,15 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+
+// The README's code must be the typechecked example, word for word (bar the import path).
+const read = (path: string): string => readFileSync(new URL(path, import.meta.url), 'utf8');
+
+describe('README', () => {
+  it('shows examples/quick-start.ts exactly, importing the published name', () => {
+    const example = read('../examples/quick-start.ts')
+      .replace(/^(\/\/.*\n)+\n?/, '')
+      .replaceAll("'../src/index.js'", "'@toolgate/core'");
+    const readme = read('../README.md');
+    expect(readme).toContain(`\`\`\`ts\n${example}\`\`\``);
+  });
+});
