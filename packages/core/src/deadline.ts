@@ -48,15 +48,22 @@ export function withDeadline<T>(
   const controller = new AbortController();
   return new Promise<T>((resolve, reject) => {
     const stop = (reason: unknown): void => {
+      settled = true;
       clearTimeout(timer);
       outer?.removeEventListener('abort', onAbort);
       controller.abort(reason);
       reject(reason);
     };
     const onAbort = (): void => stop(abortReason(outer!));
+    let settled = false;
+    // Timers run before I/O in each turn of the event loop: after a stall, a reply that has already
+    // arrived would lose to its own deadline. Give I/O that one turn before refusing.
     const timer = setTimeout(() => {
-      const what = options.what ?? 'the operation';
-      stop(new DOMException(`${what} did not finish within ${options.timeoutMs} ms`, 'TimeoutError'));
+      setImmediate(() => {
+        if (settled) return;
+        const what = options.what ?? 'the operation';
+        stop(new DOMException(`${what} did not finish within ${options.timeoutMs} ms`, 'TimeoutError'));
+      });
     }, options.timeoutMs);
     outer?.addEventListener('abort', onAbort, { once: true });
     let pending: Promise<T>;
@@ -67,11 +74,13 @@ export function withDeadline<T>(
     }
     pending.then(
       (value) => {
+        settled = true;
         clearTimeout(timer);
         outer?.removeEventListener('abort', onAbort);
         resolve(value);
       },
       (error: unknown) => {
+        settled = true;
         clearTimeout(timer);
         outer?.removeEventListener('abort', onAbort);
         reject(error);
