@@ -1,4 +1,5 @@
 import {
+  callerScope,
   createLogThrottle,
   isPassThrough,
   type NextFn,
@@ -92,11 +93,22 @@ export function createRateLimit(options: RateLimitOptions = {}): RateLimitMiddle
   const judge = async (ctx: ToolContext, stage: readonly Limit[]): Promise<Judgement[]> =>
     Promise.all(stage.map((limit) => (counters.get(limit.name) as Counter).consume(keyOf(limit, ctx), ctx)));
   // The memory store answers at once: judged without a Promise per limit (undefined on Redis).
-  const judgeNow =
-    redis === undefined
-      ? (ctx: ToolContext, stage: readonly Limit[]): Judgement[] =>
-          stage.map((limit) => (counters.get(limit.name) as SyncCounter).consumeNow(keyOf(limit, ctx)))
-      : undefined;
+  // The memory store judges at once: no Promise, no array, and keys without a hash (they never leave
+  // this process, so the caller scope itself is the key).
+  const memory = redis === undefined;
+  const judgeNow = (ctx: ToolContext, stage: readonly Limit[]): ToolResult | undefined => {
+    let limited: Extract<Judgement, { kind: 'limited' }> | undefined;
+    for (const limit of stage) {
+      const judgement = (counters.get(limit.name) as SyncCounter).consumeNow(memoryKey(limit, ctx));
+      if (
+        judgement.kind === 'limited' &&
+        (limited === undefined || judgement.msBeforeNext > limited.msBeforeNext)
+      ) {
+        limited = judgement;
+      }
+    }
+    return limited === undefined ? undefined : refusal(ctx, [limited]);
+  };
 
   /** The answer when a stage refuses the call, or undefined when every limit of the stage allows it. */
   const refusal = (ctx: ToolContext, judgements: readonly Judgement[]): ToolResult | undefined => {
@@ -169,18 +181,17 @@ export function createRateLimit(options: RateLimitOptions = {}): RateLimitMiddle
     });
   };
 
-  const limitCall = async (ctx: ToolContext, plan: Plan, next: NextFn): Promise<ToolResult> => {
-    if (judgeNow !== undefined) {
-      if (plan.caller.length > 0) {
-        const answer = refusal(ctx, judgeNow(ctx, plan.caller));
-        if (answer !== undefined) return answer;
-      }
-      if (plan.shared.length > 0) {
-        const answer = refusal(ctx, judgeNow(ctx, plan.shared));
-        if (answer !== undefined) return answer;
-      }
-      return next();
+  const limitCall = (ctx: ToolContext, plan: Plan, next: NextFn): Promise<ToolResult> => {
+    if (memory) {
+      const answer =
+        (plan.caller.length > 0 ? judgeNow(ctx, plan.caller) : undefined) ??
+        (plan.shared.length > 0 ? judgeNow(ctx, plan.shared) : undefined);
+      return answer === undefined ? next() : Promise.resolve(answer);
     }
+    return limitCallRemote(ctx, plan, next);
+  };
+
+  const limitCallRemote = async (ctx: ToolContext, plan: Plan, next: NextFn): Promise<ToolResult> => {
     if (plan.caller.length > 0) {
       const answer = refusal(ctx, await judge(ctx, plan.caller));
       if (answer !== undefined) return answer;
@@ -209,7 +220,7 @@ export function createRateLimit(options: RateLimitOptions = {}): RateLimitMiddle
     return plan;
   };
 
-  const middleware = async function rateLimitMiddleware(ctx: ToolContext, next: NextFn): Promise<ToolResult> {
+  const middleware = function rateLimitMiddleware(ctx: ToolContext, next: NextFn): Promise<ToolResult> {
     if (isPassThrough(ctx)) {
       const plan = countRefusedCalls ? refusedPlanOf(ctx) : undefined;
       return plan === undefined ? next() : limitCall(ctx, plan, next);
@@ -220,6 +231,12 @@ export function createRateLimit(options: RateLimitOptions = {}): RateLimitMiddle
   } as RateLimitMiddleware;
   middleware.close = (): void => logThrottle.flush();
   return middleware;
+}
+
+/** A memory counter's key: the caller scope itself (never leaves the process), plus the tool where it counts. */
+function memoryKey(limit: Limit, ctx: ToolContext): string {
+  const base = isCallerLimit(limit) ? callerScope(ctx) : '';
+  return limit.per === 'caller-tool' || limit.per === 'tool' ? `${base}\u0000${ctx.toolName}` : base;
 }
 
 function sameLimit(a: Limit, b: Limit): boolean {
