@@ -265,24 +265,18 @@ async function dispatch(registry: Registry, params: CallParams, extra: CallExtra
       verdict = { ok: false, issues: [], error };
     }
   }
-  const ctx: ToolContext = {
-    toolName: params.name,
-    tool: active?.tool,
+  const ctx: ToolContext = new CallContext(
+    params.name,
+    active?.tool,
     args,
     rawArgs,
-    validation: verdict,
+    verdict,
     request,
     caller,
     bindings,
-    server: serverAccessFor(registry, extra, request),
-    signal: extra.signal,
-    startedAt: Date.now(),
-    startTime: performance.now(),
-    incidentId: undefined,
-    decisions: [],
-    state: {},
-    logger: registry.logger,
-  };
+    registry.logger,
+    () => serverAccessFor(registry, extra, request),
+  );
   let result: ToolResult;
   try {
     result = await (active ? active.run(ctx) : registry.runUnknown(ctx));
@@ -298,6 +292,42 @@ async function dispatch(registry: Registry, params: CallParams, extra: CallExtra
 }
 
 const NO_BINDINGS: Readonly<Record<string, unknown>> = Object.freeze({});
+
+/**
+ * The context of one call. A class, so every call's context has one shape; server access is built
+ * only when a call asks for it (most never reach the client).
+ */
+class CallContext implements ToolContext {
+  signal: AbortSignal;
+  readonly startedAt = Date.now();
+  readonly startTime = performance.now();
+  incidentId: string | undefined = undefined;
+  readonly decisions: ToolContext['decisions'] = [];
+  readonly state: ToolContext['state'] = {};
+  #server: ToolContext['server'] | undefined;
+  readonly #makeServer: () => ToolContext['server'];
+
+  constructor(
+    readonly toolName: string,
+    readonly tool: ToolDefinition | undefined,
+    readonly args: Record<string, unknown>,
+    readonly rawArgs: Readonly<Record<string, unknown>>,
+    readonly validation: ArgumentVerdict,
+    readonly request: ToolRequest,
+    readonly caller: CallerIdentity,
+    readonly bindings: Readonly<Record<string, unknown>>,
+    readonly logger: Logger,
+    makeServer: () => ToolContext['server'],
+  ) {
+    this.signal = request.signal;
+    this.#makeServer = makeServer;
+  }
+
+  get server(): ToolContext['server'] {
+    this.#server ??= this.#makeServer();
+    return this.#server;
+  }
+}
 
 function serverAccessFor(registry: Registry, extra: CallExtra, request: ToolRequest): ToolContext['server'] {
   const low = registry.server.server;
