@@ -1,4 +1,11 @@
-import { type ErrorEnvelope, errorOf, fail, resultFromEnvelope, type ToolResult } from '@toolgate/core';
+import {
+  type ErrorEnvelope,
+  errorOf,
+  fail,
+  mirrorsStructuredContent,
+  resultFromEnvelope,
+  type ToolResult,
+} from '@toolgate/core';
 
 /** "moments ago" or "12 s ago": how old the earlier answer is, in words the model reads. */
 export function describeAge(ageMs: number): string {
@@ -17,7 +24,9 @@ export function withNote(result: ToolResult, text: string): ToolResult {
   if (structured === undefined) {
     return { ...result, content: [...result.content, { type: 'text', text }] };
   }
-  const mirror = JSON.stringify(structured);
+  // An `ok()` result's first part is its mirror: no need to serialise the data to find it.
+  const okBuilt = mirrorsStructuredContent(result);
+  const mirror = okBuilt ? undefined : JSON.stringify(structured);
   const earlier = structured.note;
   const annotated = {
     ...structured,
@@ -25,8 +34,8 @@ export function withNote(result: ToolResult, text: string): ToolResult {
   };
   const annotatedText = JSON.stringify(annotated);
   let mirrored = false;
-  const content = result.content.map((part) => {
-    if (part.type !== 'text' || part.text !== mirror) return part;
+  const content = result.content.map((part, index) => {
+    if (part.type !== 'text' || (okBuilt ? index !== 0 : part.text !== mirror)) return part;
     mirrored = true;
     return { ...part, text: annotatedText };
   });

@@ -69,3 +69,42 @@ export function decodeCallEntry(text: string | undefined): CallEntry | undefined
   }
   return { count: stored.n!, firstAt: stored.f, at: stored.t, result };
 }
+
+// JSON escapes a character into at most 6 ("\\u001f"); the rest of an entry's JSON (field names, counts,
+// times, the content parts' brackets) stays well under this many characters per part plus this overhead.
+const MAX_ESCAPE = 6;
+const PART_OVERHEAD = 32;
+const ENTRY_OVERHEAD = 128;
+
+/**
+ * The characters `entry` counts in the memory store, or undefined when its JSON would be longer than
+ * `limit` (or is not JSON: nothing to replay). A plain result whose text is far under the limit is
+ * measured by its text alone, without serialising it; anything else is measured by its exact JSON.
+ */
+export function measureCallEntry(entry: CallEntry, limit: number): number | undefined {
+  const result = entry.result;
+  if (
+    result._meta === undefined &&
+    (result.structuredContent === undefined || mirrorsStructuredContent(result))
+  ) {
+    let chars = ENTRY_OVERHEAD;
+    let bound = ENTRY_OVERHEAD;
+    let plain = true;
+    for (const part of result.content) {
+      if (part.type !== 'text') {
+        plain = false;
+        break;
+      }
+      chars += part.text.length + PART_OVERHEAD;
+      bound += part.text.length * MAX_ESCAPE + PART_OVERHEAD;
+    }
+    if (plain && bound <= limit) return chars;
+  }
+  let text: string;
+  try {
+    text = encodeCallEntry(entry);
+  } catch {
+    return undefined; // not JSON (a BigInt, a cycle): the SDK cannot send it either
+  }
+  return text.length > limit ? undefined : text.length;
+}

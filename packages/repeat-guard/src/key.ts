@@ -11,6 +11,17 @@ export function repeatCallKey(ctx: ToolContext, scope: string | undefined): stri
   return `c:${sha256(canonicalJson([coreCallKey(ctx), scope ?? null]))}`;
 }
 
+/**
+ * The key of one call in the memory store: core's `callKey` itself (bounded by the store's `maxSize`,
+ * which counts keys), so no hash and no second JSON per call. `callKey` is one complete JSON array, so
+ * appending the scope's JSON string keeps every (key, scope) pair distinct; a shared store hashes
+ * instead (`repeatCallKey`), so its keys have a fixed size.
+ */
+export function memoryCallKey(ctx: ToolContext, scope: string | undefined): string {
+  const key = coreCallKey(ctx);
+  return scope === undefined ? key : key + JSON.stringify(scope);
+}
+
 /** The store key of one tool's no-progress streak for one caller (identity + bindings) and extra scope. */
 export function progressKey(ctx: ToolContext, scope: string | undefined): string {
   return `p:${sha256(canonicalJson([callerScope(ctx), ctx.toolName, scope ?? null]))}`;

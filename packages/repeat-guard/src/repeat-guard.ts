@@ -14,22 +14,14 @@ import {
   storeUnavailableFailure,
   withNote,
 } from './answers.js';
-import { type CallEntry, decodeCallEntry, encodeCallEntry } from './call-entry.js';
-import { repeatCallKey } from './key.js';
-import { createMemoryRepeatStore } from './memory-store.js';
+import { type CallEntry, decodeCallEntry, encodeCallEntry, measureCallEntry } from './call-entry.js';
+import { Flight } from './flight.js';
+import { memoryCallKey, repeatCallKey } from './key.js';
+import { createMemoryRepeatStore, memoryEntriesOf } from './memory-store.js';
 import { checkProgress } from './no-progress.js';
 import { resolveRules } from './options.js';
 import { StoreAccess, StoreUnavailable } from './store-access.js';
 import type { RepeatGuard, RepeatGuardOptions, RepeatRules, RepeatStore } from './types.js';
-
-/** Identical calls running now in this process: later ones wait for the first one's answer. */
-interface Flight {
-  /** Calls of this key running now (they were below the threshold when they started). */
-  running: number;
-  /** The first runner's stored entry, or undefined when it threw, was aborted or was not remembered. */
-  readonly done: Promise<string | undefined>;
-  settle(encoded: string | undefined): void;
-}
 
 /**
  * Answers a call that repeats an identical earlier call (same caller identity and bindings, tool and
@@ -53,9 +45,12 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
     throw new TypeError("createRepeatGuard: onStoreFailure must be 'open' or 'closed'");
   }
   const store = new StoreAccess(rawStore, storeTimeoutMs, onStoreFailure);
+  // A memory store (the default) is read and written synchronously, with entries kept as objects.
+  const memory = memoryEntriesOf(rawStore);
   const scopeOf = options.scope;
   const flights = new Map<string, Flight>();
 
+  /** The call runs: the first of a key in flight is its owner, whose entry waiters get. */
   const run = async (
     ctx: ToolContext,
     next: NextFn,
@@ -67,7 +62,7 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
     let flight = flights.get(key);
     const owner = flight === undefined;
     if (flight === undefined) {
-      flight = newFlight();
+      flight = new Flight();
       flights.set(key, flight);
     }
     flight.running += 1;
@@ -75,11 +70,23 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
       const result = await next();
       // An aborted call's result (often a timeout) says nothing about the next identical call.
       if (ctx.signal.aborted) return result;
-      const remembered = rememberedEntry(toolRules, earlier, result);
-      if (owner) flight.settle(remembered?.text);
-      if (remembered) await store.write(key, remembered.text, remembered.ttlMs, ctx);
-      else if (earlier) await store.write(key, undefined, 0, ctx);
-      return await checkProgress(ctx, toolRules, store, scope, key, result);
+      if (memory !== undefined) {
+        const entry = rememberedEntry(toolRules, earlier, result);
+        const size = entry && measureCallEntry(entry, toolRules.maxResultSize);
+        const kept = size === undefined ? undefined : entry;
+        if (owner) flight.settle(kept);
+        if (kept !== undefined) memory.set(key, kept, ttlOf(kept, toolRules), size!);
+        else if (earlier !== undefined) memory.delete(key);
+      } else {
+        const entry = rememberedEntry(toolRules, earlier, result);
+        const text = entry && encodedEntry(entry, toolRules);
+        if (owner) flight.settle(text === undefined ? undefined : entry);
+        if (text !== undefined) await store.write(key, text, ttlOf(entry!, toolRules), ctx);
+        else if (earlier !== undefined) await store.write(key, undefined, 0, ctx);
+      }
+      return toolRules.noProgress === false
+        ? result
+        : await checkProgress(ctx, toolRules, store, scope, key, result);
     } finally {
       flight.running -= 1;
       if (owner) {
@@ -89,11 +96,40 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
     }
   };
 
-  const middleware: ToolMiddleware = async function repeatGuardMiddleware(ctx, next) {
-    const toolRules = isPassThrough(ctx) ? undefined : rules.forTool(ctx.toolName);
-    if (toolRules === undefined) return next();
-    // Identity and bindings always come from core; a custom scope can only split a caller further.
-    const scope = scopeOf?.(ctx);
+  /** After the store was read: answer from `earlier`, wait for an identical call in flight, or run. */
+  const decide = async (
+    ctx: ToolContext,
+    next: NextFn,
+    toolRules: Readonly<RepeatRules>,
+    scope: string | undefined,
+    key: string,
+    earlier: CallEntry | undefined,
+  ): Promise<ToolResult> => {
+    if (earlier !== undefined) {
+      const answer = answerRepeat(ctx, toolRules, earlier, scope, false);
+      if (answer) return answer;
+    }
+    const flight = flights.get(key);
+    if (flight !== undefined) {
+      const executed = earlier && inWindow(earlier, toolRules, Date.now()) ? earlier.count : 0;
+      if (executed + flight.running + 1 >= toolRules.threshold) {
+        // Single flight: an identical call is running now; its answer is this call's earlier result.
+        // Each waiter follows its own abort: a cancelled waiter stops waiting for someone else's call.
+        const settled = await raceAbort(flight.wait(), ctx.signal);
+        const shared = settled && answerRepeat(ctx, toolRules, settled, scope, true);
+        if (shared) return shared;
+      }
+    }
+    return run(ctx, next, toolRules, scope, key, earlier);
+  };
+
+  /** A shared store (Redis, custom): hashed keys, JSON entries, every operation bounded. */
+  const viaStore = async (
+    ctx: ToolContext,
+    next: NextFn,
+    toolRules: Readonly<RepeatRules>,
+    scope: string | undefined,
+  ): Promise<ToolResult> => {
     const key = repeatCallKey(ctx, scope);
     let stored: string | undefined;
     try {
@@ -105,19 +141,22 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
       }
       throw error; // the call was cancelled while the store was asked
     }
-    const earlier = decodeCallEntry(stored);
-    const answer = earlier && answerRepeat(ctx, toolRules, earlier, key, false);
-    if (answer) return answer;
-    const flight = flights.get(key);
-    const executed = earlier && inWindow(earlier, toolRules, Date.now()) ? earlier.count : 0;
-    if (flight && executed + flight.running + 1 >= toolRules.threshold) {
-      // Single flight: an identical call is running now; its answer is this call's earlier result.
-      // Each waiter follows its own abort: a cancelled waiter stops waiting for someone else's call.
-      const settled = decodeCallEntry(await raceAbort(flight.done, ctx.signal));
-      const shared = settled && answerRepeat(ctx, toolRules, settled, key, true);
-      if (shared) return shared;
-    }
-    return run(ctx, next, toolRules, scope, key, earlier);
+    return decide(ctx, next, toolRules, scope, key, decodeCallEntry(stored));
+  };
+
+  const middleware: ToolMiddleware = function repeatGuardMiddleware(ctx, next) {
+    const toolRules = isPassThrough(ctx) ? undefined : rules.forTool(ctx.toolName);
+    if (toolRules === undefined) return next();
+    // Identity and bindings always come from core; a custom scope can only split a caller further.
+    const scope = scopeOf?.(ctx);
+    if (memory === undefined) return viaStore(ctx, next, toolRules, scope);
+    // A cancelled call does not read the store (as with a shared store).
+    if (ctx.signal.aborted) return Promise.reject(ctx.signal.reason);
+    const key = memoryCallKey(ctx, scope);
+    const value = memory.get(key);
+    // A string was put there through the store's public `set`: read it like a shared store's value.
+    const earlier = typeof value === 'string' ? decodeCallEntry(value) : value;
+    return decide(ctx, next, toolRules, scope, key, earlier);
   };
   return Object.assign(middleware, { close: () => store.flush() });
 }
@@ -133,7 +172,7 @@ function answerRepeat(
   ctx: ToolContext,
   rules: Readonly<RepeatRules>,
   entry: CallEntry,
-  key: string,
+  scope: string | undefined,
   inFlight: boolean,
 ): ToolResult | undefined {
   const now = Date.now();
@@ -167,7 +206,15 @@ function answerRepeat(
     detail: { answer: kind, ageMs, executions: entry.count, inFlight },
   });
   ctx.logger.info(
-    { tool: ctx.toolName, requestId: ctx.request.id, key, answer: kind, ageMs, inFlight },
+    // The hashed key (a shared store's key): logs never carry the arguments.
+    {
+      tool: ctx.toolName,
+      requestId: ctx.request.id,
+      key: repeatCallKey(ctx, scope),
+      answer: kind,
+      ageMs,
+      inFlight,
+    },
     'repeat-guard: repeated call answered without running it',
   );
   return answer;
@@ -177,39 +224,35 @@ function inWindow(entry: CallEntry, rules: Readonly<RepeatRules>, now: number): 
   return now - entry.firstAt < rules.windowMs;
 }
 
-/** What to store after a real run: the entry's JSON and its time to live, or undefined to forget the key. */
+/** The entry to remember after a real run, or undefined to forget the key. */
 function rememberedEntry(
   rules: Readonly<RepeatRules>,
   earlier: CallEntry | undefined,
   result: ToolResult,
-): { text: string; ttlMs: number } | undefined {
+): CallEntry | undefined {
   if (rules.onFailedRepeat === 'run' && result.isError === true) return undefined;
   const now = Date.now();
   const continuing = earlier !== undefined && inWindow(earlier, rules, now);
-  const firstAt = continuing ? earlier.firstAt : now;
+  return {
+    count: (continuing ? earlier.count : 0) + 1,
+    firstAt: continuing ? earlier.firstAt : now,
+    at: now,
+    result,
+  };
+}
+
+/** The entry's JSON for a shared store, or undefined when it is too large or not JSON. */
+function encodedEntry(entry: CallEntry, rules: Readonly<RepeatRules>): string | undefined {
   let text: string;
   try {
-    text = encodeCallEntry({ count: (continuing ? earlier.count : 0) + 1, firstAt, at: now, result });
+    text = encodeCallEntry(entry);
   } catch {
     return undefined; // not JSON (a BigInt, a cycle): the SDK cannot send it either; nothing to replay
   }
-  if (text.length > rules.maxResultSize) return undefined;
-  return { text, ttlMs: firstAt + rules.windowMs - now };
+  return text.length > rules.maxResultSize ? undefined : text;
 }
 
-function newFlight(): Flight {
-  let resolve!: (encoded: string | undefined) => void;
-  let settled = false;
-  const done = new Promise<string | undefined>((done) => {
-    resolve = done;
-  });
-  return {
-    running: 0,
-    done,
-    settle(encoded) {
-      if (settled) return;
-      settled = true;
-      resolve(encoded);
-    },
-  };
+/** What is left of the entry's window, in ms. */
+function ttlOf(entry: CallEntry, rules: Readonly<RepeatRules>): number {
+  return Math.max(1, Math.ceil(entry.firstAt + rules.windowMs - entry.at));
 }

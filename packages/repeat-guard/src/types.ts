@@ -72,7 +72,7 @@ export interface RepeatStore {
 export interface MemoryRepeatStore extends RepeatStore {
   /** Entries held now (expired ones may linger until touched or evicted). */
   readonly size: number;
-  /** Sum of the stored values' and keys' lengths, in characters. */
+  /** Sum of the stored values' and keys' lengths, in characters (a guard's entry: its result's text). */
   readonly totalSize: number;
   /** Forgets everything. */
   clear(): void;
