@@ -17,7 +17,7 @@ import {
   timeoutAnswer,
 } from './answers.js';
 import { type Verdict, verdictOfResult, verdictOfThrow } from './classify.js';
-import { runWithDeadline } from './deadline.js';
+import { type CallOwner, type Ending, GuardedCall } from './deadline.js';
 import { DeadlineQueue } from './deadline-queue.js';
 import type { CircuitEvents } from './events.js';
 import type { ResolvedSettings } from './settings.js';
@@ -52,7 +52,7 @@ const SUCCESS_ARGS = [SUCCESS_REPORT];
  * capacity refusal counts as a failure, a timeout only stops the waiting, and a call that started
  * before the breaker opened can close it by succeeding during half-open.
  */
-export class DependencyBreaker {
+export class DependencyBreaker implements CallOwner {
   readonly name: string;
   readonly settings: ResolvedSettings;
   /** Tools that call through this breaker. */
@@ -92,9 +92,6 @@ export class DependencyBreaker {
     opened: 0,
     closed: 0,
   };
-  readonly #release = (): void => {
-    this.#inFlight -= 1;
-  };
 
   constructor(name: string, settings: ResolvedSettings, logger: Logger, events: CircuitEvents) {
     this.name = name;
@@ -131,33 +128,51 @@ export class DependencyBreaker {
     this.#opossum.on('close', () => this.#transition('close'));
   }
 
-  async run(ctx: ToolContext, next: NextFn): Promise<ToolResult> {
+  run(ctx: ToolContext, next: NextFn): Promise<ToolResult> {
     const breaker = this.#opossum;
     let probe = false;
     if (!breaker.closed) {
-      if (!breaker.halfOpen || this.#probing) return this.#shortCircuit(ctx);
+      if (!breaker.halfOpen || this.#probing) return Promise.resolve(this.#shortCircuit(ctx));
       probe = true;
     }
-    if (this.#inFlight >= this.settings.capacity) return this.#rejectCapacity(ctx);
+    if (this.#inFlight >= this.settings.capacity) return Promise.resolve(this.#rejectCapacity(ctx));
     if (probe) {
       this.#probing = true;
       this.#decide(ctx, 'half-open', 'probe call after the reset timeout');
     }
     this.#inFlight += 1;
-    const generation = this.#generation;
+    return new GuardedCall(this, ctx, this.#deadlines, this.#generation, probe).run(next);
+  }
+
+  /** A call's own work settled: its slot is free (CallOwner). */
+  release(): void {
+    this.#inFlight -= 1;
+  }
+
+  /**
+   * How a call's wait ended, weighed and counted (CallOwner). The common case, a success of a
+   * closed breaker, is counted synchronously: no Promise, no await.
+   */
+  conclude(call: GuardedCall, ending: Ending, value: unknown): ToolResult | Promise<ToolResult> {
+    if (ending === 'returned' && !call.probe) {
+      const result = value as ToolResult;
+      if (verdictOfResult(result) === 'success' && this.#countSuccess(call.generation)) return result;
+    }
+    return this.#concludeCounted(call, ending, value);
+  }
+
+  async #concludeCounted(call: GuardedCall, ending: Ending, value: unknown): Promise<ToolResult> {
+    const { ctx, generation, probe } = call;
     try {
-      const settled = await runWithDeadline(ctx, next, this.#deadlines, this.#release);
-      switch (settled.kind) {
+      switch (ending) {
         case 'returned': {
-          const verdict = verdictOfResult(settled.result);
-          // The common case, a success of a closed breaker, is counted synchronously: no await.
-          if (verdict === 'success' && !probe && this.#countSuccess(generation)) return settled.result;
-          await this.#record(ctx, generation, verdict, probe);
-          return settled.result;
+          const result = value as ToolResult;
+          await this.#record(ctx, generation, verdictOfResult(result), probe);
+          return result;
         }
         case 'threw':
-          await this.#record(ctx, generation, verdictOfThrow(settled.error), probe);
-          throw settled.error;
+          await this.#record(ctx, generation, verdictOfThrow(value), probe);
+          throw value;
         case 'timed-out': {
           const timeoutMs = this.settings.timeout as number;
           this.#totals.timeouts += 1;

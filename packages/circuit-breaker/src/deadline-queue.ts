@@ -1,13 +1,15 @@
-interface Entry {
-  readonly deadline: number;
-  readonly expire: () => void;
-  prev: Entry | undefined;
-  next: Entry | undefined;
+/**
+ * A call waiting in a DeadlineQueue. The call's own object carries the links, so joining the queue
+ * allocates nothing (no entry, no closure per call).
+ */
+export interface DeadlineEntry {
+  deadline: number;
+  prev: DeadlineEntry | undefined;
+  next: DeadlineEntry | undefined;
   linked: boolean;
+  /** Called once when the deadline passes while the entry is still queued. */
+  expire(): void;
 }
-
-/** A call waiting in a DeadlineQueue; pass it back to `remove` when the call ends. */
-export type DeadlineTicket = Entry;
 
 /**
  * The deadlines of one breaker's calls in flight, oldest first. They all share one timeout, so the
@@ -18,27 +20,23 @@ export type DeadlineTicket = Entry;
  */
 export class DeadlineQueue {
   readonly timeoutMs: number;
-  #head: Entry | undefined;
-  #tail: Entry | undefined;
+  #head: DeadlineEntry | undefined;
+  #tail: DeadlineEntry | undefined;
   #armed = false;
 
   constructor(timeoutMs: number) {
     this.timeoutMs = timeoutMs;
   }
 
-  add(expire: () => void): DeadlineTicket {
-    const entry: Entry = {
-      deadline: performance.now() + this.timeoutMs,
-      expire,
-      prev: this.#tail,
-      next: undefined,
-      linked: true,
-    };
+  add(entry: DeadlineEntry): void {
+    entry.deadline = performance.now() + this.timeoutMs;
+    entry.prev = this.#tail;
+    entry.next = undefined;
+    entry.linked = true;
     if (this.#tail) this.#tail.next = entry;
     else this.#head = entry;
     this.#tail = entry;
     if (!this.#armed) this.#arm(this.timeoutMs);
-    return entry;
   }
 
   /** Milliseconds until the oldest call in the queue reaches its deadline; undefined when empty. */
@@ -47,7 +45,7 @@ export class DeadlineQueue {
     return Math.max(0, Math.ceil(this.#head.deadline - performance.now()));
   }
 
-  remove(entry: DeadlineTicket): void {
+  remove(entry: DeadlineEntry): void {
     if (!entry.linked) return;
     entry.linked = false;
     if (entry.prev) entry.prev.next = entry.next;

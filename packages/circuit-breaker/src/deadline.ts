@@ -1,59 +1,89 @@
 import type { NextFn, ToolContext, ToolResult } from '@toolgate/core';
-import type { DeadlineQueue } from './deadline-queue.js';
+import type { DeadlineEntry, DeadlineQueue } from './deadline-queue.js';
 
 /** How the wait for the rest of the chain ended. */
-export type Settled =
-  | { readonly kind: 'returned'; readonly result: ToolResult }
-  | { readonly kind: 'threw'; readonly error: unknown }
-  | { readonly kind: 'timed-out' }
-  | { readonly kind: 'cancelled' };
+export type Ending = 'returned' | 'threw' | 'timed-out' | 'cancelled';
 
-const TIMED_OUT: Settled = { kind: 'timed-out' };
-const CANCELLED: Settled = { kind: 'cancelled' };
+/** What a GuardedCall reports to: the breaker that counts its outcome. */
+export interface CallOwner {
+  /** The chain's work itself settled (which may be after the wait ended): its slot is free. */
+  release(): void;
+  /**
+   * Called once, when the wait ends: `value` is the result (`returned`) or the error (`threw`).
+   * Returns the call's answer.
+   */
+  conclude(call: GuardedCall, ending: Ending, value: unknown): ToolResult | Promise<ToolResult>;
+}
 
 /**
- * Runs `next()` under the call's own deadline and abort signal. The wait ends at the first of: the
- * chain settles, the deadline passes, or the caller cancels. On the deadline the handler's
- * `ctx.signal` is aborted with a `TimeoutError`, so its work really stops (opossum's timeout only
- * stops the waiting). `release` runs when the chain's work itself settles, which may be later.
+ * One call run through a breaker: `next()` under the call's own deadline and abort signal. The wait
+ * ends at the first of: the chain settles, the deadline passes, or the caller cancels. On the deadline
+ * the handler's `ctx.signal` is aborted with a `TimeoutError`, so its work really stops (opossum's
+ * timeout only stops the waiting).
+ *
+ * One object per call holds all of it: it is the deadline queue's entry, the listener on the
+ * caller's signal (`handleEvent`) and the lazily derived signal behind `ctx.signal`, so a call
+ * allocates no entry, closure or AbortController of its own on the common path.
  *
  * With a deadline, `ctx.signal` becomes a signal that aborts when the caller's does or when the
  * deadline passes: the `AbortSignal.any([ctx.signal, deadline])` of core's contract, built on the
- * listener this function already holds on the caller's signal, and only when someone reads it.
+ * listener this call already holds on the caller's signal, and only when someone reads it.
  * Measured on Node 20, `AbortSignal.any` costs tens of microseconds a call (its weak-reference
  * bookkeeping) and a fresh signal several; most calls never read theirs.
  */
-export function runWithDeadline(
-  ctx: ToolContext,
-  next: NextFn,
-  deadlines: DeadlineQueue | undefined,
-  release: () => void,
-): Promise<Settled> {
-  const outer = ctx.signal;
-  if (outer.aborted) {
-    release();
-    return Promise.resolve(CANCELLED);
+export class GuardedCall implements DeadlineEntry {
+  readonly ctx: ToolContext;
+  /** The breaker's generation when the call began; an outcome from an older one is stale. */
+  readonly generation: number;
+  /** The half-open breaker's probe call. */
+  readonly probe: boolean;
+  deadline = 0;
+  prev: DeadlineEntry | undefined = undefined;
+  next: DeadlineEntry | undefined = undefined;
+  linked = false;
+  readonly #owner: CallOwner;
+  readonly #outer: AbortSignal;
+  readonly #deadlines: DeadlineQueue | undefined;
+  #resolve: ((answer: ToolResult | Promise<ToolResult>) => void) | undefined = undefined;
+  #done = false;
+  // The lazily derived signal (only with a deadline).
+  #derived: AbortController | undefined = undefined;
+  #current: AbortSignal | undefined = undefined;
+  #stopped = false;
+  #reason: unknown = undefined;
+
+  constructor(
+    owner: CallOwner,
+    ctx: ToolContext,
+    deadlines: DeadlineQueue | undefined,
+    generation: number,
+    probe: boolean,
+  ) {
+    this.#owner = owner;
+    this.ctx = ctx;
+    this.#outer = ctx.signal;
+    this.#deadlines = deadlines;
+    this.generation = generation;
+    this.probe = probe;
   }
-  const signal = deadlines === undefined ? undefined : installCallSignal(ctx);
-  const stop = (reason: unknown): void => signal?.stop(reason);
-  return new Promise<Settled>((resolve) => {
-    let done = false;
-    const finish = (settled: Settled): void => {
-      if (done) return;
-      done = true;
-      if (ticket !== undefined) deadlines!.remove(ticket);
-      outer.removeEventListener('abort', onCancel);
-      resolve(settled);
-    };
-    const onCancel = (): void => {
-      stop(outer.reason);
-      finish(CANCELLED);
-    };
-    outer.addEventListener('abort', onCancel);
-    const ticket = deadlines?.add(() => {
-      stop(new DOMException(`The tool call exceeded its ${deadlines.timeoutMs} ms deadline`, 'TimeoutError'));
-      finish(TIMED_OUT);
-    });
+
+  /** Runs `next()` and answers with what the owner concludes. */
+  run(next: NextFn): Promise<ToolResult> {
+    const outer = this.#outer;
+    if (outer.aborted) {
+      this.#owner.release();
+      this.#done = true;
+      return Promise.resolve(this.#conclude('cancelled', undefined));
+    }
+    const answer = new Promise<ToolResult | Promise<ToolResult>>((resolve) => {
+      this.#resolve = resolve;
+    }) as Promise<ToolResult>;
+    if (this.#deadlines !== undefined) {
+      (this.ctx as WithGuardedCall)[GUARDED_CALL] = this;
+      Object.defineProperty(this.ctx, 'signal', SIGNAL_ACCESSOR);
+      this.#deadlines.add(this);
+    }
+    outer.addEventListener('abort', this);
     let work: Promise<ToolResult>;
     try {
       work = next();
@@ -61,32 +91,27 @@ export function runWithDeadline(
       work = Promise.reject(error);
     }
     work.then(
-      (result) => {
-        release();
-        signal?.settle(outer);
-        finish({ kind: 'returned', result });
-      },
-      (error: unknown) => {
-        release();
-        signal?.settle(outer);
-        finish({ kind: 'threw', error });
-      },
+      (result) => this.#settle('returned', result),
+      (error: unknown) => this.#settle('threw', error),
     );
-  });
-}
+    return answer;
+  }
 
-const CALL_SIGNAL = Symbol('toolgate.circuit-breaker.signal');
+  /** The caller cancelled (this object is the listener on its signal). */
+  handleEvent(): void {
+    this.#stop(this.#outer.reason);
+    this.#finish('cancelled', undefined);
+  }
 
-type WithCallSignal = ToolContext & { [CALL_SIGNAL]: CallSignal };
+  /** The deadline passed (called by the deadline queue). */
+  expire(): void {
+    const timeoutMs = this.#deadlines!.timeoutMs;
+    this.#stop(new DOMException(`The tool call exceeded its ${timeoutMs} ms deadline`, 'TimeoutError'));
+    this.#finish('timed-out', undefined);
+  }
 
-/** The lazily derived signal of one call: aborts with the caller's signal or at the deadline. */
-class CallSignal {
-  #derived: AbortController | undefined;
-  #current: AbortSignal | undefined;
-  #stopped = false;
-  #reason: unknown;
-
-  read(): AbortSignal {
+  /** The signal the handler sees as `ctx.signal`, made on first read. */
+  readSignal(): AbortSignal {
     if (this.#current === undefined) {
       this.#derived = new AbortController();
       // Read after the deadline or the cancel: already aborted, with the same reason.
@@ -96,25 +121,45 @@ class CallSignal {
     return this.#current;
   }
 
-  write(value: AbortSignal): void {
+  writeSignal(value: AbortSignal): void {
     this.#current = value;
   }
 
-  /**
-   * The chain settled in time: a signal nobody read inside it is the caller's again. Middleware outside
-   * the breaker that reads `ctx.signal` afterwards (most check `aborted` once the chain returns) then
-   * gets the caller's signal instead of forcing a new AbortController per call.
-   */
-  settle(outer: AbortSignal): void {
-    if (this.#current === undefined && !this.#stopped) this.#current = outer;
+  #settle(ending: Ending, value: unknown): void {
+    this.#owner.release();
+    // The chain settled in time: a signal nobody read inside it is the caller's again. Middleware
+    // outside the breaker that reads `ctx.signal` afterwards (most check `aborted` once the chain
+    // returns) then gets the caller's signal instead of forcing a new AbortController per call.
+    if (this.#current === undefined && !this.#stopped) this.#current = this.#outer;
+    this.#finish(ending, value);
   }
 
-  stop(reason: unknown): void {
+  #stop(reason: unknown): void {
     this.#stopped = true;
     this.#reason = reason;
     this.#derived?.abort(reason);
   }
+
+  #finish(ending: Ending, value: unknown): void {
+    if (this.#done) return;
+    this.#done = true;
+    if (this.linked) this.#deadlines!.remove(this);
+    this.#outer.removeEventListener('abort', this);
+    this.#resolve!(this.#conclude(ending, value));
+  }
+
+  #conclude(ending: Ending, value: unknown): Promise<ToolResult> | ToolResult {
+    try {
+      return this.#owner.conclude(this, ending, value);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
 }
+
+const GUARDED_CALL = Symbol('toolgate.circuit-breaker.call');
+
+type WithGuardedCall = ToolContext & { [GUARDED_CALL]: GuardedCall };
 
 // One accessor pair shared by every call (state rides on the context under a private symbol), so
 // V8 reuses the context's hidden-class transition instead of making each context a dictionary:
@@ -122,18 +167,11 @@ class CallSignal {
 const SIGNAL_ACCESSOR: PropertyDescriptor = {
   configurable: true,
   enumerable: true,
-  get(this: WithCallSignal): AbortSignal {
-    return this[CALL_SIGNAL].read();
+  get(this: WithGuardedCall): AbortSignal {
+    return this[GUARDED_CALL].readSignal();
   },
   // A middleware further in may combine it with its own (AbortSignal.any([ctx.signal, own])).
-  set(this: WithCallSignal, value: AbortSignal) {
-    this[CALL_SIGNAL].write(value);
+  set(this: WithGuardedCall, value: AbortSignal) {
+    this[GUARDED_CALL].writeSignal(value);
   },
 };
-
-function installCallSignal(ctx: ToolContext): CallSignal {
-  const signal = new CallSignal();
-  (ctx as WithCallSignal)[CALL_SIGNAL] = signal;
-  Object.defineProperty(ctx, 'signal', SIGNAL_ACCESSOR);
-  return signal;
-}
