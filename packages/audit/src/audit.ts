@@ -55,6 +55,7 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
   for (const [name, override] of Object.entries(options.tools ?? {})) {
     perTool.set(name, override === false ? false : resolve(override));
   }
+  const hasOverrides = perTool.size > 0;
 
   // Calls inside the middleware now, so drain() can wait for them.
   let inside = 0;
@@ -76,7 +77,7 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
   };
 
   const middleware = async (ctx: ToolContext, next: () => Promise<ToolResult>): Promise<ToolResult> => {
-    const settings = perTool.get(ctx.toolName) ?? defaults;
+    const settings = hasOverrides ? (perTool.get(ctx.toolName) ?? defaults) : defaults;
     if (settings === false) return next();
     inside += 1;
     try {

@@ -17,10 +17,8 @@ export function hashOfCanonical(canonical: string): string {
 }
 
 /**
- * Links a captured record after `head` in chain `chainId`: the canonical JSON is put together from
- * the parts serialised at capture with `prevHash` and `seq` between them (their sorted places), hashed,
- * and the line to store is that text with `hash` appended, so parsing it and re-canonicalising
- * without `hash` gives back exactly what was hashed.
+ * Links a captured record after `head` in chain `chainId` (see `canonicalOf`), and gives its row.
+ * The writer seals whole batches with `canonicalOf` directly and builds rows only when a sink asks.
  */
 export function sealRecord(
   captured: CapturedRecord,
@@ -28,22 +26,77 @@ export function sealRecord(
   chainId: string,
 ): SealedRecord {
   const seq = (head?.seq ?? 0) + 1;
-  const canonical = `{${captured.pre},"prevHash":"${head?.hash ?? GENESIS_HASH}",${captured.mid},"seq":${seq},${captured.post}}`;
+  const canonical = canonicalOf(captured, head?.hash ?? GENESIS_HASH, seq, chainIdField(chainId));
   const hash = hashOfCanonical(canonical);
+  return { line: lineOf(canonical, hash), row: rowOf(captured, chainId, seq, hash) };
+}
+
+/** `,"chainId":"..."` for a chain: the one field every record of a writer shares, escaped once. */
+export function chainIdField(chainId: string): string {
+  return `,"chainId":${JSON.stringify(chainId)}`;
+}
+
+/**
+ * A record's canonical JSON without `hash`: the fields in sorted key order (`aborted`, `args`,
+ * `bindings`, ..., `unknownTool`), exactly what core's canonicalJson gives for that record. Hash it,
+ * then store `lineOf(canonical, hash)`, so parsing the line and re-canonicalising without `hash`
+ * gives back exactly what was hashed.
+ */
+export function canonicalOf(
+  captured: CapturedRecord,
+  prevHash: string,
+  seq: number,
+  chainField: string,
+): string {
+  let body = captured.aborted ? `{"aborted":true,"args":${captured.args}` : `{"args":${captured.args}`;
+  if (captured.bindings !== undefined) body += `,"bindings":${captured.bindings}`;
+  body += `,"caller":${JSON.stringify(captured.caller)}${chainField}`;
+  if (captured.clientId !== undefined) body += `,"clientId":${JSON.stringify(captured.clientId)}`;
+  body += `,"decisions":${captured.decisions},"durationMs":${JSON.stringify(Math.round(captured.durationMs * 1000) / 1000)}`;
+  if (captured.incidentId !== undefined) body += `,"incidentId":${JSON.stringify(captured.incidentId)}`;
+  body += `,"outcome":${JSON.stringify(captured.outcome)},"prevHash":"${prevHash}"`;
+  if (captured.principal !== undefined) body += `,"principal":${JSON.stringify(captured.principal)}`;
+  body += `,"requestId":${JSON.stringify(captured.requestId)},"resultBytes":${captured.resultBytes},"seq":${seq}`;
+  if (captured.sessionId !== undefined) body += `,"sessionId":${JSON.stringify(captured.sessionId)}`;
+  if (captured.spanId !== undefined) body += `,"spanId":${JSON.stringify(captured.spanId)}`;
+  body += `,"time":"${isoTime(captured.startedAt)}","tool":${JSON.stringify(captured.tool)}`;
+  if (captured.traceId !== undefined) body += `,"traceId":${JSON.stringify(captured.traceId)}`;
+  return captured.unknownTool ? `${body},"unknownTool":true}` : `${body}}`;
+}
+
+/**
+ * The stored line: the canonical JSON with `hash` appended as its last (sorted) key. Hashing has
+ * flattened `canonical`, so the slice shares its characters instead of walking the pieces again.
+ */
+export function lineOf(canonical: string, hash: string): string {
+  return `${canonical.slice(0, -1)},"hash":"${hash}"}`;
+}
+
+/** The columns a sink copies from a sealed record. */
+export function rowOf(captured: CapturedRecord, chainId: string, seq: number, hash: string): AuditRow {
   return {
-    line: `${canonical.slice(0, -1)},"hash":"${hash}"}`,
-    row: {
-      chainId,
-      seq,
-      time: captured.time,
-      tool: captured.tool,
-      outcome: captured.outcome,
-      principal: captured.principal,
-      caller: captured.caller,
-      incidentId: captured.incidentId,
-      hash,
-    },
+    chainId,
+    seq,
+    time: isoTime(captured.startedAt),
+    tool: captured.tool,
+    outcome: captured.outcome,
+    principal: captured.principal,
+    caller: captured.caller,
+    incidentId: captured.incidentId,
+    hash,
   };
+}
+
+let lastMs = Number.NaN;
+let lastIso = '';
+
+/** ISO time of a start, formatted once per millisecond: records sealed together mostly share it. */
+function isoTime(ms: number): string {
+  if (ms !== lastMs) {
+    lastMs = ms;
+    lastIso = new Date(ms).toISOString();
+  }
+  return lastIso;
 }
 
 /** A parsed line that has the chain fields, or undefined when it is not an audit record. */

@@ -51,8 +51,9 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
     async write(batch: AuditBatch): Promise<void> {
       if (!handle) throw new Error('audit file sink: head() must run before write()');
       // A retry of a batch that was partly written resumes where the kernel stopped: no record
-      // is written twice. A batch is known by its last record's hash.
-      const key = batch.rows.at(-1)?.hash ?? '';
+      // is written twice. A batch is known by its last line (which ends in that record's hash);
+      // reading `rows` would build every row for nothing.
+      const key = batch.lines.at(-1) ?? '';
       if (partial?.key !== key) {
         // A torn last line (a crash mid-write) is closed first, so it cannot swallow the next record.
         const text = `${tornTail ? '\n' : ''}${batch.lines.join('\n')}\n`;

@@ -4,7 +4,6 @@ import {
   fail,
   isToolError,
   newIncidentId,
-  outcomeOf,
   principalOf,
   type ToolContext,
   type ToolResult,
@@ -34,29 +33,44 @@ export function resultOfThrow(ctx: ToolContext, error: unknown): ToolResult {
 }
 
 /**
- * A call's record, serialised when the call ends: later mutation of its args or result cannot
- * change it, the result itself is not kept, and its size is known for the buffer's byte bound. The
- * chain fields (`prevHash`, `seq`, `hash`) are filled in by the writer; the canonical JSON is
- * `{pre,"prevHash":..,mid,"seq":..,post}` because the keys sort that way.
+ * What a finished call leaves for the writer: only what must be taken before the answer (args,
+ * bindings and decisions redacted and serialised, so later mutation cannot change them and no
+ * object graph is kept; the outcome, sizes and ids as plain values). Nothing is escaped, formatted
+ * or hashed here: the writer turns these fields into the record's canonical JSON line when it seals
+ * its batch (`sealRecord`), off the call's path. One flat object per call, no closure.
  */
 export interface CapturedRecord {
-  /** `aborted` .. `outcome` (`args`, `bindings`, `caller`, `chainId`, ... in sorted order), without braces. */
-  readonly pre: string;
-  /** `principal`, `requestId`, `resultBytes`. */
-  readonly mid: string;
-  /** `sessionId` .. `unknownTool`. */
-  readonly post: string;
-  /** Serialised size, in string units (about its bytes on the heap). */
-  readonly bytes: number;
-  readonly time: string;
-  readonly tool: string;
+  /** Redacted canonical JSON of the args (or their shape), cut at `maxArgsChars`. */
+  readonly args: string;
+  /** Redacted canonical JSON of the bound values, when there are any. */
+  readonly bindings: string | undefined;
+  /** Redacted canonical JSON of the decisions (`[]` when none). */
+  readonly decisions: string;
+  readonly aborted: boolean;
+  readonly caller: string;
+  readonly clientId: string | undefined;
+  /** Milliseconds, unrounded (rounded to the microsecond when sealed). */
+  readonly durationMs: number;
+  readonly incidentId: string | undefined;
   readonly outcome: string;
   readonly principal: string | undefined;
-  readonly caller: string;
-  readonly incidentId: string | undefined;
+  readonly requestId: string | number;
+  readonly resultBytes: number;
+  readonly sessionId: string | undefined;
+  readonly spanId: string | undefined;
+  readonly traceId: string | undefined;
+  /** Epoch milliseconds of the start; formatted as ISO time when sealed. */
+  readonly startedAt: number;
+  /** The tool name, cut at 256 characters. */
+  readonly tool: string;
+  readonly unknownTool: boolean;
+  /** Size held in the buffer, in string units (about its bytes on the heap), for the byte bound. */
+  readonly bytes: number;
+  /** Durable calls: told whether the record was stored (set by the writer, never by a sink). */
+  ack: ((stored: boolean) => void) | undefined;
 }
 
-/** Builds and serialises the record of a finished call (see `CapturedRecord`). */
+/** Takes what a finished call's record needs (see `CapturedRecord`). */
 export function captureCall(
   ctx: ToolContext,
   result: ToolResult,
@@ -65,53 +79,64 @@ export function captureCall(
   maxArgsChars: number,
 ): CapturedRecord {
   const unknownTool = ctx.tool === undefined;
-  const outcome = outcomeOf(result);
-  const incidentId = ctx.incidentId ?? errorOf(result)?.incidentId;
+  // One look at the result gives both the outcome (outcomeOf's word) and an incident id.
+  const error = errorOf(result);
+  const incidentId = ctx.incidentId ?? error?.incidentId;
+  const request = ctx.request;
   const principal = principalOf(ctx);
-  const clientId = ctx.request.authInfo?.clientId || undefined;
-  const aborted = ctx.signal.aborted || ctx.request.signal.aborted;
-  const durationMs = Math.round((performance.now() - ctx.startTime) * 1000) / 1000;
-  const tool =
-    ctx.toolName.length > MAX_TOOL_CHARS ? `${ctx.toolName.slice(0, MAX_TOOL_CHARS)}...` : ctx.toolName;
-  const time = isoTime(ctx.startedAt);
-  let argsText =
+  const clientId = request.authInfo?.clientId || undefined;
+  const toolName = ctx.toolName;
+  const tool = toolName.length > MAX_TOOL_CHARS ? `${toolName.slice(0, MAX_TOOL_CHARS)}...` : toolName;
+  let args =
     settings.args === 'shape' ? canonicalJson(shapeOf(ctx.rawArgs)) : settings.redactedJson(ctx.rawArgs);
   // Keeps a hostile megabyte argument from becoming a megabyte record; everything else stays.
-  if (argsText.length > maxArgsChars) argsText = JSON.stringify(`[Truncated: ${argsText.length} characters]`);
+  if (args.length > maxArgsChars) args = JSON.stringify(`[Truncated: ${args.length} characters]`);
   // Values bound from the caller (a customer id from the token) are recorded beside the identity,
   // redacted like args: they decide what the call could see.
   const bindings = hasKeys(ctx.bindings) ? settings.redactedJson(ctx.bindings) : undefined;
-  const caller = ctx.caller.id;
   const decisions = ctx.decisions.length > 0 ? settings.redactedJson(ctx.decisions) : '[]';
-  const resultBytes = unknownTool ? 0 : contentBytes(result);
-
-  let pre = aborted ? `"aborted":true,"args":${argsText}` : `"args":${argsText}`;
-  if (bindings !== undefined) pre += `,"bindings":${bindings}`;
-  pre += `,"caller":${JSON.stringify(caller)},"chainId":${JSON.stringify(chainId)}`;
-  if (clientId !== undefined) pre += `,"clientId":${JSON.stringify(clientId)}`;
-  pre += `,"decisions":${decisions},"durationMs":${JSON.stringify(durationMs)}`;
-  if (incidentId !== undefined) pre += `,"incidentId":${JSON.stringify(incidentId)}`;
-  pre += `,"outcome":${JSON.stringify(outcome)}`;
-  let mid = principal === undefined ? '' : `"principal":${JSON.stringify(principal)},`;
-  mid += `"requestId":${JSON.stringify(ctx.request.id)},"resultBytes":${resultBytes}`;
-  let post =
-    ctx.request.sessionId === undefined ? '' : `"sessionId":${JSON.stringify(ctx.request.sessionId)},`;
+  const caller = ctx.caller.id;
+  const sessionId = request.sessionId;
+  const requestId = request.id;
   const trace = ctx.state.trace;
-  if (trace) post += `"spanId":${JSON.stringify(trace.spanId)},`;
-  post += `"time":${JSON.stringify(time)},"tool":${JSON.stringify(tool)}`;
-  if (trace) post += `,"traceId":${JSON.stringify(trace.traceId)}`;
-  if (unknownTool) post += ',"unknownTool":true';
+  const spanId = trace?.spanId;
+  const traceId = trace?.traceId;
+  const bytes =
+    RECORD_OVERHEAD +
+    chainId.length +
+    args.length +
+    decisions.length +
+    caller.length +
+    tool.length +
+    (bindings?.length ?? 0) +
+    (principal?.length ?? 0) +
+    (clientId?.length ?? 0) +
+    (incidentId?.length ?? 0) +
+    (sessionId?.length ?? 0) +
+    (typeof requestId === 'string' ? requestId.length : 0) +
+    (spanId?.length ?? 0) +
+    (traceId?.length ?? 0);
   return {
-    pre,
-    mid,
-    post,
-    bytes: pre.length + mid.length + post.length + RECORD_OVERHEAD,
-    time,
-    tool,
-    outcome,
-    principal,
+    args,
+    bindings,
+    decisions,
+    aborted: ctx.signal.aborted || request.signal.aborted,
     caller,
+    clientId,
+    durationMs: performance.now() - ctx.startTime,
     incidentId,
+    outcome: error === undefined ? 'ok' : error.error,
+    principal,
+    requestId,
+    resultBytes: unknownTool ? 0 : contentBytes(result),
+    sessionId,
+    spanId,
+    traceId,
+    startedAt: ctx.startedAt,
+    tool,
+    unknownTool,
+    bytes,
+    ack: undefined,
   };
 }
 
@@ -134,17 +159,5 @@ function hasKeys(value: Readonly<Record<string, unknown>> | undefined): boolean 
   return value !== undefined && Object.keys(value).length > 0;
 }
 
-/** The chain fields, the hash and the object around a record's strings, in string units. */
-const RECORD_OVERHEAD = 400;
-
-let lastMs = Number.NaN;
-let lastIso = '';
-
-/** ISO time of a start, formatted once per millisecond: calls finishing together share it. */
-function isoTime(ms: number): string {
-  if (ms !== lastMs) {
-    lastMs = ms;
-    lastIso = new Date(ms).toISOString();
-  }
-  return lastIso;
-}
+/** The key names, chain fields, hash, time and numbers of a line, and the object, in string units. */
+const RECORD_OVERHEAD = 640;

@@ -1,5 +1,13 @@
 import type { Logger } from '@toolgate/core';
-import { parseRecordLine, type SealedRecord, sealRecord } from './chain.js';
+import {
+  canonicalOf,
+  chainIdField,
+  GENESIS_HASH,
+  hashOfCanonical,
+  lineOf,
+  parseRecordLine,
+  rowOf,
+} from './chain.js';
 import { IncidentLog } from './incident-log.js';
 import type { CapturedRecord } from './record.js';
 import { isPermanentSinkError } from './sink-errors.js';
@@ -16,14 +24,8 @@ export interface WriterSettings {
   readonly logger: Logger;
 }
 
-interface Entry {
-  readonly captured: CapturedRecord;
-  /** Durable calls: told whether the record was stored. */
-  readonly ack: ((stored: boolean) => void) | undefined;
-}
-
 interface Waiter {
-  readonly entry: Entry;
+  readonly entry: CapturedRecord;
   readonly admitted: () => void;
   readonly timer: NodeJS.Timeout;
 }
@@ -48,7 +50,9 @@ const REFUSED = Symbol('refused');
 export class AuditWriter {
   readonly #sink: AuditSink;
   readonly #settings: WriterSettings;
-  #buffer: Entry[] = [];
+  /** `,"chainId":...`, escaped once for every record this writer seals. */
+  readonly #chainField: string;
+  #buffer: CapturedRecord[] = [];
   #bufferBytes = 0;
   readonly #waiters: Waiter[] = [];
   #inFlight = 0;
@@ -74,6 +78,7 @@ export class AuditWriter {
   constructor(sink: AuditSink, settings: WriterSettings) {
     this.#sink = sink;
     this.#settings = settings;
+    this.#chainField = chainIdField(settings.chainId);
     const { logger } = settings;
     this.#dropLog = new IncidentLog(logger, 'warn', 'audit records dropped', LOG_INTERVAL_MS);
     this.#transientLog = new IncidentLog(
@@ -96,13 +101,23 @@ export class AuditWriter {
    * when stored (or, not durable, queued), false when it was lost.
    */
   push(captured: CapturedRecord, durable: boolean): Promise<boolean> | undefined {
+    // The common case, a record that fits and nobody to tell: no promise, no closure.
+    if (!durable && !this.#closing && this.#waiters.length === 0 && this.#hasRoom(captured.bytes)) {
+      this.#enqueue(captured);
+      return undefined;
+    }
+    return this.#pushWaiting(captured, durable);
+  }
+
+  #pushWaiting(captured: CapturedRecord, durable: boolean): Promise<boolean> | undefined {
     let ack: ((stored: boolean) => void) | undefined;
     const stored = durable
       ? new Promise<boolean>((resolve) => {
           ack = resolve;
         })
       : undefined;
-    const entry: Entry = { captured, ack };
+    captured.ack = ack;
+    const entry = captured;
     if (this.#closing) {
       this.#drop(1, 'audit is closed');
       ack?.(false);
@@ -192,9 +207,9 @@ export class AuditWriter {
     return this.#buffer.length < this.#settings.bufferSize && used + bytes <= this.#settings.maxBufferBytes;
   }
 
-  #enqueue(entry: Entry): void {
+  #enqueue(entry: CapturedRecord): void {
     this.#buffer.push(entry);
-    this.#bufferBytes += entry.captured.bytes;
+    this.#bufferBytes += entry.bytes;
     this.#kick();
   }
 
@@ -227,8 +242,7 @@ export class AuditWriter {
           this.#headLoaded = true;
         }
         const entries = this.#takeBatch(this.#settings.batchSize);
-        const sealed = this.#seal(entries);
-        const batch = batchOf(this.#settings.chainId, sealed);
+        const { batch, head: sealedHead } = this.#seal(entries);
         const outcome = await this.#attempt(() => this.#sink.write(batch), entries.length);
         if (this.#abandoned) {
           for (const entry of entries) entry.ack?.(false);
@@ -245,7 +259,7 @@ export class AuditWriter {
           continue;
         }
         if (outcome && typeof outcome === 'object' && outcome.alreadyStored) this.#duplicates += 1;
-        this.#head = sealed.at(-1)?.row ?? this.#head;
+        this.#head = sealedHead ?? this.#head;
         this.#written += entries.length;
         for (const entry of entries) entry.ack?.(true);
       }
@@ -257,11 +271,11 @@ export class AuditWriter {
   }
 
   /** Moves up to `count` entries from the buffer to the batch in flight, and lets waiting calls in. */
-  #takeBatch(count: number): Entry[] {
+  #takeBatch(count: number): CapturedRecord[] {
     const entries = this.#buffer.length <= count ? this.#buffer : this.#buffer.slice(0, count);
     this.#buffer = this.#buffer.length <= count ? [] : this.#buffer.slice(count);
     let bytes = 0;
-    for (const entry of entries) bytes += entry.captured.bytes;
+    for (const entry of entries) bytes += entry.bytes;
     this.#bufferBytes -= bytes;
     this.#inFlight = entries.length;
     this.#inFlightBytes = bytes;
@@ -269,23 +283,34 @@ export class AuditWriter {
     return entries;
   }
 
-  #seal(entries: readonly Entry[]): SealedRecord[] {
-    const sealed: SealedRecord[] = [];
-    let head = this.#head;
-    for (const entry of entries) {
-      const item = sealRecord(entry.captured, head, this.#settings.chainId);
-      sealed.push(item);
-      head = item.row;
+  /**
+   * Links a batch onto the chain: each record's line is built from its captured fields and hashed
+   * here, on the writer's path, never on a call's. Rows are built only if the sink reads them.
+   */
+  #seal(entries: readonly CapturedRecord[]): { batch: AuditBatch; head: ChainHead | undefined } {
+    const n = entries.length;
+    const lines = new Array<string>(n);
+    const hashes = new Array<string>(n);
+    const firstSeq = (this.#head?.seq ?? 0) + 1;
+    let prevHash = this.#head?.hash ?? GENESIS_HASH;
+    for (let index = 0; index < n; index += 1) {
+      const canonical = canonicalOf(entries[index]!, prevHash, firstSeq + index, this.#chainField);
+      prevHash = hashOfCanonical(canonical);
+      lines[index] = lineOf(canonical, prevHash);
+      hashes[index] = prevHash;
     }
-    return sealed;
+    return {
+      batch: batchOf(this.#settings.chainId, entries, lines, hashes, firstSeq),
+      head: n === 0 ? undefined : { seq: firstSeq + n - 1, hash: prevHash },
+    };
   }
 
   #admitWaiters(): void {
-    while (this.#waiters.length > 0 && this.#hasRoom(this.#waiters[0]!.entry.captured.bytes)) {
+    while (this.#waiters.length > 0 && this.#hasRoom(this.#waiters[0]!.entry.bytes)) {
       const waiter = this.#waiters.shift()!;
       clearTimeout(waiter.timer);
       this.#buffer.push(waiter.entry);
-      this.#bufferBytes += waiter.entry.captured.bytes;
+      this.#bufferBytes += waiter.entry.bytes;
       waiter.admitted();
     }
   }
@@ -324,7 +349,7 @@ export class AuditWriter {
     }
   }
 
-  #refuse(entries: readonly Entry[]): void {
+  #refuse(entries: readonly CapturedRecord[]): void {
     this.#inFlight = 0;
     this.#inFlightBytes = 0;
     this.#rejected += entries.length;
@@ -364,15 +389,26 @@ export class AuditWriter {
   }
 }
 
-/** A batch for the sink; `records` are parsed from the lines only when a sink asks for them. */
-function batchOf(chainId: string, sealed: readonly SealedRecord[]): AuditBatch {
-  const lines = sealed.map((item) => item.line);
-  const rows: AuditRow[] = sealed.map((item) => item.row);
+/**
+ * A sealed batch as the sink sees it: `lines` at once; `rows` built and `records` parsed from the
+ * lines only when a sink asks for them (the file sink reads neither). One object per batch.
+ */
+function batchOf(
+  chainId: string,
+  entries: readonly CapturedRecord[],
+  lines: readonly string[],
+  hashes: readonly string[],
+  firstSeq: number,
+): AuditBatch {
+  let rows: AuditRow[] | undefined;
   let records: AuditRecord[] | undefined;
   return {
     chainId,
     lines,
-    rows,
+    get rows(): readonly AuditRow[] {
+      rows ??= entries.map((entry, index) => rowOf(entry, chainId, firstSeq + index, hashes[index]!));
+      return rows;
+    },
     get records(): readonly AuditRecord[] {
       records ??= lines.map((line) => parseRecordLine(line)!);
       return records;
