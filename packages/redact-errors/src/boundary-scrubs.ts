@@ -10,19 +10,23 @@ export interface BoundaryScrubs {
 
 // Core scrubs a handler's failure at the boundary right after the handler, before this middleware
 // sees it: without this record the debug log could say neither what was removed nor what the tool
-// meant to show. Keyed by the call's context, and only while the middleware runs the call.
-// null: the call runs but nothing was scrubbed yet, so a successful call allocates no record.
-const running = new WeakMap<ToolContext, BoundaryScrubs | null>();
+// meant to show. Kept on the call's context under a private symbol, and only while the middleware
+// runs the call (a WeakMap set and delete per call measured costlier than one property the context's
+// shape gains once). undefined: not running; null: running, nothing scrubbed yet, so a successful
+// call allocates no record.
+const RUNNING = Symbol('toolgate.redact-errors.boundary-scrubs');
+
+type WithScrubs = ToolContext & { [RUNNING]?: BoundaryScrubs | null | undefined };
 
 /** Starts recording for a call; `endBoundaryScrubs` stops it. */
 export function startBoundaryScrubs(ctx: ToolContext): void {
-  running.set(ctx, null);
+  (ctx as WithScrubs)[RUNNING] = null;
 }
 
 /** Stops recording for a call: what the boundary scrubbed meanwhile, or undefined when nothing. */
 export function endBoundaryScrubs(ctx: ToolContext): BoundaryScrubs | undefined {
-  const scrubs = running.get(ctx);
-  running.delete(ctx);
+  const scrubs = (ctx as WithScrubs)[RUNNING];
+  (ctx as WithScrubs)[RUNNING] = undefined;
   return scrubs ?? undefined;
 }
 
@@ -33,11 +37,11 @@ export function noteBoundaryScrub(
   before: string,
   after: string,
 ): boolean {
-  let scrubs = running.get(ctx);
+  let scrubs = (ctx as WithScrubs)[RUNNING];
   if (scrubs === undefined) return false;
   if (scrubs === null) {
     scrubs = { removed: {}, originals: new Map() };
-    running.set(ctx, scrubs);
+    (ctx as WithScrubs)[RUNNING] = scrubs;
   }
   for (const [name, count] of Object.entries(removed))
     scrubs.removed[name] = (scrubs.removed[name] ?? 0) + count;
