@@ -96,8 +96,27 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
     }
   };
 
-  /** After the store was read: answer from `earlier`, wait for an identical call in flight, or run. */
-  const decide = async (
+  /** A waiter on an identical call in flight: its answer is this call's, else this call runs. */
+  const waitThenRun = async (
+    ctx: ToolContext,
+    next: NextFn,
+    toolRules: Readonly<RepeatRules>,
+    scope: string | undefined,
+    key: string,
+    earlier: CallEntry | undefined,
+    flight: Flight,
+  ): Promise<ToolResult> => {
+    // Each waiter follows its own abort: a cancelled waiter stops waiting for someone else's call.
+    const settled = await raceAbort(flight.wait(), ctx.signal);
+    const shared = settled && answerRepeat(ctx, toolRules, settled, scope, true);
+    return shared || run(ctx, next, toolRules, scope, key, earlier);
+  };
+
+  /**
+   * After the store was read: answer from `earlier`, wait for an identical call in flight, or run.
+   * Not async: a call that runs (nearly all) costs the one promise of `run`.
+   */
+  const decide = (
     ctx: ToolContext,
     next: NextFn,
     toolRules: Readonly<RepeatRules>,
@@ -107,17 +126,14 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
   ): Promise<ToolResult> => {
     if (earlier !== undefined) {
       const answer = answerRepeat(ctx, toolRules, earlier, scope, false);
-      if (answer) return answer;
+      if (answer) return Promise.resolve(answer);
     }
     const flight = flights.get(key);
     if (flight !== undefined) {
       const executed = earlier && inWindow(earlier, toolRules, Date.now()) ? earlier.count : 0;
+      // Single flight: an identical call is running now; its answer is this call's earlier result.
       if (executed + flight.running + 1 >= toolRules.threshold) {
-        // Single flight: an identical call is running now; its answer is this call's earlier result.
-        // Each waiter follows its own abort: a cancelled waiter stops waiting for someone else's call.
-        const settled = await raceAbort(flight.wait(), ctx.signal);
-        const shared = settled && answerRepeat(ctx, toolRules, settled, scope, true);
-        if (shared) return shared;
+        return waitThenRun(ctx, next, toolRules, scope, key, earlier, flight);
       }
     }
     return run(ctx, next, toolRules, scope, key, earlier);
@@ -147,16 +163,20 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
   const middleware: ToolMiddleware = function repeatGuardMiddleware(ctx, next) {
     const toolRules = isPassThrough(ctx) ? undefined : rules.forTool(ctx.toolName);
     if (toolRules === undefined) return next();
-    // Identity and bindings always come from core; a custom scope can only split a caller further.
-    const scope = scopeOf?.(ctx);
-    if (memory === undefined) return viaStore(ctx, next, toolRules, scope);
-    // A cancelled call does not read the store (as with a shared store).
-    if (ctx.signal.aborted) return Promise.reject(ctx.signal.reason);
-    const key = memoryCallKey(ctx, scope);
-    const value = memory.get(key);
-    // A string was put there through the store's public `set`: read it like a shared store's value.
-    const earlier = typeof value === 'string' ? decodeCallEntry(value) : value;
-    return decide(ctx, next, toolRules, scope, key, earlier);
+    try {
+      // Identity and bindings always come from core; a custom scope can only split a caller further.
+      const scope = scopeOf?.(ctx);
+      if (memory === undefined) return viaStore(ctx, next, toolRules, scope);
+      // A cancelled call does not read the store (as with a shared store).
+      if (ctx.signal.aborted) return Promise.reject(ctx.signal.reason);
+      const key = memoryCallKey(ctx, scope);
+      const value = memory.get(key);
+      // A string was put there through the store's public `set`: read it like a shared store's value.
+      const earlier = typeof value === 'string' ? decodeCallEntry(value) : value;
+      return decide(ctx, next, toolRules, scope, key, earlier);
+    } catch (error) {
+      return Promise.reject(error); // answered with a promise, as an async middleware would
+    }
   };
   return Object.assign(middleware, { close: () => store.flush() });
 }

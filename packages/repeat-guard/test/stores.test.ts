@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { ok, type ToolDefinition, type ToolResult } from '@toolgate/core';
+import { callKey, ok, type ToolDefinition, type ToolResult } from '@toolgate/core';
 import { createTestContext } from '@toolgate/core/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -41,6 +41,48 @@ describe('memory store: bounded', () => {
     for (let i = 0; i < 500; i += 1) await guard(searchContext({ page: i }), handler);
     expect(store.totalSize).toBeLessThanOrEqual(20_000);
     expect(store.size).toBeLessThan(40);
+  });
+
+  it('measures a result by its JSON: a short text full of quotes over maxResultSize is not remembered', async () => {
+    const store = createMemoryRepeatStore();
+    let handled = 0;
+    const guard = createRepeatGuard({ store, maxResultSize: 1000 });
+    const handler = async (): Promise<ToolResult> => {
+      handled += 1;
+      return ok({ quotes: '"'.repeat(300) });
+    };
+    await guard(searchContext({ page: 1 }), handler);
+    await guard(searchContext({ page: 1 }), handler);
+    expect(handled).toBe(2);
+    expect(store.size).toBe(0);
+  });
+
+  it("reads a guard's entry through its public get as the JSON a shared store holds, and honours one put there", async () => {
+    const store = createMemoryRepeatStore();
+    const guard = createRepeatGuard({ store });
+    const first = searchContext({ page: 7 });
+    await guard(first, async () => ok({ items: ['a'] }));
+    const key = callKey(first);
+    // The memory store answers synchronously.
+    const text = store.get(key) as string;
+    expect(JSON.parse(text)).toMatchObject({
+      v: 1,
+      n: 1,
+      s: 1,
+      r: { content: [{ type: 'text' }] },
+    });
+    // The same JSON written through the public set (as a string) answers the repeat too.
+    store.clear();
+    store.set(key, text, 60_000);
+    let handled = 0;
+    const repeat = searchContext({ page: 7 });
+    const answer = await guard(repeat, async () => {
+      handled += 1;
+      return ok({ items: ['b'] });
+    });
+    expect(handled).toBe(0);
+    expect(answer.structuredContent).toMatchObject({ ok: true, items: ['a'] });
+    expect(repeat.decisions).toMatchObject([{ by: 'repeat-guard', action: 'short-circuit' }]);
   });
 
   it('expires an entry after its time to live', async () => {
