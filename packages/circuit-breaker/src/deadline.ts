@@ -25,6 +25,11 @@ export interface CallOwner {
  * caller's signal (`handleEvent`) and the lazily derived signal behind `ctx.signal`, so a call
  * allocates no entry, closure or AbortController of its own on the common path.
  *
+ * The listener on the caller's signal is attached only once the call outlives the current turn of the
+ * event loop (see `watchCancel`), or at once when the handler reads `ctx.signal`: on a fresh request
+ * signal, adding and removing it measured over a microsecond, and most calls are over by then. A cancel
+ * that lands before the listener is attached is seen when it is attached, or when the chain settles.
+ *
  * With a deadline, `ctx.signal` becomes a signal that aborts when the caller's does or when the
  * deadline passes: the `AbortSignal.any([ctx.signal, deadline])` of core's contract, built on the
  * listener this call already holds on the caller's signal, and only when someone reads it.
@@ -46,6 +51,12 @@ export class GuardedCall implements DeadlineEntry {
   readonly #deadlines: DeadlineQueue | undefined;
   #resolve: ((answer: ToolResult | Promise<ToolResult>) => void) | undefined = undefined;
   #done = false;
+  /** The listener on the caller's signal is attached. */
+  #listening = false;
+  /** Links in the batch waiting for `attachListeners` (a call that ends first leaves it at once). */
+  watched = false;
+  prevToWatch: GuardedCall | undefined = undefined;
+  nextToWatch: GuardedCall | undefined = undefined;
   // The lazily derived signal (only with a deadline).
   #derived: AbortController | undefined = undefined;
   #current: AbortSignal | undefined = undefined;
@@ -83,7 +94,7 @@ export class GuardedCall implements DeadlineEntry {
       Object.defineProperty(this.ctx, 'signal', SIGNAL_ACCESSOR);
       this.#deadlines.add(this);
     }
-    outer.addEventListener('abort', this);
+    watchCancel(this);
     let work: Promise<ToolResult>;
     try {
       work = next();
@@ -110,9 +121,22 @@ export class GuardedCall implements DeadlineEntry {
     this.#finish('timed-out', undefined);
   }
 
+  /** Attaches the listener on the caller's signal, for a call still waiting (called by `watchCancel`). */
+  listen(): void {
+    if (this.#done || this.#listening) return;
+    if (this.#outer.aborted) {
+      this.handleEvent();
+      return;
+    }
+    this.#listening = true;
+    this.#outer.addEventListener('abort', this);
+  }
+
   /** The signal the handler sees as `ctx.signal`, made on first read. */
   readSignal(): AbortSignal {
     if (this.#current === undefined) {
+      // The derived signal follows the caller's from now on.
+      this.listen();
       this.#derived = new AbortController();
       // Read after the deadline or the cancel: already aborted, with the same reason.
       if (this.#stopped) this.#derived.abort(this.#reason);
@@ -131,7 +155,9 @@ export class GuardedCall implements DeadlineEntry {
     // outside the breaker that reads `ctx.signal` afterwards (most check `aborted` once the chain
     // returns) then gets the caller's signal instead of forcing a new AbortController per call.
     if (this.#current === undefined && !this.#stopped) this.#current = this.#outer;
-    this.#finish(ending, value);
+    // Cancelled before the listener was attached: answered as the listener would have.
+    if (!this.#listening && this.#outer.aborted) this.handleEvent();
+    else this.#finish(ending, value);
   }
 
   #stop(reason: unknown): void {
@@ -144,7 +170,8 @@ export class GuardedCall implements DeadlineEntry {
     if (this.#done) return;
     this.#done = true;
     if (this.linked) this.#deadlines!.remove(this);
-    this.#outer.removeEventListener('abort', this);
+    if (this.watched) unwatchCancel(this);
+    if (this.#listening) this.#outer.removeEventListener('abort', this);
     this.#resolve!(this.#conclude(ending, value));
   }
 
@@ -154,6 +181,45 @@ export class GuardedCall implements DeadlineEntry {
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+}
+
+// Calls begun in this turn of the event loop, whose listener on the caller's signal is attached by one
+// shared setImmediate if they are still waiting then. A linked list a call leaves as soon as it ends:
+// queuing allocates nothing, and a run of calls that never yields to the event loop (all in
+// microtasks) holds no finished call.
+let firstToWatch: GuardedCall | undefined;
+let lastToWatch: GuardedCall | undefined;
+let attachScheduled = false;
+
+function watchCancel(call: GuardedCall): void {
+  call.watched = true;
+  call.prevToWatch = lastToWatch;
+  if (lastToWatch === undefined) firstToWatch = call;
+  else lastToWatch.nextToWatch = call;
+  lastToWatch = call;
+  if (!attachScheduled) {
+    attachScheduled = true;
+    setImmediate(attachListeners);
+  }
+}
+
+function unwatchCancel(call: GuardedCall): void {
+  call.watched = false;
+  if (call.prevToWatch === undefined) firstToWatch = call.nextToWatch;
+  else call.prevToWatch.nextToWatch = call.nextToWatch;
+  if (call.nextToWatch === undefined) lastToWatch = call.prevToWatch;
+  else call.nextToWatch.prevToWatch = call.prevToWatch;
+  call.prevToWatch = undefined;
+  call.nextToWatch = undefined;
+}
+
+function attachListeners(): void {
+  attachScheduled = false;
+  while (firstToWatch !== undefined) {
+    const call = firstToWatch;
+    unwatchCancel(call);
+    call.listen();
   }
 }
 

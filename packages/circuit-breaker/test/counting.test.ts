@@ -179,3 +179,47 @@ describe('capacity', () => {
 function parseOk() {
   return { content: [{ type: 'text' as const, text: '{"ok":true}' }], structuredContent: { ok: true } };
 }
+
+describe('the rolling window', () => {
+  it('counts successes into the current bucket after the window rolls and after the breaker closes', async () => {
+    const lookup = scriptedTool('lookup', ['ok', 'ok', 'ok', 'ok', 'unavailable']);
+    const h = await serve([lookup], {
+      rollingCountTimeout: 200,
+      rollingCountBuckets: 2,
+      volumeThreshold: 1,
+      errorThresholdPercentage: 40,
+      consecutiveFailures: false,
+      resetTimeout: 100,
+    });
+    for (let i = 0; i < 3; i += 1) await h.client.callTool('lookup', {});
+    expect(h.breakers.stats().lookup!.window).toEqual({
+      calls: 3,
+      successes: 3,
+      failures: 0,
+      errorPercentage: 0,
+    });
+    // Every bucket that held them rotates out; new successes land in the bucket that is current now.
+    await waitFor(() => h.breakers.stats().lookup!.window.calls === 0);
+    await h.client.callTool('lookup', {});
+    expect(h.breakers.stats().lookup!.window).toEqual({
+      calls: 1,
+      successes: 1,
+      failures: 0,
+      errorPercentage: 0,
+    });
+    // One failure opens it (1 of 2); the probe succeeds and closes it with an empty window.
+    await h.client.callTool('lookup', {});
+    expect(h.breakers.state('lookup')).toBe('open');
+    await waitFor(() => h.breakers.state('lookup') === 'half-open');
+    await h.client.callTool('lookup', {});
+    expect(h.breakers.state('lookup')).toBe('closed');
+    await h.client.callTool('lookup', {});
+    await h.client.callTool('lookup', {});
+    expect(h.breakers.stats().lookup!.window).toEqual({
+      calls: 2,
+      successes: 2,
+      failures: 0,
+      errorPercentage: 0,
+    });
+  });
+});

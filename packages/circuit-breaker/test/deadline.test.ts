@@ -221,4 +221,33 @@ describe("the caller's abort signal", () => {
     await waitFor(() => h.breakers.stats().lookup!.inFlight === 0);
     expect(h.breakers.stats().lookup!.state).toBe('closed');
   });
+
+  it('a cancelled call stops waiting even when the handler never reads ctx.signal', async () => {
+    const handlerDone = deferred();
+    const lookup = scriptedTool('lookup', [
+      async () => {
+        await handlerDone.promise;
+        return ok({});
+      },
+    ]);
+    const h = await serve([lookup], { timeout: 5_000, volumeThreshold: 1, errorThresholdPercentage: 0 });
+    const controller = new AbortController();
+    const call = h.client.callTool('lookup', {}, { signal: controller.signal });
+    await waitFor(() => lookup.calls === 1);
+    controller.abort();
+    await expect(call).rejects.toThrow();
+    await waitFor(() => h.results.length === 1);
+    expect(expectFailure(h.results[0]!)).toEqual({
+      ok: false,
+      error: 'timeout',
+      message: 'lookup was cancelled before it finished.',
+      hint: 'The request was cancelled. Call again only if the answer is still needed.',
+      retryable: true,
+    });
+    expect(h.breakers.stats().lookup!.totals).toMatchObject({ ignored: 1, successes: 0, failures: 0 });
+    expect(h.breakers.stats().lookup!.inFlight).toBe(1);
+    handlerDone.resolve();
+    await waitFor(() => h.breakers.stats().lookup!.inFlight === 0);
+    expect(h.breakers.stats().lookup!.totals).toMatchObject({ ignored: 1, successes: 0, failures: 0 });
+  });
 });
