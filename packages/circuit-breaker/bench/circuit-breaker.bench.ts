@@ -31,8 +31,10 @@ async function serveEcho(middleware: ToolMiddleware[], readsSignal = false): Pro
 }
 
 const shutdowns: (() => void)[] = [];
+// A capacity above the 64 concurrent calls below: with the default (32), half of those calls would be
+// capacity refusals, and the rows would time the refusal answer instead of the breaker's overhead.
 function breaker(options: CircuitBreakerOptions = {}): ToolMiddleware {
-  const breakers = createCircuitBreaker(options);
+  const breakers = createCircuitBreaker({ capacity: 128, ...options });
   shutdowns.push(() => breakers.close());
   return breakers;
 }
