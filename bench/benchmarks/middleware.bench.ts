@@ -57,7 +57,9 @@ export function fullStack(
   auditFile: string,
 ): { name: string; middleware: ToolMiddleware; close(): unknown }[] {
   const audit = createAudit({ sink: createFileSink(auditFile), logger });
-  const breaker = createCircuitBreaker({ logger });
+  // Capacity above the 64 calls in flight: the rows time the breaker's overhead, not capacity refusals
+  // (with the default 32, half of the 64-concurrent calls were answered rate_limited).
+  const breaker = createCircuitBreaker({ logger, capacity: 128 });
   const repeat = createRepeatGuard();
   const idempotency = createIdempotency({});
   const confirm = createConfirm({ secret: 'bench-secret-0123456789abcdef0123456789abcdef' });
