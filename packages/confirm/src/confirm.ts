@@ -7,6 +7,7 @@ import {
   isPassThrough,
   isToolError,
   type NextFn,
+  optInTools,
   resolveToolOptions,
   type ToolContext,
   type ToolMiddleware,
@@ -20,13 +21,7 @@ import {
   issue,
   verify,
 } from './confirmation.js';
-import {
-  type ConfirmOptions,
-  type ConfirmToolOptions,
-  checkToolOptions,
-  optIn,
-  TOOL_DEFAULTS,
-} from './options.js';
+import { type ConfirmOptions, type ConfirmToolOptions, checkToolOptions, TOOL_DEFAULTS } from './options.js';
 import { renderPrompt } from './prompt.js';
 
 /** The `_meta` key of a two-step answer: `{ status: 'confirmation_required', confirmation, expiresAt, prompt }`. */
@@ -62,7 +57,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
   const resolver = resolveToolOptions<ConfirmToolOptions>(
     'createConfirm',
     TOOL_DEFAULTS,
-    { ...globals, tools: optIn(tools) },
+    { ...globals, tools: optInTools(tools) },
     checkToolOptions,
   );
   if (!(Number.isFinite(storeTimeoutMs) && storeTimeoutMs > 0)) {

@@ -32,21 +32,6 @@ export const TOOL_DEFAULTS: ConfirmToolOptions = Object.freeze({
   maxPromptChars: 1500,
 });
 
-/** Tools opt in: a tool listed with an object is enabled unless it sets `enabled: false` itself. */
-export function optIn<T extends { enabled: boolean }>(
-  tools: PerToolOptions<T>['tools'],
-): Record<string, Partial<T> | false> | undefined {
-  if (tools === undefined) return undefined;
-  const out: Record<string, Partial<T> | false> = {};
-  for (const [name, override] of Object.entries(tools)) {
-    out[name] =
-      typeof override === 'object' && override !== null && override.enabled === undefined
-        ? { ...override, enabled: true }
-        : override;
-  }
-  return out;
-}
-
 export function checkToolOptions(resolved: Readonly<ConfirmToolOptions>, where: string): void {
   for (const field of ['ttlMs', 'elicitTimeoutMs', 'maxPromptChars'] as const) {
     if (!(Number.isInteger(resolved[field]) && resolved[field] >= 1)) {

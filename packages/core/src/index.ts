@@ -51,6 +51,7 @@ export {
 export type { ClientFeature, ClientRequestOptions, ServerAccess } from './server-access.js';
 export {
   isPassThrough,
+  optInTools,
   type PerToolOptions,
   resolveToolOptions,
   type ToolOptionsResolver,

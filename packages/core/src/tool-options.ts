@@ -10,7 +10,7 @@ export interface PerToolOptions<T> {
 export interface ToolOptionsResolver<T> {
   /** The global options (defaults overlaid with what the server gave). */
   readonly global: Readonly<T>;
-  /** A tool's options, or `undefined` when the tool opted out. Unlisted tools get `global` (opt-in: `undefined`). */
+  /** A tool's options, or `undefined` when the tool opted out. Unlisted tools get `global`. */
   forTool(name: string): Readonly<T> | undefined;
 }
 
@@ -19,16 +19,13 @@ export interface ToolOptionsResolver<T> {
  * which wins over the default; `undefined` means "not set". Only the fields of `defaults` are options, so
  * a tool override naming anything else is refused at once (a typo would otherwise be silently ignored).
  * `check` validates every resolved set (global and each tool) at creation time and should throw a
- * RangeError/TypeError naming `where`. With `{ optIn: true }` only the tools listed with an object are
- * covered (policies for tools with side effects: idempotency, confirmation); every other tool gets
- * `undefined`.
+ * RangeError/TypeError naming `where`.
  */
 export function resolveToolOptions<T extends object>(
   where: string,
   defaults: Readonly<T>,
   options: Partial<NoInfer<T>> & PerToolOptions<NoInfer<T>>,
   check?: (resolved: Readonly<NoInfer<T>>, where: string) => void,
-  mode: { optIn?: boolean } = {},
 ): ToolOptionsResolver<T> {
   const fields = Object.keys(defaults) as (keyof T)[];
   const overlay = (base: Readonly<T>, over: Partial<T>): Readonly<T> => {
@@ -59,8 +56,27 @@ export function resolveToolOptions<T extends object>(
   }
   return {
     global,
-    forTool: mode.optIn ? (name) => tools.get(name) : (name) => (tools.has(name) ? tools.get(name) : global),
+    forTool: (name) => (tools.has(name) ? tools.get(name) : global),
   };
+}
+
+/**
+ * For policies a tool opts into (confirmation, idempotency: `enabled` defaults to false globally): a tool
+ * listed with an object is enabled unless it says `enabled: false` itself. Pass the result as `tools` to
+ * `resolveToolOptions`.
+ */
+export function optInTools<T extends { enabled: boolean }>(
+  tools: PerToolOptions<T>['tools'],
+): Record<string, Partial<T> | false> | undefined {
+  if (tools === undefined) return undefined;
+  const out: Record<string, Partial<T> | false> = {};
+  for (const [name, override] of Object.entries(tools)) {
+    out[name] =
+      typeof override === 'object' && override !== null && override.enabled === undefined
+        ? { ...override, enabled: true }
+        : override;
+  }
+  return out;
 }
 
 /**

@@ -13,6 +13,7 @@ import {
   limitStore,
   type NextFn,
   ok,
+  optInTools,
   raceAbort,
   resolveToolOptions,
   type ToolContext,
@@ -573,19 +574,22 @@ describe('deadlines and stores', () => {
     expect(await memory.get('k')).toBe('v');
   });
 
-  it('resolveToolOptions in opt-in mode covers only the tools listed', () => {
+  it('optInTools enables a listed tool unless it says enabled: false, and keeps opt-outs', () => {
     const resolver = resolveToolOptions(
       'createThing',
-      { ttl: 10 },
-      { tools: { refund: {}, other: false } },
-      undefined,
+      { enabled: false, ttl: 10 },
       {
-        optIn: true,
+        tools: optInTools<{ enabled: boolean; ttl: number }>({
+          refund: {},
+          cancel: { enabled: false },
+          other: false,
+        }),
       },
     );
-    expect(resolver.forTool('refund')).toEqual({ ttl: 10 });
+    expect(resolver.forTool('refund')).toEqual({ enabled: true, ttl: 10 });
+    expect(resolver.forTool('cancel')).toEqual({ enabled: false, ttl: 10 });
     expect(resolver.forTool('other')).toBeUndefined();
-    expect(resolver.forTool('search')).toBeUndefined();
+    expect(resolver.forTool('search')).toEqual({ enabled: false, ttl: 10 });
   });
 });
 

@@ -3,6 +3,7 @@ import {
   fail,
   isPassThrough,
   type NextFn,
+  optInTools,
   raceAbort,
   resolveToolOptions,
   type ToolContext,
@@ -15,7 +16,6 @@ import {
   checkToolOptions,
   type IdempotencyOptions,
   type IdempotencyToolOptions,
-  optIn,
   TOOL_DEFAULTS,
 } from './options.js';
 
@@ -46,7 +46,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
   const resolver = resolveToolOptions<IdempotencyToolOptions>(
     'createIdempotency',
     TOOL_DEFAULTS,
-    { ...globals, tools: optIn(tools) },
+    { ...globals, tools: optInTools(tools) },
     checkToolOptions,
   );
   if (!(Number.isFinite(storeTimeoutMs) && storeTimeoutMs > 0)) {
