@@ -105,6 +105,9 @@ describe('shutdown over HTTP (SIGTERM)', () => {
     );
     // The carrier's calls time out after 3 s: from here on the test moves without waiting.
     await waitFor('the carrier calls to arrive', () => carrier.held.length === HELD_CALLS);
+    // The document searches do not wait on the carrier: let them reach the server (and answer) before
+    // SIGTERM, so none races the signal; the 30 held carrier calls are the ones in flight through it.
+    await Promise.all(calls.slice(HELD_CALLS));
     child.kill('SIGTERM');
     await waitFor('shutdown to start', () => stderr.includes('shutdown: stop accepting new calls'));
 
