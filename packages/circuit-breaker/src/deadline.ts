@@ -1,4 +1,10 @@
-import type { NextFn, ToolContext, ToolResult } from '@toolgate/core';
+import {
+  deferSignal,
+  type NextFn,
+  type SignalSource,
+  type ToolContext,
+  type ToolResult,
+} from '@toolgate/core';
 import type { DeadlineEntry, DeadlineQueue } from './deadline-queue.js';
 
 /** How the wait for the rest of the chain ended. */
@@ -36,7 +42,7 @@ export interface CallOwner {
  * Measured on Node 20, `AbortSignal.any` costs tens of microseconds a call (its weak-reference
  * bookkeeping) and a fresh signal several; most calls never read theirs.
  */
-export class GuardedCall implements DeadlineEntry {
+export class GuardedCall implements DeadlineEntry, SignalSource {
   readonly ctx: ToolContext;
   /** The breaker's generation when the call began; an outcome from an older one is stale. */
   readonly generation: number;
@@ -90,8 +96,7 @@ export class GuardedCall implements DeadlineEntry {
       this.#resolve = resolve;
     }) as Promise<ToolResult>;
     if (this.#deadlines !== undefined) {
-      (this.ctx as WithGuardedCall)[GUARDED_CALL] = this;
-      Object.defineProperty(this.ctx, 'signal', SIGNAL_ACCESSOR);
+      deferSignal(this.ctx, this);
       this.#deadlines.add(this);
     }
     watchCancel(this);
@@ -222,22 +227,3 @@ function attachListeners(): void {
     call.listen();
   }
 }
-
-const GUARDED_CALL = Symbol('toolgate.circuit-breaker.call');
-
-type WithGuardedCall = ToolContext & { [GUARDED_CALL]: GuardedCall };
-
-// One accessor pair shared by every call (state rides on the context under a private symbol), so
-// V8 reuses the context's hidden-class transition instead of making each context a dictionary:
-// per-call closures here measured over a microsecond.
-const SIGNAL_ACCESSOR: PropertyDescriptor = {
-  configurable: true,
-  enumerable: true,
-  get(this: WithGuardedCall): AbortSignal {
-    return this[GUARDED_CALL].readSignal();
-  },
-  // A middleware further in may combine it with its own (AbortSignal.any([ctx.signal, own])).
-  set(this: WithGuardedCall, value: AbortSignal) {
-    this[GUARDED_CALL].writeSignal(value);
-  },
-};

@@ -4,16 +4,36 @@ import type { ToolContext } from './types.js';
 type ScopeParts = Pick<ToolContext, 'caller' | 'bindings'>;
 type CallParts = Pick<ToolContext, 'caller' | 'bindings' | 'toolName' | 'args'>;
 
+interface ScopeEntry {
+  readonly caller: unknown;
+  readonly bindings: unknown;
+  readonly key: string;
+}
+
+interface CallEntry extends ScopeEntry {
+  readonly toolName: string;
+  readonly args: unknown;
+}
+
 // Several policies key on the same call (rate-limit, repeat-guard, idempotency, confirm), each through
-// these functions: the canonical JSON is computed once per context and reused while the parts it was
-// computed from are the same objects. A middleware that replaces `ctx.args` (or passes a copy with
-// other args) gets a fresh key; one that mutates the args object in place must not (args are validated
-// values the chain treats as read-only).
-const scopes = new WeakMap<object, { caller: unknown; bindings: unknown; key: string }>();
-const calls = new WeakMap<
-  object,
-  { caller: unknown; bindings: unknown; toolName: string; args: unknown; key: string }
->();
+// these functions: the key is computed once per context and reused while the parts it was computed
+// from are the same objects. A middleware that replaces `ctx.args` (or passes a copy with other args)
+// gets a fresh key; one that mutates the args object in place must not (args are validated values the
+// chain treats as read-only).
+//
+// Core's own call contexts hold the cached keys in two slots of their own (a WeakMap entry per call
+// measured over half a microsecond, and more in the garbage collector); any other object, such as a
+// test context, uses the WeakMaps.
+export const SCOPE_KEY_SLOT = Symbol('toolgate.callerScope');
+export const CALL_KEY_SLOT = Symbol('toolgate.callKey');
+
+interface KeySlots {
+  [SCOPE_KEY_SLOT]?: ScopeEntry | undefined;
+  [CALL_KEY_SLOT]?: CallEntry | undefined;
+}
+
+const scopes = new WeakMap<object, ScopeEntry>();
+const calls = new WeakMap<object, CallEntry>();
 
 /**
  * Who a call acts for, as a key: the caller's identity plus the values the tool bound from the caller.
@@ -21,12 +41,16 @@ const calls = new WeakMap<
  * crafted to collide with another (an id containing a separator).
  */
 export function callerScope(ctx: ScopeParts): string {
-  const cached = scopes.get(ctx);
+  const slots = ctx as ScopeParts & KeySlots;
+  const hasSlot = SCOPE_KEY_SLOT in slots;
+  const cached = hasSlot ? slots[SCOPE_KEY_SLOT] : scopes.get(ctx);
   if (cached !== undefined && cached.caller === ctx.caller && cached.bindings === ctx.bindings) {
     return cached.key;
   }
   const key = canonicalJson([ctx.caller.id, ctx.bindings]);
-  scopes.set(ctx, { caller: ctx.caller, bindings: ctx.bindings, key });
+  const entry: ScopeEntry = { caller: ctx.caller, bindings: ctx.bindings, key };
+  if (hasSlot) slots[SCOPE_KEY_SLOT] = entry;
+  else scopes.set(ctx, entry);
   return key;
 }
 
@@ -36,7 +60,9 @@ export function callerScope(ctx: ScopeParts): string {
  * behind one client) never share an entry.
  */
 export function callKey(ctx: CallParts): string {
-  const cached = calls.get(ctx);
+  const slots = ctx as CallParts & KeySlots;
+  const hasSlot = CALL_KEY_SLOT in slots;
+  const cached = hasSlot ? slots[CALL_KEY_SLOT] : calls.get(ctx);
   if (
     cached !== undefined &&
     cached.args === ctx.args &&
@@ -47,6 +73,14 @@ export function callKey(ctx: CallParts): string {
     return cached.key;
   }
   const key = canonicalJson([ctx.caller.id, ctx.bindings, ctx.toolName, ctx.args]);
-  calls.set(ctx, { caller: ctx.caller, bindings: ctx.bindings, toolName: ctx.toolName, args: ctx.args, key });
+  const entry: CallEntry = {
+    caller: ctx.caller,
+    bindings: ctx.bindings,
+    toolName: ctx.toolName,
+    args: ctx.args,
+    key,
+  };
+  if (hasSlot) slots[CALL_KEY_SLOT] = entry;
+  else calls.set(ctx, entry);
   return key;
 }

@@ -4,10 +4,15 @@
  * drops them; a cycle throws.
  */
 export function canonicalJson(value: unknown): string {
-  return write(value, new Set()) ?? 'null';
+  return write(value, 0, undefined) ?? 'null';
 }
 
-function write(value: unknown, seen: Set<object>): string | undefined {
+// Cycles are looked for only below this depth: every cycle reaches it, and the shallow values keys are
+// made of (nearly all) then cost no Set per call. From there on, the objects on the current path are
+// tracked and a repeat throws.
+const TRACK_FROM_DEPTH = 32;
+
+function write(value: unknown, depth: number, path: Set<object> | undefined): string | undefined {
   if (value === null) return 'null';
   switch (typeof value) {
     case 'string':
@@ -23,21 +28,34 @@ function write(value: unknown, seen: Set<object>): string | undefined {
       return undefined;
   }
   const object = value as { toJSON?: () => unknown };
-  if (typeof object.toJSON === 'function') return write(object.toJSON(), seen);
-  if (seen.has(object)) throw new TypeError('canonicalJson: cannot serialise a cyclic structure');
-  seen.add(object);
+  if (typeof object.toJSON === 'function') return write(object.toJSON(), depth + 1, path);
+  let tracked: Set<object> | undefined;
+  if (depth >= TRACK_FROM_DEPTH) {
+    tracked = path ?? new Set();
+    if (tracked.has(object)) throw new TypeError('canonicalJson: cannot serialise a cyclic structure');
+    tracked.add(object);
+  }
   try {
     if (Array.isArray(object)) {
-      return `[${object.map((item) => write(item, seen) ?? 'null').join(',')}]`;
+      let out = '[';
+      for (let i = 0; i < object.length; i += 1) {
+        if (i > 0) out += ',';
+        out += write(object[i], depth + 1, tracked) ?? 'null';
+      }
+      return `${out}]`;
     }
     const record = object as Record<string, unknown>;
-    const parts: string[] = [];
-    for (const key of Object.keys(record).sort()) {
-      const text = write(record[key], seen);
-      if (text !== undefined) parts.push(`${JSON.stringify(key)}:${text}`);
+    const keys = Object.keys(record);
+    if (keys.length > 1) keys.sort();
+    let out = '{';
+    for (const key of keys) {
+      const text = write(record[key], depth + 1, tracked);
+      if (text === undefined) continue;
+      if (out.length > 1) out += ',';
+      out += `${JSON.stringify(key)}:${text}`;
     }
-    return `{${parts.join(',')}}`;
+    return `${out}}`;
   } finally {
-    seen.delete(object);
+    tracked?.delete(object);
   }
 }

@@ -49,6 +49,7 @@ export {
   toolErrorResult,
 } from './result.js';
 export type { ClientFeature, ClientRequestOptions, ServerAccess } from './server-access.js';
+export { deferSignal, type SignalSource } from './signal-slot.js';
 export {
   isPassThrough,
   optInTools,

@@ -9,6 +9,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import * as z from 'zod';
 import { markCoreWritten, type ScrubText, toModelFacing } from './boundary.js';
+import { CALL_KEY_SLOT, SCOPE_KEY_SLOT } from './call-key.js';
 import { createCauseLog } from './cause-log.js';
 import { compose } from './compose.js';
 import { isToolError } from './errors.js';
@@ -17,6 +18,7 @@ import { newIncidentId } from './incident.js';
 import { createStderrLogger } from './logger.js';
 import { fail, isToolResult, type ToolResult, toolErrorResult } from './result.js';
 import { createServerAccess } from './server-access.js';
+import { DEFER_SIGNAL, type SignalSource } from './signal-slot.js';
 import type {
   ArgumentVerdict,
   Logger,
@@ -86,14 +88,14 @@ export function registerTools(
   if (!Array.isArray(tools) || tools.length === 0) {
     throw new TypeError('registerTools: give at least one tool defined with defineTool()');
   }
-  const global = [...(options.middleware ?? [])];
-  const globalChain = compose(global);
-  const registry = registries.get(server) ?? newRegistry(server, global, globalChain, options);
+  const prepared = preparedFor(options.middleware ?? NO_MIDDLEWARE);
+  const registry = registries.get(server) ?? newRegistry(server, prepared, options);
   const handles: Record<string, RegisteredTool> = {};
   for (const tool of tools) {
     if (registry.tools.has(tool.name))
       throw new Error(`registerTools: tool ${tool.name} is already registered`);
-    const chain = compose([...global, ...tool.middleware]);
+    const chain = chainFor(prepared, tool);
+    const schemas = jsonSchemasOf(tool);
     const handle = server.registerTool(
       tool.name,
       {
@@ -112,10 +114,8 @@ export function registerTools(
       tool,
       handle,
       run: (ctx) => chain(ctx, () => innermost(ctx, registry)),
-      inputJsonSchema: z.toJSONSchema(tool.inputSchema, { target: 'draft-2020-12', io: 'input' }),
-      outputJsonSchema: tool.outputSchema
-        ? z.toJSONSchema(tool.outputSchema, { target: 'draft-2020-12', io: 'output' })
-        : undefined,
+      inputJsonSchema: schemas.input,
+      outputJsonSchema: schemas.output,
     });
     handles[tool.name] = handle;
   }
@@ -126,25 +126,103 @@ export function registerTools(
   return handles;
 }
 
-function newRegistry(
-  server: McpServer,
-  global: readonly ToolMiddleware[],
-  globalChain: ToolMiddleware,
-  options: RegisterToolsOptions,
-): Registry {
+const NO_MIDDLEWARE: readonly ToolMiddleware[] = Object.freeze([]);
+
+/**
+ * What registration derives from one global middleware list, kept for the next registration with the
+ * same list: a stateless HTTP server builds an McpServer per request and registers the same tools each
+ * time, so composing chains and converting schemas per request would be paid on every call.
+ */
+interface Prepared {
+  /** The list as it was read (the caller's array may change later: then it is read again). */
+  readonly global: readonly ToolMiddleware[];
+  readonly globalChain: ToolMiddleware;
+  readonly canSee: readonly NonNullable<ToolMiddleware['canSee']>[];
+  readonly scrub: readonly ScrubText[];
+  readonly chains: WeakMap<ToolDefinition, ToolMiddleware>;
+  /** Shared by every server registered with this list, so its throttling holds across requests. */
+  readonly causeLog: ReturnType<typeof createCauseLog>;
+}
+
+const preparedLists = new WeakMap<readonly ToolMiddleware[], Prepared>();
+
+function preparedFor(list: readonly ToolMiddleware[]): Prepared {
+  const cached = preparedLists.get(list);
+  if (cached !== undefined && sameEntries(cached.global, list)) return cached;
+  const global = [...list];
+  const prepared: Prepared = {
+    global,
+    globalChain: compose(global),
+    canSee: global.flatMap((m) => (typeof m.canSee === 'function' ? [m.canSee.bind(m)] : [])),
+    scrub: global.flatMap((m) => (typeof m.scrubText === 'function' ? [m.scrubText.bind(m)] : [])),
+    chains: new WeakMap(),
+    causeLog: cached?.causeLog ?? createCauseLog(),
+  };
+  preparedLists.set(list, prepared);
+  return prepared;
+}
+
+function sameEntries(a: readonly unknown[], b: readonly unknown[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i += 1) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function chainFor(prepared: Prepared, tool: ToolDefinition): ToolMiddleware {
+  let chain = prepared.chains.get(tool);
+  if (chain === undefined) {
+    chain =
+      tool.middleware.length === 0 ? prepared.globalChain : compose([...prepared.global, ...tool.middleware]);
+    prepared.chains.set(tool, chain);
+  }
+  return chain;
+}
+
+interface JsonSchemas {
+  readonly input: Record<string, unknown>;
+  readonly output: Record<string, unknown> | undefined;
+}
+
+const jsonSchemas = new WeakMap<ToolDefinition, JsonSchemas>();
+
+/**
+ * The schemas `tools/list` publishes, converted once per tool (at its first registration, so that a
+ * schema JSON Schema cannot express is refused there). A definition is frozen, so they never go stale.
+ */
+function jsonSchemasOf(tool: ToolDefinition): JsonSchemas {
+  let schemas = jsonSchemas.get(tool);
+  if (schemas === undefined) {
+    schemas = {
+      input: z.toJSONSchema(tool.inputSchema, { target: 'draft-2020-12', io: 'input' }),
+      output: tool.outputSchema
+        ? z.toJSONSchema(tool.outputSchema, { target: 'draft-2020-12', io: 'output' })
+        : undefined,
+    };
+    jsonSchemas.set(tool, schemas);
+  }
+  return schemas;
+}
+
+function newRegistry(server: McpServer, prepared: Prepared, options: RegisterToolsOptions): Registry {
   const registry: Registry = {
     server,
     tools: new Map(),
-    runUnknown: (ctx) => globalChain(ctx, () => innermost(ctx, registry)),
-    logger: options.logger ?? createStderrLogger(),
+    runUnknown: (ctx) => prepared.globalChain(ctx, () => innermost(ctx, registry)),
+    logger: options.logger ?? defaultLogger(),
     identify: options.identify ?? identifyCaller,
-    canSee: global.flatMap((m) => (typeof m.canSee === 'function' ? [m.canSee.bind(m)] : [])),
-    scrub: global.flatMap((m) => (typeof m.scrubText === 'function' ? [m.scrubText.bind(m)] : [])),
+    canSee: prepared.canSee,
+    scrub: prepared.scrub,
     clientRequests: options.clientRequests ?? 'auto',
     logLevels: new Map(),
-    causeLog: createCauseLog(),
+    causeLog: prepared.causeLog,
   };
   return registry;
+}
+
+let stderrLogger: Logger | undefined;
+function defaultLogger(): Logger {
+  stderrLogger ??= createStderrLogger();
+  return stderrLogger;
 }
 
 interface CallExtra {
@@ -298,12 +376,16 @@ const NO_BINDINGS: Readonly<Record<string, unknown>> = Object.freeze({});
  * only when a call asks for it (most never reach the client).
  */
 class CallContext implements ToolContext {
-  signal: AbortSignal;
   readonly startedAt = Date.now();
   readonly startTime = performance.now();
   incidentId: string | undefined = undefined;
   readonly decisions: ToolContext['decisions'] = [];
   readonly state: ToolContext['state'] = {};
+  // callKey/callerScope cache their keys here (see call-key.ts).
+  [SCOPE_KEY_SLOT]: unknown = undefined;
+  [CALL_KEY_SLOT]: unknown = undefined;
+  #signal: AbortSignal;
+  #signalSource: SignalSource | undefined = undefined;
   #server: ToolContext['server'] | undefined;
   readonly #makeServer: () => ToolContext['server'];
 
@@ -319,8 +401,24 @@ class CallContext implements ToolContext {
     readonly logger: Logger,
     makeServer: () => ToolContext['server'],
   ) {
-    this.signal = request.signal;
+    this.#signal = request.signal;
     this.#makeServer = makeServer;
+  }
+
+  get signal(): AbortSignal {
+    const source = this.#signalSource;
+    return source === undefined ? this.#signal : source.readSignal();
+  }
+
+  set signal(value: AbortSignal) {
+    const source = this.#signalSource;
+    if (source === undefined) this.#signal = value;
+    else source.writeSignal(value);
+  }
+
+  /** See `deferSignal`: a slot instead of an accessor property defined on each context. */
+  [DEFER_SIGNAL](source: SignalSource): void {
+    this.#signalSource = source;
   }
 
   get server(): ToolContext['server'] {

@@ -51,16 +51,30 @@ export interface FailOptions {
   fields?: ArgumentIssue[];
 }
 
-/** Results `ok()` built: their first content block is exactly `JSON.stringify(structuredContent)`. */
-const okBuilt = new WeakSet<ToolResult>();
+// What `ok()` built, recorded on the result itself (symbol keys: never serialised, never validated): the
+// text it wrote and the data object it wrote it from. A WeakSet entry per call measured over half a
+// microsecond; these are two slots in the object literal. A copy (`{ ...result }`) carries them along,
+// so the check compares them with what the result holds now.
+const MIRROR_TEXT = Symbol('toolgate.ok.text');
+const MIRROR_DATA = Symbol('toolgate.ok.data');
+
+interface OkBuilt {
+  [MIRROR_TEXT]?: string;
+  [MIRROR_DATA]?: unknown;
+}
 
 /**
- * Whether `result` is an `ok()` result as built (same object): its `content[0].text` is the JSON of its
- * `structuredContent`, so a store may keep the text alone and parse it back (repeat-guard does). Results
- * built by hand or rebuilt by a middleware answer false. Do not mutate an `ok()` result in place.
+ * Whether `result`'s first content block is exactly `JSON.stringify(structuredContent)` as `ok()` wrote
+ * it: the same data object, the same text. Then a store may keep the text alone and parse it back
+ * (repeat-guard does). Results built by hand, or copied with other content or data, answer false.
+ * Do not mutate an `ok()` result in place.
  */
 export function mirrorsStructuredContent(result: ToolResult): boolean {
-  return okBuilt.has(result);
+  const mark = result as ToolResult & OkBuilt;
+  const text = mark[MIRROR_TEXT];
+  if (text === undefined || mark[MIRROR_DATA] !== result.structuredContent) return false;
+  const first = result.content[0];
+  return first?.type === 'text' && first.text === text;
 }
 
 /**
@@ -78,12 +92,14 @@ export function ok(data: Record<string, unknown> = {}, options: OkOptions = {}):
   const structured: Record<string, unknown> = { ok: true, ...data };
   if (options.total !== undefined) structured.total = options.total;
   if (options.note !== undefined) structured.note = options.note;
-  const text: ContentBlock = { type: 'text', text: JSON.stringify(structured) };
-  const result: ToolResult = {
+  const json = JSON.stringify(structured);
+  const text: ContentBlock = { type: 'text', text: json };
+  const result: ToolResult & OkBuilt = {
     content: options.content === undefined ? [text] : [text, ...options.content],
     structuredContent: structured,
+    [MIRROR_TEXT]: json,
+    [MIRROR_DATA]: structured,
   };
-  okBuilt.add(result);
   return result;
 }
 

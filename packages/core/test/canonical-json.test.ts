@@ -30,4 +30,41 @@ describe('canonicalJson', () => {
     cyclic.self = cyclic;
     expect(() => canonicalJson(cyclic)).toThrow('cyclic');
   });
+
+  it('finds a cycle however deep it starts, and accepts deep values and shared references below it', () => {
+    // 100 levels of nesting, a cycle at the bottom (a loop through three objects)
+    const root: Record<string, unknown> = {};
+    let node = root;
+    for (let i = 0; i < 100; i += 1) {
+      const child: Record<string, unknown> = {};
+      node.n = child;
+      node = child;
+    }
+    const a: Record<string, unknown> = { name: 'a' };
+    const b: Record<string, unknown> = { name: 'b', next: a };
+    a.next = { c: [b] };
+    node.loop = a;
+    expect(() => canonicalJson(root)).toThrow('cyclic');
+    // The same depth without the cycle, with one object referenced twice on different branches
+    const shared = { v: [1, 2] };
+    node.loop = { left: shared, right: [shared, { shared }] };
+    const text = canonicalJson(root);
+    expect(text).toBe(JSON.stringify(root));
+    // An array that contains itself, below the depth where tracking starts and above it
+    const list: unknown[] = [1];
+    list.push(list);
+    expect(() => canonicalJson(list)).toThrow('cyclic');
+    expect(() => canonicalJson({ deep: root, list })).toThrow('cyclic');
+  });
+
+  it('gives the text JSON.stringify gives for values whose keys are already sorted', () => {
+    const values: unknown[] = [
+      { a: 1, b: 'two', c: [true, false, null], d: { e: 'f' } },
+      ['x', { y: 'z' }, [], {}],
+      'plain',
+      42,
+      { é: 'unicode', '\u2028': 'line separator \u2028' },
+    ];
+    for (const value of values) expect(canonicalJson(value)).toBe(JSON.stringify(value));
+  });
 });

@@ -1,0 +1,47 @@
+// Drives one of the trivial-tool HTTP servers under autocannon while the server process runs with
+// `--cpu-prof`, for where the per-request time goes over HTTP.
+// npx tsx benchmarks/profile-http.ts [bare|toolgate|fastmcp] [seconds] [none|sdk] (profile in /tmp/prof)
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import { MCP_POST_HEADERS, toolsCallBody } from '../src/mcp-http.js';
+
+const which = (process.argv[2] ?? 'toolgate') as 'bare' | 'toolgate' | 'fastmcp';
+const seconds = Number(process.argv[3] ?? 10);
+const mode = process.argv[4] ?? 'none';
+const child = spawn(
+  process.execPath,
+  [
+    '--cpu-prof',
+    '--cpu-prof-dir=/tmp/prof',
+    '--import',
+    'tsx',
+    fileURLToPath(new URL('./http-trivial-servers.ts', import.meta.url)),
+    mode,
+  ],
+  { stdio: ['ignore', 'pipe', 'inherit'] },
+);
+const urls = await new Promise<Record<string, string>>((resolveLine) => {
+  createInterface({ input: child.stdout! }).on('line', (text) => {
+    if (text.startsWith('{')) resolveLine(JSON.parse(text) as Record<string, string>);
+  });
+});
+let k = 0;
+const result = await autocannon({
+  url: urls[which]!,
+  connections: 32,
+  duration: seconds,
+  method: 'POST',
+  headers: { ...MCP_POST_HEADERS },
+  requests: [
+    {
+      setupRequest: (request) => {
+        k += 1;
+        return { ...request, body: toolsCallBody(k, 'echo', { q: `v${k}` }) };
+      },
+    },
+  ],
+});
+process.stderr.write(`${which}: ${result.requests.average} req/s\n`);
+child.kill('SIGTERM');

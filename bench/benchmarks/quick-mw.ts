@@ -1,0 +1,42 @@
+// Quick in-process comparison for development: bare SDK vs core with chosen policies (by name prefix).
+// npx tsx benchmarks/quick-mw.ts [rounds] [concurrency] [policy,policy|full|each]
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { type BenchCase, compareCalls, formatBenchTable } from '@toolgate/bench-harness';
+import { connectTestClient, type TestClient } from '@toolgate/core/testing';
+import * as z from 'zod';
+import { coreServer, fullStack } from './middleware.bench.js';
+
+const rounds = Number(process.argv[2] ?? 15);
+const concurrency = Number(process.argv[3] ?? 1);
+const which = process.argv[4] ?? 'each';
+const dir = await mkdtemp(join(tmpdir(), 'toolgate-quick-'));
+const authInfo = { token: 'bench-token', clientId: 'bench-client', scopes: ['orders:read'] };
+const bareMcp = new McpServer({ name: 'bare', version: '1.0.0' });
+bareMcp.registerTool('echo', { description: 'Echo.', inputSchema: { q: z.string() } }, async ({ q }) => {
+  const data = { ok: true, q };
+  return { content: [{ type: 'text', text: JSON.stringify(data) }], structuredContent: data };
+});
+const bare = await connectTestClient(bareMcp, { authInfo });
+const call = (client: TestClient) => (i: number) => client.callTool('echo', { q: `v${i}` });
+const cases: BenchCase[] = [
+  { name: 'bare', call: call(bare) },
+  { name: 'empty', call: call(await coreServer([])) },
+];
+const stack = fullStack(join(dir, 'a.jsonl'));
+if (which === 'full' || which === 'each') {
+  cases.push({
+    name: 'full',
+    call: call(await coreServer(fullStack(join(dir, 'b.jsonl')).map((e) => e.middleware))),
+  });
+}
+for (const entry of stack) {
+  if (which === 'full') break;
+  if (which !== 'each' && !which.split(',').some((w) => entry.name.startsWith(w))) continue;
+  cases.push({ name: entry.name, call: call(await coreServer([entry.middleware])) });
+}
+const rows = await compareCalls(cases, { rounds, callsPerRound: 1000, warmup: 1000, concurrency });
+process.stdout.write(`${formatBenchTable(rows)}\n`);
+process.exit(0);
