@@ -2,6 +2,7 @@ import {
   type CallerIdentity,
   fail,
   type NextFn,
+  type PolicyDecision,
   resolveToolOptions,
   type ToolContext,
   type ToolDefinition,
@@ -97,7 +98,7 @@ export function createAuthz(options: AuthzOptions): AuthzMiddleware {
     if (rules === undefined) return next();
     const verdict = decide(rules, tool, ctx.caller, ctx.request);
     if (verdict.allow) {
-      ctx.decisions.push({ by: 'authz', action: 'allow', reason: verdict.reason });
+      ctx.decisions.push(allowDecision(verdict.reason));
       return next();
     }
     ctx.decisions.push({
@@ -142,4 +143,17 @@ function refusal(toolName: string, missingScopes: readonly string[]): ToolResult
   );
   result._meta = { ...result._meta, [AUTHZ_META_KEY]: { missingScopes: [...missingScopes] } };
   return result;
+}
+
+// An allowed call's decision is one of a few fixed texts: one frozen record per text, shared by every
+// call, instead of an object per call (decisions are read, never changed).
+const allowDecisions = new Map<string, PolicyDecision>();
+
+function allowDecision(reason: string): PolicyDecision {
+  let decision = allowDecisions.get(reason);
+  if (decision === undefined) {
+    decision = Object.freeze({ by: 'authz', action: 'allow', reason });
+    if (allowDecisions.size < 64) allowDecisions.set(reason, decision);
+  }
+  return decision;
 }

@@ -143,10 +143,20 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     return result;
   };
 
-  const middleware = (async (ctx, next) => {
+  // Not async itself: a call of a tool that did not opt in (nearly all) gets next()'s promise back
+  // with no promise, await or closure of this middleware's own.
+  const middleware = ((ctx, next) => {
     if (isPassThrough(ctx)) return next();
     const opts = resolver.forTool(ctx.toolName);
     if (opts === undefined || !opts.enabled) return next();
+    return confirmedCall(ctx, next, opts);
+  }) as ConfirmMiddleware;
+
+  const confirmedCall = async (
+    ctx: ToolContext,
+    next: NextFn,
+    opts: Readonly<ConfirmToolOptions>,
+  ): Promise<ToolResult> => {
     const token = carriedConfirmation(ctx);
     if (token !== undefined) return withConfirmation(ctx, next, token);
     const tool = ctx.tool ?? { name: ctx.toolName, title: undefined };
@@ -180,7 +190,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     ctx.signal.throwIfAborted();
     decide(ctx, 'confirmed', shown.digest);
     return next();
-  }) as ConfirmMiddleware;
+  };
   middleware.close = async () => {
     throttle.flush();
     if (given === undefined) await store.close?.();

@@ -4,7 +4,52 @@
  * drops them; a cycle throws.
  */
 export function canonicalJson(value: unknown): string {
+  // Most values keys are made of (validated arguments, identities) are plain data whose keys are
+  // already in order: JSON.stringify writes exactly the canonical text for them, natively and with a
+  // quarter of the allocation.
+  if (isOrderedPlain(value, 0)) return JSON.stringify(value) ?? 'null';
   return write(value, 0, undefined) ?? 'null';
+}
+
+/** Deeper than this, the slow path decides (it finds cycles). */
+const MAX_FAST_DEPTH = 32;
+
+/**
+ * True when JSON.stringify gives the canonical text: only null, strings, booleans, finite numbers,
+ * arrays and plain objects (no toJSON, no prototype but Object's or none) whose own keys are already
+ * in sorted order, at every depth. Anything else (a Date, a bigint, `undefined`, unsorted keys, a
+ * cycle, a very deep value) answers false and is written by `write`.
+ */
+function isOrderedPlain(value: unknown, depth: number): boolean {
+  if (value === null) return true;
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return true;
+    case 'number':
+      return Number.isFinite(value);
+    case 'object':
+      break;
+    default:
+      return false;
+  }
+  if (depth >= MAX_FAST_DEPTH) return false;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i += 1) if (!isOrderedPlain(value[i], depth + 1)) return false;
+    return true;
+  }
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return false;
+  const record = value as Record<string, unknown>;
+  if (typeof record.toJSON === 'function') return false;
+  let previous: string | undefined;
+  for (const key in record) {
+    if (!Object.hasOwn(record, key)) return false;
+    if (previous !== undefined && !(previous < key)) return false;
+    if (!isOrderedPlain(record[key], depth + 1)) return false;
+    previous = key;
+  }
+  return true;
 }
 
 // Cycles are looked for only below this depth: every cycle reaches it, and the shallow values keys are

@@ -12,6 +12,16 @@ export function compose(middlewares: readonly ToolMiddleware[]): ToolMiddleware 
     if (typeof entry !== 'function') throw new TypeError(`compose: middleware[${index}] is not a function`);
   });
   const stack = [...middlewares];
+  // No middleware: the chain is its innermost step (the one promise it returns, nothing per call).
+  if (stack.length === 0) {
+    return function composed(_ctx: ToolContext, next: NextFn): Promise<ToolResult> {
+      try {
+        return Promise.resolve(next());
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    };
+  }
 
   return function composed(ctx: ToolContext, next: NextFn): Promise<ToolResult> {
     let lastIndex = -1;

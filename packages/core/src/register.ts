@@ -27,7 +27,7 @@ import type {
   ToolMiddleware,
   ToolRequest,
 } from './types.js';
-import { invalidArgumentsResult, validateArguments } from './validate.js';
+import { ARGUMENTS_OK, invalidArgumentsResult, validateArguments } from './validate.js';
 
 export interface RegisterToolsOptions {
   /** Middleware every call passes, outside each tool's own; the first listed is outermost. @default [] */
@@ -328,7 +328,7 @@ async function dispatch(registry: Registry, params: CallParams, extra: CallExtra
       ? entry
       : undefined;
   const rawArgs = params.arguments ?? {};
-  let verdict: ArgumentVerdict = { ok: true };
+  let verdict: ArgumentVerdict = ARGUMENTS_OK;
   let args: Record<string, unknown> = rawArgs;
   let bindings: Readonly<Record<string, unknown>> = NO_BINDINGS;
   if (active) {
@@ -352,8 +352,8 @@ async function dispatch(registry: Registry, params: CallParams, extra: CallExtra
     request,
     caller,
     bindings,
-    registry.logger,
-    () => serverAccessFor(registry, extra, request),
+    registry,
+    extra,
   );
   let result: ToolResult;
   try {
@@ -386,8 +386,10 @@ class CallContext implements ToolContext {
   [CALL_KEY_SLOT]: unknown = undefined;
   #signal: AbortSignal;
   #signalSource: SignalSource | undefined = undefined;
+  readonly logger: Logger;
   #server: ToolContext['server'] | undefined;
-  readonly #makeServer: () => ToolContext['server'];
+  readonly #registry: Registry;
+  readonly #extra: CallExtra;
 
   constructor(
     readonly toolName: string,
@@ -398,11 +400,13 @@ class CallContext implements ToolContext {
     readonly request: ToolRequest,
     readonly caller: CallerIdentity,
     readonly bindings: Readonly<Record<string, unknown>>,
-    readonly logger: Logger,
-    makeServer: () => ToolContext['server'],
+    registry: Registry,
+    extra: CallExtra,
   ) {
     this.#signal = request.signal;
-    this.#makeServer = makeServer;
+    this.logger = registry.logger;
+    this.#registry = registry;
+    this.#extra = extra;
   }
 
   get signal(): AbortSignal {
@@ -422,7 +426,7 @@ class CallContext implements ToolContext {
   }
 
   get server(): ToolContext['server'] {
-    this.#server ??= this.#makeServer();
+    this.#server ??= serverAccessFor(this.#registry, this.#extra, this.request);
     return this.#server;
   }
 }

@@ -8,11 +8,25 @@ export interface ValidatedArguments {
   readonly args: Record<string, unknown>;
 }
 
-/** Validates raw arguments against a tool's strict input object. Never throws for bad input. */
+/** The verdict of arguments the schema accepted (one frozen object for every call). */
+export const ARGUMENTS_OK: ArgumentVerdict = Object.freeze({ ok: true });
+
+/**
+ * Validates raw arguments against a tool's strict input object. Never throws for bad input.
+ * Always zod's asynchronous parse: a synchronous attempt on a schema with an async refinement would
+ * run that refinement once more and leave its promise unhandled.
+ */
 export async function validateArguments(schema: z.ZodObject, raw: unknown): Promise<ValidatedArguments> {
   const input = raw ?? {};
-  const parsed = await schema.safeParseAsync(input);
-  if (parsed.success) return { verdict: { ok: true }, args: parsed.data as Record<string, unknown> };
+  return verdictOf(schema, input, await schema.safeParseAsync(input));
+}
+
+function verdictOf(
+  schema: z.ZodObject,
+  input: unknown,
+  parsed: ReturnType<z.ZodObject['safeParse']>,
+): ValidatedArguments {
+  if (parsed.success) return { verdict: ARGUMENTS_OK, args: parsed.data as Record<string, unknown> };
   const allowed = Object.keys(schema.shape);
   return {
     verdict: {

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '../src/index.js';
 
@@ -66,5 +67,31 @@ describe('canonicalJson', () => {
       { é: 'unicode', '\u2028': 'line separator \u2028' },
     ];
     for (const value of values) expect(canonicalJson(value)).toBe(JSON.stringify(value));
+  });
+
+  it('equals an independent reference writer for any JSON value', () => {
+    // Keys sorted by code unit at every depth, written by hand: no JSON.stringify of objects.
+    const reference = (value: unknown): string => {
+      if (Array.isArray(value)) return `[${value.map(reference).join(',')}]`;
+      if (typeof value !== 'object' || value === null) return JSON.stringify(value);
+      const record = value as Record<string, unknown>;
+      return `{${Object.keys(record)
+        .sort()
+        .map((key) => `${JSON.stringify(key)}:${reference(record[key])}`)
+        .join(',')}}`;
+    };
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        expect(canonicalJson(value)).toBe(reference(value));
+      }),
+      { numRuns: 1000 },
+    );
+    // Unsorted, integer-like and nested keys: the fast path must not take them as sorted
+    expect(canonicalJson({ b: 1, a: 2 })).toBe('{"a":2,"b":1}');
+    expect(canonicalJson({ 10: 'x', 9: 'y', a: { d: 1, c: 2 } })).toBe(
+      '{"10":"x","9":"y","a":{"c":2,"d":1}}',
+    );
+    expect(canonicalJson([{ z: [{ y: 1, x: 2 }] }])).toBe('[{"z":[{"x":2,"y":1}]}]');
+    expect(canonicalJson(Object.assign(Object.create({ inherited: 1 }), { own: 2 }))).toBe('{"own":2}');
   });
 });

@@ -382,6 +382,77 @@ describe('registerTools: the chain', () => {
     ]);
   });
 
+  it('a schema with an async refinement is validated on every call, the first one included', async () => {
+    let checks = 0;
+    const tool = defineTool({
+      name: 'reserve',
+      description: 'Reserve a name.',
+      input: {
+        name: z.string().refine(async (value) => {
+          checks += 1;
+          await new Promise((resolve) => setImmediate(resolve));
+          return value !== 'taken';
+        }, 'already taken'),
+      },
+      handler: ({ name }) => ok({ name }),
+    });
+    const c = await serve([tool]);
+    for (let round = 0; round < 3; round += 1) {
+      expect(parseResultText(await c.callTool('reserve', { name: `free-${round}` }))).toEqual({
+        ok: true,
+        name: `free-${round}`,
+      });
+      expect(expectFailure(await c.callTool('reserve', { name: 'taken' })).fields).toEqual([
+        { path: 'name', expected: 'already taken' },
+      ]);
+    }
+    // One check per call: the refinement never runs twice (no synchronous attempt first).
+    expect(checks).toBe(6);
+  });
+
+  it('a server built per request (stateless HTTP) registers the same tools again and again, each working', async () => {
+    const seen: string[] = [];
+    const tag: ToolMiddleware = (ctx, next) => {
+      seen.push(ctx.toolName);
+      return next();
+    };
+    const middleware = [tag];
+    const tool = defineTool({
+      name: 'echo',
+      description: 'Echo.',
+      input: { q: z.string() },
+      output: { q: z.string() },
+      handler: ({ q }) => ok({ q }),
+    });
+    for (let request = 0; request < 3; request += 1) {
+      const server = new McpServer({ name: 'per-request', version: '1.0.0' });
+      registerTools(server, [tool], { middleware, logger: recordingLogger([]) });
+      const c = await connectTestClient(server);
+      const listed = await c.client.listTools();
+      expect(listed.tools[0]?.inputSchema).toMatchObject({
+        $schema: 'https://json-schema.org/draft/2020-12/schema',
+        properties: { q: { type: 'string' } },
+      });
+      expect(parseResultText(await c.callTool('echo', { q: `r${request}` }))).toEqual({
+        ok: true,
+        q: `r${request}`,
+      });
+      await c.close();
+    }
+    expect(seen).toEqual(['echo', 'echo', 'echo']);
+    // The same list changed in place is read again: the new middleware runs.
+    middleware.push((ctx, next) => {
+      seen.push(`second:${ctx.toolName}`);
+      return next();
+    });
+    const server = new McpServer({ name: 'per-request', version: '1.0.0' });
+    registerTools(server, [tool], { middleware, logger: recordingLogger([]) });
+    const c = await connectTestClient(server);
+    await c.callTool('echo', { q: 'again' });
+    await c.close();
+    expect(seen.slice(3)).toEqual(['echo', 'second:echo']);
+  });
+
   it('a missing required argument and a wrong type are named', async () => {
     const c = await serve([failing]);
     expect(expectFailure(await c.callTool('get_order_status', {})).fields).toEqual([

@@ -167,10 +167,20 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     }
   };
 
-  const middleware = (async (ctx, next) => {
+  // Not async itself: a call of a tool that did not opt in (nearly all) gets next()'s promise back
+  // with no promise, await or closure of this middleware's own.
+  const middleware = ((ctx, next) => {
     if (isPassThrough(ctx)) return next();
     const opts = resolver.forTool(ctx.toolName);
     if (opts === undefined || !opts.enabled) return next();
+    return idempotentCall(ctx, next, opts);
+  }) as IdempotencyMiddleware;
+
+  const idempotentCall = async (
+    ctx: ToolContext,
+    next: NextFn,
+    opts: IdempotencyToolOptions,
+  ): Promise<ToolResult> => {
     const derived = keysOf(ctx, opts.ignoreArguments);
     if ('refused' in derived) return derived.refused;
     const keys = derived.keys;
@@ -188,7 +198,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     } finally {
       if (inFlight.get(keys.storeKey) === entry) inFlight.delete(keys.storeKey);
     }
-  }) as IdempotencyMiddleware;
+  };
   middleware.close = async () => {
     bounded.flush();
     if (given === undefined) await store.close?.();

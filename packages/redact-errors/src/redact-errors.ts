@@ -78,24 +78,37 @@ export function createRedactErrors(options: RedactErrorsOptions = {}): RedactErr
     return settings;
   };
 
-  const middleware = async function redactErrorsMiddleware(ctx: ToolContext, next: NextFn) {
+  // Not async itself: a call that passes through gets next()'s promise back untouched.
+  const middleware = function redactErrorsMiddleware(ctx: ToolContext, next: NextFn): Promise<ToolResult> {
     // Unknown tools (core answers -32602) and refused arguments (core's own invalid_argument) pass on;
     // a transform or bind that threw is a throw like any other, so it is still mapped and logged here.
     if (isPassThrough(ctx) && !validationThrew(ctx)) return next();
     const settings = settingsFor(ctx.toolName);
     if (settings === undefined) return next();
+    return guarded(ctx, next, settings);
+  };
+  // Two handlers on next()'s promise rather than an async function: a success (nearly every call)
+  // costs one promise and no suspended frame.
+  const guarded = (ctx: ToolContext, next: NextFn, settings: Settings): Promise<ToolResult> => {
     startBoundaryScrubs(ctx);
-    let result: ToolResult;
+    let pending: Promise<ToolResult>;
     try {
-      result = await next();
+      pending = next();
     } catch (error) {
-      const answer = thrownResult(ctx, error, settings);
-      endBoundaryScrubs(ctx);
-      return answer;
+      pending = Promise.reject(error);
     }
-    const boundary = endBoundaryScrubs(ctx);
-    if (result.isError !== true) return result;
-    return scrubbedFailure(ctx, result, settings, 'returned', boundary);
+    return pending.then(
+      (result) => {
+        const boundary = endBoundaryScrubs(ctx);
+        if (result.isError !== true) return result;
+        return scrubbedFailure(ctx, result, settings, 'returned', boundary);
+      },
+      (error: unknown) => {
+        const answer = thrownResult(ctx, error, settings);
+        endBoundaryScrubs(ctx);
+        return answer;
+      },
+    );
   };
   const scrubText = (text: string, ctx: ToolContext): string => {
     const settings = settingsFor(ctx.toolName);

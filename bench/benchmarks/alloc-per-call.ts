@@ -1,0 +1,51 @@
+// Bytes allocated per call, per configuration: run with a young generation large enough that no GC
+// happens while measuring, and read the heap's growth over N calls.
+// node --expose-gc --max-semi-space-size=512 --import tsx benchmarks/alloc-per-call.ts [calls]
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { connectTestClient, type TestClient } from '@toolgate/core/testing';
+import * as z from 'zod';
+import { coreServer, fullStack } from './middleware.bench.js';
+
+const calls = Number(process.argv[2] ?? 2000);
+const gc = (globalThis as { gc?: () => void }).gc!;
+const dir = await mkdtemp(join(tmpdir(), 'toolgate-alloc-'));
+const authInfo = { token: 'bench-token', clientId: 'bench-client', scopes: ['orders:read'] };
+const bareMcp = new McpServer({ name: 'bare', version: '1.0.0' });
+bareMcp.registerTool('echo', { description: 'Echo.', inputSchema: { q: z.string() } }, async ({ q }) => {
+  const data = { ok: true, q };
+  return { content: [{ type: 'text', text: JSON.stringify(data) }], structuredContent: data };
+});
+const clients: [string, TestClient][] = [
+  ['bare', await connectTestClient(bareMcp, { authInfo })],
+  ['empty', await coreServer([])],
+  ['full', await coreServer(fullStack(join(dir, 'f.jsonl')).map((e) => e.middleware))],
+];
+for (const entry of fullStack(join(dir, 'a.jsonl')))
+  clients.push([entry.name, await coreServer([entry.middleware])]);
+let k = 0;
+const results: Record<string, number> = {};
+for (const [name, client] of [...clients, ...clients]) {
+  for (let i = 0; i < 3000; i += 1) {
+    k += 1;
+    await client.callTool('echo', { q: `v${k}` });
+  }
+  await new Promise((r) => setTimeout(r, 400));
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  for (let i = 0; i < calls; i += 1) {
+    k += 1;
+    await client.callTool('echo', { q: `v${k}` });
+  }
+  const after = process.memoryUsage().heapUsed;
+  results[name] = (after - before) / calls;
+}
+const base = results.bare!;
+for (const [name, bytes] of Object.entries(results)) {
+  process.stdout.write(
+    `${name.padEnd(28)} ${bytes.toFixed(0).padStart(7)} B/call  ${(bytes - base >= 0 ? '+' : '') + (bytes - base).toFixed(0)}\n`,
+  );
+}
+process.exit(0);
