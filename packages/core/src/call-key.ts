@@ -47,7 +47,7 @@ export function callerScope(ctx: ScopeParts): string {
   if (cached !== undefined && cached.caller === ctx.caller && cached.bindings === ctx.bindings) {
     return cached.key;
   }
-  const key = canonicalJson([ctx.caller.id, ctx.bindings]);
+  const key = `[${JSON.stringify(ctx.caller.id)},${bindingsJson(ctx.bindings)}]`;
   const entry: ScopeEntry = { caller: ctx.caller, bindings: ctx.bindings, key };
   if (hasSlot) slots[SCOPE_KEY_SLOT] = entry;
   else scopes.set(ctx, entry);
@@ -72,7 +72,9 @@ export function callKey(ctx: CallParts): string {
   ) {
     return cached.key;
   }
-  const key = canonicalJson([ctx.caller.id, ctx.bindings, ctx.toolName, ctx.args]);
+  // The canonical JSON of [caller id, bindings, tool, args], written part by part: the same text as
+  // canonicalJson of that array, without walking the parts that are plain strings.
+  const key = `[${JSON.stringify(ctx.caller.id)},${bindingsJson(ctx.bindings)},${JSON.stringify(ctx.toolName)},${canonicalJson(ctx.args)}]`;
   const entry: CallEntry = {
     caller: ctx.caller,
     bindings: ctx.bindings,
@@ -83,4 +85,10 @@ export function callKey(ctx: CallParts): string {
   if (hasSlot) slots[CALL_KEY_SLOT] = entry;
   else calls.set(ctx, entry);
   return key;
+}
+
+/** Canonical JSON of a call's bindings; most tools bind nothing (core's shared empty object). */
+function bindingsJson(bindings: Readonly<Record<string, unknown>>): string {
+  for (const _key in bindings) return canonicalJson(bindings);
+  return '{}';
 }

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { canonicalJson } from '../src/index.js';
+import { callerScope, callKey, canonicalJson } from '../src/index.js';
 
 describe('canonicalJson', () => {
   it('sorts keys at every depth so equal values give equal text', () => {
@@ -93,5 +93,25 @@ describe('canonicalJson', () => {
     );
     expect(canonicalJson([{ z: [{ y: 1, x: 2 }] }])).toBe('[{"z":[{"x":2,"y":1}]}]');
     expect(canonicalJson(Object.assign(Object.create({ inherited: 1 }), { own: 2 }))).toBe('{"own":2}');
+  });
+});
+
+describe('callKey and callerScope', () => {
+  it('are exactly the canonical JSON of their parts (keys stored before this release stay valid)', () => {
+    const caller = { id: 'client:portal#"quoted"\\', kind: 'client' as const };
+    for (const bindings of [
+      Object.freeze({}),
+      Object.freeze({ z: 1, customerId: 42, nested: { b: 2, a: 1 } }),
+    ]) {
+      for (const args of [
+        {},
+        { q: 'v1' },
+        { status: 'open', days: 30, tags: ['b', 'a'], range: { to: 2, from: 1 } },
+      ]) {
+        const parts = { caller, bindings, toolName: 'search.orders', args };
+        expect(callKey(parts)).toBe(canonicalJson([caller.id, bindings, 'search.orders', args]));
+        expect(callerScope(parts)).toBe(canonicalJson([caller.id, bindings]));
+      }
+    }
   });
 });

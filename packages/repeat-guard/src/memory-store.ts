@@ -1,3 +1,4 @@
+import { mirrorsStructuredContent } from '@toolgate/core';
 import { LRUCache } from 'lru-cache';
 import { type CallEntry, encodeCallEntry } from './call-entry.js';
 import type { MemoryRepeatStore, MemoryRepeatStoreOptions } from './types.js';
@@ -33,7 +34,7 @@ export function createMemoryRepeatStore(options: MemoryRepeatStoreOptions = {}):
     throw new RangeError('createMemoryRepeatStore: maxSize must be a positive integer');
   }
   // Strings come from the public `set`; entries from the guard, with their size given on `set`.
-  const cache = new LRUCache<string, string | CallEntry>({
+  const cache = new LRUCache<string, string | CallEntry | TextEntry>({
     max: maxEntries,
     maxSize,
     sizeCalculation: (value, key) => (typeof value === 'string' ? value.length : 1) + key.length,
@@ -42,7 +43,7 @@ export function createMemoryRepeatStore(options: MemoryRepeatStoreOptions = {}):
     get(key) {
       const value = cache.get(key);
       // An entry the guard stored reads as the JSON a shared store would hold.
-      return value === undefined || typeof value === 'string' ? value : encodeCallEntry(value);
+      return value === undefined || typeof value === 'string' ? value : encodeEntry(value);
     },
     set(key, value, ttlMs) {
       cache.set(key, value, { ttl: ttlMs });
@@ -61,13 +62,64 @@ export function createMemoryRepeatStore(options: MemoryRepeatStoreOptions = {}):
     },
   };
   entriesOf.set(store, {
-    get: (key) => cache.get(key),
+    get(key) {
+      const value = cache.get(key);
+      return value === undefined || typeof value === 'string' ? value : expand(value);
+    },
     set(key, entry, ttlMs, size) {
-      cache.set(key, entry, { ttl: ttlMs, size: size + key.length });
+      cache.set(key, compact(entry), { ttl: ttlMs, size: size + key.length });
     },
     delete(key) {
       cache.delete(key);
     },
   });
   return store;
+}
+
+/**
+ * A remembered plain `ok()` result kept as its JSON text alone: one string instead of the result's
+ * object graph (result, content list, text block, data object and its values). Up to `maxEntries`
+ * results stay alive for a whole window, long enough for the garbage collector to promote them, so the
+ * fewer objects each holds, the less every collection walks. Read back (only on a repeat) as the
+ * result the client received: the same text, the data parsed from it.
+ */
+interface TextEntry {
+  readonly count: number;
+  readonly firstAt: number;
+  readonly at: number;
+  readonly text: string;
+}
+
+function compact(entry: CallEntry): CallEntry | TextEntry {
+  const result = entry.result;
+  if (
+    result.isError === true ||
+    result._meta !== undefined ||
+    result.content.length !== 1 ||
+    !mirrorsStructuredContent(result)
+  ) {
+    return entry;
+  }
+  const first = result.content[0] as { text: string };
+  return { count: entry.count, firstAt: entry.firstAt, at: entry.at, text: first.text };
+}
+
+function expand(value: CallEntry | TextEntry): CallEntry {
+  if (!('text' in value)) return value;
+  return {
+    count: value.count,
+    firstAt: value.firstAt,
+    at: value.at,
+    result: {
+      content: [{ type: 'text', text: value.text }],
+      structuredContent: JSON.parse(value.text) as Record<string, unknown>,
+    },
+  };
+}
+
+/** An entry as a shared store holds it (a text entry as `encodeCallEntry` writes an `ok()` result). */
+function encodeEntry(value: CallEntry | TextEntry): string {
+  if (!('text' in value)) return encodeCallEntry(value);
+  const { count: n, firstAt: f, at: t, text } = value;
+  return JSON.stringify({ v: 1, n, f, t, r: { content: [{ type: 'text', text }] }, s: 1 });
 }

@@ -17,7 +17,7 @@ import {
 import { type CallEntry, decodeCallEntry, encodeCallEntry, measureCallEntry } from './call-entry.js';
 import { Flight } from './flight.js';
 import { memoryCallKey, repeatCallKey } from './key.js';
-import { createMemoryRepeatStore, memoryEntriesOf } from './memory-store.js';
+import { createMemoryRepeatStore, type MemoryEntries, memoryEntriesOf } from './memory-store.js';
 import { checkProgress } from './no-progress.js';
 import { resolveRules } from './options.js';
 import { StoreAccess, StoreUnavailable } from './store-access.js';
@@ -88,12 +88,67 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
         ? result
         : await checkProgress(ctx, toolRules, store, scope, key, result);
     } finally {
-      flight.running -= 1;
-      if (owner) {
-        flight.settle(undefined);
-        if (flights.get(key) === flight) flights.delete(key);
-      }
+      leaveFlight(key, flight, owner);
     }
+  };
+
+  /** Ends a run's part in its flight: the first runner's end also ends the flight. */
+  const leaveFlight = (key: string, flight: Flight, owner: boolean): void => {
+    flight.running -= 1;
+    if (owner) {
+      flight.settle(undefined);
+      if (flights.get(key) === flight) flights.delete(key);
+    }
+  };
+
+  /**
+   * `run` for the memory store without a no-progress check (the default): the same steps, all
+   * synchronous once next() settles, so two handlers on its promise replace an async frame.
+   */
+  const runInMemory = (
+    memory: MemoryEntries,
+    ctx: ToolContext,
+    next: NextFn,
+    toolRules: Readonly<RepeatRules>,
+    key: string,
+    earlier: CallEntry | undefined,
+  ): Promise<ToolResult> => {
+    let flight = flights.get(key);
+    const owner = flight === undefined;
+    if (flight === undefined) {
+      flight = new Flight();
+      flights.set(key, flight);
+    }
+    flight.running += 1;
+    const running = flight;
+    let pending: Promise<ToolResult>;
+    try {
+      pending = next();
+    } catch (error) {
+      pending = Promise.reject(error);
+    }
+    return pending.then(
+      (result) => {
+        try {
+          // An aborted call's result (often a timeout) says nothing about the next identical call.
+          if (!ctx.signal.aborted) {
+            const entry = rememberedEntry(toolRules, earlier, result);
+            const size = entry && measureCallEntry(entry, toolRules.maxResultSize);
+            const kept = size === undefined ? undefined : entry;
+            if (owner) running.settle(kept);
+            if (kept !== undefined) memory.set(key, kept, ttlOf(kept, toolRules), size!);
+            else if (earlier !== undefined) memory.delete(key);
+          }
+        } finally {
+          leaveFlight(key, running, owner);
+        }
+        return result;
+      },
+      (error: unknown) => {
+        leaveFlight(key, running, owner);
+        throw error;
+      },
+    );
   };
 
   /** A waiter on an identical call in flight: its answer is this call's, else this call runs. */
@@ -135,6 +190,9 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
       if (executed + flight.running + 1 >= toolRules.threshold) {
         return waitThenRun(ctx, next, toolRules, scope, key, earlier, flight);
       }
+    }
+    if (memory !== undefined && toolRules.noProgress === false) {
+      return runInMemory(memory, ctx, next, toolRules, key, earlier);
     }
     return run(ctx, next, toolRules, scope, key, earlier);
   };
