@@ -111,18 +111,23 @@ export async function auditBench(): Promise<string> {
   try {
     await pool.query('DROP SCHEMA IF EXISTS toolgate_bench_audit CASCADE');
     const file = join(dir, 'audit.jsonl');
-    const runs: [string, SinkRun][] = [
-      [
+    // BENCH_AUDIT_SINKS=file or =postgres measures one sink only (profiling).
+    const only = process.env.BENCH_AUDIT_SINKS?.split(',');
+    const runs: [string, SinkRun][] = [];
+    if (!only || only.includes('file')) {
+      runs.push([
         'file sink (append-only JSON lines)',
         await measure(createFileSink(file), () => verifyAuditFile(file)),
-      ],
-      [
+      ]);
+    }
+    if (!only || only.includes('postgres')) {
+      runs.push([
         'PostgreSQL sink (one multi-row INSERT per batch)',
         await measure(createPostgresSink({ client: pool, table }), () =>
           verifyAuditTable({ client: pool, table }),
         ),
-      ],
-    ];
+      ]);
+    }
     const lines = [
       `| sink | records/s (all) | first window | last window | last/first | peak RSS MB | peak heap MB | chain |`,
       '|---|---:|---:|---:|---:|---:|---:|---|',

@@ -87,16 +87,22 @@ export function rowOf(captured: CapturedRecord, chainId: string, seq: number, ha
   };
 }
 
-let lastMs = Number.NaN;
-let lastIso = '';
+let lastSecond = Number.NaN;
+let secondPrefix = '';
 
-/** ISO time of a start, formatted once per millisecond: records sealed together mostly share it. */
-function isoTime(ms: number): string {
-  if (ms !== lastMs) {
-    lastMs = ms;
-    lastIso = new Date(ms).toISOString();
+/**
+ * ISO time of a start (`2026-11-30T20:58:42.123Z`): the text up to the second is formatted once per
+ * second, the milliseconds appended (a busy server stamps most records in a new millisecond).
+ */
+export function isoTime(time: number): string {
+  const ms = Math.floor(time);
+  const second = Math.floor(ms / 1000);
+  if (second !== lastSecond) {
+    lastSecond = second;
+    secondPrefix = new Date(second * 1000).toISOString().slice(0, 20);
   }
-  return lastIso;
+  const milli = ms - second * 1000;
+  return `${secondPrefix}${milli < 10 ? '00' : milli < 100 ? '0' : ''}${milli}Z`;
 }
 
 /** A parsed line that has the chain fields, or undefined when it is not an audit record. */

@@ -4,6 +4,7 @@ import {
   fail,
   isToolError,
   newIncidentId,
+  type PolicyDecision,
   principalOf,
   type ToolContext,
   type ToolResult,
@@ -94,7 +95,7 @@ export function captureCall(
   // Values bound from the caller (a customer id from the token) are recorded beside the identity,
   // redacted like args: they decide what the call could see.
   const bindings = hasKeys(ctx.bindings) ? settings.redactedJson(ctx.bindings) : undefined;
-  const decisions = ctx.decisions.length > 0 ? settings.redactedJson(ctx.decisions) : '[]';
+  const decisions = ctx.decisions.length > 0 ? decisionsJson(ctx.decisions, settings) : '[]';
   const caller = ctx.caller.id;
   const sessionId = request.sessionId;
   const requestId = request.id;
@@ -161,3 +162,36 @@ function hasKeys(value: Readonly<Record<string, unknown>> | undefined): boolean 
 
 /** The key names, chain fields, hash, time and numbers of a line, and the object, in string units. */
 const RECORD_OVERHEAD = 640;
+
+// A policy that records the same decision on every call (authz's `allow`) shares one frozen object:
+// its redacted JSON is written once per settings and reused, not scanned for secrets again per call.
+const sharedDecisionJson = new WeakMap<RecordSettings, WeakMap<object, string>>();
+
+/**
+ * The decisions' redacted canonical JSON: exactly `settings.redactedJson(decisions)` (an array's JSON
+ * is its items' JSON joined), with each frozen decision without `detail` taken from the cache.
+ */
+function decisionsJson(decisions: readonly PolicyDecision[], settings: RecordSettings): string {
+  let cache = sharedDecisionJson.get(settings);
+  if (cache === undefined) {
+    cache = new WeakMap();
+    sharedDecisionJson.set(settings, cache);
+  }
+  let out = '[';
+  for (let i = 0; i < decisions.length; i += 1) {
+    const decision = decisions[i]!;
+    let text: string | undefined;
+    if (Object.isFrozen(decision) && decision.detail === undefined) {
+      text = cache.get(decision);
+      if (text === undefined) {
+        text = settings.redactedJson(decision);
+        cache.set(decision, text);
+      }
+    } else {
+      text = settings.redactedJson(decision);
+    }
+    if (i > 0) out += ',';
+    out += text;
+  }
+  return `${out}]`;
+}

@@ -7,7 +7,7 @@ import {
   type ToolContext,
 } from '@toolgate/core';
 import { describe, expect, it } from 'vitest';
-import { sealRecord } from '../src/chain.js';
+import { isoTime, sealRecord } from '../src/chain.js';
 import { GENESIS_HASH } from '../src/index.js';
 import { captureCall } from '../src/record.js';
 import { createRedactedJson } from '../src/redacted-json.js';
@@ -96,6 +96,18 @@ describe('captureCall + sealRecord', () => {
     });
   });
 
+  it('a shared frozen decision is written once and reused, redacted like any other', () => {
+    const shared = Object.freeze({ by: 'authz', action: 'allow', reason: 'token=hunter2secretvalue' });
+    const own = { by: 'rate-limit', action: 'limit', reason: 'rate_limited', detail: { limit: 5 } };
+    for (const decisions of [[shared], [shared, own], [own, shared, shared]]) {
+      const ctx = { ...fullContext({}), decisions } as unknown as ToolContext;
+      const line = sealRecord(captureCall(ctx, ok({}), settings, 'c', 65_536), undefined, 'c').line;
+      const recorded = (JSON.parse(line) as { decisions: unknown[] }).decisions;
+      expect(JSON.stringify(recorded)).toBe(settings.redactedJson(decisions));
+      expect(JSON.stringify(recorded)).not.toContain('hunter2');
+    }
+  });
+
   it('starts a chain at seq 1 after the genesis hash, and cuts oversized args', () => {
     const captured = captureCall(fullContext({ big: 'x'.repeat(100) }), ok({}), settings, 'c', 50);
     expect(JSON.parse(sealRecord(captured, undefined, 'c').line)).toMatchObject({
@@ -115,5 +127,18 @@ describe('captureCall + sealRecord', () => {
     expect(sealRecord(captured, undefined, 'c').line).toBe(before);
     expect(JSON.parse(before).args).toEqual({ list: ['a'] });
     expect(captured.bytes).toBeGreaterThan(before.length - 200);
+  });
+});
+
+describe('isoTime', () => {
+  it('formats like Date#toISOString across seconds, milliseconds and fractions', () => {
+    const starts = [0, 1, 9, 10, 99, 100, 999, 1000, 1_764_537_522_123, 1_764_537_522_999, 1_764_537_523_000];
+    for (const base of starts) {
+      for (const ms of [base, base + 0.7]) {
+        expect(isoTime(ms)).toBe(new Date(Math.floor(ms)).toISOString());
+      }
+    }
+    // Back in time after a later second was cached
+    expect(isoTime(1_764_537_522_005)).toBe('2025-11-30T21:18:42.005Z');
   });
 });
