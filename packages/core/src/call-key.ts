@@ -47,7 +47,9 @@ export function callerScope(ctx: ScopeParts): string {
   if (cached !== undefined && cached.caller === ctx.caller && cached.bindings === ctx.bindings) {
     return cached.key;
   }
-  const key = `[${JSON.stringify(ctx.caller.id)},${bindingsJson(ctx.bindings)}]`;
+  // One JSON.stringify for plain parts (canonicalJson's fast path): a flat string, which a Map hashes
+  // without first copying pieces of a concatenation together.
+  const key = canonicalJson([ctx.caller.id, ctx.bindings]);
   const entry: ScopeEntry = { caller: ctx.caller, bindings: ctx.bindings, key };
   if (hasSlot) slots[SCOPE_KEY_SLOT] = entry;
   else scopes.set(ctx, entry);
@@ -72,9 +74,7 @@ export function callKey(ctx: CallParts): string {
   ) {
     return cached.key;
   }
-  // The canonical JSON of [caller id, bindings, tool, args], written part by part: the same text as
-  // canonicalJson of that array, without walking the parts that are plain strings.
-  const key = `[${JSON.stringify(ctx.caller.id)},${bindingsJson(ctx.bindings)},${JSON.stringify(ctx.toolName)},${canonicalJson(ctx.args)}]`;
+  const key = canonicalJson([ctx.caller.id, ctx.bindings, ctx.toolName, ctx.args]);
   const entry: CallEntry = {
     caller: ctx.caller,
     bindings: ctx.bindings,
@@ -85,10 +85,4 @@ export function callKey(ctx: CallParts): string {
   if (hasSlot) slots[CALL_KEY_SLOT] = entry;
   else calls.set(ctx, entry);
   return key;
-}
-
-/** Canonical JSON of a call's bindings; most tools bind nothing (core's shared empty object). */
-function bindingsJson(bindings: Readonly<Record<string, unknown>>): string {
-  for (const _key in bindings) return canonicalJson(bindings);
-  return '{}';
 }

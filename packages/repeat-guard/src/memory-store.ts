@@ -1,6 +1,6 @@
 import { mirrorsStructuredContent } from '@toolgate/core';
-import { LRUCache } from 'lru-cache';
 import { type CallEntry, encodeCallEntry } from './call-entry.js';
+import { Generations } from './generations.js';
 import type { MemoryRepeatStore, MemoryRepeatStoreOptions } from './types.js';
 
 /**
@@ -23,7 +23,10 @@ export function memoryEntriesOf(store: object): MemoryEntries | undefined {
   return entriesOf.get(store);
 }
 
-/** The default store: an LRU with a time to live per entry, bounded by count and by total size. */
+/**
+ * The default store: the most recently used entries, each with a time to live, bounded by count and by
+ * total size (see `Generations`).
+ */
 export function createMemoryRepeatStore(options: MemoryRepeatStoreOptions = {}): MemoryRepeatStore {
   const maxEntries = options.maxEntries ?? 10_000;
   const maxSize = options.maxSize ?? 64_000_000;
@@ -34,11 +37,7 @@ export function createMemoryRepeatStore(options: MemoryRepeatStoreOptions = {}):
     throw new RangeError('createMemoryRepeatStore: maxSize must be a positive integer');
   }
   // Strings come from the public `set`; entries from the guard, with their size given on `set`.
-  const cache = new LRUCache<string, string | CallEntry | TextEntry>({
-    max: maxEntries,
-    maxSize,
-    sizeCalculation: (value, key) => (typeof value === 'string' ? value.length : 1) + key.length,
-  });
+  const cache = new Generations<string | CallEntry | TextEntry>(maxEntries, maxSize);
   const store: MemoryRepeatStore = {
     get(key) {
       const value = cache.get(key);
@@ -46,7 +45,7 @@ export function createMemoryRepeatStore(options: MemoryRepeatStoreOptions = {}):
       return value === undefined || typeof value === 'string' ? value : encodeEntry(value);
     },
     set(key, value, ttlMs) {
-      cache.set(key, value, { ttl: ttlMs });
+      cache.set(key, value, ttlMs, value.length + key.length);
     },
     delete(key) {
       cache.delete(key);
@@ -55,7 +54,7 @@ export function createMemoryRepeatStore(options: MemoryRepeatStoreOptions = {}):
       return cache.size;
     },
     get totalSize() {
-      return cache.calculatedSize;
+      return cache.totalSize;
     },
     clear() {
       cache.clear();
@@ -67,7 +66,7 @@ export function createMemoryRepeatStore(options: MemoryRepeatStoreOptions = {}):
       return value === undefined || typeof value === 'string' ? value : expand(value);
     },
     set(key, entry, ttlMs, size) {
-      cache.set(key, compact(entry), { ttl: ttlMs, size: size + key.length });
+      cache.set(key, compact(entry), ttlMs, size + key.length);
     },
     delete(key) {
       cache.delete(key);

@@ -79,9 +79,9 @@ export interface MemoryRepeatStore extends RepeatStore {
 }
 
 export interface MemoryRepeatStoreOptions {
-  /** Most entries held; the least recently used is evicted beyond it. @default 10000 */
+  /** Most entries held; the least recently used are evicted beyond it (half the store at once). @default 10000 */
   maxEntries?: number;
-  /** Most characters held across all keys and values; least recently used evicted beyond it. @default 64000000 */
+  /** Most characters held across all keys and values; the least recently used are evicted beyond it. @default 64000000 */
   maxSize?: number;
 }
 

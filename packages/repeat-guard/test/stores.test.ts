@@ -24,7 +24,9 @@ describe('memory store: bounded', () => {
       if (i % 10_000 === 0) largest = Math.max(largest, store.size);
     }
     expect(handled).toBe(100_000);
-    expect(store.size).toBe(1000);
+    // The most recent calls are held: at least half the capacity, never more than all of it.
+    expect(store.size).toBeGreaterThanOrEqual(500);
+    expect(store.size).toBeLessThanOrEqual(1000);
     expect(largest).toBeLessThanOrEqual(1000);
     const repeat = searchContext({ status: 'open', page: 99_999 });
     await guard(repeat, handler);

@@ -1,0 +1,98 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { Generations } from '../src/generations.js';
+
+describe('Generations (the memory store underneath)', () => {
+  it('keeps the most recently used: the newest half survives any run of new keys', () => {
+    const cache = new Generations<number>(100, 1_000_000);
+    for (let i = 0; i < 10_000; i += 1) cache.set(`k${i}`, i, 60_000, 1);
+    expect(cache.size).toBeLessThanOrEqual(100);
+    for (let i = 9_950; i < 10_000; i += 1) expect(cache.get(`k${i}`)).toBe(i);
+    expect(cache.get('k0')).toBeUndefined();
+  });
+
+  it('a read moves an old entry back among the recent ones, so a key read often is never dropped', () => {
+    const cache = new Generations<string>(10, 1_000_000);
+    cache.set('hot', 'kept', 60_000, 1);
+    for (let i = 0; i < 1_000; i += 1) {
+      cache.set(`cold${i}`, 'x', 60_000, 1);
+      expect(cache.get('hot')).toBe('kept');
+    }
+  });
+
+  it('expires entries after their time to live, in either generation', () => {
+    let now = 1_000;
+    const cache = new Generations<string>(4, 1_000, () => now);
+    cache.set('a', 'A', 100, 1);
+    cache.set('b', 'B', 500, 1);
+    cache.set('c', 'C', 500, 1); // a and b are now old
+    now += 200;
+    expect(cache.get('a')).toBeUndefined();
+    expect(cache.get('b')).toBe('B');
+    expect(cache.get('c')).toBe('C');
+    now += 400;
+    expect(cache.get('b')).toBeUndefined();
+    expect(cache.get('c')).toBeUndefined();
+    expect(cache.size).toBe(0);
+    expect(cache.totalSize).toBe(0);
+  });
+
+  it('counts sizes, refuses an entry larger than maxSize, and keeps size and totalSize exact', () => {
+    const cache = new Generations<string>(100, 100);
+    cache.set('big', 'x', 60_000, 101);
+    expect(cache.get('big')).toBeUndefined();
+    cache.set('a', 'x', 60_000, 60);
+    cache.set('b', 'y', 60_000, 60); // 120 > 100: a goes
+    expect(cache.totalSize).toBeLessThanOrEqual(100);
+    expect(cache.get('b')).toBe('y');
+    cache.set('b', 'z', 60_000, 10); // a replacement counts once
+    expect(cache.get('b')).toBe('z');
+    expect(cache.delete('b')).toBe(true);
+    expect(cache.delete('b')).toBe(false);
+    cache.clear();
+    expect([cache.size, cache.totalSize]).toEqual([0, 0]);
+  });
+
+  it('never holds more than maxEntries or maxSize, whatever the operations (model-checked)', () => {
+    const op = fc.oneof(
+      fc.record({
+        kind: fc.constant('set' as const),
+        key: fc.integer({ min: 0, max: 30 }),
+        size: fc.integer({ min: 1, max: 60 }),
+      }),
+      fc.record({ kind: fc.constant('get' as const), key: fc.integer({ min: 0, max: 30 }) }),
+      fc.record({ kind: fc.constant('delete' as const), key: fc.integer({ min: 0, max: 30 }) }),
+    );
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 12 }),
+        fc.integer({ min: 1, max: 200 }),
+        fc.array(op, { maxLength: 200 }),
+        (maxEntries, maxSize, ops) => {
+          const cache = new Generations<number>(maxEntries, maxSize);
+          // What a value read back may be: the last one set for that key (never a stale or foreign one).
+          const last = new Map<number, number>();
+          ops.forEach((step, index) => {
+            if (step.kind === 'set') {
+              cache.set(`k${step.key}`, index, 60_000, step.size);
+              // An entry just set is there, unless it alone is larger than maxSize
+              expect(cache.get(`k${step.key}`)).toBe(step.size <= maxSize ? index : undefined);
+              if (step.size <= maxSize) last.set(step.key, index);
+              else last.delete(step.key);
+            } else if (step.kind === 'get') {
+              const value = cache.get(`k${step.key}`);
+              if (value !== undefined) expect(value).toBe(last.get(step.key));
+            } else {
+              cache.delete(`k${step.key}`);
+              last.delete(step.key);
+            }
+            expect(cache.size).toBeLessThanOrEqual(maxEntries);
+            expect(cache.totalSize).toBeLessThanOrEqual(maxSize);
+            expect(cache.totalSize).toBeGreaterThanOrEqual(0);
+          });
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
