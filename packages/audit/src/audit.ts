@@ -76,9 +76,38 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
     return closing;
   };
 
-  const middleware = async (ctx: ToolContext, next: () => Promise<ToolResult>): Promise<ToolResult> => {
-    const settings = hasOverrides ? (perTool.get(ctx.toolName) ?? defaults) : defaults;
-    if (settings === false) return next();
+  /** Captures a finished call's record; undefined when it cannot be serialised (counted, logged). */
+  const capture = (
+    ctx: ToolContext,
+    result: ToolResult,
+    settings: RecordSettings,
+  ): CapturedRecord | undefined => {
+    try {
+      return captureCall(ctx, result, settings, chainId, maxArgsChars);
+    } catch (error) {
+      // A record that cannot be serialised is counted and reported, never silently skipped.
+      logger.error({ err: error, tool: ctx.toolName }, 'audit record could not be serialised');
+      writer.lose('the record could not be serialised');
+      return undefined;
+    }
+  };
+
+  /** Queues a call's record; a promise only when the buffer is full and the call must wait for room. */
+  const queue = (
+    ctx: ToolContext,
+    result: ToolResult,
+    settings: RecordSettings,
+  ): Promise<unknown> | undefined => {
+    const captured = capture(ctx, result, settings);
+    return captured === undefined ? undefined : writer.push(captured, false);
+  };
+
+  // Durable: the answer waits until its record is stored (or is withheld).
+  const durableCall = async (
+    ctx: ToolContext,
+    next: () => Promise<ToolResult>,
+    settings: RecordSettings,
+  ): Promise<ToolResult> => {
     inside += 1;
     try {
       let result: ToolResult;
@@ -89,18 +118,9 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
         thrown = { error };
         result = resultOfThrow(ctx, error);
       }
-      let captured: CapturedRecord | undefined;
-      try {
-        captured = captureCall(ctx, result, settings, chainId, maxArgsChars);
-      } catch (error) {
-        // A record that cannot be serialised is counted and reported, never silently skipped.
-        logger.error({ err: error, tool: ctx.toolName }, 'audit record could not be serialised');
-        writer.lose('the record could not be serialised');
-      }
-      // push() returns undefined when the record was queued and nobody waits: no extra await then.
-      const pending = captured ? writer.push(captured, durable) : Promise.resolve(false);
-      const stored = pending === undefined ? true : await pending;
-      if (durable && stored !== true) {
+      const captured = capture(ctx, result, settings);
+      const stored = captured ? await writer.push(captured, true) : false;
+      if (stored !== true) {
         return fail('unavailable', 'The call could not be recorded; its result is withheld.', {
           hint: 'The audit trail is unavailable. Try again later.',
           retryable: true,
@@ -111,6 +131,43 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
     } finally {
       leave();
     }
+  };
+
+  // Not durable (the default): the record is queued as the call ends and the answer goes on at once,
+  // unless the buffer is full (then it waits for room, up to maxWaitMs). Two handlers on next()'s
+  // promise rather than an async frame per call.
+  const middleware = (ctx: ToolContext, next: () => Promise<ToolResult>): Promise<ToolResult> => {
+    const settings = hasOverrides ? (perTool.get(ctx.toolName) ?? defaults) : defaults;
+    if (settings === false) return next();
+    if (durable) return durableCall(ctx, next, settings);
+    inside += 1;
+    let pending: Promise<ToolResult>;
+    try {
+      pending = next();
+    } catch (error) {
+      pending = Promise.reject(error);
+    }
+    return pending.then(
+      (result) => {
+        let waiting: Promise<unknown> | undefined;
+        try {
+          waiting = queue(ctx, result, settings);
+        } finally {
+          if (waiting === undefined) leave();
+        }
+        return waiting === undefined ? result : waiting.then(() => result).finally(leave);
+      },
+      (error: unknown) => {
+        let waiting: Promise<unknown> | undefined;
+        try {
+          waiting = queue(ctx, resultOfThrow(ctx, error), settings);
+        } finally {
+          if (waiting === undefined) leave();
+        }
+        if (waiting === undefined) throw error;
+        return waiting.then(() => Promise.reject(error)).finally(leave);
+      },
+    );
   };
   return Object.assign(middleware, {
     flush: (): Promise<void> => writer.flush(),

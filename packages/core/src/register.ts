@@ -27,7 +27,7 @@ import type {
   ToolMiddleware,
   ToolRequest,
 } from './types.js';
-import { ARGUMENTS_OK, invalidArgumentsResult, validateArguments } from './validate.js';
+import { ARGUMENTS_OK, argumentVerdict, invalidArgumentsResult } from './validate.js';
 
 export interface RegisterToolsOptions {
   /** Middleware every call passes, outside each tool's own; the first listed is outermost. @default [] */
@@ -333,7 +333,8 @@ async function dispatch(registry: Registry, params: CallParams, extra: CallExtra
   let bindings: Readonly<Record<string, unknown>> = NO_BINDINGS;
   if (active) {
     try {
-      const validated = await validateArguments(active.tool.inputSchema, rawArgs);
+      const schema = active.tool.inputSchema;
+      const validated = argumentVerdict(schema, rawArgs, await schema.safeParseAsync(rawArgs));
       verdict = validated.verdict;
       args = validated.args;
       if (verdict.ok && active.tool.bind)
@@ -473,7 +474,9 @@ async function innermost(ctx: ToolContext, registry: Registry): Promise<ToolResu
   }
   let result: unknown;
   try {
-    result = await tool.handler(ctx.args, ctx);
+    const returned = tool.handler(ctx.args, ctx);
+    // A synchronous handler's result is used as is: awaiting a plain value costs a promise.
+    result = returned instanceof Promise ? await returned : returned;
   } catch (error) {
     if (!isToolError(error)) throw error;
     if (error.cause === undefined) return toModelFacing(ctx, toolErrorResult(error), registry.scrub);

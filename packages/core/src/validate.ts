@@ -11,17 +11,8 @@ export interface ValidatedArguments {
 /** The verdict of arguments the schema accepted (one frozen object for every call). */
 export const ARGUMENTS_OK: ArgumentVerdict = Object.freeze({ ok: true });
 
-/**
- * Validates raw arguments against a tool's strict input object. Never throws for bad input.
- * Always zod's asynchronous parse: a synchronous attempt on a schema with an async refinement would
- * run that refinement once more and leave its promise unhandled.
- */
-export async function validateArguments(schema: z.ZodObject, raw: unknown): Promise<ValidatedArguments> {
-  const input = raw ?? {};
-  return verdictOf(schema, input, await schema.safeParseAsync(input));
-}
-
-function verdictOf(
+/** The verdict and arguments of a finished parse of `input` (core's dispatch parses inline). */
+export function argumentVerdict(
   schema: z.ZodObject,
   input: unknown,
   parsed: ReturnType<z.ZodObject['safeParse']>,
