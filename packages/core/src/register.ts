@@ -69,7 +69,10 @@ interface Registry {
   readonly causeLog: ReturnType<typeof createCauseLog>;
 }
 
-const registries = new WeakMap<McpServer, Registry>();
+// Each server's registry, on the server itself under a private symbol: a stateless HTTP server builds an
+// McpServer per request, and a WeakMap entry per request cost more than one property.
+const REGISTRY = Symbol('toolgate.registry');
+type WithRegistry = McpServer & { [REGISTRY]?: Registry };
 
 /**
  * Registers tools on an McpServer: McpServer publishes their metadata and schemas (`tools/list`, filtered
@@ -89,7 +92,8 @@ export function registerTools(
     throw new TypeError('registerTools: give at least one tool defined with defineTool()');
   }
   const prepared = preparedFor(options.middleware ?? NO_MIDDLEWARE);
-  const registry = registries.get(server) ?? newRegistry(server, prepared, options);
+  const existing = (server as WithRegistry)[REGISTRY];
+  const registry = existing ?? newRegistry(server, prepared, options);
   const handles: Record<string, RegisteredTool> = {};
   for (const tool of tools) {
     if (registry.tools.has(tool.name))
@@ -106,9 +110,7 @@ export function registerTools(
         annotations: tool.annotations,
         _meta: tool.meta,
       },
-      () => {
-        throw new Error('toolgate: tools/call is dispatched by registerTools; this callback never runs');
-      },
+      NEVER_CALLED,
     );
     registry.tools.set(tool.name, {
       tool,
@@ -119,14 +121,19 @@ export function registerTools(
     });
     handles[tool.name] = handle;
   }
-  if (!registries.has(server)) {
-    registries.set(server, registry);
+  if (existing === undefined) {
+    (server as WithRegistry)[REGISTRY] = registry;
     installHandlers(registry);
   }
   return handles;
 }
 
 const NO_MIDDLEWARE: readonly ToolMiddleware[] = Object.freeze([]);
+
+// McpServer wants a callback per tool; core dispatches tools/call itself, so it never runs.
+const NEVER_CALLED = (): never => {
+  throw new Error('toolgate: tools/call is dispatched by registerTools; this callback never runs');
+};
 
 /**
  * What registration derives from one global middleware list, kept for the next registration with the
