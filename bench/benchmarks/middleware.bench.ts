@@ -100,9 +100,9 @@ export async function middlewareBench(): Promise<string> {
   const stackName = `core + full stack (${full.map((entry) => entry.name.split(' ')[0]).join(' → ')})`;
   const sections: string[] = [];
   const summary: string[] = [];
-  // 25 rounds of 2000 calls: the per-policy rows differ by a microsecond or two, about the noise of
-  // 15 rounds of 1000 on a shared two-core machine.
-  const options = { rounds: 25, callsPerRound: 2000, warmup: 2000 };
+  // 30 rounds: the per-policy rows differ by a microsecond or two, about the noise of 15 rounds on a
+  // two-core machine. (Longer rounds measured slower and noisier for every row, the bare SDK's too.)
+  const options = { rounds: 30, callsPerRound: 1000, warmup: 1000 };
   const provider = new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(discardingExporter)] });
   try {
     for (const concurrency of [1, 64]) {
@@ -170,7 +170,7 @@ export async function middlewareBench(): Promise<string> {
     'real `BasicTracerProvider` + `BatchSpanProcessor` whose exporter discards), createAudit to a temp',
     'file, createRedactErrors, createAuthz (a scope the token holds), createRateLimit (memory store, a',
     'limit never reached), createRepeatGuard, createIdempotency and createConfirm (present, the tool not',
-    'opted in), createCircuitBreaker. Median of 25 interleaved rounds of 2000 calls; *added µs* is the',
+    'opted in), createCircuitBreaker. Median of 30 interleaved rounds of 1000 calls; *added µs* is the',
     'cost per call over the bare SDK measured in the same run.',
     '',
     '| target (issue 18) | bound | measured | |',

@@ -112,15 +112,13 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
     toolRules: Readonly<RepeatRules>,
     key: string,
     earlier: CallEntry | undefined,
+    joined: Flight | undefined,
   ): Promise<ToolResult> => {
-    let flight = flights.get(key);
-    const owner = flight === undefined;
-    if (flight === undefined) {
-      flight = new Flight();
-      flights.set(key, flight);
-    }
-    flight.running += 1;
-    const running = flight;
+    // `joined`: the flight decide() found for this key (read there, not looked up again).
+    const owner = joined === undefined;
+    const running = joined ?? new Flight();
+    if (owner) flights.set(key, running);
+    running.running += 1;
     let pending: Promise<ToolResult>;
     try {
       pending = next();
@@ -192,7 +190,7 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
       }
     }
     if (memory !== undefined && toolRules.noProgress === false) {
-      return runInMemory(memory, ctx, next, toolRules, key, earlier);
+      return runInMemory(memory, ctx, next, toolRules, key, earlier, flight);
     }
     return run(ctx, next, toolRules, scope, key, earlier);
   };
