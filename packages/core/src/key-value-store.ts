@@ -35,6 +35,8 @@ export interface MemoryStoreOptions {
 interface Entry {
   value: string;
   expiresAt: number;
+  /** The write's sequence number (see `order` in createMemoryStore). */
+  seq: number;
 }
 
 /** A `KeyValueStore` in this process's memory: bounded, expiring, synchronous underneath. */
@@ -45,6 +47,30 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): KeyValueSto
   }
   const now = options.now ?? Date.now;
   const entries = new Map<string, Entry>();
+  // Write order, oldest first, for eviction: each write appends its key and sequence number; a slot
+  // whose entry was rewritten or deleted since is skipped. (Evicting with `entries.keys().next()`
+  // walks the holes deletions leave at the front of a Map: thousands per eviction once full.)
+  let order: string[] = [];
+  let orderSeqs: number[] = [];
+  let head = 0;
+  let sequence = 0;
+  const evictOldest = (): void => {
+    while (head < order.length) {
+      const key = order[head]!;
+      const seq = orderSeqs[head]!;
+      head += 1;
+      if (entries.get(key)?.seq === seq) {
+        entries.delete(key);
+        return;
+      }
+    }
+  };
+  const compactOrder = (): void => {
+    // The Map's own order is write order too (put deletes before it sets).
+    order = [...entries.keys()];
+    orderSeqs = order.map((key) => entries.get(key)!.seq);
+    head = 0;
+  };
   const live = (key: string): Entry | undefined => {
     const entry = entries.get(key);
     if (entry === undefined) return undefined;
@@ -56,10 +82,15 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): KeyValueSto
   };
   const put = (key: string, value: string, ttlMs: number): void => {
     checkTtl(ttlMs);
+    const seq = sequence;
+    sequence += 1;
     entries.delete(key);
-    entries.set(key, { value, expiresAt: now() + ttlMs });
-    // Map keeps insertion order: the first keys are the oldest writes.
-    while (entries.size > maxEntries) entries.delete(entries.keys().next().value as string);
+    entries.set(key, { value, expiresAt: now() + ttlMs, seq });
+    order.push(key);
+    orderSeqs.push(seq);
+    while (entries.size > maxEntries) evictOldest();
+    // Skipped slots are dropped once they outnumber the live entries.
+    if (order.length - head > 2 * entries.size + 64) compactOrder();
   };
   return {
     async setIfAbsent(key, value, ttlMs, op) {
@@ -84,6 +115,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): KeyValueSto
     },
     async close() {
       entries.clear();
+      compactOrder();
     },
   };
 }

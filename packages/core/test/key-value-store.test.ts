@@ -37,4 +37,27 @@ describe('createMemoryStore', () => {
     await expect(store.set('k', 'v', 1.5)).rejects.toThrow('ttlMs must be a positive integer');
     await expect(store.get('k', { signal: AbortSignal.abort(new Error('gone')) })).rejects.toThrow('gone');
   });
+
+  it('stays exact first-in-first-out through heavy churn: rewrites and deletes among 30,000 writes', async () => {
+    const store = createMemoryStore({ maxEntries: 1000 });
+    // The reference: a Map in write order, oldest evicted first.
+    const model = new Map<string, string>();
+    const write = async (key: string, value: string): Promise<void> => {
+      await store.set(key, value, 60_000);
+      model.delete(key);
+      model.set(key, value);
+      while (model.size > 1000) model.delete(model.keys().next().value as string);
+    };
+    for (let i = 0; i < 30_000; i += 1) {
+      await write(`k${i}`, String(i));
+      // Every 7th write also rewrites an older key (it becomes the newest) and deletes another.
+      if (i % 7 === 0 && i >= 500) {
+        await write(`k${i - 500}`, `rewritten ${i}`);
+        await store.delete(`k${i - 300}`);
+        model.delete(`k${i - 300}`);
+      }
+    }
+    for (let i = 0; i < 30_000; i += 1) expect(await store.get(`k${i}`)).toBe(model.get(`k${i}`));
+    expect(model.size).toBeGreaterThan(900);
+  });
 });
