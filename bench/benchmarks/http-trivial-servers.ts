@@ -11,10 +11,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { context, trace } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { ExportResultCode } from '@opentelemetry/core';
-import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { createAudit, createFileSink } from '@toolgate/audit';
 import { createAuthz } from '@toolgate/authz';
 import { createCircuitBreaker } from '@toolgate/circuit-breaker';
@@ -27,21 +23,9 @@ import { createRedactErrors } from '@toolgate/redact-errors';
 import { createRepeatGuard } from '@toolgate/repeat-guard';
 import { FastMCP } from 'fastmcp';
 import * as z from 'zod';
+import { registerOtelSdk } from '../src/otel-sdk.js';
 
-const withSdk = process.argv[2] === 'sdk';
-if (withSdk) {
-  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-  trace.setGlobalTracerProvider(
-    new BasicTracerProvider({
-      spanProcessors: [
-        new BatchSpanProcessor({
-          export: (_spans, done) => done({ code: ExportResultCode.SUCCESS }),
-          shutdown: () => Promise.resolve(),
-        }),
-      ],
-    }),
-  );
-}
+if (process.argv[2] === 'sdk') registerOtelSdk();
 
 const logger = createSilentLogger();
 const input = { q: z.string().max(200) };

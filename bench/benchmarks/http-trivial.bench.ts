@@ -6,7 +6,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { MCP_POST_HEADERS, postToolsCall, toolsCallBody } from '../src/mcp-http.js';
+import { distinctEchoRequest, MCP_POST_HEADERS, postToolsCall } from '../src/mcp-http.js';
 
 const SECONDS = Number(process.env.BENCH_HTTP_TRIVIAL_SECONDS ?? 5);
 const ROUNDS = Number(process.env.BENCH_HTTP_TRIVIAL_ROUNDS ?? 4);
@@ -14,9 +14,6 @@ const CONNECTIONS = 32;
 
 type ServerName = 'bare' | 'toolgate' | 'fastmcp';
 type Urls = Record<ServerName, string>;
-
-// One counter for the process: every request's arguments are new (repeat-guard never answers one).
-let k = 0;
 
 async function startServers(mode: 'none' | 'sdk'): Promise<{ child: ChildProcess; urls: Urls }> {
   const child = spawn(
@@ -52,10 +49,7 @@ async function cannon(url: string, seconds: number): Promise<Run> {
     headers: { ...MCP_POST_HEADERS },
     requests: [
       {
-        setupRequest: (request) => {
-          k += 1;
-          return { ...request, body: toolsCallBody(k, 'echo', { q: `v${k}` }) };
-        },
+        ...distinctEchoRequest(),
         onResponse: (status, body) => {
           if (status === 200 && body.includes('"result"') && !body.includes('"isError":true')) ok += 1;
           else failed += 1;

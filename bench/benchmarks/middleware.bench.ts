@@ -6,10 +6,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { context, trace } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { ExportResultCode } from '@opentelemetry/core';
-import { BasicTracerProvider, BatchSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { createAudit, createFileSink } from '@toolgate/audit';
 import { createAuthz } from '@toolgate/authz';
 import { type BenchCase, compareCalls, formatBenchTable } from '@toolgate/bench-harness';
@@ -23,18 +19,13 @@ import { createRateLimit } from '@toolgate/rate-limit';
 import { createRedactErrors } from '@toolgate/redact-errors';
 import { createRepeatGuard } from '@toolgate/repeat-guard';
 import * as z from 'zod';
+import { registerOtelSdk } from '../src/otel-sdk.js';
 
 const input = { q: z.string() };
 const logger = createSilentLogger();
 // A verified bearer token's info, as Streamable HTTP hands it over: authz checks the scope, the caller
 // identity (client id + claims digest) keys rate-limit and repeat-guard.
 const authInfo: AuthInfo = { token: 'bench-token', clientId: 'bench-client', scopes: ['orders:read'] };
-
-// Spans are built, batched and handed over like in production; only the network send is skipped.
-const discardingExporter: SpanExporter = {
-  export: (_spans, done) => done({ code: ExportResultCode.SUCCESS }),
-  shutdown: () => Promise.resolve(),
-};
 
 async function bareServer(): Promise<TestClient> {
   const server = new McpServer({ name: 'bare', version: '1.0.0' });
@@ -103,7 +94,7 @@ export async function middlewareBench(): Promise<string> {
   // 30 rounds: the per-policy rows differ by a microsecond or two, about the noise of 15 rounds on a
   // two-core machine. (Longer rounds measured slower and noisier for every row, the bare SDK's too.)
   const options = { rounds: 30, callsPerRound: 1000, warmup: 1000 };
-  const provider = new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(discardingExporter)] });
+  let unregisterSdk: (() => Promise<void>) | undefined;
   try {
     for (const concurrency of [1, 64]) {
       const cases: BenchCase[] = [
@@ -134,8 +125,7 @@ export async function middlewareBench(): Promise<string> {
       );
     }
     // The same stack with a real SDK: spans built, batched and exported (to nowhere).
-    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-    trace.setGlobalTracerProvider(provider);
+    unregisterSdk = registerOtelSdk();
     for (const concurrency of [1, 64]) {
       const rows = await compareCalls(
         [
@@ -156,9 +146,7 @@ export async function middlewareBench(): Promise<string> {
       ...single.map((client) => client.close()),
     ]);
     for (const entry of [...full, ...alone]) await entry.close();
-    await provider.shutdown();
-    trace.disable();
-    context.disable();
+    await unregisterSdk?.();
     await rm(dir, { recursive: true, force: true });
   }
   return [

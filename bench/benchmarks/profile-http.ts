@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { MCP_POST_HEADERS, toolsCallBody } from '../src/mcp-http.js';
+import { distinctEchoRequest, MCP_POST_HEADERS } from '../src/mcp-http.js';
 
 const which = (process.argv[2] ?? 'toolgate') as 'bare' | 'toolgate' | 'fastmcp';
 const seconds = Number(process.argv[3] ?? 10);
@@ -27,21 +27,13 @@ const urls = await new Promise<Record<string, string>>((resolveLine) => {
     if (text.startsWith('{')) resolveLine(JSON.parse(text) as Record<string, string>);
   });
 });
-let k = 0;
 const result = await autocannon({
   url: urls[which]!,
   connections: 32,
   duration: seconds,
   method: 'POST',
   headers: { ...MCP_POST_HEADERS },
-  requests: [
-    {
-      setupRequest: (request) => {
-        k += 1;
-        return { ...request, body: toolsCallBody(k, 'echo', { q: `v${k}` }) };
-      },
-    },
-  ],
+  requests: [distinctEchoRequest()],
 });
 process.stderr.write(`${which}: ${result.requests.average} req/s\n`);
 child.kill('SIGTERM');

@@ -4,26 +4,11 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { context, trace } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { ExportResultCode } from '@opentelemetry/core';
-import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { registerOtelSdk } from '../src/otel-sdk.js';
 import { coreServer, fullStack } from './middleware.bench.js';
 
-// OTEL_SDK=1: a real SDK registered first (BatchSpanProcessor, exporter discards), as in the bench.
-if (process.env.OTEL_SDK === '1') {
-  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-  trace.setGlobalTracerProvider(
-    new BasicTracerProvider({
-      spanProcessors: [
-        new BatchSpanProcessor({
-          export: (_spans, done) => done({ code: ExportResultCode.SUCCESS }),
-          shutdown: () => Promise.resolve(),
-        }),
-      ],
-    }),
-  );
-}
+// OTEL_SDK=1: a real SDK registered first, as in the bench.
+if (process.env.OTEL_SDK === '1') registerOtelSdk();
 
 const calls = Number(process.argv[2] ?? 100_000);
 const only = process.argv[3];

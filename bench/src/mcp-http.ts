@@ -11,6 +11,23 @@ export function toolsCallBody(id: number, name: string, args: Record<string, unk
 }
 
 /** A JSON-RPC response as the client received it. */
+let echoCounter = 0;
+
+/**
+ * An autocannon request that calls the trivial `echo` tool with new arguments every time (one counter
+ * for the process: repeat-guard never answers one of them).
+ */
+export function distinctEchoRequest(): {
+  setupRequest: (request: { body?: unknown }) => { body: string };
+} {
+  return {
+    setupRequest: (request) => {
+      echoCounter += 1;
+      return { ...request, body: toolsCallBody(echoCounter, 'echo', { q: `v${echoCounter}` }) };
+    },
+  };
+}
+
 export interface JsonRpcResponse {
   jsonrpc: '2.0';
   id: number | string | null;

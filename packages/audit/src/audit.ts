@@ -1,4 +1,5 @@
 import {
+  callNext,
   createStderrLogger,
   DEFAULT_SECRET_KEYS,
   fail,
@@ -141,12 +142,7 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
     if (settings === false) return next();
     if (durable) return durableCall(ctx, next, settings);
     inside += 1;
-    let pending: Promise<ToolResult>;
-    try {
-      pending = next();
-    } catch (error) {
-      pending = Promise.reject(error);
-    }
+    const pending = callNext(next);
     return pending.then(
       (result) => {
         let waiting: Promise<unknown> | undefined;

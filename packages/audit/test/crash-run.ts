@@ -25,6 +25,11 @@ export interface CrashRun {
   errors: number;
   /** Calls sent in all. */
   sent: number;
+  /**
+   * Calls sent whose answers the client had not read when it sent SIGKILL: the load was still on. (Some
+   * or all of them may still be answered from what the child had already written to the pipe.)
+   */
+  inFlightAtKill: number;
   /** The child's stderr, for diagnostics. */
   stderr: string;
 }
@@ -62,6 +67,7 @@ export async function crashRun(options: CrashRunOptions): Promise<CrashRun> {
   let errors = 0;
   let sent = 0;
   let killed = false;
+  let inFlightAtKill = 0;
   const killAfter = options.killAfter ?? 400;
   const worker = async (): Promise<void> => {
     while (!killed) {
@@ -77,6 +83,7 @@ export async function crashRun(options: CrashRunOptions): Promise<CrashRun> {
       }
       if (!killed && answered.size >= killAfter) {
         killed = true;
+        inFlightAtKill = sent - answered.size - errors;
         process.kill(pid, 'SIGKILL');
       }
     }
@@ -84,5 +91,5 @@ export async function crashRun(options: CrashRunOptions): Promise<CrashRun> {
   await Promise.all(Array.from({ length: options.concurrency ?? 64 }, worker));
   await exited;
   await client.close().catch(() => undefined);
-  return { answered, errors, sent, stderr };
+  return { answered, errors, sent, inFlightAtKill, stderr };
 }

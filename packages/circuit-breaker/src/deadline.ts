@@ -1,4 +1,5 @@
 import {
+  callNext,
   deferSignal,
   type NextFn,
   type SignalSource,
@@ -100,12 +101,7 @@ export class GuardedCall implements DeadlineEntry, SignalSource {
       this.#deadlines.add(this);
     }
     watchCancel(this);
-    let work: Promise<ToolResult>;
-    try {
-      work = next();
-    } catch (error) {
-      work = Promise.reject(error);
-    }
+    const work = callNext(next);
     work.then(
       (result) => this.#settle('returned', result),
       (error: unknown) => this.#settle('threw', error),

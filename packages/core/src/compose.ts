@@ -47,3 +47,16 @@ export function compose(middlewares: readonly ToolMiddleware[]): ToolMiddleware 
     return dispatch(0);
   };
 }
+
+/**
+ * The promise of `next()`, with a synchronous throw turned into a rejection: for a middleware that
+ * follows the rest of the chain with `.then` instead of an async frame. (Core's chain never throws
+ * synchronously; a caller driving a middleware by hand may.)
+ */
+export function callNext(next: NextFn): Promise<ToolResult> {
+  try {
+    return next();
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}

@@ -3,7 +3,7 @@ export { callerScope, callKey } from './call-key.js';
 export { canonicalJson } from './canonical-json.js';
 export { classifyFailure, type FailureClass } from './classify-failure.js';
 export { ERROR_CODE_DEFAULTS, ERROR_CODES, type ErrorCode, isErrorCode } from './codes.js';
-export { compose } from './compose.js';
+export { callNext, compose } from './compose.js';
 export { deadlineSignal, isAbortError, raceAbort, withDeadline } from './deadline.js';
 export { defineTool } from './define-tool.js';
 export { isToolError, ToolError, type ToolErrorOptions } from './errors.js';

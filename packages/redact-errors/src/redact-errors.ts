@@ -1,4 +1,5 @@
 import {
+  callNext,
   classifyFailure,
   createSecretRedactor,
   type ErrorCode,
@@ -91,12 +92,7 @@ export function createRedactErrors(options: RedactErrorsOptions = {}): RedactErr
   // costs one promise and no suspended frame.
   const guarded = (ctx: ToolContext, next: NextFn, settings: Settings): Promise<ToolResult> => {
     startBoundaryScrubs(ctx);
-    let pending: Promise<ToolResult>;
-    try {
-      pending = next();
-    } catch (error) {
-      pending = Promise.reject(error);
-    }
+    const pending = callNext(next);
     return pending.then(
       (result) => {
         const boundary = endBoundaryScrubs(ctx);

@@ -1,4 +1,5 @@
 import {
+  callNext,
   errorOf,
   isPassThrough,
   type NextFn,
@@ -119,12 +120,7 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
     const running = joined ?? new Flight();
     if (owner) flights.set(key, running);
     running.running += 1;
-    let pending: Promise<ToolResult>;
-    try {
-      pending = next();
-    } catch (error) {
-      pending = Promise.reject(error);
-    }
+    const pending = callNext(next);
     return pending.then(
       (result) => {
         try {
