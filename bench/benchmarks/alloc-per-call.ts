@@ -4,22 +4,14 @@
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { connectTestClient, type TestClient } from '@toolgate/core/testing';
-import * as z from 'zod';
-import { coreServer, fullStack } from './middleware.bench.js';
+import type { TestClient } from '@toolgate/core/testing';
+import { bareServer, coreServer, fullStack } from './middleware.bench.js';
 
 const calls = Number(process.argv[2] ?? 2000);
 const gc = (globalThis as { gc?: () => void }).gc!;
 const dir = await mkdtemp(join(tmpdir(), 'toolgate-alloc-'));
-const authInfo = { token: 'bench-token', clientId: 'bench-client', scopes: ['orders:read'] };
-const bareMcp = new McpServer({ name: 'bare', version: '1.0.0' });
-bareMcp.registerTool('echo', { description: 'Echo.', inputSchema: { q: z.string() } }, async ({ q }) => {
-  const data = { ok: true, q };
-  return { content: [{ type: 'text', text: JSON.stringify(data) }], structuredContent: data };
-});
 const clients: [string, TestClient][] = [
-  ['bare', await connectTestClient(bareMcp, { authInfo })],
+  ['bare', await bareServer()],
   ['empty', await coreServer([])],
   ['full', await coreServer(fullStack(join(dir, 'f.jsonl')).map((e) => e.middleware))],
 ];

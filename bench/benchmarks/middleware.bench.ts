@@ -27,7 +27,7 @@ const logger = createSilentLogger();
 // identity (client id + claims digest) keys rate-limit and repeat-guard.
 const authInfo: AuthInfo = { token: 'bench-token', clientId: 'bench-client', scopes: ['orders:read'] };
 
-async function bareServer(): Promise<TestClient> {
+export async function bareServer(): Promise<TestClient> {
   const server = new McpServer({ name: 'bare', version: '1.0.0' });
   server.registerTool('echo', { description: 'Echo.', inputSchema: input }, async ({ q }) => {
     const data = { ok: true, q };

@@ -3,23 +3,15 @@
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { type BenchCase, compareCalls, formatBenchTable } from '@toolgate/bench-harness';
-import { connectTestClient, type TestClient } from '@toolgate/core/testing';
-import * as z from 'zod';
-import { coreServer, fullStack } from './middleware.bench.js';
+import type { TestClient } from '@toolgate/core/testing';
+import { bareServer, coreServer, fullStack } from './middleware.bench.js';
 
 const rounds = Number(process.argv[2] ?? 15);
 const concurrency = Number(process.argv[3] ?? 1);
 const which = process.argv[4] ?? 'each';
 const dir = await mkdtemp(join(tmpdir(), 'toolgate-quick-'));
-const authInfo = { token: 'bench-token', clientId: 'bench-client', scopes: ['orders:read'] };
-const bareMcp = new McpServer({ name: 'bare', version: '1.0.0' });
-bareMcp.registerTool('echo', { description: 'Echo.', inputSchema: { q: z.string() } }, async ({ q }) => {
-  const data = { ok: true, q };
-  return { content: [{ type: 'text', text: JSON.stringify(data) }], structuredContent: data };
-});
-const bare = await connectTestClient(bareMcp, { authInfo });
+const bare = await bareServer();
 const call = (client: TestClient) => (i: number) => client.callTool('echo', { q: `v${i}` });
 const cases: BenchCase[] = [
   { name: 'bare', call: call(bare) },
