@@ -1,6 +1,8 @@
-interface Held<V> {
-  readonly value: V;
+/** What a generation holds: the caller's own object, with its expiry and size on it. */
+export interface Expiring {
+  /** When it expires, in the clock's milliseconds (`Date.now()` unless another clock is given). */
   readonly expiresAt: number;
+  /** What it counts against `maxSize`. */
   readonly size: number;
 }
 
@@ -15,9 +17,9 @@ interface Held<V> {
  * microsecond per call more than this. Bounds hold at every moment: at most `maxEntries` entries and
  * `maxSize` in summed sizes (an entry larger than `maxSize` is not kept).
  */
-export class Generations<V> {
-  #young = new Map<string, Held<V>>();
-  #old = new Map<string, Held<V>>();
+export class Generations<V extends Expiring> {
+  #young = new Map<string, V>();
+  #old = new Map<string, V>();
   #youngSize = 0;
   #oldSize = 0;
   readonly #maxEntries: number;
@@ -48,7 +50,7 @@ export class Generations<V> {
   get(key: string): V | undefined {
     const young = this.#young.get(key);
     if (young !== undefined) {
-      if (young.expiresAt > this.#now()) return young.value;
+      if (young.expiresAt > this.#now()) return young;
       this.#young.delete(key);
       this.#youngSize -= young.size;
       return undefined;
@@ -60,14 +62,19 @@ export class Generations<V> {
     if (old.expiresAt <= this.#now()) return undefined;
     // Read again: it belongs with the recently used.
     this.#admit(key, old);
-    return old.value;
+    return old;
   }
 
-  /** Keeps `value` for `ttlMs`; `size` counts against `maxSize`. */
-  set(key: string, value: V, ttlMs: number, size: number): void {
+  /** Keeps `entry` until its `expiresAt`; its `size` counts against `maxSize`. */
+  set(key: string, entry: V): void {
     this.delete(key);
-    if (size > this.#maxSize) return;
-    this.#admit(key, { value, expiresAt: this.#now() + ttlMs, size });
+    if (entry.size > this.#maxSize) return;
+    this.#admit(key, entry);
+  }
+
+  /** The clock entries' `expiresAt` is read against. */
+  now(): number {
+    return this.#now();
   }
 
   delete(key: string): boolean {
@@ -92,7 +99,7 @@ export class Generations<V> {
   }
 
   /** Adds an entry that is in neither generation. */
-  #admit(key: string, held: Held<V>): void {
+  #admit(key: string, held: V): void {
     if (
       this.#young.size >= this.#entriesPerGeneration ||
       (this.#youngSize > 0 && this.#youngSize + held.size > this.#sizePerGeneration)

@@ -37,15 +37,21 @@ export function createMemoryRepeatStore(options: MemoryRepeatStoreOptions = {}):
     throw new RangeError('createMemoryRepeatStore: maxSize must be a positive integer');
   }
   // Strings come from the public `set`; entries from the guard, with their size given on `set`.
-  const cache = new Generations<string | CallEntry | TextEntry>(maxEntries, maxSize);
+  const cache = new Generations<Stored>(maxEntries, maxSize);
   const store: MemoryRepeatStore = {
     get(key) {
-      const value = cache.get(key);
+      const stored = cache.get(key);
       // An entry the guard stored reads as the JSON a shared store would hold.
-      return value === undefined || typeof value === 'string' ? value : encodeEntry(value);
+      return stored === undefined ? undefined : stored.kind === STRING ? stored.value : encodeEntry(stored);
     },
     set(key, value, ttlMs) {
-      cache.set(key, value, ttlMs, value.length + key.length);
+      const stored: StringStored = {
+        kind: STRING,
+        value,
+        expiresAt: cache.now() + ttlMs,
+        size: value.length + key.length,
+      };
+      cache.set(key, stored);
     },
     delete(key) {
       cache.delete(key);
@@ -62,11 +68,11 @@ export function createMemoryRepeatStore(options: MemoryRepeatStoreOptions = {}):
   };
   entriesOf.set(store, {
     get(key) {
-      const value = cache.get(key);
-      return value === undefined || typeof value === 'string' ? value : expand(value);
+      const stored = cache.get(key);
+      return stored === undefined ? undefined : stored.kind === STRING ? stored.value : expand(stored);
     },
     set(key, entry, ttlMs, size) {
-      cache.set(key, compact(entry), ttlMs, size + key.length);
+      cache.set(key, compact(entry, cache.now() + ttlMs, size + key.length));
     },
     delete(key) {
       cache.delete(key);
@@ -75,21 +81,46 @@ export function createMemoryRepeatStore(options: MemoryRepeatStoreOptions = {}):
   return store;
 }
 
-/**
- * A remembered plain `ok()` result kept as its JSON text alone: one string instead of the result's
- * object graph (result, content list, text block, data object and its values). Up to `maxEntries`
- * results stay alive for a whole window, long enough for the garbage collector to promote them, so the
- * fewer objects each holds, the less every collection walks. Read back (only on a repeat) as the
- * result the client received: the same text, the data parsed from it.
- */
-interface TextEntry {
+// What the store holds, each one object carrying its own expiry and size (see `Generations`):
+// - a remembered plain `ok()` result as its JSON text alone: one string instead of the result's object
+//   graph (result, content list, text block, data object and its values). Up to `maxEntries` results
+//   stay alive for a whole window, long enough for the garbage collector to promote them, so the fewer
+//   objects each holds, the less every collection walks (measured: the entries' retention was most of
+//   the guard's cost per call). Read back, only on a repeat, as the result the client received: the
+//   same text, the data parsed from it;
+// - any other result, as the guard's entry;
+// - a string put through the store's public `set`.
+const TEXT = 0;
+const ENTRY = 1;
+const STRING = 2;
+
+interface TextStored {
+  readonly kind: typeof TEXT;
   readonly count: number;
   readonly firstAt: number;
   readonly at: number;
   readonly text: string;
+  readonly expiresAt: number;
+  readonly size: number;
 }
 
-function compact(entry: CallEntry): CallEntry | TextEntry {
+interface EntryStored {
+  readonly kind: typeof ENTRY;
+  readonly entry: CallEntry;
+  readonly expiresAt: number;
+  readonly size: number;
+}
+
+interface StringStored {
+  readonly kind: typeof STRING;
+  readonly value: string;
+  readonly expiresAt: number;
+  readonly size: number;
+}
+
+type Stored = TextStored | EntryStored | StringStored;
+
+function compact(entry: CallEntry, expiresAt: number, size: number): TextStored | EntryStored {
   const result = entry.result;
   if (
     result.isError === true ||
@@ -97,28 +128,36 @@ function compact(entry: CallEntry): CallEntry | TextEntry {
     result.content.length !== 1 ||
     !mirrorsStructuredContent(result)
   ) {
-    return entry;
+    return { kind: ENTRY, entry, expiresAt, size };
   }
   const first = result.content[0] as { text: string };
-  return { count: entry.count, firstAt: entry.firstAt, at: entry.at, text: first.text };
+  return {
+    kind: TEXT,
+    count: entry.count,
+    firstAt: entry.firstAt,
+    at: entry.at,
+    text: first.text,
+    expiresAt,
+    size,
+  };
 }
 
-function expand(value: CallEntry | TextEntry): CallEntry {
-  if (!('text' in value)) return value;
+function expand(stored: TextStored | EntryStored): CallEntry {
+  if (stored.kind === ENTRY) return stored.entry;
   return {
-    count: value.count,
-    firstAt: value.firstAt,
-    at: value.at,
+    count: stored.count,
+    firstAt: stored.firstAt,
+    at: stored.at,
     result: {
-      content: [{ type: 'text', text: value.text }],
-      structuredContent: JSON.parse(value.text) as Record<string, unknown>,
+      content: [{ type: 'text', text: stored.text }],
+      structuredContent: JSON.parse(stored.text) as Record<string, unknown>,
     },
   };
 }
 
 /** An entry as a shared store holds it (a text entry as `encodeCallEntry` writes an `ok()` result). */
-function encodeEntry(value: CallEntry | TextEntry): string {
-  if (!('text' in value)) return encodeCallEntry(value);
-  const { count: n, firstAt: f, at: t, text } = value;
+function encodeEntry(stored: TextStored | EntryStored): string {
+  if (stored.kind === ENTRY) return encodeCallEntry(stored.entry);
+  const { count: n, firstAt: f, at: t, text } = stored;
   return JSON.stringify({ v: 1, n, f, t, r: { content: [{ type: 'text', text }] }, s: 1 });
 }

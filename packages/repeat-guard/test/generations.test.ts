@@ -2,34 +2,47 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Generations } from '../src/generations.js';
 
+interface Item {
+  readonly value: string | number;
+  readonly expiresAt: number;
+  readonly size: number;
+}
+
+/** An entry living `ttlMs` from the cache's clock, of `size`. */
+const item = (cache: Generations<Item>, value: string | number, ttlMs: number, size: number): Item => ({
+  value,
+  expiresAt: cache.now() + ttlMs,
+  size,
+});
+
 describe('Generations (the memory store underneath)', () => {
   it('keeps the most recently used: the newest half survives any run of new keys', () => {
-    const cache = new Generations<number>(100, 1_000_000);
-    for (let i = 0; i < 10_000; i += 1) cache.set(`k${i}`, i, 60_000, 1);
+    const cache = new Generations<Item>(100, 1_000_000);
+    for (let i = 0; i < 10_000; i += 1) cache.set(`k${i}`, item(cache, i, 60_000, 1));
     expect(cache.size).toBeLessThanOrEqual(100);
-    for (let i = 9_950; i < 10_000; i += 1) expect(cache.get(`k${i}`)).toBe(i);
+    for (let i = 9_950; i < 10_000; i += 1) expect(cache.get(`k${i}`)?.value).toBe(i);
     expect(cache.get('k0')).toBeUndefined();
   });
 
   it('a read moves an old entry back among the recent ones, so a key read often is never dropped', () => {
-    const cache = new Generations<string>(10, 1_000_000);
-    cache.set('hot', 'kept', 60_000, 1);
+    const cache = new Generations<Item>(10, 1_000_000);
+    cache.set('hot', item(cache, 'kept', 60_000, 1));
     for (let i = 0; i < 1_000; i += 1) {
-      cache.set(`cold${i}`, 'x', 60_000, 1);
-      expect(cache.get('hot')).toBe('kept');
+      cache.set(`cold${i}`, item(cache, 'x', 60_000, 1));
+      expect(cache.get('hot')?.value).toBe('kept');
     }
   });
 
   it('expires entries after their time to live, in either generation', () => {
     let now = 1_000;
-    const cache = new Generations<string>(4, 1_000, () => now);
-    cache.set('a', 'A', 100, 1);
-    cache.set('b', 'B', 500, 1);
-    cache.set('c', 'C', 500, 1); // a and b are now old
+    const cache = new Generations<Item>(4, 1_000, () => now);
+    cache.set('a', item(cache, 'A', 100, 1));
+    cache.set('b', item(cache, 'B', 500, 1));
+    cache.set('c', item(cache, 'C', 500, 1)); // a and b are now old
     now += 200;
     expect(cache.get('a')).toBeUndefined();
-    expect(cache.get('b')).toBe('B');
-    expect(cache.get('c')).toBe('C');
+    expect(cache.get('b')?.value).toBe('B');
+    expect(cache.get('c')?.value).toBe('C');
     now += 400;
     expect(cache.get('b')).toBeUndefined();
     expect(cache.get('c')).toBeUndefined();
@@ -38,15 +51,15 @@ describe('Generations (the memory store underneath)', () => {
   });
 
   it('counts sizes, refuses an entry larger than maxSize, and keeps size and totalSize exact', () => {
-    const cache = new Generations<string>(100, 100);
-    cache.set('big', 'x', 60_000, 101);
+    const cache = new Generations<Item>(100, 100);
+    cache.set('big', item(cache, 'x', 60_000, 101));
     expect(cache.get('big')).toBeUndefined();
-    cache.set('a', 'x', 60_000, 60);
-    cache.set('b', 'y', 60_000, 60); // 120 > 100: a goes
+    cache.set('a', item(cache, 'x', 60_000, 60));
+    cache.set('b', item(cache, 'y', 60_000, 60)); // 120 > 100: a goes
     expect(cache.totalSize).toBeLessThanOrEqual(100);
-    expect(cache.get('b')).toBe('y');
-    cache.set('b', 'z', 60_000, 10); // a replacement counts once
-    expect(cache.get('b')).toBe('z');
+    expect(cache.get('b')?.value).toBe('y');
+    cache.set('b', item(cache, 'z', 60_000, 10)); // a replacement counts once
+    expect(cache.get('b')?.value).toBe('z');
     expect(cache.delete('b')).toBe(true);
     expect(cache.delete('b')).toBe(false);
     cache.clear();
@@ -69,18 +82,18 @@ describe('Generations (the memory store underneath)', () => {
         fc.integer({ min: 1, max: 200 }),
         fc.array(op, { maxLength: 200 }),
         (maxEntries, maxSize, ops) => {
-          const cache = new Generations<number>(maxEntries, maxSize);
+          const cache = new Generations<Item>(maxEntries, maxSize);
           // What a value read back may be: the last one set for that key (never a stale or foreign one).
           const last = new Map<number, number>();
           ops.forEach((step, index) => {
             if (step.kind === 'set') {
-              cache.set(`k${step.key}`, index, 60_000, step.size);
+              cache.set(`k${step.key}`, item(cache, index, 60_000, step.size));
               // An entry just set is there, unless it alone is larger than maxSize
-              expect(cache.get(`k${step.key}`)).toBe(step.size <= maxSize ? index : undefined);
+              expect(cache.get(`k${step.key}`)?.value).toBe(step.size <= maxSize ? index : undefined);
               if (step.size <= maxSize) last.set(step.key, index);
               else last.delete(step.key);
             } else if (step.kind === 'get') {
-              const value = cache.get(`k${step.key}`);
+              const value = cache.get(`k${step.key}`)?.value;
               if (value !== undefined) expect(value).toBe(last.get(step.key));
             } else {
               cache.delete(`k${step.key}`);
