@@ -9,7 +9,7 @@ import autocannon from 'autocannon';
 import { distinctEchoRequest, MCP_POST_HEADERS, postToolsCall } from '../src/mcp-http.js';
 
 const SECONDS = Number(process.env.BENCH_HTTP_TRIVIAL_SECONDS ?? 5);
-const ROUNDS = Number(process.env.BENCH_HTTP_TRIVIAL_ROUNDS ?? 4);
+const ROUNDS = Number(process.env.BENCH_HTTP_TRIVIAL_ROUNDS ?? 6);
 const CONNECTIONS = 32;
 
 type ServerName = 'bare' | 'toolgate' | 'fastmcp';

@@ -29,6 +29,7 @@ for (const [name, run] of benches) {
 /** Links to the fault (FAULTS.md) and fleet (FLEET.md) figures, for those that exist. */
 function companions(): string[] {
   const links = [
+    ['PROFILE.md', 'where the time went and what changed (issue 18)'],
     ['FAULTS.md', 'fault figures (issue 13)'],
     ['FLEET.md', 'fleet figures (replicas behind HAProxy)'],
   ]
