@@ -25,11 +25,32 @@ export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefine
   });
 }
 
-/** A signal that aborts when `signal` does or after `timeoutMs` (a `TimeoutError` DOMException). */
+/**
+ * A signal that aborts when `signal` does or after `timeoutMs` (a `TimeoutError` DOMException).
+ *
+ * Built from a controller and a timer of its own, not `AbortSignal.any([signal, AbortSignal.timeout()])`:
+ * on Node 20 the combined signal holds its sources weakly, so once a garbage collection ran before the
+ * time limit, the timeout signal was gone and the deadline never fired (a call waited forever). The
+ * timer here holds the controller until it fires; it is unref'd, so it never keeps a process alive.
+ */
 export function deadlineSignal(signal: AbortSignal | undefined, timeoutMs: number): AbortSignal {
   checkTimeout('deadlineSignal', timeoutMs);
-  const timeout = AbortSignal.timeout(timeoutMs);
-  return signal === undefined ? timeout : AbortSignal.any([signal, timeout]);
+  const controller = new AbortController();
+  if (signal?.aborted) {
+    controller.abort(abortReason(signal));
+    return controller.signal;
+  }
+  const onAbort = (): void => {
+    clearTimeout(timer);
+    controller.abort(abortReason(signal!));
+  };
+  const timer = setTimeout(() => {
+    signal?.removeEventListener('abort', onAbort);
+    controller.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'));
+  }, timeoutMs);
+  timer.unref();
+  signal?.addEventListener('abort', onAbort, { once: true });
+  return controller.signal;
 }
 
 /**
