@@ -2,18 +2,16 @@
 // the middleware alone (canSee, as core asks before dispatch, plus the middleware itself).
 // Run: npx -y pnpm@12.4.2 --filter @toolgate/authz bench
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { compareCalls, formatBenchTable } from '@toolgate/bench-harness';
 import {
   compose,
   createSilentLogger,
   defineTool,
   ok,
-  registerTools,
   type ToolDefinition,
   type ToolMiddleware,
 } from '@toolgate/core';
-import { connectTestClient, createTestContext } from '@toolgate/core/testing';
+import { createTestContext, serveTools } from '@toolgate/core/testing';
 import * as z from 'zod';
 import { createAuthz } from '../src/index.js';
 
@@ -47,11 +45,8 @@ const fullRule = () =>
     },
   });
 
-async function clientWith(middleware: ToolMiddleware[]) {
-  const server = new McpServer({ name: 'bench', version: '1.0.0' });
-  registerTools(server, [tool], { middleware, logger: createSilentLogger() });
-  return connectTestClient(server, { authInfo });
-}
+const clientWith = (middleware: ToolMiddleware[]) =>
+  serveTools([tool], { middleware, logger: createSilentLogger(), authInfo });
 
 const bare = await clientWith([]);
 const scoped = await clientWith([scopesOnly()]);

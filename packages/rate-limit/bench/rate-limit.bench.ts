@@ -1,18 +1,16 @@
 // Added cost of rate-limit per call: the memory store against a bare chain (target under 2 µs), and,
 // with TEST_REDIS_URL, the Redis limiter against a bare Redis round trip (PING, SET).
 // Run: npx -y pnpm@12.4.2 --filter @toolgate/rate-limit bench
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { compareCalls, formatBenchTable } from '@toolgate/bench-harness';
 import {
   compose,
   createSilentLogger,
   defineTool,
   ok,
-  registerTools,
   type ToolDefinition,
   type ToolMiddleware,
 } from '@toolgate/core';
-import { connectTestClient, createTestContext } from '@toolgate/core/testing';
+import { createTestContext, serveTools } from '@toolgate/core/testing';
 import { Redis } from 'ioredis';
 import * as z from 'zod';
 import { createRateLimit } from '../src/index.js';
@@ -31,11 +29,8 @@ const limits = [
 ] as const;
 const authInfo = { token: 't', clientId: 'bench', scopes: [], extra: { customerId: 7 } };
 
-async function clientWith(middleware: ToolMiddleware[]) {
-  const server = new McpServer({ name: 'bench', version: '1.0.0' });
-  registerTools(server, [tool], { middleware, logger: createSilentLogger() });
-  return connectTestClient(server, { authInfo });
-}
+const clientWith = (middleware: ToolMiddleware[]) =>
+  serveTools([tool], { middleware, logger: createSilentLogger(), authInfo });
 
 const handler = async () => ok({ items: [{ id: 'open-1' }] });
 const contextOf = (page: number) =>

@@ -1,18 +1,16 @@
 // Cost of repeat-guard per call, against a bare core chain: distinct arguments (every call a miss:
 // hash, store read, store write) and identical arguments (every call a hit: answered from the store).
 // Run: npx tsx bench/repeat-guard.bench.ts
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { compareCalls, formatBenchTable } from '@toolgate/bench-harness';
 import {
   compose,
   createSilentLogger,
   defineTool,
   ok,
-  registerTools,
   type ToolDefinition,
   type ToolMiddleware,
 } from '@toolgate/core';
-import { connectTestClient, createTestContext } from '@toolgate/core/testing';
+import { createTestContext, serveTools } from '@toolgate/core/testing';
 import * as z from 'zod';
 import { createRepeatGuard } from '../src/index.js';
 
@@ -23,11 +21,8 @@ const tool = defineTool({
   handler: async ({ status, page }) => ok({ items: [{ id: `${status}-${page}` }] }),
 }) as ToolDefinition;
 
-async function clientWith(middleware: ToolMiddleware[]) {
-  const server = new McpServer({ name: 'bench', version: '1.0.0' });
-  registerTools(server, [tool], { middleware, logger: createSilentLogger() });
-  return connectTestClient(server, { sessionId: 'bench' });
-}
+const clientWith = (middleware: ToolMiddleware[]) =>
+  serveTools([tool], { middleware, logger: createSilentLogger(), sessionId: 'bench' });
 
 const bare = await clientWith([]);
 const misses = await clientWith([createRepeatGuard()]);

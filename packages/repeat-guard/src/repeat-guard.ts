@@ -60,24 +60,15 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
     key: string,
     earlier: CallEntry | undefined,
   ): Promise<ToolResult> => {
-    let flight = flights.get(key);
-    const owner = flight === undefined;
-    if (flight === undefined) {
-      flight = new Flight();
-      flights.set(key, flight);
-    }
-    flight.running += 1;
+    const found = flights.get(key);
+    const owner = found === undefined;
+    const flight = enterFlight(key, found);
     try {
       const result = await next();
       // An aborted call's result (often a timeout) says nothing about the next identical call.
       if (ctx.signal.aborted) return result;
       if (memory !== undefined) {
-        const entry = rememberedEntry(toolRules, earlier, result);
-        const size = entry && measureCallEntry(entry, toolRules.maxResultSize);
-        const kept = size === undefined ? undefined : entry;
-        if (owner) flight.settle(kept);
-        if (kept !== undefined) memory.set(key, kept, ttlOf(kept, toolRules), size!);
-        else if (earlier !== undefined) memory.delete(key);
+        rememberInMemory(memory, toolRules, key, earlier, result, flight, owner);
       } else {
         const entry = rememberedEntry(toolRules, earlier, result);
         const text = entry && encodedEntry(entry, toolRules);
@@ -91,6 +82,35 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
     } finally {
       leaveFlight(key, flight, owner);
     }
+  };
+
+  /** Joins the flight found for `key`, or starts one (the call then owns it). */
+  const enterFlight = (key: string, found: Flight | undefined): Flight => {
+    const flight = found ?? new Flight();
+    if (found === undefined) flights.set(key, flight);
+    flight.running += 1;
+    return flight;
+  };
+
+  /**
+   * A memory store's run ended with `result`: remembers it (or forgets the key when it is not kept),
+   * and the owner hands the entry to the flight's waiters.
+   */
+  const rememberInMemory = (
+    memory: MemoryEntries,
+    toolRules: Readonly<RepeatRules>,
+    key: string,
+    earlier: CallEntry | undefined,
+    result: ToolResult,
+    flight: Flight,
+    owner: boolean,
+  ): void => {
+    const entry = rememberedEntry(toolRules, earlier, result);
+    const size = entry && measureCallEntry(entry, toolRules.maxResultSize);
+    const kept = size === undefined ? undefined : entry;
+    if (owner) flight.settle(kept);
+    if (kept !== undefined) memory.set(key, kept, ttlOf(kept, toolRules), size!);
+    else if (earlier !== undefined) memory.delete(key);
   };
 
   /** Ends a run's part in its flight: the first runner's end also ends the flight. */
@@ -117,22 +137,13 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
   ): Promise<ToolResult> => {
     // `joined`: the flight decide() found for this key (read there, not looked up again).
     const owner = joined === undefined;
-    const running = joined ?? new Flight();
-    if (owner) flights.set(key, running);
-    running.running += 1;
+    const running = enterFlight(key, joined);
     const pending = callNext(next);
     return pending.then(
       (result) => {
         try {
           // An aborted call's result (often a timeout) says nothing about the next identical call.
-          if (!ctx.signal.aborted) {
-            const entry = rememberedEntry(toolRules, earlier, result);
-            const size = entry && measureCallEntry(entry, toolRules.maxResultSize);
-            const kept = size === undefined ? undefined : entry;
-            if (owner) running.settle(kept);
-            if (kept !== undefined) memory.set(key, kept, ttlOf(kept, toolRules), size!);
-            else if (earlier !== undefined) memory.delete(key);
-          }
+          if (!ctx.signal.aborted) rememberInMemory(memory, toolRules, key, earlier, result, running, owner);
         } finally {
           leaveFlight(key, running, owner);
         }
