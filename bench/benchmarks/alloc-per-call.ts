@@ -1,6 +1,7 @@
 // Bytes allocated per call, per configuration: run with a young generation large enough that no GC
 // happens while measuring, and read the heap's growth over N calls.
 // node --expose-gc --max-semi-space-size=512 --import tsx benchmarks/alloc-per-call.ts [calls]
+import { rmSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -40,4 +41,5 @@ for (const [name, bytes] of Object.entries(results)) {
     `${name.padEnd(28)} ${bytes.toFixed(0).padStart(7)} B/call  ${(bytes - base >= 0 ? '+' : '') + (bytes - base).toFixed(0)}\n`,
   );
 }
+rmSync(dir, { recursive: true, force: true });
 process.exit(0);

@@ -3,6 +3,7 @@
 // context manager is active, so the chain should not add many over the bare SDK.
 // npx tsx benchmarks/count-promises.ts
 import { createHook } from 'node:async_hooks';
+import { rmSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -36,4 +37,5 @@ for (const [name, client] of clients) {
   }
   process.stdout.write(`${name.padEnd(28)} ${((promises - before) / 1000).toFixed(1)} promises/call\n`);
 }
+rmSync(dir, { recursive: true, force: true });
 process.exit(0);

@@ -1,7 +1,7 @@
 // The server side of the HTTP benchmark, in its own process so that autocannon does not share its
 // event loop: the order-service (stateless Streamable HTTP, bearer auth, full middleware stack) and the
 // bare SDK server, on the same database. Arguments: the database URL, the bearer token. Prints one JSON line with both URLs, then serves until killed.
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSilentLogger } from '@toolgate/core';
@@ -38,5 +38,6 @@ process.stdout.write(`${JSON.stringify({ toolgate: toolgate.url, bare: bare.url 
 process.once('SIGTERM', () => {
   void Promise.all([toolgate.close(), bare.close()])
     .then(() => Promise.all([service.close(), pool.end()]))
+    .then(() => rm(dir, { recursive: true, force: true }))
     .then(() => process.exit(0));
 });

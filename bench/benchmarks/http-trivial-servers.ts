@@ -4,6 +4,7 @@
 // Argument: `sdk` registers a real OTel SDK (BasicTracerProvider + BatchSpanProcessor, exporter
 // discards) before anything is served. Prints one JSON line with the URLs, then serves until killed.
 
+import { rmSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -31,6 +32,8 @@ const logger = createSilentLogger();
 const input = { q: z.string().max(200) };
 const dir = await mkdtemp(join(tmpdir(), 'toolgate-bench-http-trivial-'));
 
+// Development only (profiling, http-quick.ts): BENCH_TRIVIAL_SKIP=1,5 leaves those positions out.
+const skipped = new Set((process.env.BENCH_TRIVIAL_SKIP ?? '').split(',').filter(Boolean).map(Number));
 // The full stack in DESIGN.md's order, built once for the process (state lives in the middleware, not
 // in the per-request McpServer).
 const middleware = [
@@ -44,7 +47,7 @@ const middleware = [
   createIdempotency({}),
   createConfirm({ secret: 'bench-secret-0123456789abcdef0123456789abcdef' }),
   createCircuitBreaker({ logger }),
-];
+].filter((_, index) => !skipped.has(index));
 const echo = defineTool({ name: 'echo', description: 'Echo.', input, handler: ({ q }) => ok({ q }) });
 
 function bareMcp(): McpServer {
@@ -108,10 +111,16 @@ async function serveFastMcp(): Promise<string> {
   return `http://127.0.0.1:${port}/mcp`;
 }
 
+// Development only (http-cpu.ts): BENCH_TRIVIAL_ONLY=bare|toolgate serves that one server alone.
+const only = process.env.BENCH_TRIVIAL_ONLY || undefined;
 const urls = {
-  bare: await serve(bareMcp),
-  toolgate: await serve(toolgateMcp),
-  fastmcp: await serveFastMcp(),
+  bare: only === undefined || only === 'bare' ? await serve(bareMcp) : '',
+  toolgate: only === undefined || only === 'toolgate' ? await serve(toolgateMcp) : '',
+  fastmcp: only === undefined ? await serveFastMcp() : '',
 };
 process.stdout.write(`${JSON.stringify(urls)}\n`);
-process.once('SIGTERM', () => process.exit(0));
+// The audit file grows by tens of MB a run: removed on the way out.
+process.once('SIGTERM', () => {
+  rmSync(dir, { recursive: true, force: true });
+  process.exit(0);
+});

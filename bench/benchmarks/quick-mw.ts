@@ -1,5 +1,6 @@
 // Quick in-process comparison for development: bare SDK vs core with chosen policies (by name prefix).
 // npx tsx benchmarks/quick-mw.ts [rounds] [concurrency] [policy,policy|full|each]
+import { rmSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,4 +32,5 @@ for (const entry of stack) {
 }
 const rows = await compareCalls(cases, { rounds, callsPerRound: 1000, warmup: 1000, concurrency });
 process.stdout.write(`${formatBenchTable(rows)}\n`);
+rmSync(dir, { recursive: true, force: true });
 process.exit(0);

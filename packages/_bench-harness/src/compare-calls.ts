@@ -7,7 +7,10 @@ export interface BenchCase {
 export interface BenchOptions {
   /** Calls per round per case. @default 2000 */
   callsPerRound?: number;
-  /** Rounds; cases are interleaved round by round so machine noise hits all alike. @default 15 */
+  /**
+   * Rounds; cases are interleaved round by round (in a fresh shuffled order each round, the same for
+   * every run) so machine noise and the garbage one case leaves for the next hit all alike. @default 15
+   */
   rounds?: number;
   /** Calls in flight at once (1 = sequential). @default 1 */
   concurrency?: number;
@@ -55,8 +58,13 @@ export async function compareCalls(
   };
   for (const bench of cases) await runBatch(bench, warmup);
   const samples = cases.map(() => [] as number[]);
+  // Each round runs the cases in a new order: a case that leaves garbage behind slows whichever case
+  // runs next, and with a fixed order that cost would land on the same neighbour every round.
+  const order = cases.map((_, index) => index);
+  const random = seededRandom(0x5eed);
   for (let round = 0; round < rounds; round += 1) {
-    for (const [index, bench] of cases.entries()) samples[index]!.push(await runBatch(bench, callsPerRound));
+    shuffle(order, random);
+    for (const index of order) samples[index]!.push(await runBatch(cases[index]!, callsPerRound));
   }
   const medians = samples.map((values) => median(values));
   const baseline = medians[0] ?? 1;
@@ -86,4 +94,24 @@ function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
   return sorted.length % 2 === 0 ? (sorted[middle - 1]! + sorted[middle]!) / 2 : sorted[middle]!;
+}
+
+/** A small deterministic generator (mulberry32): the same orders on every run. */
+function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Fisher-Yates, in place. */
+function shuffle(values: number[], random: () => number): void {
+  for (let i = values.length - 1; i > 0; i -= 1) {
+    const j = Math.floor(random() * (i + 1));
+    [values[i], values[j]] = [values[j]!, values[i]!];
+  }
 }

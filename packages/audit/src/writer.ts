@@ -1,4 +1,4 @@
-import type { Logger } from '@toolgate/core';
+import { type Logger, runDetached } from '@toolgate/core';
 import {
   canonicalOf,
   chainIdField,
@@ -214,10 +214,15 @@ export class AuditWriter {
   }
 
   #kick(): void {
-    this.#draining ??= this.#drain().catch((error: unknown) => {
+    // Outside the call whose record came first: a drain serves every call, and while records keep
+    // coming it keeps running (its sink writes must not join that call's trace).
+    this.#draining ??= runDetached(this.#startDrain);
+  }
+
+  readonly #startDrain = (): Promise<void> =>
+    this.#drain().catch((error: unknown) => {
       this.#settings.logger.error({ err: error }, 'audit writer failed');
     });
-  }
 
   async #drain(): Promise<void> {
     // A short wait lets the calls that finish together share a batch (one write, one INSERT).

@@ -1,3 +1,5 @@
+import { runDetached } from '@toolgate/core';
+
 /**
  * A call waiting in a DeadlineQueue. The call's own object carries the links, so joining the queue
  * allocates nothing (no entry, no closure per call).
@@ -58,7 +60,8 @@ export class DeadlineQueue {
 
   #arm(delayMs: number): void {
     this.#armed = true;
-    setTimeout(this.#fire, Math.max(1, Math.ceil(delayMs))).unref();
+    // The timer serves every call in the queue: armed outside the call that happened to arm it.
+    runDetached(() => setTimeout(this.#fire, Math.max(1, Math.ceil(delayMs))).unref());
   }
 
   readonly #fire = (): void => {

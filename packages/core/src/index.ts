@@ -6,6 +6,7 @@ export { ERROR_CODE_DEFAULTS, ERROR_CODES, type ErrorCode, isErrorCode } from '.
 export { callNext, compose } from './compose.js';
 export { deadlineSignal, isAbortError, raceAbort, withDeadline } from './deadline.js';
 export { defineTool } from './define-tool.js';
+export { runDetached } from './detached.js';
 export { isToolError, ToolError, type ToolErrorOptions } from './errors.js';
 export { type CallerIdentity, type IdentifyCaller, identifyCaller } from './identity.js';
 export { newIncidentId } from './incident.js';

@@ -1,3 +1,4 @@
+import { runDetached } from './detached.js';
 /** Options of `createLogThrottle`. */
 export interface LogThrottleOptions {
   /** How long after a key's logged line further occurrences are only counted, in ms. @default 60000 */
@@ -42,7 +43,9 @@ export function createLogThrottle(options: LogThrottleOptions = {}): LogThrottle
   };
 
   const open = (key: string, log: (suppressed: number) => void): Window => {
-    const window: Window = { suppressed: 0, log, timer: setTimeout(() => close(key), intervalMs) };
+    // The summary is due later, for every call the window counted: not in the first one's context.
+    const timer = runDetached(() => setTimeout(() => close(key), intervalMs));
+    const window: Window = { suppressed: 0, log, timer };
     // A pending summary never holds the process open.
     window.timer.unref();
     windows.set(key, window);

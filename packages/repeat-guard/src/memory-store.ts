@@ -36,13 +36,23 @@ export function createMemoryRepeatStore(options: MemoryRepeatStoreOptions = {}):
   if (!Number.isInteger(maxSize) || maxSize < 1) {
     throw new RangeError('createMemoryRepeatStore: maxSize must be a positive integer');
   }
+  // Times are kept in ms since the store was made: small integers, which V8 keeps inside the entry,
+  // where epoch milliseconds would each be a number object of their own (three more objects per
+  // remembered call for the garbage collector to copy and walk). Past about 24 days they become such
+  // objects again; nothing else changes.
+  const origin = Date.now();
+  const clock = (): number => Date.now() - origin;
   // Strings come from the public `set`; entries from the guard, with their size given on `set`.
-  const cache = new Generations<Stored>(maxEntries, maxSize);
+  const cache = new Generations<Stored>(maxEntries, maxSize, clock);
   const store: MemoryRepeatStore = {
     get(key) {
       const stored = cache.get(key);
       // An entry the guard stored reads as the JSON a shared store would hold.
-      return stored === undefined ? undefined : stored.kind === STRING ? stored.value : encodeEntry(stored);
+      return stored === undefined
+        ? undefined
+        : stored.kind === STRING
+          ? stored.value
+          : encodeEntry(stored, origin);
     },
     set(key, value, ttlMs) {
       const stored: StringStored = {
@@ -69,10 +79,14 @@ export function createMemoryRepeatStore(options: MemoryRepeatStoreOptions = {}):
   entriesOf.set(store, {
     get(key) {
       const stored = cache.get(key);
-      return stored === undefined ? undefined : stored.kind === STRING ? stored.value : expand(stored);
+      return stored === undefined
+        ? undefined
+        : stored.kind === STRING
+          ? stored.value
+          : expand(stored, origin);
     },
     set(key, entry, ttlMs, size) {
-      cache.set(key, compact(entry, cache.now() + ttlMs, size + key.length));
+      cache.set(key, compact(entry, origin, cache.now() + ttlMs, size + key.length));
     },
     delete(key) {
       cache.delete(key);
@@ -97,6 +111,7 @@ const STRING = 2;
 interface TextStored {
   readonly kind: typeof TEXT;
   readonly count: number;
+  /** `CallEntry.firstAt` and `.at` less the store's origin (see `createMemoryRepeatStore`). */
   readonly firstAt: number;
   readonly at: number;
   readonly text: string;
@@ -120,7 +135,12 @@ interface StringStored {
 
 type Stored = TextStored | EntryStored | StringStored;
 
-function compact(entry: CallEntry, expiresAt: number, size: number): TextStored | EntryStored {
+function compact(
+  entry: CallEntry,
+  origin: number,
+  expiresAt: number,
+  size: number,
+): TextStored | EntryStored {
   const result = entry.result;
   if (
     result.isError === true ||
@@ -134,20 +154,20 @@ function compact(entry: CallEntry, expiresAt: number, size: number): TextStored 
   return {
     kind: TEXT,
     count: entry.count,
-    firstAt: entry.firstAt,
-    at: entry.at,
+    firstAt: entry.firstAt - origin,
+    at: entry.at - origin,
     text: first.text,
     expiresAt,
     size,
   };
 }
 
-function expand(stored: TextStored | EntryStored): CallEntry {
+function expand(stored: TextStored | EntryStored, origin: number): CallEntry {
   if (stored.kind === ENTRY) return stored.entry;
   return {
     count: stored.count,
-    firstAt: stored.firstAt,
-    at: stored.at,
+    firstAt: stored.firstAt + origin,
+    at: stored.at + origin,
     result: {
       content: [{ type: 'text', text: stored.text }],
       structuredContent: JSON.parse(stored.text) as Record<string, unknown>,
@@ -156,8 +176,10 @@ function expand(stored: TextStored | EntryStored): CallEntry {
 }
 
 /** An entry as a shared store holds it (a text entry as `encodeCallEntry` writes an `ok()` result). */
-function encodeEntry(stored: TextStored | EntryStored): string {
+function encodeEntry(stored: TextStored | EntryStored, origin: number): string {
   if (stored.kind === ENTRY) return encodeCallEntry(stored.entry);
-  const { count: n, firstAt: f, at: t, text } = stored;
+  const { count: n, text } = stored;
+  const f = stored.firstAt + origin;
+  const t = stored.at + origin;
   return JSON.stringify({ v: 1, n, f, t, r: { content: [{ type: 'text', text }] }, s: 1 });
 }
