@@ -9,7 +9,8 @@ import autocannon from 'autocannon';
 import { distinctEchoRequest, MCP_POST_HEADERS, postToolsCall } from '../src/mcp-http.js';
 
 const SECONDS = Number(process.env.BENCH_HTTP_TRIVIAL_SECONDS ?? 5);
-const ROUNDS = Number(process.env.BENCH_HTTP_TRIVIAL_ROUNDS ?? 6);
+// Two cycles of ORDERS: single rounds of one server vary by up to 10%, so the median wants many.
+const ROUNDS = Number(process.env.BENCH_HTTP_TRIVIAL_ROUNDS ?? 12);
 const CONNECTIONS = 32;
 
 type ServerName = 'bare' | 'toolgate' | 'fastmcp';
