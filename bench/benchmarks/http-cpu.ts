@@ -1,12 +1,8 @@
 // Development only: server CPU time per request over HTTP (trivial tool), bare SDK and toolgate each in
 // a process of its own (no shared heap), loaded in alternation; CPU from /proc/<pid>/stat (all threads,
 // the garbage collector's included). npx tsx benchmarks/http-cpu.ts [rounds] [seconds] [none|sdk]
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import autocannon from 'autocannon';
-import { distinctEchoRequest, MCP_POST_HEADERS } from '../src/mcp-http.js';
+import { echoLoad, startTrivialServers } from '../src/trivial-load.js';
 
 const rounds = Number(process.argv[2] ?? 6);
 const seconds = Number(process.argv[3] ?? 4);
@@ -14,33 +10,17 @@ const mode = process.argv[4] ?? 'none';
 const TICK_US = 1e6 / 100; // USER_HZ
 
 async function start(only: 'bare' | 'toolgate') {
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', fileURLToPath(new URL('./http-trivial-servers.ts', import.meta.url)), mode],
-    { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, BENCH_TRIVIAL_ONLY: only } },
-  );
-  const urls = await new Promise<Record<string, string>>((resolveLine) => {
-    createInterface({ input: child.stdout! }).on('line', (text) => {
-      if (text.startsWith('{')) resolveLine(JSON.parse(text) as Record<string, string>);
-    });
+  const { child, urls } = await startTrivialServers(mode === 'sdk' ? 'sdk' : 'none', {
+    env: { BENCH_TRIVIAL_ONLY: only },
   });
-  return { child, url: urls[only]! };
+  return { child, url: urls[only] };
 }
 const cpuUs = (pid: number): number => {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return (Number(fields[11]) + Number(fields[12])) * TICK_US;
 };
-const load = async (url: string, duration: number): Promise<number> => {
-  const result = await autocannon({
-    url,
-    connections: 32,
-    duration,
-    method: 'POST',
-    headers: { ...MCP_POST_HEADERS },
-    requests: [distinctEchoRequest()],
-  });
-  return result.requests.total;
-};
+const load = async (url: string, duration: number): Promise<number> =>
+  (await echoLoad(url, duration)).requests.total;
 const servers = { bare: await start('bare'), toolgate: await start('toolgate') };
 for (const s of Object.values(servers)) await load(s.url, 3);
 const per: Record<string, number[]> = { bare: [], toolgate: [] };

@@ -1,42 +1,20 @@
 // Quick HTTP comparison for development: bare SDK vs toolgate over the trivial-tool servers,
 // interleaved, ratio per round. BENCH_TRIVIAL_SKIP=<positions> leaves policies out of the stack.
 // npx tsx benchmarks/http-quick.ts [rounds] [seconds] [none|sdk]
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import autocannon from 'autocannon';
-import { distinctEchoRequest, MCP_POST_HEADERS } from '../src/mcp-http.js';
+import { echoLoad, startTrivialServers } from '../src/trivial-load.js';
 
 const rounds = Number(process.argv[2] ?? 4);
 const seconds = Number(process.argv[3] ?? 5);
 const mode = process.argv[4] ?? 'none';
-const child = spawn(
-  process.execPath,
-  ['--import', 'tsx', fileURLToPath(new URL('./http-trivial-servers.ts', import.meta.url)), mode],
-  { stdio: ['ignore', 'pipe', 'inherit'] },
-);
-const urls = await new Promise<Record<string, string>>((resolveLine) => {
-  createInterface({ input: child.stdout! }).on('line', (text) => {
-    if (text.startsWith('{')) resolveLine(JSON.parse(text) as Record<string, string>);
-  });
-});
-const run = async (url: string, duration: number): Promise<number> => {
-  const result = await autocannon({
-    url,
-    connections: 32,
-    duration,
-    method: 'POST',
-    headers: { ...MCP_POST_HEADERS },
-    requests: [distinctEchoRequest()],
-  });
-  return result.requests.total / duration;
-};
+const { child, urls } = await startTrivialServers(mode === 'sdk' ? 'sdk' : 'none');
+const run = async (url: string, duration: number): Promise<number> =>
+  (await echoLoad(url, duration)).requests.total / duration;
 await run(urls.bare!, 2);
 await run(urls.toolgate!, 2);
 const ratios: number[] = [];
 const lines: string[] = [];
 for (let round = 0; round < rounds; round += 1) {
-  const order = round % 2 === 0 ? ['bare', 'toolgate'] : ['toolgate', 'bare'];
+  const order: ('bare' | 'toolgate')[] = round % 2 === 0 ? ['bare', 'toolgate'] : ['toolgate', 'bare'];
   const got: Record<string, number> = {};
   for (const name of order) got[name] = await run(urls[name]!, seconds);
   ratios.push(got.toolgate! / got.bare!);

@@ -2,35 +2,16 @@
 // SDK, core with the full stack, and FastMCP-TS answer the same `echo { q }` over stateless Streamable
 // HTTP under autocannon, first without an OTel SDK, then with a real one (a second server process).
 // Rounds are interleaved (bare, toolgate, fastmcp, then again) so that noise hits all alike.
-import { type ChildProcess, spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import autocannon from 'autocannon';
-import { distinctEchoRequest, MCP_POST_HEADERS, postToolsCall } from '../src/mcp-http.js';
+import { postToolsCall } from '../src/mcp-http.js';
+import { echoLoad, startTrivialServers, type TrivialServer } from '../src/trivial-load.js';
 
 const SECONDS = Number(process.env.BENCH_HTTP_TRIVIAL_SECONDS ?? 5);
 // Two cycles of ORDERS: single rounds of one server vary by up to 10%, so the median wants many.
 const ROUNDS = Number(process.env.BENCH_HTTP_TRIVIAL_ROUNDS ?? 12);
 const CONNECTIONS = 32;
 
-type ServerName = 'bare' | 'toolgate' | 'fastmcp';
+type ServerName = TrivialServer;
 type Urls = Record<ServerName, string>;
-
-async function startServers(mode: 'none' | 'sdk'): Promise<{ child: ChildProcess; urls: Urls }> {
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', fileURLToPath(new URL('./http-trivial-servers.ts', import.meta.url)), mode],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  const line = await new Promise<string>((resolveLine, rejectLine) => {
-    const lines = createInterface({ input: child.stdout! });
-    lines.on('line', (text) => {
-      if (text.startsWith('{')) resolveLine(text);
-    });
-    child.once('exit', (code) => rejectLine(new Error(`trivial bench servers exited with ${code}`)));
-  });
-  return { child, urls: JSON.parse(line) as Urls };
-}
 
 interface Run {
   okRps: number;
@@ -42,22 +23,15 @@ interface Run {
 async function cannon(url: string, seconds: number): Promise<Run> {
   let ok = 0;
   let failed = 0;
-  const result = await autocannon({
+  const result = await echoLoad(
     url,
-    connections: CONNECTIONS,
-    duration: seconds,
-    method: 'POST',
-    headers: { ...MCP_POST_HEADERS },
-    requests: [
-      {
-        ...distinctEchoRequest(),
-        onResponse: (status, body) => {
-          if (status === 200 && body.includes('"result"') && !body.includes('"isError":true')) ok += 1;
-          else failed += 1;
-        },
-      },
-    ],
-  });
+    seconds,
+    (status, body) => {
+      if (status === 200 && body.includes('"result"') && !body.includes('"isError":true')) ok += 1;
+      else failed += 1;
+    },
+    CONNECTIONS,
+  );
   return {
     okRps: ok / seconds,
     p50: result.latency.p50,
@@ -147,7 +121,7 @@ export async function httpTrivialBench(): Promise<string> {
     ['none', 'no OTel SDK', 0.97],
     ['sdk', 'real OTel SDK (BatchSpanProcessor)', 0.9],
   ] as const) {
-    const servers = await startServers(mode);
+    const servers = await startTrivialServers(mode);
     try {
       await checkAnswers(servers.urls);
       const table = rows(label, await measure(servers.urls));
