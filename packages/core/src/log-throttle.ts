@@ -1,4 +1,5 @@
 import { runDetached } from './detached.js';
+
 /** Options of `createLogThrottle`. */
 export interface LogThrottleOptions {
   /** How long after a key's logged line further occurrences are only counted, in ms. @default 60000 */
