@@ -33,6 +33,25 @@ interface KeySlots {
 }
 
 const scopes = new WeakMap<object, ScopeEntry>();
+
+/** The bindings of a call whose tool binds nothing: one frozen object, so a key can tell at a glance. */
+export const NO_BINDINGS: Readonly<Record<string, unknown>> = Object.freeze({});
+
+// The scope of the last caller seen without bindings. One server mostly serves one caller at a time
+// (stdio's `local`, one client's token), and its scope is then one comparison of the id, not a walk of
+// the parts and a new string per call. Keyed by the id's text, never by the identity object: a key
+// depends on the id alone, so a custom identity that changes cannot be served another caller's scope.
+let lastUnboundId: string | undefined;
+let lastUnboundScope = '';
+
+function unboundScope(id: string): string {
+  if (id !== lastUnboundId) {
+    // Exactly canonicalJson([id, {}]): a string and an empty object are written as JSON.stringify does.
+    lastUnboundScope = JSON.stringify([id, NO_BINDINGS]);
+    lastUnboundId = id;
+  }
+  return lastUnboundScope;
+}
 const calls = new WeakMap<object, CallEntry>();
 
 /**
@@ -49,7 +68,11 @@ export function callerScope(ctx: ScopeParts): string {
   }
   // One JSON.stringify for plain parts (canonicalJson's fast path): a flat string, which a Map hashes
   // without first copying pieces of a concatenation together.
-  const key = canonicalJson([ctx.caller.id, ctx.bindings]);
+  const id = ctx.caller.id;
+  const key =
+    ctx.bindings === NO_BINDINGS && typeof id === 'string'
+      ? unboundScope(id)
+      : canonicalJson([id, ctx.bindings]);
   const entry: ScopeEntry = { caller: ctx.caller, bindings: ctx.bindings, key };
   if (hasSlot) slots[SCOPE_KEY_SLOT] = entry;
   else scopes.set(ctx, entry);

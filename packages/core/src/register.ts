@@ -9,7 +9,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import * as z from 'zod';
 import { markCoreWritten, type ScrubText, toModelFacing } from './boundary.js';
-import { CALL_KEY_SLOT, SCOPE_KEY_SLOT } from './call-key.js';
+import { CALL_KEY_SLOT, NO_BINDINGS, SCOPE_KEY_SLOT } from './call-key.js';
 import { createCauseLog } from './cause-log.js';
 import { compose } from './compose.js';
 import { isToolError } from './errors.js';
@@ -376,8 +376,6 @@ async function dispatch(registry: Registry, params: CallParams, extra: CallExtra
   }
   return toModelFacing(ctx, result, registry.scrub);
 }
-
-const NO_BINDINGS: Readonly<Record<string, unknown>> = Object.freeze({});
 
 /**
  * The context of one call. A class, so every call's context has one shape; server access is built

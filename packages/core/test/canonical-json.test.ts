@@ -1,6 +1,15 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { callerScope, callKey, canonicalJson } from '../src/index.js';
+import {
+  callerScope,
+  callKey,
+  canonicalJson,
+  defineTool,
+  ok,
+  type ToolContext,
+  type ToolMiddleware,
+} from '../src/index.js';
+import { serveTools } from '../src/testing.js';
 
 describe('canonicalJson', () => {
   it('sorts keys at every depth so equal values give equal text', () => {
@@ -113,5 +122,34 @@ describe('callKey and callerScope', () => {
         expect(callerScope(parts)).toBe(canonicalJson([caller.id, bindings]));
       }
     }
+  });
+});
+
+describe('callerScope of a call that binds nothing (core shares one frozen bindings object)', () => {
+  it('is the canonical JSON of the id and {}, whoever called before', async () => {
+    const seen: { ctx: ToolContext; scope: string }[] = [];
+    // The scope as a policy reads it, while the call runs (the order calls arrive in matters).
+    const recorder: ToolMiddleware = (ctx, next) => {
+      seen.push({ ctx, scope: callerScope(ctx) });
+      return next();
+    };
+    const echo = defineTool({ name: 'echo', description: 'Echo.', input: {}, handler: () => ok({}) });
+    const ids = ['anonymous', 'sub:https://issuer.example|"quoted"\\', 'sub:|\u{1F600}\uD800', 'local'];
+    const clients = [];
+    for (const id of ids) {
+      clients.push(
+        await serveTools([echo], { middleware: [recorder], identify: () => ({ id, kind: 'subject' }) }),
+      );
+    }
+    // Alternating callers, and the same caller twice in a row: each scope is its own caller's.
+    for (const index of [0, 1, 1, 2, 0, 3, 3, 1]) await clients[index]!.callTool('echo', {});
+    for (const client of clients) await client.close();
+    expect(seen.map(({ ctx }) => ctx.caller.id)).toEqual([0, 1, 1, 2, 0, 3, 3, 1].map((index) => ids[index]));
+    for (const { ctx, scope } of seen) {
+      expect(Object.keys(ctx.bindings)).toEqual([]);
+      expect(scope).toBe(canonicalJson([ctx.caller.id, {}]));
+      expect(callerScope({ caller: ctx.caller, bindings: {} })).toBe(scope);
+    }
+    expect(new Set(seen.map(({ scope }) => scope)).size).toBe(ids.length);
   });
 });
