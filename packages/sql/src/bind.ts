@@ -1,5 +1,5 @@
 import { type CallerIdentity, ToolError, type ToolRequest } from '@toolgate/core';
-import type { CompiledQuery } from './compile.js';
+import type { CompiledBinding, CompiledQuery, Condition } from './compile.js';
 import type { BindValue } from './types.js';
 
 /**
@@ -18,17 +18,43 @@ export function bindValues(
   const bound: Record<string, BindValue> = {};
   for (const binding of compiled.bindings) {
     const value = binding.resolve(source);
-    if (isMissing(value)) {
-      if (binding.optional) continue;
-      throw new ToolError('permission_denied', 'This tool needs an authenticated caller.', {
-        hint: 'The caller is not signed in or has no access to this data. Do not retry; tell the user.',
-      });
-    }
-    bound[binding.name] = value;
+    if (boundCondition(binding, value) !== undefined) bound[binding.name] = value;
   }
   return bound;
 }
 
-export function isMissing(value: BindValue): boolean {
+/**
+ * The condition a bound value adds: `=` for one value, `= ANY` for a list where the binding is
+ * declared `list: true`, none for an optional binding left out. Anything else refuses the call:
+ * the value comes from a token the tenant may shape, and a list where one id was meant (or an
+ * object, NaN, a NUL) would widen the scope or fail inside the database.
+ */
+export function boundCondition(binding: CompiledBinding, value: unknown): Condition | undefined {
+  if (isMissing(value)) {
+    if (binding.optional) return undefined;
+    // Fail closed: a tool scoped to the caller never runs unscoped because a claim is missing.
+    throw new ToolError('permission_denied', 'This tool needs an authenticated caller.', {
+      hint: 'The caller is not signed in or has no access to this data. Do not retry; tell the user.',
+    });
+  }
+  if (Array.isArray(value) ? binding.acceptsList && value.every(isListItem) : isScalar(value)) {
+    return Array.isArray(value) ? binding.list : binding.scalar;
+  }
+  throw new ToolError('permission_denied', "This tool cannot use the caller's credentials.", {
+    hint: 'The credentials do not have the form this tool expects. Do not retry; tell the user.',
+  });
+}
+
+function isMissing(value: unknown): boolean {
   return value === undefined || value === null || (Array.isArray(value) && value.length === 0);
+}
+
+function isScalar(value: unknown): boolean {
+  return isListItem(value) || typeof value === 'boolean' || typeof value === 'bigint';
+}
+
+// PostgreSQL text cannot hold NUL, and NaN or Infinity compare with nothing a claim meant.
+function isListItem(value: unknown): boolean {
+  if (typeof value === 'string') return !value.includes('\u0000');
+  return typeof value === 'number' && Number.isFinite(value);
 }

@@ -1,5 +1,4 @@
-import { ToolError } from '@toolgate/core';
-import { isMissing } from './bind.js';
+import { boundCondition } from './bind.js';
 import { type CompiledQuery, type Condition, compileDeclaration, TOTAL_COLUMN } from './compile.js';
 import type { BindValue, BuiltQuery, SqlQueryDeclaration } from './types.js';
 
@@ -36,21 +35,16 @@ export function buildCompiledQuery(
   const values: unknown[] = [];
   let shape = '';
   for (const binding of compiled.bindings) {
+    // Checked again here, the last step before SQL: a handler may be called with any bindings.
     const value = bound[binding.name];
-    if (isMissing(value)) {
-      if (binding.optional) {
-        shape += '0';
-        continue;
-      }
-      // Fail closed: a tool scoped to the caller never runs unscoped because a claim is missing.
-      throw new ToolError('permission_denied', 'This tool needs an authenticated caller.', {
-        hint: 'The caller is not signed in or has no access to this data. Do not retry; tell the user.',
-      });
+    const condition = boundCondition(binding, value);
+    if (condition === undefined) {
+      shape += '0';
+      continue;
     }
-    const list = Array.isArray(value);
-    conditions.push(list ? binding.list : binding.scalar);
+    conditions.push(condition);
     values.push(value);
-    shape += list ? '2' : '1';
+    shape += condition === binding.list ? '2' : '1';
   }
   shape += '|';
   for (const argument of compiled.arguments) {

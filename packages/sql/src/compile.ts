@@ -38,6 +38,8 @@ export interface CompiledBinding {
   readonly name: string;
   readonly resolve: BindResolver;
   readonly optional: boolean;
+  /** Declared `list: true`: an array compares with `= ANY`; otherwise an array refuses the call. */
+  readonly acceptsList: boolean;
   readonly scalar: Condition;
   readonly list: Condition;
 }
@@ -72,9 +74,11 @@ export function compileDeclaration(declaration: SqlQueryDeclaration, what = 'sql
     const resolve = typeof spec === 'function' ? spec : spec?.value;
     if (typeof resolve !== 'function') {
       throw new TypeError(
-        `${what}: bind.${name} must be a function of { request, caller } or { column?, value, optional? }`,
+        `${what}: bind.${name} must be a function of { request, caller } or { column?, value, optional?, list? }`,
       );
     }
+    if (isInherited(name))
+      throw new TypeError(`${what}: bind.${name}: the name is a property every object inherits`);
     const column = quoteIdentifier(
       typeof spec === 'function' ? name : (spec.column ?? name),
       `${what}: bind.${name}`,
@@ -83,6 +87,7 @@ export function compileDeclaration(declaration: SqlQueryDeclaration, what = 'sql
       name,
       resolve,
       optional: typeof spec === 'function' ? false : spec.optional === true,
+      acceptsList: typeof spec === 'function' ? false : spec.list === true,
       scalar: { before: `${column} = `, after: '', toValue: identity },
       list: { before: `${column} = ANY(`, after: ')', toValue: identity },
     } satisfies CompiledBinding;
@@ -90,9 +95,9 @@ export function compileDeclaration(declaration: SqlQueryDeclaration, what = 'sql
   const compiledArguments: CompiledArgument[] = [];
   for (const [name, spec] of Object.entries(declaration.filters ?? {})) {
     const label = `${what}: filters.${name}`;
-    if (!ARGUMENT_NAME.test(name) || RESERVED_ARGUMENTS.has(name)) {
+    if (!ARGUMENT_NAME.test(name) || RESERVED_ARGUMENTS.has(name) || isInherited(name)) {
       throw new TypeError(
-        `${label}: the argument name must match ^[a-z_][a-z0-9_]*$ and not be sort or limit`,
+        `${label}: the argument name must match ^[a-z_][a-z0-9_]*$ and not be sort or limit, nor a property every object inherits`,
       );
     }
     if (bindings.some((binding) => binding.name === name)) {
@@ -104,6 +109,12 @@ export function compileDeclaration(declaration: SqlQueryDeclaration, what = 'sql
   for (const argument of compiledArguments) {
     if (argumentNames.has(argument.arg) || RESERVED_ARGUMENTS.has(argument.arg)) {
       throw new TypeError(`${what}: two filters produce the argument ${argument.arg}`);
+    }
+    // A range's min_/max_ argument too: a bound parameter's name never appears in the input.
+    if (bindings.some((binding) => binding.name === argument.arg)) {
+      throw new TypeError(
+        `${what}: the argument ${argument.arg} would share its name with a bound parameter`,
+      );
     }
     argumentNames.add(argument.arg);
   }
@@ -119,6 +130,12 @@ export function compileDeclaration(declaration: SqlQueryDeclaration, what = 'sql
     limit: compileLimit(declaration.limit, what),
     statements: new Map(),
   };
+}
+
+// `constructor`, `__proto__`: an argument or binding so named that is absent would read the
+// prototype's value instead of undefined, and the input schema would refuse every call.
+function isInherited(name: string): boolean {
+  return name in Object.prototype;
 }
 
 function compileFrom(from: SqlQueryDeclaration['from'], what: string): string {

@@ -141,12 +141,21 @@ export interface BindSource {
 export type BindResolver = (source: BindSource) => BindValue;
 
 /**
- * A bound filter: a function (the key is the column) or the column, the resolver and whether a
- * missing value is allowed (then the filter is dropped; by default the call is refused).
+ * A bound filter: a function (the key is the column) or the column, the resolver, whether a
+ * missing value is allowed (then the filter is dropped; by default the call is refused) and whether
+ * a list of values is (`= ANY`; by default a list refuses the call, so a claim shaped as a list
+ * cannot widen the scope).
  */
 export type BindSpec =
   | BindResolver
-  | { readonly column?: string; readonly value: BindResolver; readonly optional?: boolean };
+  | {
+      readonly column?: string;
+      readonly value: BindResolver;
+      /** A missing value drops the filter instead of refusing the call. @default false */
+      readonly optional?: boolean;
+      /** An array value compares with `= ANY($n)`; without it an array refuses the call. @default false */
+      readonly list?: boolean;
+    };
 
 /** Whitelisted sort keys; the model picks one of `<key>_asc` / `<key>_desc`. */
 export interface SortSpec {

@@ -153,9 +153,26 @@ describe('buildQuery: bound parameters', () => {
   });
 
   it('a list binding becomes = ANY($n)', () => {
-    const built = buildQuery(myOrdersDeclaration, {}, { customer_id: [1, 2] });
+    const declaration = {
+      ...myOrdersDeclaration,
+      bind: { customer_id: { value: () => [1, 2], list: true } },
+    };
+    const built = buildQuery(declaration, {}, { customer_id: [1, 2] });
     expect(built.text).toBe(statement('"id", "status"', '"customer_id" = ANY($1)', ' ORDER BY "id" ASC', 2));
     expect(built.values).toEqual([[1, 2], 10]);
+  });
+
+  it('a list for a binding not declared a list, or a value of the wrong type, refuses with permission_denied', () => {
+    for (const bound of [
+      { customer_id: [1, 2] },
+      { customer_id: { id: 1 } as never },
+      { customer_id: Number.NaN },
+      { customer_id: 'a\u0000b' },
+    ]) {
+      expect(() => buildQuery(myOrdersDeclaration, {}, bound)).toThrow(
+        "This tool cannot use the caller's credentials.",
+      );
+    }
   });
 
   it('a missing binding refuses with permission_denied; an argument of its name is ignored', () => {

@@ -93,6 +93,21 @@ describe('sqlTool: identifiers are checked when the tool is defined', () => {
         bind: { customer_id: () => 1 },
       }),
     ).toThrow('a filter may not share its name with a bound parameter');
+    expect(
+      define({
+        filters: { total: { kind: 'range', type: 'integer', min: 0, max: 10, description: 'x' } },
+        bind: { min_total: () => 1 },
+      }),
+    ).toThrow('the argument min_total would share its name with a bound parameter');
+    // Every object inherits these: a missing argument or binding would read the prototype's value.
+    for (const name of ['constructor', '__proto__']) {
+      expect(define({ filters: { [name]: { kind: 'prefix', column: 'status', description: 'x' } } })).toThrow(
+        'argument name must match',
+      );
+      expect(define({ bind: { [name]: { column: 'customer_id', value: () => 1 } } })).toThrow(
+        `bind.${name}: the name is a property every object inherits`,
+      );
+    }
     expect(define({ timeoutMs: 0 })).toThrow('timeoutMs must be a positive integer');
     expect(define({ db: {} as Queryable })).toThrow('db must be a Queryable');
     expect(define({ name: 'search orders' })).toThrow('invalid tool name');

@@ -298,6 +298,9 @@ describe.each(ENGINES)('sqlTool on $name', (engine) => {
         ['search_orders', { customer_email: 'a'.repeat(101) }, 'customer_email'],
         ['search_orders', { customer_email: '' }, 'customer_email'],
         ['search_orders', { customer_email: 'a\u0000b' }, 'customer_email'],
+        ['search_orders', { customer_email: 'a\ud800b' }, 'customer_email'],
+        ['explore_orders', { email: '\udfff' }, 'email'],
+        ['explore_orders', { note: 'gift\ud83d' }, 'note'],
         ['search_orders', { customer_email: ['alice'] }, 'customer_email'],
         ['search_orders', { sql: 'SELECT 1' }, 'sql'],
         ['explore_orders', { id: 0 }, 'id'],
@@ -365,6 +368,93 @@ describe.each(ENGINES)('sqlTool on $name', (engine) => {
       const envelope = expectFailure(await c.callTool('my_orders', { customer_id: 4 }));
       expect(envelope).toMatchObject({ error: 'invalid_argument', fields: [{ path: 'customer_id' }] });
       expect(db.transactions).toEqual([]);
+    });
+
+    const claim = (customerId: unknown) => ({ token: 't', clientId: 'c', scopes: [], extra: { customerId } });
+    const WRONG_SHAPE = {
+      ok: false,
+      error: 'permission_denied',
+      message: "This tool cannot use the caller's credentials.",
+      hint: 'The credentials do not have the form this tool expects. Do not retry; tell the user.',
+      retryable: false,
+    };
+    /** Each claim refused with WRONG_SHAPE through a real round trip, with no transaction started. */
+    const expectRefusedClaims = async (tool: () => ToolDefinition, claims: readonly unknown[]) => {
+      for (const customerId of claims) {
+        const c = await serve([tool()], claim(customerId));
+        expect([customerId, expectFailure(await c.callTool('my_orders', {}))]).toEqual([
+          customerId,
+          WRONG_SHAPE,
+        ]);
+        expect(db.transactions).toEqual([]);
+        await c.close();
+        client = undefined;
+      }
+    };
+
+    it('a claim holding a list cannot widen the scope to other customers', async () => {
+      await expectRefusedClaims(myOrders, [
+        [1, 2, 3, 4],
+        ['1', '2'],
+        [
+          [1, 2],
+          [3, 4],
+        ],
+        [1],
+      ]);
+    });
+
+    it('a binding declared list: true compares with = ANY', async () => {
+      db = recording(database.db);
+      const tool = sqlTool({
+        ...myOrdersDeclaration,
+        bind: {
+          customer_id: {
+            value: ({ request }) => request.authInfo?.extra?.customerIds as number[] | undefined,
+            list: true,
+          },
+        },
+        name: 'my_orders',
+        description: "The caller's accounts' orders.",
+        db,
+      });
+      const c = await serve([tool], {
+        token: 't',
+        clientId: 'c',
+        scopes: [],
+        extra: { customerIds: [1, 2] },
+      });
+      expect(await ids(tool, {})).toEqual([1, 2, 3, 4]);
+      expect(db.statements[0]!.text).toContain('"customer_id" = ANY($1)');
+      expect(db.statements[0]!.values).toEqual([[1, 2], 10]);
+      await c.close();
+      client = undefined;
+    });
+
+    it('a claim of the wrong type is refused with permission_denied before any SQL runs', async () => {
+      await expectRefusedClaims(myOrders, [
+        { id: 1 },
+        Number.NaN,
+        Number.POSITIVE_INFINITY,
+        '1\u0000',
+        () => 1,
+      ]);
+      const listed = () => {
+        db = recording(database.db);
+        return sqlTool({
+          ...myOrdersDeclaration,
+          bind: {
+            customer_id: {
+              value: ({ request }) => request.authInfo?.extra?.customerId as number[],
+              list: true,
+            },
+          },
+          name: 'my_orders',
+          description: "The caller's accounts' orders.",
+          db,
+        });
+      };
+      await expectRefusedClaims(listed, [[[1, 2]], [{}], [1, Number.NaN], ['a\u0000'], [null]]);
     });
 
     it('refuse with permission_denied when the caller has no such claim', async () => {
