@@ -15,7 +15,9 @@ export type AddressVerdict =
   | { readonly ok: false; readonly range: string };
 
 // Cloud metadata endpoints are refused even when `allowPrivate` names a range that holds them:
-// AWS/GCP/Azure/OpenStack, AWS ECS task and EKS pod identity, AWS IPv6, Alibaba Cloud.
+// AWS/GCP/Azure/OpenStack, AWS ECS task and EKS pod identity, AWS IPv6, Alibaba Cloud, Tencent
+// Cloud, Oracle Cloud (legacy), and Azure's WireServer, which sits in public address space where
+// no range check would catch it.
 const METADATA_ADDRESSES: readonly string[] = [
   '169.254.169.254',
   '169.254.170.2',
@@ -23,6 +25,9 @@ const METADATA_ADDRESSES: readonly string[] = [
   'fd00:ec2::254',
   'fd00:ec2::23',
   '100.100.100.200',
+  '169.254.0.23',
+  '192.0.0.192',
+  '168.63.129.16',
 ];
 const METADATA = new Set(METADATA_ADDRESSES.map((address) => ipaddr.parse(address).toNormalizedString()));
 

@@ -1,4 +1,4 @@
-import { raceAbort } from '@toolgate/core';
+import { isAbortError, withDeadline } from '@toolgate/core';
 import { checkAddress } from './address-ranges.js';
 import { hasIdnaIgnored, matchesHost, type NormalHost, normaliseHost } from './host-pattern.js';
 import { defaultPort, type NormalPolicy } from './options.js';
@@ -136,9 +136,16 @@ async function resolveChecked(
 ): Promise<string[]> {
   let answers: readonly string[];
   try {
-    answers = await raceAbort(policy.resolve(hostname), signal);
+    // A check on its own (the guard's) is bounded too: a name whose DNS never answers must not hold
+    // the call. Inside fetch, fetch's own deadline (same length, started earlier) fires first.
+    answers = await withDeadline(() => policy.resolve(hostname), {
+      signal,
+      timeoutMs: policy.timeoutMs,
+      what: 'resolution',
+    });
   } catch (error) {
     if (signal?.aborted) throw error;
+    if (isAbortError(error)) throw resolutionTimeout(policy, hostname, error);
     throw unresolvable(hostname, error);
   }
   if (!Array.isArray(answers) || answers.length === 0) throw unresolvable(hostname, undefined);
@@ -174,6 +181,14 @@ function addressRefusal(host: string, range: string, detail: Record<string, unkn
       hint: 'Only public hosts on the allowlist can be fetched. Do not retry with another spelling of the host.',
     },
   );
+}
+
+function resolutionTimeout(policy: NormalPolicy, host: string, cause: unknown): UrlRefusedError {
+  return new UrlRefusedError('timeout', `Resolving ${host} took longer than ${policy.timeoutMs} ms.`, {
+    host,
+    cause,
+    hint: 'The host name did not resolve in time; try again later, and if it keeps failing, tell the user.',
+  });
 }
 
 function unresolvable(host: string, cause: unknown): UrlRefusedError {

@@ -46,5 +46,9 @@ interface Snapshot extends Omit<CheckedUrl, 'url'> {
 function targetOf(url: string | URL | CheckedUrl, issued: symbol): string | URL | CheckedUrl {
   if (typeof url !== 'object' || url instanceof URL) return url;
   const snapshot = (url as unknown as Record<symbol, Snapshot | undefined>)[issued];
-  return snapshot ? { ...snapshot, url: new URL(snapshot.href) } : url.url;
+  if (snapshot) return { ...snapshot, url: new URL(snapshot.href) };
+  // A look-alike is checked again by its `url`. Only a string or URL can be: any other object there
+  // (a look-alike nested inside) would reach fetch as if checked, so it becomes '' and is refused.
+  const inner: unknown = url.url;
+  return typeof inner === 'string' || inner instanceof URL ? inner : '';
 }

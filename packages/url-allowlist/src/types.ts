@@ -30,7 +30,10 @@ export interface UrlPolicyOptions {
   maxRedirects?: number;
   /** Bytes of a response body `fetch` reads; the rest is cut and `truncated` set. @default 1048576 */
   maxBodyBytes?: number;
-  /** Total time of one `fetch`, resolution and every redirect included, in ms. @default 10000 */
+  /**
+   * Total time of one `fetch`, resolution and every redirect included, in ms; also the longest a
+   * `check` on its own waits for resolution. @default 10000
+   */
   timeoutMs?: number;
   /** Longest URL accepted, in characters. @default 8192 */
   maxUrlLength?: number;

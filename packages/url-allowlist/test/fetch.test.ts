@@ -1,9 +1,13 @@
 import net from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createUrlPolicy, type UrlPolicyOptions, UrlRefusedError } from '../src/index.js';
+import { type CheckedUrl, createUrlPolicy, type UrlPolicyOptions, UrlRefusedError } from '../src/index.js';
 import { type LocalServer, startLocalServer, unusedPort } from './support/local-server.js';
 import { refusedConnects } from './support/loopback-guard.js';
 import { type StubResolver, stubResolver } from './support/stub-resolver.js';
+
+// 16 MiB of zeros in about 16 KiB: the cap must hold after decompression, not on the wire.
+const GZIP_BOMB = gzipSync(Buffer.alloc(16 * 1024 * 1024), { level: 9 });
 
 let api: LocalServer;
 let files: LocalServer;
@@ -57,6 +61,17 @@ beforeAll(async () => {
     '/to-gopher': (_request, response) =>
       response.writeHead(302, { location: 'gopher://api.carrier.test:70/_x' }).end(),
     '/to-bad': (_request, response) => response.writeHead(302, { location: 'http://[::1' }).end(),
+    // `\\host` is scheme-relative to the URL parser: the hop goes to 127.0.0.1, which must be checked.
+    '/to-backslashes': (_request, response) =>
+      response.writeHead(302, { location: `\\\\127.0.0.1:${stranger.port}/` }).end(),
+    '/gzip-bomb': (_request, response) =>
+      response.writeHead(200, { 'content-encoding': 'gzip' }).end(GZIP_BOMB),
+    '/drip': (_request, response) => {
+      // Headers at once, then a byte every 20 ms, forever: the deadline has to cover the body too.
+      response.writeHead(200);
+      const timer = setInterval(() => response.write('x'), 20);
+      response.on('close', () => clearInterval(timer));
+    },
   });
 });
 
@@ -191,6 +206,27 @@ describe('fetch(): DNS rebinding', () => {
     });
     expect(dns.calls).toEqual(['internal.carrier.test']);
   });
+
+  it('a look-alike whose url is itself a look-alike is refused, never fetched as checked', async () => {
+    const dns = carrierDns();
+    const policy = carrierPolicy(dns, { ports: [api.port, stranger.port] });
+    // 127.0.0.1 is not on the allowlist: only a bypass of the check could reach the stranger.
+    const inner = {
+      url: new URL(`http://127.0.0.1:${stranger.port}/`),
+      hostname: '127.0.0.1',
+      port: stranger.port,
+      addresses: ['127.0.0.1'],
+    };
+    const forged = { url: inner, hostname: 'api.carrier.test', port: api.port, addresses: ['127.0.0.1'] };
+    const seenBefore = stranger.seen.length;
+    await expect(policy.fetch(forged as unknown as CheckedUrl)).rejects.toMatchObject({
+      reason: 'malformed',
+      code: 'invalid_argument',
+      message: 'Not a URL, or longer than 8192 characters.',
+    });
+    expect(stranger.seen.length).toBe(seenBefore);
+    expect(dns.calls).toEqual([]);
+  });
 });
 
 describe('fetch(): redirects are checked hop by hop', () => {
@@ -238,6 +274,12 @@ describe('fetch(): redirects are checked hop by hop', () => {
       'api.carrier.test redirected to a URL that is refused: URLs with a user name or password (user@host) are not accepted.',
     ],
     ['/to-bad', 'malformed', 'invalid_argument', 'api.carrier.test redirected to an invalid URL.'],
+    [
+      '/to-backslashes',
+      'host',
+      'permission_denied',
+      "api.carrier.test redirected to a URL that is refused: Host 127.0.0.1 is not on this tool's allowlist.",
+    ],
   ];
 
   it.each(cases)(
@@ -432,6 +474,25 @@ describe('fetch(): caps and failures', () => {
     });
   });
 
+  it('cuts a compressed body at maxBodyBytes of decompressed bytes, reading no further', async () => {
+    const policy = carrierPolicy(carrierDns(), { maxBodyBytes: 1000 });
+    const result = await policy.fetch(`http://api.carrier.test:${api.port}/gzip-bomb`);
+    expect({ body: result.body, bytes: result.bytes, truncated: result.truncated }).toEqual({
+      body: '\0'.repeat(1000),
+      bytes: 1000,
+      truncated: true,
+    });
+  });
+
+  it('ends a body that trickles past timeoutMs with timeout', async () => {
+    const policy = carrierPolicy(carrierDns(), { timeoutMs: 200 });
+    await expect(policy.fetch(`http://api.carrier.test:${api.port}/drip`)).rejects.toMatchObject({
+      reason: 'timeout',
+      code: 'timeout',
+      message: 'Fetching api.carrier.test took longer than 200 ms.',
+    });
+  });
+
   it('a body of exactly maxBodyBytes is not cut', async () => {
     const policy = carrierPolicy(carrierDns(), { maxBodyBytes: 1000 });
     const result = await policy.fetch(`http://api.carrier.test:${api.port}/exact`);
@@ -454,6 +515,31 @@ describe('fetch(): caps and failures', () => {
       resolve: () => new Promise(() => undefined),
     });
     await expect(policy.fetch('https://api.carrier.test/')).rejects.toMatchObject({ code: 'timeout' });
+  });
+
+  it('bounds the resolution of a check on its own by timeoutMs', async () => {
+    const policy = createUrlPolicy({
+      allow: ['api.carrier.test'],
+      timeoutMs: 100,
+      resolve: () => new Promise(() => undefined),
+    });
+    await expect(policy.check('https://api.carrier.test/')).rejects.toMatchObject({
+      reason: 'timeout',
+      code: 'timeout',
+      host: 'api.carrier.test',
+      message: 'Resolving api.carrier.test took longer than 100 ms.',
+    });
+  });
+
+  it("a check follows the caller's signal, rejecting with its reason unchanged", async () => {
+    const policy = createUrlPolicy({
+      allow: ['api.carrier.test'],
+      resolve: () => new Promise(() => undefined),
+    });
+    const controller = new AbortController();
+    const call = policy.check('https://api.carrier.test/', { signal: controller.signal });
+    setTimeout(() => controller.abort(new Error('client cancelled')), 20);
+    await expect(call).rejects.toThrow('client cancelled');
   });
 
   it("follows the caller's signal", async () => {

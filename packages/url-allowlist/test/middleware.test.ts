@@ -178,6 +178,55 @@ describe('createUrlGuard through a real client', () => {
     ]);
   });
 
+  it('ends a check whose DNS never answers at the policy timeout, before the handler runs', async () => {
+    const policy = createUrlPolicy({
+      allow: ['slow.carrier.test'],
+      timeoutMs: 100,
+      resolve: () => new Promise(() => undefined),
+    });
+    const handled: string[] = [];
+    const decisions: PolicyDecision[][] = [];
+    const tool = defineTool({
+      name: 'fetch_slow',
+      description: 'Fetch from a host whose DNS hangs.',
+      input: { url: z.string() },
+      middleware: [
+        async (ctx, next) => {
+          try {
+            return await next();
+          } finally {
+            decisions.push([...ctx.decisions]);
+          }
+        },
+        createUrlGuard({ paths: 'url', policy }),
+      ],
+      handler: ({ url }) => {
+        handled.push(url);
+        return ok({});
+      },
+    });
+    const server = new McpServer({ name: 'slow-dns', version: '1.0.0' });
+    registerTools(server, [tool], { logger: createSilentLogger() });
+    const c = await connect(server);
+    const envelope = expectFailure(await c.callTool('fetch_slow', { url: 'https://slow.carrier.test/' }));
+    expect(envelope).toEqual({
+      ok: false,
+      error: 'timeout',
+      message: 'Argument url: Resolving slow.carrier.test took longer than 100 ms.',
+      hint: 'The host name did not resolve in time; try again later, and if it keeps failing, tell the user.',
+      retryable: true,
+    });
+    expect(handled).toEqual([]);
+    expect(decisions[0]).toEqual([
+      {
+        by: 'url-allowlist',
+        action: 'deny',
+        reason: 'timeout',
+        detail: { path: 'url', host: 'slow.carrier.test' },
+      },
+    ]);
+  });
+
   it('refuses userinfo as invalid_argument naming the field', async () => {
     const { server, handled } = setup();
     const c = await connect(server);

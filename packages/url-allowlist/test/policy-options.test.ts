@@ -120,8 +120,13 @@ describe('address checks', () => {
   it('metadata addresses stay refused even inside an allowPrivate range', () => {
     const allow = [parseCidr('169.254.0.0/16'), parseCidr('fd00::/8'), parseCidr('100.64.0.0/10')];
     expect(checkAddress('169.254.1.1', allow)).toEqual({ ok: true, address: '169.254.1.1' });
+    const allowAll = [parseCidr('0.0.0.0/0'), parseCidr('::/0')];
     for (const address of ['169.254.169.254', '::ffff:169.254.169.254', 'fd00:ec2::254', '100.100.100.200']) {
       expect(checkAddress(address, allow)).toEqual({ ok: false, range: 'metadata' });
+    }
+    // Azure's WireServer (public space), Tencent's and Oracle's metadata: refused whatever allowPrivate says.
+    for (const address of ['168.63.129.16', '64:ff9b::a83f:8110', '169.254.0.23', '192.0.0.192']) {
+      expect(checkAddress(address, allowAll)).toEqual({ ok: false, range: 'metadata' });
     }
   });
 
