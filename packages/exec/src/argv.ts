@@ -6,10 +6,19 @@ export type ArgEntry = ArgSpec | false | null | undefined;
 
 // NUL ends a C string early; line breaks split records in programs that read argv as lines.
 const CONTROL = /[\0\n\r]/;
+// A short option alone: with its inline value emptied, it takes the next element as that value.
+const SHORT_FLAG = /^-[A-Za-z0-9]$/;
 
 const DASH_HINT =
   'Values are passed to the program as data and may not start with "-" (that would read as an option). Remove the leading "-".';
 const CONTROL_HINT = 'Remove NUL bytes and line breaks from the value and call again.';
+const EMPTY_HINT = 'This option needs a value: pass a non-empty one.';
+
+/** The declaration's entries for the probe inputs (`probeInputOf`, `dashlessInputOf`); undefined when one could not run. */
+export interface ArgProbes {
+  readonly filled?: readonly ArgEntry[] | undefined;
+  readonly dashless?: readonly ArgEntry[] | undefined;
+}
 
 /**
  * Builds the argv array for one call and enforces the rules every element obeys:
@@ -18,20 +27,22 @@ const CONTROL_HINT = 'Remove NUL bytes and line breaks from the value and call a
  *   `modelLedDash`) starting with `-` is refused, unless its position allows it (`allowDash`) or it
  *   comes after the declaration's own `--` (the bare `-`, read as stdin/stdout by many programs even
  *   as an operand, still needs `allowDash`);
+ * - an inline short option (`-e` + value) never stands alone: it would take the next element;
  * - the total size stays within `maxArgvBytes`.
  * `input` is the call's validated arguments; `undefined` for `safeExec`, where positions name the field.
- * `probe` is the declaration's answer for `probeInputOf(input)` (undefined when it could not run).
+ * `probes` are the declaration's answers for the probe inputs of `input`.
  */
 export function buildArgv(
   entries: readonly ArgEntry[],
   input: unknown,
   maxArgvBytes: number,
-  probe?: readonly ArgEntry[],
+  probes: ArgProbes = {},
 ): string[] {
   if (!Array.isArray(entries)) throw new TypeError('args must return an array');
   const inputTexts = indexInputTexts(input);
-  // Positions line up only when the probe built as many entries; otherwise the content rule decides.
-  const aligned = Array.isArray(probe) && probe.length === entries.length ? probe : undefined;
+  // Positions line up only when a probe built as many entries; otherwise the content rule decides.
+  const filled = alignedWith(entries, probes.filled);
+  const dashless = alignedWith(entries, probes.dashless);
   const argv: string[] = [];
   let afterSeparator = false;
   entries.forEach((entry, index) => {
@@ -42,10 +53,15 @@ export function buildArgv(
       if (fromInput !== undefined) {
         // An untagged value from the input: checked as if it were value().
         refuseDash(entry, fromInput, afterSeparator, false);
-      } else if (entry.startsWith('-') && modelLedDash(entry, aligned?.[index], inputTexts)) {
+      } else if (
+        entry.startsWith('-') &&
+        modelLedDash(entry, [filled?.[index], dashless?.[index]], inputTexts)
+      ) {
         // The declaration transformed a model value (trim, template, concatenation) into an element
         // that now starts with "-": the FINAL element is what the program parses, so it is checked.
         refuseDash(entry, findLeadingPath(entry, inputTexts) ?? `argv[${index}]`, afterSeparator, false);
+      } else if (emptiedShortFlag(entry, filled?.[index])) {
+        refuseEmpty(inputTexts.get('') ?? `argv[${index}]`);
       } else if (entry === '--') {
         afterSeparator = true;
       }
@@ -67,6 +83,7 @@ export function buildArgv(
         `args[${index}]: option(${entry.flag}) after "--" would be an operand, not an option`,
       );
     } else if (entry.inline) {
+      if (entry.text === '' && !entry.flag.startsWith('--')) refuseEmpty(path);
       argv.push(entry.flag.startsWith('--') ? `${entry.flag}=${entry.text}` : `${entry.flag}${entry.text}`);
     } else {
       argv.push(entry.flag, entry.text);
@@ -101,26 +118,51 @@ function refuseDash(text: string, path: string, afterSeparator: boolean, allowDa
   });
 }
 
+function refuseEmpty(path: string): void {
+  throw new ArgumentRefusal(`Argument ${path} may not be empty.`, EMPTY_HINT, {
+    path,
+    expected: 'a non-empty value',
+  });
+}
+
+function alignedWith(
+  entries: readonly ArgEntry[],
+  probe: readonly ArgEntry[] | undefined,
+): readonly ArgEntry[] | undefined {
+  return Array.isArray(probe) && probe.length === entries.length ? probe : undefined;
+}
+
+function textOf(entry: ArgEntry | undefined): string | undefined {
+  return typeof entry === 'string' ? entry : isArgValue(entry) ? entry.text : undefined;
+}
+
 /**
  * Whether the leading `-` of an untagged element came from the model rather than the declaration.
- * The declaration is run a second time on a probe input (every string `x`, every number 1): an element
- * whose probe counterpart does not start with `-` got its dash from a model value, whatever the
- * declaration did to that value on the way (`.trim()`, `${input.name}.txt`, `a + b`). A declaration's
- * own prefix (`--note=${input.note}`) starts with `-` in the probe too and is left alone. When the
- * probe is unusable (it threw, or built a different number of entries because the declaration
- * branches on values), the content rule decides: the element starts with a trimmed input value that
- * itself starts with `-`.
+ * The declaration is run again on two probe inputs: every string `x` and every number 1
+ * (`probeInputOf`), and the real input with every `-` of a string written `x` (`dashlessInputOf`,
+ * which takes the same branches as the real call). An element whose counterpart in either probe does
+ * not start with `-` got its dash from a model value, whatever the declaration did to that value on
+ * the way (`.trim()`, `${input.name}.txt`, `a + b`, a branch on another field). A declaration's own
+ * prefix (`--note=${input.note}`) starts with `-` in both probes and is left alone. When neither
+ * probe lines up (it threw, or built a different number of entries), the content rule decides: the
+ * element starts with a trimmed input value that itself starts with `-`.
  */
 function modelLedDash(
   element: string,
-  probed: ArgEntry | undefined,
+  probed: readonly (ArgEntry | undefined)[],
   inputTexts: Map<string, string>,
 ): boolean {
-  if (probed !== undefined) {
-    const text = typeof probed === 'string' ? probed : isArgValue(probed) ? probed.text : undefined;
-    if (text !== undefined) return !text.startsWith('-');
-  }
+  const texts = probed.map(textOf).filter((text) => text !== undefined);
+  if (texts.length > 0) return texts.some((text) => !text.startsWith('-'));
   return findLeadingPath(element, inputTexts) !== undefined;
+}
+
+/** A bare short flag whose probe counterpart carried a value behind it (`-e${input.pattern}`, emptied). */
+function emptiedShortFlag(element: string, probed: ArgEntry | undefined): boolean {
+  const text = textOf(probed);
+  return (
+    SHORT_FLAG.test(element) && text !== undefined && text.length > element.length && text.startsWith(element)
+  );
 }
 
 /** The path of an input value, trimmed, that starts with `-` and with which `element` starts. */
@@ -147,9 +189,30 @@ export function probeInputOf(input: unknown, depth = 0): unknown {
   );
 }
 
-/** Every string and number in the input, as text, with the dotted path of its first occurrence. */
+/**
+ * The dashless probe input for `modelLedDash`: the real input with every `-` of a string written `x`,
+ * and a key's leading dashes too (a record the model fills has keys of its choosing; a schema's own
+ * keys do not start with `-` and stay readable). Numbers stay: a negative one is caught by the other probe.
+ */
+export function dashlessInputOf(input: unknown, depth = 0): unknown {
+  if (typeof input === 'string') return input.replaceAll('-', 'x');
+  if (typeof input !== 'object' || input === null || depth > 32) return input;
+  if (Array.isArray(input)) return input.map((item) => dashlessInputOf(item, depth + 1));
+  return Object.fromEntries(
+    Object.entries(input).map(([key, child]) => [
+      key.replace(/^(\s*)(-+)/, (_, space: string, dashes: string) => space + 'x'.repeat(dashes.length)),
+      dashlessInputOf(child, depth + 1),
+    ]),
+  );
+}
+
+/**
+ * Every string and number in the input, and every key (the model chooses a record's keys), as text,
+ * with the dotted path of its first occurrence; values take precedence over keys.
+ */
 function indexInputTexts(input: unknown): Map<string, string> {
   const texts = new Map<string, string>();
+  const keys: Array<[string, string]> = [];
   const walk = (node: unknown, path: string, depth: number): void => {
     if (typeof node === 'string' || typeof node === 'number' || typeof node === 'bigint') {
       const text = String(node);
@@ -157,9 +220,14 @@ function indexInputTexts(input: unknown): Map<string, string> {
       return;
     }
     if (typeof node !== 'object' || node === null || depth > 32) return;
-    for (const [key, child] of Object.entries(node)) walk(child, path ? `${path}.${key}` : key, depth + 1);
+    for (const [key, child] of Object.entries(node)) {
+      const childPath = path ? `${path}.${key}` : key;
+      if (!Array.isArray(node)) keys.push([key, childPath]);
+      walk(child, childPath, depth + 1);
+    }
   };
   walk(input, '', 0);
+  for (const [key, path] of keys) if (!texts.has(key)) texts.set(key, path);
   return texts;
 }
 

@@ -14,7 +14,7 @@ import {
 import * as z from 'zod';
 import type { ArgEntry } from './arg-spec.js';
 import { ArgumentRefusal } from './argument-refusal.js';
-import { buildArgv, probeInputOf } from './argv.js';
+import { buildArgv, dashlessInputOf, probeInputOf } from './argv.js';
 import { type NormalisedExecOptions, normaliseExecOptions } from './options.js';
 import { runProcess } from './run-process.js';
 import type { ExecOutcome, ExecToolOptions, ExitCodeMapping } from './types.js';
@@ -55,7 +55,10 @@ export function execTool<const S extends InputSchema>(
     handler: async (args, ctx) => {
       let argv: string[];
       try {
-        argv = buildArgv(buildArgs(args), args, normalised.maxArgvBytes, probeArgs(buildArgs, args));
+        argv = buildArgv(buildArgs(args), args, normalised.maxArgvBytes, {
+          filled: probeArgs(buildArgs, probeInputOf(args)),
+          dashless: probeArgs(buildArgs, dashlessInputOf(args)),
+        });
       } catch (error) {
         if (!(error instanceof ArgumentRefusal)) throw error;
         ctx.decisions.push({
@@ -80,10 +83,13 @@ export function execTool<const S extends InputSchema>(
   });
 }
 
-/** The declaration's entries for the probe input; undefined when it throws on it (it may parse values). */
-function probeArgs<A>(buildArgs: (input: A) => readonly unknown[], args: A): readonly ArgEntry[] | undefined {
+/** The declaration's entries for a probe input; undefined when it throws on it (it may parse values). */
+function probeArgs<A>(
+  buildArgs: (input: A) => readonly unknown[],
+  probe: unknown,
+): readonly ArgEntry[] | undefined {
   try {
-    const entries = buildArgs(probeInputOf(args) as A);
+    const entries = buildArgs(probe as A);
     return Array.isArray(entries) ? (entries as readonly ArgEntry[]) : undefined;
   } catch {
     return undefined;

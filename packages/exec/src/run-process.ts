@@ -52,11 +52,20 @@ export function runProcess(
     let settled = false;
     const timers: NodeJS.Timeout[] = [];
 
+    // A group that cannot be signalled is logged, never thrown: this runs in timers and events.
+    const signalTree = (signalName: NodeJS.Signals): void => {
+      const error = signalProcessTree(child, signalName);
+      if (error === undefined) return;
+      logger.warn(
+        { err: error, command: options.command.declared, pid: child.pid, signal: signalName },
+        'exec: could not signal the program’s process group; signalled the program itself',
+      );
+    };
     const stop = (reason: StopReason): void => {
       if (stopReason !== undefined) return;
       stopReason = reason;
-      signalProcessTree(child, 'SIGTERM');
-      timers.push(setTimeout(() => signalProcessTree(child, 'SIGKILL'), options.killGraceMs).unref());
+      signalTree('SIGTERM');
+      timers.push(setTimeout(() => signalTree('SIGKILL'), options.killGraceMs).unref());
     };
     // Core's deadline: one signal for the caller's abort and the time limit; which fired decides the message.
     const deadline = deadlineSignal(signal, options.timeoutMs);
@@ -85,7 +94,7 @@ export function runProcess(
     });
     child.on('exit', () => {
       // Descendants left behind in the group are stopped with it: a tool call leaves no processes.
-      signalProcessTree(child, 'SIGKILL');
+      signalTree('SIGKILL');
       // A descendant that left the group may still hold the pipes open; do not wait for it forever.
       timers.push(
         setTimeout(() => {

@@ -129,6 +129,16 @@ const numbers = execTool({
   ],
 });
 
+const inlineShort = execTool({
+  name: 'inline_short',
+  description: 'A short option with its value inline, then operands (test).',
+  input: { pattern: z.string(), file: z.string() },
+  command: NODE,
+  cwd: sandbox,
+  env: { RAN_MARKER: marker },
+  args: (input) => [ECHO, option('-e', input.pattern, { inline: true }), '--', value(input.file)],
+});
+
 const forged = execTool({
   name: 'forged',
   description: 'Passes a raw input object where a tagged value belongs (a declaration bug).',
@@ -149,7 +159,7 @@ afterEach(async () => {
 });
 
 async function connect(): Promise<TestClient> {
-  client = await serve([echoTool, positional, untagged, numbers, forged], recordingLogger(logs));
+  client = await serve([echoTool, positional, untagged, numbers, inlineShort, forged], recordingLogger(logs));
   return client;
 }
 
@@ -253,6 +263,25 @@ describe('option injection', () => {
     const envelope = expectFailure(await callTool('echo_args', { values: [], rest: ['--'] }));
     expect(envelope.fields).toEqual([{ path: 'rest.0', expected: 'a value that does not start with "-"' }]);
     expect(existsSync(marker)).toBe(false);
+  });
+
+  it('refuses an empty value for an inline short option, which would take the next element as its value', async () => {
+    const { callTool } = await connect();
+    // `-e` alone would read the declaration's "--" as its pattern, and "-V" after it as an option.
+    expect(expectFailure(await callTool('inline_short', { pattern: '', file: '-V' }))).toEqual({
+      ok: false,
+      error: 'invalid_argument',
+      message: 'Argument pattern may not be empty.',
+      hint: 'This option needs a value: pass a non-empty one.',
+      retryable: false,
+      fields: [{ path: 'pattern', expected: 'a non-empty value' }],
+    });
+    expect(existsSync(marker)).toBe(false);
+    expect(echoed(await callTool('inline_short', { pattern: 'a', file: '-V' })).argv).toEqual([
+      '-ea',
+      '--',
+      '-V',
+    ]);
   });
 
   it('lets a position declared with allowDash take a negative number', async () => {

@@ -2,7 +2,7 @@ import { chmodSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { PolicyDecision, ToolMiddleware } from '@toolgate/core';
 import { expectFailure, type LogEntry, recordingLogger, type TestClient } from '@toolgate/core/testing';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import * as z from 'zod';
 import { execTool, value } from '../src/index.js';
 import { BEHAVE, ECHO, expectGone, NODE, readPids, scratchDir, serve } from './harness.js';
@@ -108,6 +108,39 @@ describe('process tree', () => {
     ]);
     await expectGone(pids.child);
     await expectGone(pids.grandchild);
+  });
+
+  it('survives a process group it may not signal (EPERM): stops the program itself, logs, answers timeout', async () => {
+    // As root no kill fails, so the kernel's answer for a group of only setuid processes is played
+    // by process.kill for group signals (negative pids); everything else goes to the real one.
+    const realKill = process.kill.bind(process);
+    const kill = vi.spyOn(process, 'kill').mockImplementation((pid: number, signal?: string | number) => {
+      if (pid < 0) throw Object.assign(new Error('kill EPERM'), { code: 'EPERM', syscall: 'kill' });
+      return realKill(pid, signal);
+    });
+    const pidFile = path.join(sandbox, 'eperm.pids');
+    let pids: { child: number; grandchild: number } | undefined;
+    try {
+      const { callTool } = await connect();
+      const call = callTool('behave', { mode: 'tree', args: [pidFile] });
+      pids = await readPids(pidFile);
+      expect(expectFailure(await call).error).toBe('timeout');
+      await expectGone(pids.child);
+      const warnings = logs.filter((entry) => entry.level === 'warn');
+      expect(warnings.length).toBeGreaterThan(0);
+      expect(warnings[0]!.message).toMatch(/could not signal the program’s process group/);
+      expect(warnings[0]!.fields).toMatchObject({ pid: pids.child, signal: 'SIGTERM' });
+    } finally {
+      kill.mockRestore();
+      // The grandchild stayed in the group nobody could signal: the test cleans it up itself.
+      if (pids !== undefined) {
+        try {
+          process.kill(pids.grandchild, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+    }
   });
 
   it('follows SIGTERM with SIGKILL when the tree ignores SIGTERM', async () => {

@@ -45,9 +45,42 @@ const branching = execTool({
   args: (input) => [ECHO, ...(input.sort === 'desc' ? ['--reverse'] : []), input.file.trim()],
 });
 
+const shortTemplate = execTool({
+  name: 'short_template',
+  description: 'Writes a model value behind a short flag of its own, then operands (test).',
+  input: { pattern: z.string(), file: z.string() },
+  command: NODE,
+  cwd: sandbox,
+  args: (input) => [ECHO, `-e${input.pattern}`, '--', input.file],
+});
+
+const keyed = execTool({
+  name: 'keyed',
+  description: 'Passes the keys of a record, alone and in a template (test).',
+  input: { files: z.record(z.string(), z.string()) },
+  command: NODE,
+  cwd: sandbox,
+  args: (input) => [
+    ECHO,
+    ...Object.entries(input.files).flatMap(([name, label]) => [name, `${name}:${label}`]),
+  ],
+});
+
+const modal = execTool({
+  name: 'modal',
+  description: 'Puts a fixed flag or a model value at the same position, by an enum (test).',
+  input: { mode: z.enum(['raw', 'cooked']), query: z.string() },
+  command: NODE,
+  cwd: sandbox,
+  args: (input) => [ECHO, input.mode === 'raw' ? input.query.trim() : '--cooked'],
+});
+
 let client: TestClient;
 beforeAll(async () => {
-  client = await serve([trimmed, templated, joined, branching], recordingLogger([]));
+  client = await serve(
+    [trimmed, templated, joined, branching, shortTemplate, keyed, modal],
+    recordingLogger([]),
+  );
 });
 afterAll(async () => client.close());
 
@@ -104,5 +137,39 @@ describe('untagged values a declaration transformed', () => {
       '--reverse',
       'a',
     ]);
+  });
+
+  it('refuses a value whose dash leads the element when the probe took the other branch at that position', async () => {
+    const envelope = expectFailure(await client.callTool('modal', { mode: 'raw', query: ' --exec=sh' }));
+    expect(envelope.error).toBe('invalid_argument');
+    expect(envelope.fields).toEqual(DASH_FIELD('query'));
+    expect(argvOf(await client.callTool('modal', { mode: 'raw', query: ' report ' }))).toEqual(['report']);
+    expect(argvOf(await client.callTool('modal', { mode: 'cooked', query: '-x' }))).toEqual(['--cooked']);
+  });
+
+  it('refuses an empty value a declaration wrote behind a short flag (the flag would take the next element)', async () => {
+    expect(expectFailure(await client.callTool('short_template', { pattern: '', file: '-V' }))).toEqual({
+      ok: false,
+      error: 'invalid_argument',
+      message: 'Argument pattern may not be empty.',
+      hint: 'This option needs a value: pass a non-empty one.',
+      retryable: false,
+      fields: [{ path: 'pattern', expected: 'a non-empty value' }],
+    });
+    expect(argvOf(await client.callTool('short_template', { pattern: 'a', file: '-V' }))).toEqual([
+      '-ea',
+      '--',
+      '-V',
+    ]);
+  });
+});
+
+describe('keys of a record the model fills', () => {
+  it('refuses a key that starts with "-", as an element of its own or leading a template', async () => {
+    const envelope = expectFailure(await client.callTool('keyed', { files: { ok: 'a', '-rf': 'b' } }));
+    expect(envelope.error).toBe('invalid_argument');
+    expect(envelope.message).toBe('Argument files.-rf may not start with "-".');
+    expect(envelope.fields).toEqual(DASH_FIELD('files.-rf'));
+    expect(argvOf(await client.callTool('keyed', { files: { 'a-b': 'c' } }))).toEqual(['a-b', 'a-b:c']);
   });
 });
