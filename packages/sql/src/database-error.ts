@@ -42,11 +42,27 @@ export function toToolError(error: unknown, signal: AbortSignal | undefined, tim
       { hint: NARROWER, cause: error },
     );
   }
-  if (known === undefined) return error;
+  if (known === undefined) return dataExceptionOf(error) ?? error;
   return new ToolError(known.code, sqlMessage(known), {
     ...(known.hint === undefined ? {} : { hint: known.hint }),
     retryable: known.retryable,
     ...(known.retryAfterMs === undefined ? {} : { retryAfterMs: known.retryAfterMs }),
+    cause: error,
+  });
+}
+
+// Data exceptions a value the model sent can raise in a parameterized read: a number the column type
+// cannot hold (22003), a date or time out of range (22008) or malformed (22007), text the column type
+// cannot read (22P02, e.g. a string filter on a uuid column). The schema let them through, the database
+// did not: the model's to fix, not an incident.
+const VALUE_REFUSED = new Set(['22003', '22007', '22008', '22P02']);
+
+function dataExceptionOf(error: unknown): ToolError | undefined {
+  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+  if (typeof code !== 'string' || !VALUE_REFUSED.has(code)) return undefined;
+  return new ToolError('invalid_argument', 'An argument is outside what the data can hold.', {
+    hint: 'Use a smaller number or a valid value, and call again.',
+    retryable: false,
     cause: error,
   });
 }

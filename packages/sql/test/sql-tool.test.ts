@@ -214,6 +214,33 @@ describe.each(ENGINES)('sqlTool on $name', (engine) => {
       expect(await ids(tool, { email: 'BOB@example.com' })).toEqual([]);
     });
 
+    it('a value the column cannot hold answers invalid_argument, not internal', async () => {
+      db = recording(database.db);
+      const byId = sqlTool({
+        from: { schema: SCHEMA, table: 'orders' },
+        columns: ['id'],
+        // No maximum: the schema takes any safe integer, the int4 column does not.
+        filters: { id: { kind: 'equals', type: 'integer', description: 'One order id.' } },
+        sort: exploreOrdersDeclaration.sort,
+        limit: exploreOrdersDeclaration.limit,
+        name: 'order_by_id',
+        description: 'One order by id.',
+        db,
+      });
+      const c = await serve([byId]);
+      const envelope = expectFailure(await c.callTool('order_by_id', { id: 3_000_000_000 }));
+      expect(envelope).toEqual({
+        ok: false,
+        error: 'invalid_argument',
+        message: 'An argument is outside what the data can hold.',
+        hint: 'Use a smaller number or a valid value, and call again.',
+        retryable: false,
+        // The database's own message (the column type, the value) is logged under this id.
+        incidentId: expect.stringMatching(/^inc_/),
+      });
+      expect(await ids(byId, { id: 3 })).toEqual([3]);
+    });
+
     it('oneOf matches any listed value', async () => {
       const tool = explore();
       expect(await ids(tool, { statuses: ['paid', 'cancelled'] })).toEqual([4, 6, 8]);

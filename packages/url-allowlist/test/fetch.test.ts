@@ -345,7 +345,7 @@ describe('fetch(): redirects are checked hop by hop', () => {
     expect(api.seen.length - seenBefore).toBe(4);
   });
 
-  it('maxRedirects 0 returns the redirect itself', async () => {
+  it('maxRedirects 0 refuses any redirect instead of following it (a secret body never travels on)', async () => {
     const policy = carrierPolicy(carrierDns(), { maxRedirects: 0 });
     await expect(policy.fetch(`http://api.carrier.test:${api.port}/to-final`)).rejects.toMatchObject({
       reason: 'redirects',
