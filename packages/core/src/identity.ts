@@ -6,7 +6,8 @@ import type { ToolRequest } from './types.js';
 /** Who is calling, as core derives it once per call from what the transport verified. */
 export interface CallerIdentity {
   /**
-   * The stable key every per-caller key starts with: `sub:<issuer>|<subject>`, `client:<clientId>#<digest>`,
+   * The stable key every per-caller key starts with: `sub:<issuer>|<subject>` (`%` and `|` of the issuer
+   * percent-encoded), `client:<clientId>#<digest>`,
    * `local` (stdio), `session:<id>` or `anonymous` (HTTP without auth).
    */
   readonly id: string;
@@ -63,14 +64,16 @@ function deriveIdentity(auth: AuthInfo): CallerIdentity {
   const clientId = auth.clientId || undefined;
   if (subject !== undefined) {
     return Object.freeze({
-      id: `sub:${issuer ?? ''}|${subject}`,
+      id: `sub:${issuerPart(issuer)}|${subject}`,
       kind: 'subject',
       subject,
       ...(issuer === undefined ? {} : { issuer }),
       ...(clientId === undefined ? {} : { clientId }),
     });
   }
-  const stable: Record<string, unknown> = {};
+  // No prototype: a claim named `__proto__` (an own key of parsed JSON) is kept as a claim, where an
+  // assignment to a plain object would set its prototype and leave the claim out of the digest.
+  const stable: Record<string, unknown> = Object.create(null);
   for (const [claim, value] of Object.entries(extra)) if (!VOLATILE_CLAIMS.has(claim)) stable[claim] = value;
   const digest = hash(
     'sha256',
@@ -83,4 +86,14 @@ function deriveIdentity(auth: AuthInfo): CallerIdentity {
     ...(issuer === undefined ? {} : { issuer }),
     ...(clientId === undefined ? {} : { clientId }),
   });
+}
+
+/**
+ * The issuer as it stands before the `|` of a subject id: `%` and `|` percent-encoded, so the first `|`
+ * always ends the issuer (`https://a` + `b|c` and `https://a|b` + `c` are two callers). An issuer
+ * without either character (nearly all) reads as it always did, so stored keys stay valid.
+ */
+function issuerPart(issuer: string | undefined): string {
+  if (issuer === undefined) return '';
+  return /[%|]/.test(issuer) ? issuer.replaceAll('%', '%25').replaceAll('|', '%7C') : issuer;
 }

@@ -97,6 +97,24 @@ describe('caller identity', () => {
     expect(moreScopes.id).not.toBe(c42.id);
   });
 
+  it('keeps issuer and subject apart: a | in either cannot make two callers one', () => {
+    const id = (iss: string, sub: string) => identifyCaller(requestWith(token('portal', { iss, sub }))).id;
+    expect(id('https://a', 'b|c')).not.toBe(id('https://a|b', 'c'));
+    expect(id('https://a%7Cb', 'c')).not.toBe(id('https://a|b', 'c'));
+    expect(id('https://id.example', 'u|1')).toBe('sub:https://id.example|u|1');
+  });
+
+  it('tells apart tokens that differ only in a claim named __proto__ (parsed JSON makes it an own key)', () => {
+    const claims = (value: unknown) =>
+      JSON.parse(`{"customerId":42,"__proto__":${JSON.stringify(value)}}`) as Record<string, unknown>;
+    const a = identifyCaller(requestWith(token('portal', claims({ tenant: 'a' }))));
+    const b = identifyCaller(requestWith(token('portal', claims({ tenant: 'b' }))));
+    const plain = identifyCaller(requestWith(token('portal', { customerId: 42 })));
+    expect(new Set([a.id, b.id, plain.id]).size).toBe(3);
+    // Keys made before this stay valid: without such a claim the digest is what it always was.
+    expect(plain.id).toBe(identifyCaller(requestWith(token('portal', { customerId: 42 }))).id);
+  });
+
   it('is local on stdio, the session over HTTP with sessions, anonymous over HTTP without either', () => {
     expect(identifyCaller(requestWith(undefined)).id).toBe('local');
     expect(identifyCaller({ ...requestWith(undefined, { host: 'x' }), sessionId: 's1' }).id).toBe(
