@@ -1,5 +1,13 @@
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
-import { createRemoteJWKSet, type JWTPayload, jwtVerify } from 'jose';
+import {
+  createLocalJWKSet,
+  createRemoteJWKSet,
+  errors,
+  type JSONWebKeySet,
+  type JWTPayload,
+  type JWTVerifyGetKey,
+  jwtVerify,
+} from 'jose';
 import {
   AccessTokenInvalidError,
   AccessTokenScopeError,
@@ -30,6 +38,10 @@ export interface JwtVerifierOptions {
   jwksCooldownMs?: number;
   /** Time limit of one JWKS fetch, in ms. @default 5000 */
   jwksTimeoutMs?: number;
+  /** After a failed JWKS fetch, how long requests are answered 503 without fetching again, in ms. @default 5000 */
+  jwksFailureCooldownMs?: number;
+  /** Longest token accepted, in characters; a longer one is refused before it is parsed. @default 16384 */
+  maxTokenLength?: number;
 }
 
 /** Verifies bearer tokens; `verifyAccessToken` makes it the SDK's OAuthTokenVerifier (`requireBearerAuth({ verifier })`). */
@@ -63,11 +75,14 @@ const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
  */
 export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
   const settings = checkOptions(options);
-  const keys = createRemoteJWKSet(settings.jwksUrl, {
-    cacheMaxAge: settings.cacheMaxAge,
-    cooldownDuration: settings.cooldown,
-    timeoutDuration: settings.timeout,
-  });
+  const keys = withFailureCooldown(
+    createRemoteJWKSet(settings.jwksUrl, {
+      cacheMaxAge: settings.cacheMaxAge,
+      cooldownDuration: settings.cooldown,
+      timeoutDuration: settings.timeout,
+    }),
+    settings.failureCooldown,
+  );
   const verifyOptions = {
     issuer: settings.issuer,
     audience: settings.audiences,
@@ -80,6 +95,9 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
   const verify = async (token: string): Promise<AuthInfo> => {
     if (typeof token !== 'string' || token === '')
       throw new AccessTokenInvalidError('The token is empty.', 'malformed');
+    // Decoding and parsing cost grows with the token, and nothing bounds it before jose does.
+    if (token.length > settings.maxTokenLength)
+      throw new AccessTokenInvalidError('The token is too large.', 'malformed');
     let payload: JWTPayload;
     try {
       ({ payload } = await jwtVerify(token, keys, verifyOptions));
@@ -110,6 +128,8 @@ interface Settings {
   cacheMaxAge: number;
   cooldown: number;
   timeout: number;
+  failureCooldown: number;
+  maxTokenLength: number;
 }
 
 function checkOptions(options: JwtVerifierOptions): Settings {
@@ -179,6 +199,59 @@ function checkOptions(options: JwtVerifierOptions): Settings {
     cacheMaxAge: ms(options.jwksCacheMaxAgeMs, 600_000, 'jwksCacheMaxAgeMs'),
     cooldown: ms(options.jwksCooldownMs, 30_000, 'jwksCooldownMs'),
     timeout: ms(options.jwksTimeoutMs, 5_000, 'jwksTimeoutMs'),
+    failureCooldown: ms(options.jwksFailureCooldownMs, 5_000, 'jwksFailureCooldownMs'),
+    maxTokenLength: checkMaxTokenLength(options.maxTokenLength),
+  };
+}
+
+// 16 KiB is Node's default limit for all of a request's headers: no token that fits through a default
+// node:http server is refused.
+function checkMaxTokenLength(value: number | undefined): number {
+  const out = value ?? 16_384;
+  if (!Number.isInteger(out) || out < 1)
+    throw new RangeError('createJwtVerifier: maxTokenLength must be a positive integer (characters)');
+  return out;
+}
+
+/**
+ * The remote key set, fetching at most once per `cooldownMs` after a failed fetch: during an outage the
+ * authorization server gets one fetch per cooldown, not one per request. Keys already held (and still
+ * within `jwksCacheMaxAgeMs`) keep verifying their tokens meanwhile: a token naming an unknown key,
+ * which makes jose fetch, must not lock every caller out.
+ */
+function withFailureCooldown(
+  keys: ReturnType<typeof createRemoteJWKSet>,
+  cooldownMs: number,
+): JWTVerifyGetKey {
+  let failure: { readonly at: number; readonly error: unknown } | undefined;
+  let held: { readonly set: JSONWebKeySet; readonly get: JWTVerifyGetKey } | undefined;
+  const heldKeys = (): JWTVerifyGetKey | undefined => {
+    const set = keys.fresh ? keys.jwks() : undefined;
+    if (set === undefined) return undefined;
+    if (held?.set !== set) held = { set, get: createLocalJWKSet(set) };
+    return held.get;
+  };
+  return async (header, token) => {
+    if (failure !== undefined && Date.now() - failure.at < cooldownMs) {
+      const local = heldKeys();
+      if (local !== undefined) {
+        try {
+          return await local(header, token);
+        } catch (error) {
+          // Another fault of the token is its own answer; a key not held waits for the next fetch.
+          if (!(error instanceof errors.JWKSNoMatchingKey)) throw error;
+        }
+      }
+      throw new Error('JWKS not fetched: the previous fetch failed within jwksFailureCooldownMs', {
+        cause: failure.error,
+      });
+    }
+    try {
+      return await keys(header, token);
+    } catch (error) {
+      if (invalidTokenOf(error) === undefined) failure = { at: Date.now(), error };
+      throw error;
+    }
   };
 }
 
@@ -210,6 +283,14 @@ function scopesOf(payload: JWTPayload): string[] {
 
 /** jose's error, as the 401 (the token's fault) or 503 (the keys could not be had) it stands for. */
 function tokenError(error: unknown): Error {
+  return (
+    invalidTokenOf(error) ??
+    new AccessTokenUnavailableError('The signing keys could not be fetched.', { cause: error })
+  );
+}
+
+/** The 401 for a fault of the token itself; undefined for anything else (fetch, timeout, a bad JWKS). */
+function invalidTokenOf(error: unknown): AccessTokenInvalidError | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   const invalid = (message: string, reason: InvalidTokenReason): AccessTokenInvalidError =>
     new AccessTokenInvalidError(message, reason, { cause: error });
@@ -226,7 +307,6 @@ function tokenError(error: unknown): Error {
       return invalid(`The token's "${claim}" claim is not acceptable.`, 'claim');
     }
     case 'ERR_JOSE_ALG_NOT_ALLOWED':
-    case 'ERR_JOSE_NOT_SUPPORTED':
       return invalid('The token is signed with an algorithm this server does not accept.', 'algorithm');
     case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED':
       return invalid('The token signature is invalid.', 'signature');
@@ -235,8 +315,10 @@ function tokenError(error: unknown): Error {
       return invalid('The token is signed with a key the issuer does not publish.', 'unknown_key');
     case 'ERR_JWS_INVALID':
     case 'ERR_JWT_INVALID':
+    // A `crit` extension jose does not implement (an algorithm off the list fails earlier, as not allowed).
+    case 'ERR_JOSE_NOT_SUPPORTED':
       return invalid('The token is not a well-formed JWT.', 'malformed');
     default:
-      return new AccessTokenUnavailableError('The signing keys could not be fetched.', { cause: error });
+      return undefined;
   }
 }

@@ -81,7 +81,9 @@ export function evaluate(
   request: AccessRequest['request'],
 ): Verdict {
   const auth = request.authInfo;
-  const held = auth?.scopes ?? NO_SCOPES;
+  // Only an array counts: a raw `scope` string from another verifier would match by substring
+  // (`orders:readonly` would hold `orders:read`).
+  const held = Array.isArray(auth?.scopes) ? auth.scopes : NO_SCOPES;
   let missing: string[] | undefined;
   for (const scope of requirement.scopes) {
     if (held.includes(scope)) continue;
@@ -99,7 +101,7 @@ export function evaluate(
   if (requirement.claims.length > 0) {
     const claims = auth?.extra;
     for (const [claim, predicate] of requirement.claims) {
-      if (!passes(predicate, claims?.[claim])) {
+      if (!passes(predicate, ownClaim(claims, claim))) {
         return { allow: false, reason: `claim ${claim} refused`, missingScopes: NO_SCOPES };
       }
     }
@@ -108,6 +110,11 @@ export function evaluate(
     return { allow: false, reason: 'check refused', missingScopes: NO_SCOPES };
   }
   return MET;
+}
+
+// Own claims only: a token without a `constructor` claim must read undefined, not Object's.
+function ownClaim(claims: Record<string, unknown> | undefined, name: string): unknown {
+  return claims !== undefined && claims !== null && Object.hasOwn(claims, name) ? claims[name] : undefined;
 }
 
 function holdsOneSet(held: readonly string[], sets: readonly (readonly string[])[]): boolean {

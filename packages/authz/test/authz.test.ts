@@ -191,6 +191,51 @@ describe('tools/call', () => {
   });
 });
 
+describe('tokens of unexpected shapes', () => {
+  it('counts scopes only from an array: a scope string never matches by substring', async () => {
+    // Another verifier may hand over the raw `scope`/`scp` string; `orders:readonly` is not `orders:read`.
+    const raw = { ...token([]), scopes: 'orders:readonly orders:writer payments' as unknown as string[] };
+    const client = await serve(ALL, { ...OPTIONS, tools: { ...OPTIONS.tools, search_orders: {} } }, raw);
+    expect(await names(client)).toEqual(['ping']);
+    await expect(client.callTool('get_order_status', { orderId: 1 })).rejects.toThrow(
+      'MCP error -32602: Unknown tool: get_order_status',
+    );
+    expect(client.decisions).toEqual([
+      [{ by: 'authz', action: 'hide', reason: 'missing scope(s): orders:read' }],
+    ]);
+  });
+
+  it('gives a claim predicate undefined for a claim the token lacks, also one named like an Object member', async () => {
+    const present = (value: unknown) => value !== undefined;
+    const options: AuthzOptions = {
+      require: {},
+      tools: { refund: { require: { claims: { constructor: present, toString: present } } } },
+    };
+    const without = await serve(ALL, options, token(['orders:write']));
+    expect(await names(without)).toEqual(['search_orders', 'get_order_status', 'ping']);
+    const withClaims = await serve(ALL, options, token([], { constructor: 'x', toString: 'y' }));
+    expect(await withClaims.callToolJson('refund', { orderId: 4 })).toEqual({ ok: true, refunded: 4 });
+  });
+
+  it('decides visibility per call: one instance serving many callers caches nothing between them', async () => {
+    const authz = createAuthz(OPTIONS);
+    const middleware = [authz];
+    const reader = await serveTools(ALL, { middleware, authInfo: token(['orders:read']) });
+    const writer = await serveTools(ALL, {
+      middleware,
+      authInfo: token(['orders:read', 'orders:write', 'payments'], { sub: 'user-2' }),
+    });
+    open.push(reader, writer);
+    const list = async (client: typeof reader) => (await client.client.listTools()).tools.map((t) => t.name);
+    for (let round = 0; round < 2; round += 1) {
+      expect(await list(writer)).toEqual(['search_orders', 'refund', 'get_order_status', 'ping']);
+      expect(await list(reader)).toEqual(['search_orders', 'get_order_status', 'ping']);
+      expect(await writer.callToolJson('refund', { orderId: 5 })).toEqual({ ok: true, refunded: 5 });
+      await expect(reader.callTool('refund', { orderId: 5 })).rejects.toThrow('Unknown tool: refund');
+    }
+  });
+});
+
 describe('refuse mode', () => {
   const refuse: AuthzOptions = { ...OPTIONS, mode: 'refuse' };
 

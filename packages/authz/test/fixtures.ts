@@ -1,6 +1,13 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from 'jose';
+import {
+  exportJWK,
+  generateKeyPair,
+  type JWK,
+  type JWSHeaderParameters,
+  type JWTPayload,
+  SignJWT,
+} from 'jose';
 
 export const ISSUER = 'https://auth.example.test';
 export const RESOURCE = 'https://orders.example.test/mcp';
@@ -11,9 +18,20 @@ type Keys = Awaited<ReturnType<typeof generateKeyPair>>;
 export interface Issuer {
   readonly jwksUrl: string;
   readonly fetches: () => number;
+  /** The published keys, as a client downloading the JWKS sees them. */
+  readonly jwks: { readonly keys: readonly JWK[] };
+  /** While down, the JWKS answers 500 (still counted as a fetch). */
+  setDown(down: boolean): void;
   sign(
     payload: JWTPayload,
-    options?: { kid?: string; alg?: string; key?: Keys['privateKey']; exp?: string | number | false },
+    options?: {
+      kid?: string;
+      alg?: string;
+      key?: Keys['privateKey'];
+      exp?: string | number | false;
+      /** More protected header parameters (`typ`, `crit`, `jku`, `jwk`, ...). */
+      header?: Partial<JWSHeaderParameters>;
+    },
   ): Promise<string>;
   close(): Promise<void>;
 }
@@ -28,12 +46,17 @@ export async function startIssuer(): Promise<Issuer> {
     ],
   };
   let fetches = 0;
+  let down = false;
   const server: Server = createServer((req, res) => {
     if (req.url !== '/jwks.json') {
       res.writeHead(404).end();
       return;
     }
     fetches += 1;
+    if (down) {
+      res.writeHead(500).end();
+      return;
+    }
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(jwks));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -41,14 +64,24 @@ export async function startIssuer(): Promise<Issuer> {
   return {
     jwksUrl: `http://127.0.0.1:${port}/jwks.json`,
     fetches: () => fetches,
+    jwks,
+    setDown(value) {
+      down = value;
+    },
     async sign(payload, options = {}) {
       const alg = options.alg ?? 'RS256';
       const key = options.key ?? (alg === 'ES256' ? ec.privateKey : rsa.privateKey);
       const jwt = new SignJWT({ iss: ISSUER, aud: RESOURCE, ...payload })
-        .setProtectedHeader({ alg, kid: options.kid ?? (alg === 'ES256' ? 'ec-1' : 'rsa-1') })
+        .setProtectedHeader({
+          alg,
+          kid: options.kid ?? (alg === 'ES256' ? 'ec-1' : 'rsa-1'),
+          ...options.header,
+        })
         .setIssuedAt();
       if (options.exp !== false) jwt.setExpirationTime(options.exp ?? '5m');
-      return jwt.sign(key);
+      // jose refuses to sign a `crit` it does not know unless told the extensions are understood.
+      const crit = Object.fromEntries((options.header?.crit ?? []).map((name) => [name, true]));
+      return jwt.sign(key, { crit });
     },
     close: () =>
       new Promise<void>((resolve, reject) => server.close((error) => (error ? reject(error) : resolve()))),

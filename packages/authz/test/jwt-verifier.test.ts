@@ -1,10 +1,12 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import {
   InsufficientScopeError,
   InvalidTokenError,
   ServerError,
 } from '@modelcontextprotocol/sdk/server/auth/errors.js';
 import { requireBearerAuth } from '@modelcontextprotocol/sdk/server/auth/middleware/bearerAuth.js';
-import { generateKeyPair } from 'jose';
+import { exportJWK, exportSPKI, generateKeyPair, importJWK, type KeyObject, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   AccessTokenInvalidError,
@@ -203,6 +205,186 @@ describe('createJwtVerifier', () => {
       /https/,
     );
     expect(() => createJwtVerifier({ ...base, clockToleranceSec: -1 })).toThrow(RangeError);
+  });
+});
+
+describe('createJwtVerifier against hostile tokens', () => {
+  it('refuses HS256 keyed with the published RSA public key (algorithm confusion) without fetching keys', async () => {
+    const published = issuer.jwks.keys.find((key) => key.kid === 'rsa-1')!;
+    const pem = await exportSPKI((await importJWK(published, 'RS256', { extractable: true })) as KeyObject);
+    const verifier = verifierFor();
+    const before = issuer.fetches();
+    for (const secret of [pem, JSON.stringify(published)]) {
+      const token = await new SignJWT({ iss: ISSUER, aud: RESOURCE, sub: 'admin', scope: 'orders:write' })
+        .setProtectedHeader({ alg: 'HS256', kid: 'rsa-1' })
+        .setExpirationTime('5m')
+        .sign(new TextEncoder().encode(secret));
+      expect(await refusal(verifier.verify(token))).toMatchObject({ status: 401, reason: 'algorithm' });
+    }
+    expect(issuer.fetches()).toBe(before);
+  });
+
+  it('takes keys only from the configured JWKS: a jku or an embedded jwk is never fetched nor trusted', async () => {
+    const attacker = await generateKeyPair('RS256');
+    let attackerFetches = 0;
+    const attackerJwks = createServer((_req, res) => {
+      attackerFetches += 1;
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"keys":[]}');
+    });
+    await new Promise<void>((resolve) => attackerJwks.listen(0, '127.0.0.1', resolve));
+    const jku = `http://127.0.0.1:${(attackerJwks.address() as AddressInfo).port}/jwks.json`;
+    try {
+      const jwk = { ...(await exportJWK(attacker.publicKey)), kid: 'evil-1' };
+      const header = { jku, jwk };
+      const verifier = verifierFor({ jwksCooldownMs: 0 });
+      const underPublishedKid = await issuer.sign({ sub: 'admin' }, { key: attacker.privateKey, header });
+      expect(await refusal(verifier.verify(underPublishedKid))).toMatchObject({ reason: 'signature' });
+      const underOwnKid = await issuer.sign(
+        { sub: 'admin' },
+        { key: attacker.privateKey, kid: 'evil-1', header },
+      );
+      expect(await refusal(verifier.verify(underOwnKid))).toMatchObject({ reason: 'unknown_key' });
+      expect(attackerFetches).toBe(0);
+    } finally {
+      await new Promise((resolve) => attackerJwks.close(resolve));
+    }
+  });
+
+  it('refuses a critical header it does not understand as malformed (not as an algorithm problem)', async () => {
+    const token = await issuer.sign(
+      { sub: 'u' },
+      { header: { crit: ['urn:example:bind'], 'urn:example:bind': true } },
+    );
+    expect(await refusal(verifierFor().verify(token))).toEqual({
+      name: 'AccessTokenInvalidError',
+      kind: 'invalid_token',
+      status: 401,
+      reason: 'malformed',
+      errorCode: 'invalid_token',
+      message: 'The token is not a well-formed JWT.',
+    });
+  });
+
+  it('requires the configured typ header (at+jwt) and accepts its media-type form', async () => {
+    const verifier = verifierFor({ typ: 'at+jwt' });
+    for (const typ of [undefined, 'JWT']) {
+      const token = await issuer.sign({ sub: 'u' }, typ === undefined ? {} : { header: { typ } });
+      expect(await refusal(verifier.verify(token))).toMatchObject({ status: 401, reason: 'claim' });
+    }
+    for (const typ of ['at+jwt', 'application/at+jwt']) {
+      await expect(
+        verifier.verify(await issuer.sign({ sub: 'u' }, { header: { typ } })),
+      ).resolves.toMatchObject({ extra: { sub: 'u' } });
+    }
+  });
+
+  it('accepts an aud array only when it names this server, and refuses a token not valid yet', async () => {
+    const verifier = verifierFor();
+    const ours = await verifier.verify(
+      await issuer.sign({ sub: 'u', aud: ['https://other.example.test', RESOURCE] }),
+    );
+    expect(ours.resource).toEqual(new URL(RESOURCE));
+    for (const aud of [['https://other.example.test'], [], [`${RESOURCE}/`], [RESOURCE.toUpperCase()]]) {
+      expect(await refusal(verifier.verify(await issuer.sign({ sub: 'u', aud })))).toMatchObject({
+        status: 401,
+        reason: 'audience',
+      });
+    }
+    const early = await issuer.sign({ sub: 'u', nbf: now() + 60 });
+    expect(await refusal(verifier.verify(early))).toMatchObject({ status: 401, reason: 'not_yet_valid' });
+  });
+
+  it('fetches the JWKS once for a burst of tokens naming unknown kids (no refetch storm)', async () => {
+    const verifier = verifierFor();
+    const before = issuer.fetches();
+    for (let i = 0; i < 10; i += 1) {
+      const token = await issuer.sign({ sub: 'u' }, { kid: `rotated-${i}` });
+      expect(await refusal(verifier.verify(token))).toMatchObject({ reason: 'unknown_key' });
+    }
+    expect(issuer.fetches() - before).toBe(1);
+  });
+
+  it('refuses a token longer than maxTokenLength as malformed, before parsing it or fetching keys', async () => {
+    // A validly signed token: a tenant can make its issuer put arbitrarily large claims into one.
+    const large = await issuer.sign({ sub: 'u', pad: 'x'.repeat(20_000) });
+    const verifier = verifierFor();
+    const before = issuer.fetches();
+    expect(await refusal(verifier.verify(large))).toEqual({
+      name: 'AccessTokenInvalidError',
+      kind: 'invalid_token',
+      status: 401,
+      reason: 'malformed',
+      errorCode: 'invalid_token',
+      message: 'The token is too large.',
+    });
+    expect(await refusal(verifier.verify(`${'a'.repeat(5_000_000)}.b.c`))).toMatchObject({
+      reason: 'malformed',
+    });
+    expect(issuer.fetches()).toBe(before);
+    await expect(verifierFor({ maxTokenLength: 32_768 }).verify(large)).resolves.toMatchObject({
+      extra: { sub: 'u' },
+    });
+    expect(() => verifierFor({ maxTokenLength: 0 })).toThrow(RangeError);
+  });
+
+  it('keeps verifying with the keys it holds while a failed fetch cools down (an unknown kid cannot lock everyone out)', async () => {
+    const own = await startIssuer();
+    try {
+      const verifier = createJwtVerifier({
+        jwksUrl: own.jwksUrl,
+        issuer: ISSUER,
+        resource: RESOURCE,
+        jwksCooldownMs: 0,
+        jwksFailureCooldownMs: 60_000,
+      });
+      const token = await own.sign({ sub: 'u' });
+      await expect(verifier.verify(token)).resolves.toMatchObject({ extra: { sub: 'u' } });
+      own.setDown(true);
+      // A token naming a key the set does not hold makes jose fetch again; the fetch fails.
+      const stranger = await own.sign({ sub: 'x' }, { header: { kid: 'no-such-key' } });
+      await expect(verifier.verify(stranger)).rejects.toBeInstanceOf(AccessTokenUnavailableError);
+      const fetchesDuringOutage = own.fetches();
+      // The keys already held still verify their tokens, without a fetch.
+      await expect(verifier.verify(token)).resolves.toMatchObject({ extra: { sub: 'u' } });
+      await expect(verifier.verify(stranger)).rejects.toBeInstanceOf(AccessTokenUnavailableError);
+      expect(own.fetches()).toBe(fetchesDuringOutage);
+    } finally {
+      await own.close();
+    }
+  });
+
+  it('does not fetch the JWKS on every request while it is down, and fetches again after jwksFailureCooldownMs', async () => {
+    const own = await startIssuer();
+    try {
+      own.setDown(true);
+      const verifier = createJwtVerifier({
+        jwksUrl: own.jwksUrl,
+        issuer: ISSUER,
+        resource: RESOURCE,
+        jwksFailureCooldownMs: 300,
+      });
+      const token = await own.sign({ sub: 'u' });
+      for (let i = 0; i < 5; i += 1) {
+        const error = await verifier.verify(token).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(AccessTokenUnavailableError);
+        expect(error).toMatchObject({ status: 503, message: 'The signing keys could not be fetched.' });
+      }
+      expect(own.fetches()).toBe(1);
+      own.setDown(false);
+      await new Promise((resolve) => setTimeout(resolve, 350));
+      await expect(verifier.verify(token)).resolves.toMatchObject({ extra: { sub: 'u' } });
+      expect(own.fetches()).toBe(2);
+      expect(() =>
+        createJwtVerifier({
+          jwksUrl: own.jwksUrl,
+          issuer: ISSUER,
+          resource: RESOURCE,
+          jwksFailureCooldownMs: -1,
+        }),
+      ).toThrow(RangeError);
+    } finally {
+      await own.close();
+    }
   });
 });
 
