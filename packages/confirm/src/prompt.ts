@@ -1,22 +1,38 @@
 /**
- * Characters that could make a prompt say something other than what it shows: C0 controls but the
- * newline the renderer itself writes, DEL and C1 controls, zero-width characters, the bidirectional
- * marks, embeddings, overrides and isolates (U+200E/F, U+202A-U+202E, U+2066-U+2069) and the BOM.
+ * Characters that could make a prompt say something other than what it shows: every control (the
+ * renderer writes its own newlines between lines, so a line never holds one), every format character
+ * (zero-width, bidirectional marks, embeddings, overrides and isolates, U+061C, the soft hyphen, the BOM,
+ * tag characters that spell hidden text), line and paragraph separators, lone surrogates, variation
+ * selectors and the characters that render as blank (U+034F, Hangul fillers).
  */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
-const UNSAFE = /[\u0000-\u0009\u000B-\u001F\u007F-\u009F\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]/g;
+const UNSAFE =
+  // biome-ignore lint/suspicious/noMisleadingCharacterClass: each invisible character is matched on its own, on purpose.
+  /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}\u034F\u115F\u1160\u180B-\u180F\u3164\uFE00-\uFE0F\uFFA0\u{E0100}-\u{E01EF}]/gu;
 
 /** Each unsafe character becomes U+FFFD, visibly: the person sees that something was there. */
 export function sanitise(text: string): string {
   return text.replace(UNSAFE, '\uFFFD');
 }
 
+// What a markdown renderer would turn into a link, an image, HTML, an entity or a code span.
+const MARKDOWN_ACTIVE = /[[\]<>&`]/g;
+
+/**
+ * A value as JSON, with markdown's active characters written as JSON's own `\u` escapes: still the
+ * exact value, and a client that renders the prompt as markdown shows it as typed.
+ */
+function valueText(value: unknown): string {
+  const json = JSON.stringify(value) ?? 'undefined';
+  return json.replace(MARKDOWN_ACTIVE, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 const MAX_VALUE_CHARS = 300;
 
 /**
  * What the person is asked to approve: the effect sentence (or the tool's title), the tool and every
- * argument (as JSON, so a string's quotes and escapes are visible), sanitised and bounded. A cut says
- * how much was not shown, so nothing is hidden silently.
+ * argument (as JSON, so a string's quotes and escapes are visible), sanitised line by line (no value
+ * can start a line of its own) and bounded. A cut says how much was not shown, so nothing is hidden
+ * silently.
  */
 export function renderPrompt(
   tool: { name: string; title: string | undefined },
@@ -25,18 +41,24 @@ export function renderPrompt(
   maxChars: number,
 ): string {
   const lines = [
-    describe === undefined ? `Run "${tool.title ?? tool.name}"?` : describe(args),
+    describe === undefined ? `Run "${tool.title ?? tool.name}"?` : String(describe(args)),
     `Tool: ${tool.name}`,
   ];
   const names = Object.keys(args);
   lines.push(names.length === 0 ? 'Arguments: none' : 'Arguments:');
-  for (const name of names)
-    lines.push(`  ${name}: ${cut(JSON.stringify(args[name]) ?? 'undefined', MAX_VALUE_CHARS)}`);
-  return cut(sanitise(lines.join('\n')), maxChars);
+  for (const name of names) lines.push(`  ${name}: ${cut(valueText(args[name]), MAX_VALUE_CHARS)}`);
+  return cut(lines.map(sanitise).join('\n'), maxChars);
 }
 
 function cut(text: string, max: number): string {
   if (text.length <= max) return text;
   const note = ` … (${text.length - max} more characters not shown)`;
-  return text.slice(0, Math.max(0, max - note.length)) + note;
+  let end = Math.max(0, max - note.length);
+  // Never end on half a surrogate pair: it would show as a broken character.
+  if (end > 0 && isHighSurrogate(text.charCodeAt(end - 1))) end -= 1;
+  return text.slice(0, end) + note;
+}
+
+function isHighSurrogate(code: number): boolean {
+  return code >= 0xd800 && code <= 0xdbff;
 }

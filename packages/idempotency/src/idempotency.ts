@@ -4,6 +4,7 @@ import {
   isPassThrough,
   type NextFn,
   optInTools,
+  outcomeOf,
   raceAbort,
   resolveToolOptions,
   type ToolContext,
@@ -33,6 +34,8 @@ type StoredCall = { s: 'running'; a: string } | { s: 'done'; a: string; r: ToolR
 interface Flight {
   readonly args: string;
   readonly result: Promise<ToolResult>;
+  /** When its claim expires (started + claimTtlMs): a run that hangs holds its key no longer here either. */
+  readonly until: number;
 }
 
 /**
@@ -111,7 +114,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
       await release(ctx, keys);
       throw error;
     }
-    if (result.isError === true && !opts.storeFailures) {
+    if (result.isError === true && !(opts.storeFailures && isOutcome(result))) {
       await release(ctx, keys);
       return result;
     }
@@ -185,13 +188,16 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     if ('refused' in derived) return derived.refused;
     const keys = derived.keys;
     const flight = inFlight.get(keys.storeKey);
-    if (flight !== undefined) {
+    // A flight past its claim is treated as another replica treats an expired claim: claimed again.
+    if (flight !== undefined && Date.now() < flight.until) {
       if (flight.args !== keys.args) return otherArguments(ctx, keys);
-      const result = await raceAbort(flight.result, ctx.signal);
+      const result = await outcomeWithin(flight, ctx.signal);
+      if (result === undefined) return stillRunning(ctx, keys, pollIntervalMs);
       return replay(ctx, keys, structuredClone(result), 'joined');
     }
+    const until = Date.now() + opts.claimTtlMs;
     const result = settle(ctx, next, keys, opts);
-    const entry: Flight = { args: keys.args, result };
+    const entry: Flight = { args: keys.args, result, until };
     inFlight.set(keys.storeKey, entry);
     try {
       return await result;
@@ -204,6 +210,23 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     if (given === undefined) await store.close?.();
   };
   return middleware;
+}
+
+/**
+ * Whether a failure is the call's outcome, kept under `storeFailures`. A request for confirmation is a
+ * question: kept, it would be replayed to the confirmed retry, which then could never run.
+ */
+function isOutcome(result: ToolResult): boolean {
+  return outcomeOf(result) !== 'confirmation_required';
+}
+
+/** The flight's outcome, or undefined once its claim expired; follows the waiting call's own signal. */
+function outcomeWithin(flight: Flight, signal: AbortSignal): Promise<ToolResult | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), Math.max(0, flight.until - Date.now()));
+  });
+  return raceAbort(Promise.race([flight.result, expired]), signal).finally(() => clearTimeout(timer));
 }
 
 function replay(

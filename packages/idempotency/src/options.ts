@@ -11,7 +11,7 @@ export interface IdempotencyToolOptions {
   windowMs: number;
   /** How long a running call holds its claim (must exceed the handler's longest run, confirmation included), in ms. @default 300000 */
   claimTtlMs: number;
-  /** Keep failures too, so a retry after a failure replays it instead of running again. @default false */
+  /** Keep failures too, so a retry after a failure replays it instead of running again (never `confirmation_required`). @default false */
   storeFailures: boolean;
   /** When the store cannot answer: 'closed' refuses with `unavailable` (no side effect twice), 'open' runs the call unguarded. @default 'closed' */
   onStoreFailure: OnStoreFailure;
