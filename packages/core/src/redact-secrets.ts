@@ -37,8 +37,9 @@ const SECRET_KEY_SUFFIX =
   '(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|account[_-]?key|client[_-]?secret|credentials?|signature|session[_-]?(?:id|key))';
 const SECRET_KEY_WHOLE = '(?:pass|pwd|pin|sig|_auth)';
 // The key as written: an optional prefix of name characters, the secret word, an optional closing
-// quote (JSON), then `=` or `:`. Not preceded by a name character, so the whole name is matched.
-const SECRET_KEY = `(?<![A-Za-z0-9_.-])(?:[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}|${SECRET_KEY_WHOLE})["']?[ \\t]*[=:][ \\t]*`;
+// quote (JSON), then `=`, `:` or `=>` (PHP and Ruby hashes). Not preceded by a name character, so the
+// whole name is matched.
+const SECRET_KEY = `(?<![A-Za-z0-9_.-])(?:[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}|${SECRET_KEY_WHOLE})["']?[ \\t]*(?:=>|[=:])[ \\t]*`;
 
 /**
  * Secrets recognised inside any string, whatever its key: private key blocks, password hashes,
@@ -84,18 +85,32 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
   },
   {
     // `Bearer <token>` outside a header; at least 8 token characters so "the bearer of it" stays.
+    // The separator may be URL-encoded (`Bearer%20...` in a query string).
     name: 'bearer',
-    pattern: /\b(Bearer)\s+(?!\[REDACTED\])[A-Za-z0-9\-._~+/]{8,}=*/gi,
+    pattern: /\b(Bearer)(?:\s+|%20|\+)(?!\[REDACTED\])[A-Za-z0-9\-._~+/]{8,}=*/gi,
     replace: `$1 ${REDACTED}`,
   },
   {
-    // `Basic <base64>`: case-sensitive and shaped like base64 (a capital, digit or `+/=` after the
-    // first character), so "Basic plan" and "Basic authentication" stay.
+    // `Basic <base64>` in any common casing, shaped like base64 (a capital, digit or `+/=` after the
+    // first character), so "Basic plan" and "basic authentication" stay.
     name: 'basic',
-    pattern: /\b(Basic)\s+[A-Za-z0-9+/](?=[a-z]*[A-Z0-9+/=])[A-Za-z0-9+/]{7,}={0,2}/g,
+    pattern: /\b(Basic|basic|BASIC)\s+[A-Za-z0-9+/](?=[a-z]*[A-Z0-9+/=])[A-Za-z0-9+/]{7,}={0,2}/g,
     replace: `$1 ${REDACTED}`,
   },
+  {
+    // Session cookies written outside a Cookie header (a cookie jar dump, a log line).
+    name: 'session-cookie',
+    pattern:
+      /(?<![\w.-])((?:connect\.sid|JSESSIONID|PHPSESSID|sessionid|laravel_session)=)(?!\[REDACTED\])[^\s;,"']+/gi,
+    replace: `$1${REDACTED}`,
+  },
   { name: 'jwt', pattern: /\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/g, replace: REDACTED },
+  {
+    // An access key id with its secret after it (`id:secret`, a credentials line): both go.
+    name: 'aws-key-pair',
+    pattern: /\b(?:AKIA|ASIA)[0-9A-Z]{16}[:\s,;]+[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])/g,
+    replace: REDACTED,
+  },
   {
     // 16 characters after the prefix make a full key id; 12 or more is one cut short in a message.
     name: 'aws-access-key-id',
@@ -112,7 +127,9 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     // `scheme://user:password@host`: the userinfo up to the LAST `@` before the host, so a password
     // holding `@` does not leave its tail behind.
     name: 'url-credentials',
-    pattern: /\b([a-z][a-z0-9+.-]*:\/\/)[^\s:/@]*:[^\s/]*@/gi,
+    // The scheme starts where no scheme character precedes it: `\b` would let the engine retry from
+    // every character of a long run of them (quadratic on `a.a.a...`).
+    pattern: /(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*:\/\/)[^\s:/@]*:[^\s/]*@/gi,
     replace: `$1${REDACTED}@`,
   },
   {

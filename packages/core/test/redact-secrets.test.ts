@@ -49,6 +49,20 @@ const SECRETS: readonly (readonly [string, string])[] = [
     `Failing row contains (7, ann@example.com, ${R}).`,
   ],
   ['hash $argon2id$v=19$m=65536,t=3,p=4$c2FsdHNhbHQ$aGFzaGhhc2hoYXNo ok', `hash ${R} ok`],
+  // An AWS key pair as a credentials line writes it: the secret after the id goes too.
+  ['creds AKIAIOSFODNN7EXAMPLE:wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY end', `creds ${R} end`],
+  ['AKIAIOSFODNN7EXAMPLE, wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY', R],
+  // URL-encoded and lower-case schemes (a query string, a log that lower-cased its headers).
+  ['GET /x?auth=Bearer%20abcdef0123456789 200', `GET /x?auth=Bearer ${R} 200`],
+  ['sent basic dXNlcjpwYXNzd29yZA== upstream', `sent basic ${R} upstream`],
+  // PHP and Ruby hashes.
+  ["config ['password' => 'hunter2', 'user' => 'app']", `config ['password' => '${R}', 'user' => 'app']`],
+  [':api_key => "k-123456" end', `:api_key => "${R}" end`],
+  // Session cookies outside a Cookie header.
+  [
+    'cookie jar connect.sid=s%3Aabc123.def456; JSESSIONID=9F8E7D6C5B4A; PHPSESSID=abc123def',
+    `cookie jar connect.sid=${R}; JSESSIONID=${R}; PHPSESSID=${R}`,
+  ],
 ];
 
 // Ordinary text a model reads: none of it may change.
@@ -61,6 +75,8 @@ const ORDINARY: readonly string[] = [
   'Use the secret menu: press A then B. Cookies are disabled in your browser.',
   'Key (email) must be unique; AKIA is a prefix; gh_pages and sk_ are not keys.',
   'Refund RF-2026-0042 of 12.50 EUR was approved by Ann at 14:30.',
+  'Basic questions go to support; basic plan, basic tier and basic auth are off. Bearer bonds 2026.',
+  'The session id is shown on the page; sessionid cookies are cleared on sign-out.',
 ];
 
 describe('redactSecrets', () => {
@@ -100,6 +116,16 @@ describe('redactSecrets', () => {
     expect(redactSecretsInText(text)).toBe(expected);
     // Redacting again changes nothing: scrubbers may run twice (tool and boundary).
     expect(redactSecretsInText(expected)).toBe(expected);
+  });
+
+  it('scans a long run of scheme characters once (no retry from every position)', () => {
+    // Not a speed target: the bound tells a linear scan (milliseconds) from the quadratic one that took
+    // about two seconds on 50 KB.
+    const started = performance.now();
+    expect(redactSecretsInText(`${'a.'.repeat(25_000)} postgres://u:p@h/db`)).toBe(
+      `${'a.'.repeat(25_000)} postgres://${R}@h/db`,
+    );
+    expect(performance.now() - started).toBeLessThan(1_500);
   });
 
   it.each(ORDINARY)('leaves ordinary text alone: %j', (text) => {
