@@ -10,6 +10,7 @@ const ENV = '[env]';
 const ROW = '[row]';
 const NAME = '[name]';
 const VERSION = '[version]';
+const ARN = '[arn]';
 
 // Schemes whose URLs are connection strings to a store or broker, not links.
 const CONNECTION_SCHEMES =
@@ -52,15 +53,26 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
   // `at wasm://wasm/0a1b:wasm-function[9]:0x4dd44f`; and the property dump util.inspect() prints
   // after the last frame (` {\n  errno: -111,\n  code: 'ECONNREFUSED', ... address, port\n}`), nested
   // `[cause]` dumps included.
+  // The line is taken whole and given back to where it ends in `)` or `:line`, so a long line costs
+  // one pass (a lazy scan for the location took seconds on 50 KB), and eval frames' nested
+  // parentheses (`at eval (eval at f (/x.js:1:1), <anonymous>:1:1)`) end the same way.
   rule(
     'stack-frame',
-    '(?:\\r?\\n|^)[ \\t]*at [^\\n]*?(?:\\([^()\\n]*\\)|[^\\s()]+:(?:\\d+(?::\\d+)?|0x[0-9A-Fa-f]+))(?:[ \\t]+\\{(?:\\r?\\n[ \\t]+[^\\n]*)*\\r?\\n[ \\t]*\\})?[ \\t]*(?=\\r?\\n|$)',
+    '(?:\\r?\\n|^)[ \\t]*at [^\\n]*(?<=\\)|:\\d{1,10}|:0x[0-9A-Fa-f]{1,16})(?:[ \\t]+\\{(?:\\r?\\n[ \\t]+[^\\n]*)*\\r?\\n[ \\t]*\\})?[ \\t]*(?=\\r?\\n|$)',
+    '',
+  ),
+  // A stack inside JSON text (`"stack":"Error: x\\n    at f (/x.js:1:1)"`): its newlines are `\\n`.
+  rule('stack-frame', '\\\\n[ \\t]*at (?:[^"\\\\\\n]|\\\\[^n])*?(?<=\\)|:\\d{1,10})(?=\\\\n|")', ''),
+  // JavaScriptCore and Firefox: `handler@/srv/app/x.js:1:1`, `@file:///x.js:2:3`, `global code@...`.
+  rule(
+    'stack-frame',
+    '(?:\\r?\\n|^)[ \\t]*[\\w$.<>\\[\\]/ ]{0,200}@[^\\s@]+:\\d{1,10}(?::\\d{1,10})?[ \\t]*(?=\\r?\\n|$)',
     '',
   ),
   // An inspect dump without frames: `[Error: x] { errno: -111, code: 'E', ... }` on one line or many.
   rule(
     'inspect-dump',
-    `[ \\t]*\\{[ \\t]*(?:\\r?\\n[ \\t]+)?(?:errno|length|severity|syscall|\\[cause\\]|\\[errors\\]): (?:[^{}]|\\{[^{}]*\\})*\\}`,
+    `(?<![ \\t])[ \\t]*\\{[ \\t]*(?:\\r?\\n[ \\t]+)?(?:errno|length|severity|syscall|\\[cause\\]|\\[errors\\]): (?:[^{}]|\\{[^{}]*\\})*\\}`,
     '',
   ),
   // PostgreSQL's report fields as psql and the server log print them (`DETAIL:  Key (email)=(...)`,
@@ -68,7 +80,7 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
   // of the line.
   rule(
     'pg-detail',
-    '(?:\\r?\\n)?[ \\t]*\\b(?:DETAIL|CONTEXT|HINT|QUERY|STATEMENT|LOCATION|INTERNAL QUERY|LINE \\d+):[ \\t]+[^\\n]*(?:\\r?\\n[ \\t]*\\^[ \\t]*(?=\\r?\\n|$))?',
+    '(?:\\r?\\n)?(?<![ \\t])[ \\t]*\\b(?:DETAIL|CONTEXT|HINT|QUERY|STATEMENT|LOCATION|INTERNAL QUERY|LINE \\d+):[ \\t]+[^\\n]*(?:\\r?\\n[ \\t]*\\^[ \\t]*(?=\\r?\\n|$))?',
     '',
   ),
   // Row values a constraint violation echoes (emails, password hashes, names): `Failing row contains
@@ -79,15 +91,28 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
     '\\bKey \\([^()\\n]*(?:\\([^()\\n]*\\)[^()\\n]*)*\\)=\\((?:[^()\\n]|\\([^()\\n]*\\))*\\)',
     `Key ${ROW}`,
   ),
+  // libpq's refusal names the client's address, role and database: `no pg_hba.conf entry for host
+  // "10.1.2.3", user "app", database "orders"`.
+  rule(
+    'pg-name',
+    '\\b(pg_hba\\.conf (?:entry|rejects connection) for host)[ \\t]+"[^"\\n]*"(,[ \\t]*user)[ \\t]+"[^"\\n]*"(,[ \\t]*database)[ \\t]+"[^"\\n]*"',
+    `$1 ${HOST}$2 ${NAME}$3 ${NAME}`,
+  ),
   // Schema names in pg messages: `relation "users"`, `constraint "users_email_key"`, `role "app"
   // does not exist`, `permission denied for table orders`, `syntax error at or near "FORM"`.
   rule(
     'pg-name',
-    '\\b(relation|table|column|constraint|schema|database|index|sequence|function|view|extension|tablespace|trigger|type|operator|domain|policy)[ \\t]+"[^"\\n]*"',
+    '\\b(relation|table|column|constraint|schema|database|index|sequence|function|view|extension|tablespace|trigger|type|operator|domain|policy)[ \\t]+(?:"[^"\\n]*"|\'[^\'\\n]*\'|`[^`\\n]*`)',
     `$1 ${NAME}`,
     'gi',
   ),
-  rule('pg-name', '\\b(for (?:role|user))[ \\t]+"[^"\\n]*"', `$1 ${NAME}`, 'gi'),
+  // MySQL and SQL Server quote in single quotes, MySQL adding the client's host: `for user 'app'@'10.0.0.4'`.
+  rule(
+    'pg-name',
+    "\\b(for (?:role|user))[ \\t]+(?:\"[^\"\\n]*\"|'[^'\\n]*'(?:@'[^'\\n]*')?)",
+    `$1 ${NAME}`,
+    'gi',
+  ),
   rule(
     'pg-name',
     '\\b(role|user)[ \\t]+"[^"\\n]*"(?=[ \\t]+(?:does not exist|already exists|is not permitted to log in|cannot be dropped)\\b)',
@@ -101,6 +126,34 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
     'gi',
   ),
   rule('pg-name', '\\b(at or near)[ \\t]+"[^"\\n]*"', `$1 ${SQL}`, 'gi'),
+  // MySQL: `Duplicate entry 'ann@example.com' for key 'users.email'`, `... to use near 'FORM users' at
+  // line 1`; SQLite: `near "FORM": syntax error`.
+  rule('db-row', "\\b(Duplicate entry)[ \\t]+'[^\\n]*?'(?=[ \\t]+for key\\b)", `$1 ${ROW}`),
+  rule('db-name', "\\b(for key)[ \\t]+'[^'\\n]*'", `$1 ${NAME}`),
+  rule('db-name', '\\b(near)[ \\t]+(?:\'[^\\n]*?\'(?=[ \\t]+at line \\d)|"[^"\\n]*"(?=:))', `$1 ${SQL}`),
+  // SQLite: `UNIQUE constraint failed: users.email`, `no such table: payroll`, `table users has no
+  // column named ssn`.
+  rule(
+    'db-name',
+    '\\b((?:UNIQUE|NOT NULL|CHECK|PRIMARY KEY|FOREIGN KEY) constraint failed):[ \\t]*[\\w$."]+(?:,[ \\t]*[\\w$."]+)*',
+    `$1: ${NAME}`,
+  ),
+  rule(
+    'db-name',
+    '\\b(no such (?:table|column|index|view|trigger|function|collation|module|savepoint)):[ \\t]*[\\w$."]+',
+    `$1: ${NAME}`,
+  ),
+  rule(
+    'db-name',
+    '\\btable [\\w$."]+ has no column named [\\w$"]+',
+    `table ${NAME} has no column named ${NAME}`,
+  ),
+  // MongoDB: `E11000 duplicate key error collection: shop.users index: email_1 dup key: { email: "..." }`.
+  rule(
+    'db-row',
+    '\\b(collection:)[ \\t]*[\\w$.-]+([ \\t]+index:)[ \\t]*[\\w$.-]+([ \\t]+dup key:)[ \\t]*\\{(?:[^{}\\n]|\\{[^{}\\n]*\\})*\\}',
+    `$1 ${NAME}$2 ${NAME}$3 ${ROW}`,
+  ),
   // Server version banners: `PostgreSQL 15.20 (Debian 15.20-0+deb12u1) on x86_64-pc-linux-gnu,
   // compiled by gcc ..., 64-bit`, `nginx/1.22.1`, `Redis 7.2.4`.
   rule(
@@ -117,7 +170,8 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
   rule('file-url', `\\bfile:\\/\\/${URL_BODY}`, PATH, 'gi'),
   rule('node-internal', `\\bnode:[\\w/]+${LINE_COL}`, PATH),
   rule('connection-url', `\\b${CONNECTION_SCHEMES}:\\/\\/${URL_BODY}`, CONNECTION, 'gi'),
-  rule('url', `\\b[a-z][a-z0-9+.-]*:\\/\\/${URL_BODY}`, URL, 'gi'),
+  // Not `\\b`: a match starts only where a scheme can (a run like `a.a.a.` was scanned from each dot).
+  rule('url', `(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*:\\/\\/${URL_BODY}`, URL, 'gi'),
   // libpq keyword form: `host=db01 port=5432 dbname=orders user=app password=...` (two pairs or more).
   rule(
     'connection-keywords',
@@ -161,6 +215,27 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
   rule('sql', `\\bupdate\\s+[\\w."]+\\s+set\\s+[\\w."]+\\s*=${SQL_TAIL}`, SQL, 'gi'),
   rule('sql', `\\bdelete\\s+from\\s+[\\w."]+\\s+(?:where|using|returning)\\b${SQL_TAIL}`, SQL, 'gi'),
   rule('sql', `\\b(?:DELETE\\s+FROM|INSERT\\s+INTO|UPDATE)\\s+[\\w."]+${SQL_TAIL}`, SQL),
+  // DDL a migration or query builder quotes back (upper case only: "create a table" is English).
+  rule(
+    'sql',
+    `\\b(?:CREATE|ALTER|DROP)\\s+(?:(?:OR\\s+REPLACE|TEMP|TEMPORARY|UNIQUE|MATERIALIZED|UNLOGGED)\\s+)*(?:TABLE|INDEX|VIEW|SCHEMA|DATABASE|SEQUENCE|FUNCTION|PROCEDURE|TRIGGER|ROLE|USER|TYPE|EXTENSION|POLICY|DOMAIN)\\b${SQL_TAIL}`,
+    SQL,
+  ),
+  rule('sql', `\\bTRUNCATE\\s+(?:TABLE\\s+)?[\\w."]+${SQL_TAIL}`, SQL),
+  // Cloud resource names carry account ids, roles and buckets: `arn:aws:iam::123456789012:role/x`.
+  rule('arn', `\\barn:aws[\\w-]*:[\\w-]+:[\\w-]*:\\d{0,12}:[^\\s'"<>,;)]+`, ARN),
+  // `C:/Users/alice/.env`: Node and most tools accept forward slashes on Windows.
+  rule(
+    'windows-path',
+    `\\b[A-Za-z]:\\/(?:[^\\/\\n'"<>|*?:]*\\/)*(?:[^\\s\\/'"<>|*?:]*[^\\s\\/'"<>|*?:.,;])?${LINE_COL}`,
+    PATH,
+  ),
+  // A path from a variable: `$HOME/.ssh/id_rsa`, `${HOME}/.aws/credentials`, `%USERPROFILE%\.ssh`.
+  rule(
+    'posix-path',
+    `(?<![\\w$%{])(?:\\$\\{?[A-Za-z_]\\w*\\}?|%[A-Za-z_]\\w*%)[\\/\\\\][^\\s'"<>|]*[^\\s'"<>|.,;]`,
+    PATH,
+  ),
   // `C:\Program Files\app\db.js:10:5` (segments may hold spaces) and `\\server\share\x`.
   rule(
     'windows-path',
@@ -171,6 +246,32 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
   // `/srv/app/db.js:10:5`, `~/.ssh/id_rsa`, `./src/x.ts`, and one segment with an extension (`/app.js`).
   rule('posix-path', `${NOT_AFTER_WORD}(?:~|\\.{1,2})?\\/(?:${SEG}+\\/)+${LAST_SEG}${LINE_COL}`, PATH),
   rule('posix-path', `${NOT_AFTER_WORD}\\/[\\w@+%-]+\\.[A-Za-z]\\w{0,7}${LINE_COL}(?![\\w/])`, PATH),
+  // What the resolver failed to find is a host name whatever its shape: `getaddrinfo ENOTFOUND orders-db`,
+  // `querySrv ENOTFOUND _mongodb._tcp.x`, libpq's `could not translate host name "db-primary"`.
+  rule(
+    'hostname',
+    `\\b(getaddrinfo|query[A-Za-z]*|getHostBy[A-Za-z]+|lookup(?:Service)?)[ \\t]+(E[A-Z_]+)[ \\t]+[^\\s'",;)]+`,
+    `$1 $2 ${HOST}`,
+  ),
+  rule('hostname', '\\b(could not translate host name)[ \\t]+"[^"\\n]*"', `$1 ${HOST}`),
+  // Node's TLS check names the host asked for and every name the certificate holds.
+  rule(
+    'hostname',
+    `\\b(Host|IP): [^\\s]+?(\\.? is not (?:in the cert's (?:altnames|list)|cert's CN): )[^\\n"]*`,
+    `$1: ${HOST}$2${HOST}`,
+  ),
+  // Connection settings in a dump or JSON (`{ host: 'db-prod-1', database: 'orders' }`), whatever the
+  // first key; a value with a space (a street address) is not a host.
+  rule(
+    'hostname',
+    `\\b(host|hostname|hostaddr|address|servername|remoteAddress|localAddress)(["']?[ \\t]*[:=][ \\t]*)(["'])(?!\\[)[^"'\\s]+\\3`,
+    `$1$2$3${HOST}$3`,
+  ),
+  rule(
+    'db-name',
+    `\\b(database|dbname)(["']?[ \\t]*[:=][ \\t]*)(["'])(?!\\[)[^"'\\s]+\\3`,
+    `$1$2$3${NAME}$3`,
+  ),
   // IPv6: bracketed (`[2001:db8::1]:8443`), full, or compressed with `::` (`::1:5432`, `fe80::1%eth0`,
   // `::ffff:10.0.0.1`). Times such as 12:30:45 have no `::` and fewer than eight groups.
   rule('ipv6', '\\[[0-9A-Fa-f]*:[0-9A-Fa-f:.]*(?:%[\\w.]+)?\\](?::\\d{1,5})?', HOST),

@@ -16,6 +16,11 @@ const MAX_DEPTH = 32;
 const CLEAN_CACHE_SIZE = 512;
 const CLEAN_CACHE_MAX_LENGTH = 512;
 const isSecretKey = createSecretKeyMatcher();
+// A zero-width space, joiner, soft hyphen or bidi mark (Unicode's format characters) splits a secret or
+// keyword so no pattern sees it, and a fullwidth form (NFKC folds it) dodges them as well; a model reads
+// through both. Text holding either is scrubbed a second time with them undone.
+const NOT_ASCII = /[\u0080-\uffff]/;
+const FORMAT_CHARS = /\p{Cf}/gu;
 
 /** Patterns must be global for `match` to count them and `replace` to replace every match. */
 export function asGlobal(pattern: SecretPattern): SecretPattern {
@@ -31,17 +36,21 @@ export function asGlobal(pattern: SecretPattern): SecretPattern {
 export function createScrubber(patterns: readonly SecretPattern[]): Scrubber {
   const rules = patterns.map(asGlobal);
   const clean = new Set<string>();
-  const text = (input: string, removed: RemovedCounts): string => {
-    if (clean.has(input)) return input;
+  const apply = (input: string, removed: RemovedCounts): string => {
     let out = input;
-    let matched = false;
     for (const { name, pattern, replace } of rules) {
       const found = out.match(pattern);
       if (found === null) continue;
-      matched = true;
       removed[name] = (removed[name] ?? 0) + found.length;
       out = out.replace(pattern, replace);
     }
+    return out;
+  };
+  const text = (input: string, removed: RemovedCounts): string => {
+    if (clean.has(input)) return input;
+    let out = apply(input, removed);
+    if (NOT_ASCII.test(out)) out = undisguised(out, removed);
+    const matched = out !== input;
     if (!matched && input.length <= CLEAN_CACHE_MAX_LENGTH) {
       if (clean.size >= CLEAN_CACHE_SIZE) clean.clear();
       clean.add(input);
@@ -60,6 +69,17 @@ export function createScrubber(patterns: readonly SecretPattern[]): Scrubber {
         return REDACTED;
       },
     });
+  // Only when undoing the disguise uncovers something is the text changed: ordinary text keeps its
+  // emoji joiners and its `½`.
+  const undisguised = (text: string, removed: RemovedCounts): string => {
+    const plain = text.replace(FORMAT_CHARS, '').normalize('NFKC');
+    if (plain === text) return text;
+    const found: RemovedCounts = {};
+    const out = apply(plain, found);
+    if (out === plain) return text;
+    for (const [name, count] of Object.entries(found)) removed[name] = (removed[name] ?? 0) + count;
+    return out;
+  };
   return { text, value };
 }
 
