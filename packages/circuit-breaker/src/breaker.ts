@@ -4,6 +4,7 @@ import {
   type Logger,
   type LogThrottle,
   type NextFn,
+  runDetached,
   type ToolContext,
   type ToolResult,
 } from '@toolgate/core';
@@ -133,7 +134,9 @@ export class DependencyBreaker implements CallOwner {
       this.#reporting = report;
     });
     this.#opossum.on('open', () => this.#transition('open'));
-    this.#opossum.on('halfOpen', () => this.#transition('half-open'));
+    // opossum's reset timer was set inside the call whose failure opened the breaker: its log line and
+    // listeners belong to no call, so they must not run in (and join the trace of) that one.
+    this.#opossum.on('halfOpen', () => runDetached(() => this.#transition('half-open')));
     this.#opossum.on('close', () => this.#transition('close'));
   }
 

@@ -1,4 +1,4 @@
-import { isPassThrough, type ToolContext, type ToolMiddleware } from '@toolgate/core';
+import { isPassThrough, runDetached, type ToolContext, type ToolMiddleware } from '@toolgate/core';
 import { shutdownAnswer } from './answers.js';
 import { DependencyBreaker } from './breaker.js';
 import { CircuitEvents } from './events.js';
@@ -43,7 +43,10 @@ export function createCircuitBreaker(options: CircuitBreakerOptions = {}): Circu
             : (resolved.dependencies.get(name) ?? resolved.global);
       breaker = breakers.get(name) ?? null;
       if (breaker === null) {
-        breaker = new DependencyBreaker(name, settings, logger ?? ctx.logger, events);
+        // Made outside the call that happens to come first: opossum's rolling-window interval lives as
+        // long as the breaker and would keep that call's context (its span, its baggage) alive with it.
+        const breakerLogger = logger ?? ctx.logger;
+        breaker = runDetached(() => new DependencyBreaker(name, settings, breakerLogger, events));
         breakers.set(name, breaker);
       }
       breaker.tools.add(ctx.toolName);

@@ -116,6 +116,11 @@ function settingsOf(fields: Readonly<ToolFields> | ResolvedSettings): ResolvedSe
   return Object.freeze(settings as unknown as ResolvedSettings);
 }
 
+// Node runs a timer set longer than this after 1 ms (TimeoutOverflowWarning): a resetTimeout of weeks
+// would let a probe through at once, and the deadline timer would spin every millisecond.
+const MAX_TIMER_MS = 2_147_483_647;
+const LONGEST_TIMER = `at most ${MAX_TIMER_MS} ms (the longest timer Node.js runs)`;
+
 /** core's `check` callback: every resolved set (global, each tool, each dependency) at creation time. */
 function checkSettings(settings: Readonly<ResolvedSettings>, where: string): void {
   const fail = (key: string, expected: string): never => {
@@ -125,6 +130,7 @@ function checkSettings(settings: Readonly<ResolvedSettings>, where: string): voi
   if (settings.timeout !== false && !isPositiveFinite(settings.timeout)) {
     fail('timeout', 'a positive number of milliseconds, or false to disable the deadline');
   }
+  if (settings.timeout !== false && settings.timeout > MAX_TIMER_MS) fail('timeout', LONGEST_TIMER);
   const streak = settings.consecutiveFailures;
   if (streak !== false && !(Number.isInteger(streak) && streak >= 1)) {
     fail('consecutiveFailures', 'an integer of at least 1, or false to open on the error rate only');
@@ -148,7 +154,11 @@ function checkSettings(settings: Readonly<ResolvedSettings>, where: string): voi
   ) {
     fail('rollingCountTimeout', 'a number of milliseconds of at least rollingCountBuckets');
   }
+  if (settings.rollingCountTimeout / settings.rollingCountBuckets > MAX_TIMER_MS) {
+    fail('rollingCountTimeout', `at most ${MAX_TIMER_MS} ms per bucket (the longest timer Node.js runs)`);
+  }
   if (!isPositiveFinite(settings.resetTimeout)) fail('resetTimeout', 'a positive number of milliseconds');
+  if (settings.resetTimeout > MAX_TIMER_MS) fail('resetTimeout', LONGEST_TIMER);
   const capacity = settings.capacity;
   if (!(capacity === Number.POSITIVE_INFINITY || (Number.isInteger(capacity) && capacity >= 1))) {
     fail('capacity', 'an integer of at least 1, or Infinity');

@@ -1,3 +1,5 @@
+import { AsyncLocalStorage, createHook } from 'node:async_hooks';
+import { createSilentLogger, type ToolMiddleware } from '@toolgate/core';
 import { expectFailure, type LogEntry, parseResultText, recordingLogger } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CircuitEvent } from '../src/index.js';
@@ -258,6 +260,55 @@ describe('events, logs and decisions', () => {
     const listenerErrors = h.logs.filter((entry) => entry.message === 'circuit breaker listener threw');
     expect(listenerErrors).toHaveLength(1);
     expect(listenerErrors[0]!.fields).toMatchObject({ event: 'open', breaker: 'track_shipment' });
+  });
+
+  it("the timer-driven half-open runs outside every call: its listeners and log line carry no call's context", async () => {
+    // What an OpenTelemetry context manager does: each call's chain runs in its own async context.
+    const calls = new AsyncLocalStorage<string>();
+    const inCall: ToolMiddleware = (ctx, next) => calls.run(`call ${String(ctx.request.id)}`, next);
+    const contexts: Array<[string, string | undefined]> = [];
+    const logger = {
+      ...createSilentLogger(),
+      info: (_fields: unknown, message?: string) => contexts.push([`log ${message}`, calls.getStore()]),
+    };
+    const track = scriptedTool('track_shipment', ['unavailable']);
+    const h = await serve([track], { volumeThreshold: 1, resetTimeout: 30, logger }, [inCall]);
+    for (const type of ['open', 'half-open'] as const) {
+      h.breakers.on(type, () => contexts.push([type, calls.getStore()]));
+    }
+    await h.client.callTool('track_shipment', {});
+    await waitFor(() => contexts.length === 3);
+    expect(contexts).toEqual([
+      // Opening is this call's doing: its own context.
+      ['open', expect.stringMatching(/^call \d+$/)],
+      ['log circuit breaker half-open: the next call is a probe', undefined],
+      ['half-open', undefined],
+    ]);
+  });
+
+  it("a breaker made by a call keeps none of that call's context alive in its timers", async () => {
+    const calls = new AsyncLocalStorage<string>();
+    const inCall: ToolMiddleware = (ctx, next) => calls.run(`call ${String(ctx.request.id)}`, next);
+    // Each repeating timer made while the first call runs, with the context it was made in (a
+    // timer keeps that context, and whatever the call's span and baggage hold, as long as it lives).
+    const intervals: Array<string | undefined> = [];
+    const hook = createHook({
+      init(_id, type, _trigger, resource) {
+        if (type === 'Timeout' && (resource as { _repeat?: unknown })._repeat)
+          intervals.push(calls.getStore());
+      },
+    });
+    const track = scriptedTool('track_shipment');
+    const h = await serve([track], {}, [inCall]);
+    hook.enable();
+    try {
+      await h.client.callTool('track_shipment', {});
+    } finally {
+      hook.disable();
+    }
+    // opossum's rolling window rotates on an interval made with the breaker.
+    expect(intervals.length).toBeGreaterThan(0);
+    expect(intervals).toEqual(intervals.map(() => undefined));
   });
 
   it('logs state changes to options.logger when given, instead of ctx.logger', async () => {

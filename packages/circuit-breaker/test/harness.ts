@@ -107,8 +107,12 @@ export interface Harness {
 
 let open: Harness[] = [];
 
-/** Serves the tools with `[recorder, breakers]` as the global chain. */
-export async function serve(tools: ScriptedTool[], options: CircuitBreakerOptions = {}): Promise<Harness> {
+/** Serves the tools with `[...outer, recorder, breakers]` as the global chain. */
+export async function serve(
+  tools: ScriptedTool[],
+  options: CircuitBreakerOptions = {},
+  outer: ToolMiddleware[] = [],
+): Promise<Harness> {
   const logs: LogEntry[] = [];
   const decisions: PolicyDecision[][] = [];
   const results: ToolResult[] = [];
@@ -126,7 +130,7 @@ export async function serve(tools: ScriptedTool[], options: CircuitBreakerOption
   registerTools(
     server,
     tools.map((entry) => entry.tool),
-    { middleware: [recorder, breakers], logger: recordingLogger(logs) },
+    { middleware: [...outer, recorder, breakers], logger: recordingLogger(logs) },
   );
   const client = await connectTestClient(server);
   const harness: Harness = {

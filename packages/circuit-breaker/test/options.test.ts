@@ -46,6 +46,16 @@ describe('createCircuitBreaker options', () => {
       'rollingCountTimeout must be a number of milliseconds of at least rollingCountBuckets',
     ],
     [{ resetTimeout: 0 }, 'resetTimeout must be a positive number of milliseconds'],
+    // Node runs a longer timer after 1 ms: the breaker would go half-open at once, the deadline spin.
+    [
+      { resetTimeout: 2 ** 31 },
+      'resetTimeout must be at most 2147483647 ms (the longest timer Node.js runs)',
+    ],
+    [{ timeout: 2 ** 31 }, 'timeout must be at most 2147483647 ms (the longest timer Node.js runs)'],
+    [
+      { rollingCountTimeout: 2 ** 32, rollingCountBuckets: 1 },
+      'rollingCountTimeout must be at most 2147483647 ms per bucket (the longest timer Node.js runs)',
+    ],
     [{ capacity: 0 }, 'capacity must be an integer of at least 1, or Infinity'],
     [{ capacity: 1.5 }, 'capacity must be an integer of at least 1, or Infinity'],
     [

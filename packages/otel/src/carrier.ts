@@ -3,15 +3,15 @@ import type { Logger } from '@toolgate/core';
 
 type Meta = Readonly<Record<string, unknown>>;
 
-// `_meta` comes from the client: read own string members only (never the prototype, never objects).
+// `_meta` comes from the client: read own string members only (never the prototype, never objects or
+// arrays: MCP carries each of `traceparent`, `tracestate` and `baggage` as one string, and a propagator
+// would read an array as a list of HTTP headers, taking its first traceparent).
 const metaGetter: TextMapGetter<Meta> = {
   keys: (carrier) => Object.keys(carrier),
   get(carrier, key) {
     if (!Object.hasOwn(carrier, key)) return undefined;
     const value = carrier[key];
-    if (typeof value === 'string') return value;
-    if (Array.isArray(value) && value.every((item) => typeof item === 'string')) return value as string[];
-    return undefined;
+    return typeof value === 'string' ? value : undefined;
   },
 };
 

@@ -1,7 +1,7 @@
 import { type Span, SpanStatusCode } from '@opentelemetry/api';
 import { errorOf, isToolError, newIncidentId, type ToolContext, type ToolResult } from '@toolgate/core';
 import { errorTypeOf } from './error-type.js';
-import { clip, type TextRecorder } from './recorded-text.js';
+import type { TextRecorder } from './recorded-text.js';
 import {
   ATTR_ERROR_TYPE,
   ATTR_EXCEPTION_MESSAGE,
@@ -22,6 +22,8 @@ const MAX_STATUS_LENGTH = 1024;
 /** The status message of a thrown error: the raw message may hold paths, SQL or secrets. */
 export const THROWN_STATUS_MESSAGE = 'Internal error.';
 export const UNKNOWN_TOOL_STATUS_MESSAGE = 'Unknown tool.';
+/** A confirmation request's message is the call's arguments rendered for the person: never a status. */
+export const CONFIRMATION_STATUS_MESSAGE = 'Confirmation required.';
 
 /** Records a returned result on the span; returns its `error.type`, or undefined for a success. */
 export function recordResultOutcome(
@@ -47,8 +49,10 @@ export function recordResultOutcome(
   span.setAttribute(ATTR_ERROR_TYPE, ERROR_TYPE_TOOL_ERROR);
   span.setAttribute(ATTR_TOOLGATE_ERROR_CODE, envelope.error);
   if (envelope.incidentId !== undefined) span.setAttribute(ATTR_TOOLGATE_INCIDENT_ID, envelope.incidentId);
-  // The envelope's message is what the model saw, already made safe by whoever built it.
-  span.setStatus({ code: SpanStatusCode.ERROR, message: clip(envelope.message, MAX_STATUS_LENGTH) });
+  span.setStatus({
+    code: SpanStatusCode.ERROR,
+    message: statusMessage(envelope.error, envelope.message, recorder),
+  });
   return ERROR_TYPE_TOOL_ERROR;
 }
 
@@ -68,7 +72,10 @@ export function recordThrownOutcome(
     span.setAttribute(ATTR_ERROR_TYPE, ERROR_TYPE_TOOL_ERROR);
     span.setAttribute(ATTR_TOOLGATE_ERROR_CODE, error.code);
     if (ctx.incidentId !== undefined) span.setAttribute(ATTR_TOOLGATE_INCIDENT_ID, ctx.incidentId);
-    span.setStatus({ code: SpanStatusCode.ERROR, message: clip(error.message, MAX_STATUS_LENGTH) });
+    span.setStatus({
+      code: SpanStatusCode.ERROR,
+      message: statusMessage(error.code, error.message, recorder),
+    });
     return ERROR_TYPE_TOOL_ERROR;
   }
   const type = errorTypeOf(error);
@@ -86,6 +93,16 @@ export function recordThrownOutcome(
     });
   }
   return type;
+}
+
+/**
+ * The status message of an error result: the message the model sees. Middleware inside otel build their
+ * answers (and throw ToolErrors) before core's boundary redacts them for the model, so they pass the
+ * same secret patterns here; error paths only.
+ */
+function statusMessage(code: string, message: string, recorder: TextRecorder): string {
+  if (code === 'confirmation_required') return CONFIRMATION_STATUS_MESSAGE;
+  return recorder.text(message, MAX_STATUS_LENGTH);
 }
 
 function describeThrown(error: unknown): { message: string; stack: string } {

@@ -16,8 +16,8 @@ export function clip(text: string, max: number): string {
 export interface TextRecorder {
   /** A value as redacted, capped JSON (arguments, results). */
   json(value: unknown): string;
-  /** Free text with secret patterns replaced, capped (error messages, stacks). */
-  text(value: string): string;
+  /** Free text with secret patterns replaced, capped at `max` (default maxRecordedLength): messages, stacks. */
+  text(value: string, max?: number): string;
 }
 
 /** Redaction then JSON then a length cap: the only way a value from the call reaches a span. */
@@ -32,8 +32,8 @@ export function createTextRecorder(redact: RedactSecretsOptions | undefined, max
         return '[unserialisable]';
       }
     },
-    text(value) {
-      return clip(redactSecretsInText(value, patterns), max);
+    text(value, cap = max) {
+      return clip(redactSecretsInText(value, patterns), cap);
     },
   };
 }

@@ -357,6 +357,24 @@ describe('otel: context propagation', () => {
     expect(new Set(spans.map((span) => span.spanContext().traceId)).size).toBe(hostile.length);
   });
 
+  it('trace context sent as arrays (MCP _meta carries strings) is ignored, not read as HTTP header lists', async () => {
+    let baggageSeen: unknown = 'unread';
+    const probe: ToolMiddleware = async (_ctx, next) => {
+      baggageSeen = propagation.getActiveBaggage()?.getAllEntries();
+      return next();
+    };
+    const c = await serve([traced(), probe]);
+    const meta = {
+      traceparent: ['00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', 'garbage'],
+      baggage: Array.from({ length: 1000 }, (_, i) => `k${i}=v${i}`),
+    };
+    expect((await c.callTool('get_order', { id: 'A-1' }, { meta })).isError).toBeUndefined();
+    const span = onlyToolSpan();
+    expect(span.parentSpanContext).toBeUndefined();
+    expect(span.spanContext().traceId).not.toBe('0af7651916cd43dd8448eb211c80319c');
+    expect(baggageSeen).toBeUndefined();
+  });
+
   it('a child span created in the handler has the tool span as parent', async () => {
     const handlerTracer = tracerProvider.getTracer('handler');
     const query = defineTool({
@@ -441,6 +459,46 @@ describe('otel: hostile requests', () => {
     });
     await expect.poll(() => toolSpans().length).toBe(1);
     expect(onlyToolSpan().attributes[ATTR_JSONRPC_REQUEST_ID]).toBe(`${id.slice(0, 244)}…[truncated]`);
+  });
+});
+
+describe('otel: what the model typed, on the status message', () => {
+  it('a ToolError thrown by inner middleware with a secret in its message: the span status is redacted as the model saw it', async () => {
+    const upstream: ToolMiddleware = async () => {
+      throw new ToolError(
+        'unavailable',
+        'postgres://app:hunter2@db:5432/orders refused, sent Bearer abcdefgh.ijkl',
+      );
+    };
+    const c = await serve([traced(), upstream]);
+    const envelope = expectFailure(await c.callTool('get_order', { id: 'A-1' }));
+    expect(envelope.message).toBe('postgres://[REDACTED]@db:5432/orders refused, sent Bearer [REDACTED]');
+    expect(onlyToolSpan().status).toEqual({ code: SpanStatusCode.ERROR, message: envelope.message });
+  });
+
+  it('a failure returned by inner middleware with a secret in its message: the span status is redacted', async () => {
+    const upstream: ToolMiddleware = async () =>
+      fail('unavailable', 'The store refused token=sk_live_abcdefghijklmnop.');
+    const c = await serve([traced(), upstream]);
+    const envelope = expectFailure(await c.callTool('get_order', { id: 'A-1' }));
+    expect(envelope.message).toBe('The store refused token=[REDACTED].');
+    expect(onlyToolSpan().status).toEqual({ code: SpanStatusCode.ERROR, message: envelope.message });
+  });
+
+  it('a confirmation request (the arguments rendered for the person) stays off the span unless results are recorded', async () => {
+    // What @toolgate/confirm answers: its message is the validated arguments, one line each.
+    const confirm: ToolMiddleware = async (ctx) =>
+      fail(
+        'confirmation_required',
+        `Confirmation required. Show the user: Look up order ${String(ctx.args.id)} for Jane Roe, jane@example.com?`,
+      );
+    const c = await serve([traced(), confirm]);
+    const envelope = expectFailure(await c.callTool('get_order', { id: 'A-77' }));
+    expect(envelope.message).toContain('jane@example.com');
+    const span = onlyToolSpan();
+    expect(span.attributes[ATTR_TOOLGATE_ERROR_CODE]).toBe('confirmation_required');
+    expect(span.status).toEqual({ code: SpanStatusCode.ERROR, message: 'Confirmation required.' });
+    expect(JSON.stringify([span.attributes, span.status, span.events])).not.toMatch(/A-77|Jane|jane@/);
   });
 });
 
