@@ -268,7 +268,9 @@ function answerRepeat(
   let kind: string;
   if (envelope) {
     let waitMs: number | undefined;
-    if (envelope.retryable) {
+    // A timeout says nothing about the next identical call, whatever its flag (core's elicitation
+    // timeout is not retryable: the user may answer this time).
+    if (envelope.retryable || envelope.error === 'timeout') {
       const remaining = (envelope.retryAfterMs ?? 0) - ageMs;
       if (remaining <= 0) return undefined;
       waitMs = Math.ceil(remaining);

@@ -1,9 +1,11 @@
+import { randomUUID } from 'node:crypto';
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import { defineTool, ok, type ToolDefinition, ToolError } from '@toolgate/core';
-import { expectFailure, serveTools, type TestClient } from '@toolgate/core/testing';
-import { afterEach, describe, expect, it } from 'vitest';
+import { expectFailure, reportMissingService, serveTools, type TestClient } from '@toolgate/core/testing';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
-import { createRepeatGuard } from '../src/index.js';
+import { createRedisRepeatStore, createRepeatGuard, type RepeatStore } from '../src/index.js';
 
 // Held-out tests saw customer 43 answered with customer 42's orders: two tokens of one client that
 // differ only in the bound customer id. These prove the cache key is core's callKey (identity +
@@ -38,11 +40,11 @@ function myOrdersTool(invocations: Map<number, number>): ToolDefinition {
   }) as ToolDefinition;
 }
 
-async function twoCustomers(options: { identify?: 'client-only' } = {}) {
+async function twoCustomers(options: { identify?: 'client-only'; store?: RepeatStore } = {}) {
   const invocations = new Map<number, number>();
   const tools = [myOrdersTool(invocations)];
   // ONE middleware instance shared by two servers, as one replica serves many connections.
-  const guard = createRepeatGuard();
+  const guard = createRepeatGuard(options.store === undefined ? {} : { store: options.store });
   const identify =
     options.identify === 'client-only'
       ? () => ({ id: 'client:portal', kind: 'client' as const, clientId: 'portal' })
@@ -134,3 +136,46 @@ describe('createRepeatGuard: keys from caller identity and bindings', () => {
     expect(Object.fromEntries(invocations)).toEqual({ 42: 1 });
   });
 });
+
+const REDIS_URL = process.env.TEST_REDIS_URL;
+
+if (REDIS_URL === undefined) {
+  reportMissingService(
+    it,
+    'repeat-guard identity keys on a shared Redis',
+    'TEST_REDIS_URL',
+    'redis://127.0.0.1:6379',
+  );
+} else {
+  const url = REDIS_URL;
+  describe('createRepeatGuard: identity keys on a shared Redis (hashed keys)', () => {
+    const prefix = `toolgate:repeat-guard-identity:${randomUUID()}:`;
+    const redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: true });
+
+    afterAll(async () => {
+      const keys = await redis.keys(`${prefix}*`);
+      if (keys.length > 0) await redis.del(...keys);
+      redis.disconnect();
+    });
+
+    it('never crosses customers behind one identity under concurrent identical calls, one key each', async () => {
+      await redis.connect();
+      const { invocations, c42, c43 } = await twoCustomers({
+        identify: 'client-only',
+        store: createRedisRepeatStore(redis, { prefix }),
+      });
+      const results = await Promise.all(
+        Array.from({ length: 60 }, (_, i) =>
+          (i % 2 === 0 ? c42 : c43)
+            .callTool('list_my_orders', { status: 'open' })
+            .then((r) => ({ who: i % 2 === 0 ? 42 : 43, r })),
+        ),
+      );
+      for (const { who, r } of results) expect(r.structuredContent).toMatchObject(expected(who));
+      expect(Object.fromEntries(invocations)).toEqual({ 42: 1, 43: 1 });
+      const keys = await redis.keys(`${prefix}*`);
+      expect(keys).toHaveLength(2);
+      for (const key of keys) expect(key).toMatch(new RegExp(`^${prefix}c:[A-Za-z0-9_-]{43}$`));
+    });
+  });
+}

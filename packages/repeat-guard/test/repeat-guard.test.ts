@@ -1,13 +1,30 @@
-import { ERROR_CODE_DEFAULTS, ERROR_META_KEY, type PolicyDecision } from '@toolgate/core';
+import {
+  defineTool,
+  ERROR_CODE_DEFAULTS,
+  ERROR_META_KEY,
+  fail,
+  ok,
+  type PolicyDecision,
+  type ToolDefinition,
+} from '@toolgate/core';
 import { expectFailure, type LogEntry, parseResultText, recordingLogger } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
+import * as z from 'zod';
 import {
   createMemoryRepeatStore,
   createRepeatGuard,
   type RepeatGuardOptions,
   repeatGuard,
 } from '../src/index.js';
-import { closeAll, createFixture, decisionRecorder, type Fixture, serve, sleep } from './fixtures.js';
+import {
+  closeAll,
+  createFixture,
+  createGate,
+  decisionRecorder,
+  type Fixture,
+  serve,
+  sleep,
+} from './fixtures.js';
 
 const REPEAT_NOTE =
   'Repeated call: this is the unchanged result of the identical call made moments ago. Calling again with the same arguments will not change it; change the arguments or answer the user.';
@@ -287,6 +304,63 @@ describe('createRepeatGuard: failures', () => {
       note: REPEAT_NOTE,
     });
     expect(fixture.invocations.get_order_status).toBe(2);
+  });
+
+  it('runs the repeat of a timeout even when it was marked not retryable (a user who did not answer in time)', async () => {
+    // Core's elicitation timeout is `timeout` with retryable: false ("ask the user before calling
+    // again"); the user agreeing must not be answered with the old timeout for the rest of the window.
+    let calls = 0;
+    const askUser = defineTool({
+      name: 'cancel_order',
+      description: 'Cancels an order after asking the user.',
+      input: { id: z.string() },
+      handler: async ({ id }) => {
+        calls += 1;
+        if (calls === 1) {
+          return fail('timeout', 'No answer from the client within 50 ms.', {
+            hint: 'The user did not answer in time. Ask them whether to try again before calling again.',
+            retryable: false,
+          });
+        }
+        return ok({ id, cancelled: true });
+      },
+    }) as ToolDefinition;
+    const client = await serve([askUser], [createRepeatGuard()]);
+    expect(expectFailure(await client.callTool('cancel_order', { id: 'o-1' }))).toMatchObject({
+      error: 'timeout',
+      retryable: false,
+    });
+    const again = await client.callTool('cancel_order', { id: 'o-1' });
+    expect(again.structuredContent).toEqual({ ok: true, id: 'o-1', cancelled: true });
+    expect(calls).toBe(2);
+  });
+
+  it('lets a waiter on an identical call that timed out run itself rather than get that timeout', async () => {
+    let calls = 0;
+    const gate = createGate();
+    const slow = defineTool({
+      name: 'ask_user',
+      description: 'Asks the user.',
+      input: { q: z.string() },
+      handler: async ({ q }) => {
+        calls += 1;
+        if (calls === 1) {
+          gate.enter();
+          await gate.opened;
+          return fail('timeout', 'No answer from the client within 50 ms.', { retryable: false });
+        }
+        return ok({ q, answer: 'yes' });
+      },
+    }) as ToolDefinition;
+    const client = await serve([slow], [createRepeatGuard()]);
+    const first = client.callTool('ask_user', { q: 'proceed?' });
+    await gate.entered;
+    const second = client.callTool('ask_user', { q: 'proceed?' });
+    await sleep(20);
+    gate.open();
+    expect(expectFailure(await first).error).toBe('timeout');
+    expect((await second).structuredContent).toEqual({ ok: true, q: 'proceed?', answer: 'yes' });
+    expect(calls).toBe(2);
   });
 
   it('runs every repeat of a failed call with onFailedRepeat run, and forgets an earlier success', async () => {
