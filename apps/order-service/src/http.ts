@@ -34,6 +34,12 @@ export interface HttpServerOptions {
   allowedOrigins?: readonly string[];
   /** Largest request body read. @default 262144 (256 KiB) */
   maxBodyBytes?: number;
+  /**
+   * Time a client has to send a whole request, headers and body; a slower one gets 408 and its
+   * connection is closed (a slowloris client would otherwise hold it for Node's default 5 minutes).
+   * @default 10000
+   */
+  requestTimeoutMs?: number;
   /** A fresh McpServer per request (stateless mode); tools and shared middleware come from the caller. */
   createServer: () => McpServer;
   /** Whether the server can take calls (GET /ready); e.g. a database ping. @default always ready */
@@ -66,6 +72,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
   const path = options.path ?? '/mcp';
   const requiredScope = options.requiredScope ?? 'orders:read';
   const maxBodyBytes = options.maxBodyBytes ?? 256 * 1024;
+  const requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
   if (!options.verifier && !LOOPBACK.has(host)) {
     throw new Error(`refusing to serve without auth on ${host}; configure tokens or bind to 127.0.0.1`);
   }
@@ -79,7 +86,12 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
   let draining = false;
   let inFlight = 0;
   const idleWaiters = new Set<() => void>();
-  const server = createServer((req, res) => {
+  // Node answers 408 itself; it looks for late requests once per checking interval.
+  const timeouts = {
+    requestTimeout: requestTimeoutMs,
+    connectionsCheckingInterval: Math.min(1000, requestTimeoutMs),
+  };
+  const server = createServer(timeouts, (req, res) => {
     inFlight += 1;
     // 'close' fires once per response, whether it finished or the client went away.
     res.once('close', () => {
@@ -171,6 +183,8 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
       return;
     }
     const body = await readBody(req, maxBodyBytes);
+    // Node already answered 408 and closed the connection: nothing left to say.
+    if (body === 'aborted') return;
     if (body === 'too-large') {
       sendJsonRpcError(res, 413, -32600, `Request body larger than ${maxBodyBytes} bytes`);
       return;
@@ -260,15 +274,20 @@ function sendJsonRpcError(res: ServerResponse, status: number, code: number, mes
     .end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
 }
 
-async function readBody(req: IncomingMessage, limit: number): Promise<string | 'too-large'> {
+async function readBody(req: IncomingMessage, limit: number): Promise<string | 'too-large' | 'aborted'> {
   const declared = Number(req.headers['content-length'] ?? 0);
   if (declared > limit) return 'too-large';
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) return 'too-large';
-    chunks.push(chunk);
+  try {
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > limit) return 'too-large';
+      chunks.push(chunk);
+    }
+  } catch (error) {
+    if (req.destroyed) return 'aborted';
+    throw error;
   }
   return Buffer.concat(chunks).toString('utf8');
 }

@@ -139,7 +139,12 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
   const tools: ToolDefinition[] = [
     searchOrdersTool({ db: queryable, customerScoped }),
     getOrderStatusTool({ db: queryable, customerScoped }),
-    trackShipmentTool({ carrierUrl: config.carrierUrl, policy: carrierPolicy }),
+    trackShipmentTool({
+      carrierUrl: config.carrierUrl,
+      policy: carrierPolicy,
+      db: queryable,
+      customerScoped,
+    }),
     searchDocsTool({ root: config.docsRoot ?? resolve(APP_DIR, 'docs'), logger }),
     renderInvoiceTool({
       db: queryable,

@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { createSilentLogger } from '@toolgate/core';
@@ -24,6 +26,7 @@ beforeAll(async () => {
     }),
     allowedOrigins: ['https://desk.example'],
     maxBodyBytes: 64 * 1024,
+    requestTimeoutMs: 1000,
     createServer: () => running.service.createServer(),
     logger: createSilentLogger(),
   });
@@ -138,6 +141,75 @@ describe('Streamable HTTP with bearer auth', () => {
     );
     expect(big.status).toBe(413);
     expect((await post({ authorization: `Bearer ${READER}` }, '{not json')).status).toBe(400);
+  });
+
+  it('408 and a closed connection for a client that sends its headers or its body too slowly (slowloris)', async () => {
+    const port = Number(new URL(http.url).port);
+    const headers =
+      `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${READER}\r\n` +
+      'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n';
+    for (const sent of [headers.slice(0, 40), `${headers}{"jsonrpc":`]) {
+      const started = Date.now();
+      const answer = await new Promise<string>((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1');
+        let text = '';
+        socket.setEncoding('utf8');
+        socket.on('data', (chunk: string) => {
+          text += chunk;
+        });
+        socket.on('close', () => resolve(text));
+        socket.on('error', reject);
+        // The client never sends the rest; only the server can end this.
+        socket.write(sent);
+      });
+      expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+      expect(Date.now() - started).toBeLessThan(5000);
+    }
+  });
+
+  it('a token in the query string is not accepted; a client-chosen session id is not adopted; a batch of 400 calls runs none', async () => {
+    const url = new URL(http.url);
+    const viaQuery = await new Promise<number>((resolve, reject) => {
+      const req = request(
+        {
+          host: url.hostname,
+          port: url.port,
+          path: `${url.pathname}?access_token=${READER}`,
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
+      req.on('error', reject);
+      req.end(INITIALIZE);
+    });
+    expect(viaQuery).toBe(401);
+    const spoofed = await post(
+      { authorization: `Bearer ${READER}`, 'mcp-session-id': 'attacker-chosen-session' },
+      INITIALIZE,
+    );
+    expect(spoofed.status).toBe(200);
+    expect(spoofed.headers['mcp-session-id']).toBeUndefined();
+    const calls = Array.from({ length: 400 }, (_, index) => ({
+      jsonrpc: '2.0',
+      id: index,
+      method: 'tools/call',
+      params: { name: 'get_order_status', arguments: { order_id: '4000000000007919' } },
+    }));
+    await running.service.audit.flush();
+    const recordsBefore = readFileSync(running.auditFile, 'utf8');
+    const batch = await post({ authorization: `Bearer ${READER}` }, JSON.stringify(calls.slice(0, 400)));
+    expect(batch.status).toBe(400);
+    expect(JSON.parse(batch.body)).toEqual({
+      jsonrpc: '2.0',
+      error: { code: -32600, message: 'Invalid Request: Batch must not exceed 100 messages' },
+      id: null,
+    });
+    await running.service.audit.flush();
+    expect(readFileSync(running.auditFile, 'utf8')).toBe(recordsBefore);
   });
 
   it('the audit record names the token’s subject as principal', async () => {

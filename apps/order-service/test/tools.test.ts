@@ -153,6 +153,72 @@ describe('customer-scoped tokens', () => {
       await anonymous.close();
     }
   });
+
+  const trackingNumberOf = async (customerId: number): Promise<string> => {
+    const { rows } = await scoped.service.db.pglite!.query<{ tracking_number: string }>(
+      `SELECT tracking_number FROM orders WHERE customer_id = $1 AND tracking_number IS NOT NULL
+       ORDER BY order_id LIMIT 1`,
+      [customerId],
+    );
+    return rows[0]!.tracking_number;
+  };
+
+  it('track_shipment answers for the caller’s own shipments only, by number or by link; nothing else reaches the carrier', async () => {
+    const authInfo = { token: 't', clientId: 'portal', scopes: ['orders:read'], extra: { customerId: 42 } };
+    const mine = await trackingNumberOf(42);
+    const theirs = await trackingNumberOf(43);
+    const client = await connectTestClient(scoped.service.createServer(), { authInfo });
+    try {
+      expect(
+        (await client.callTool('track_shipment', { tracking_number: mine })).structuredContent,
+      ).toMatchObject({ ok: true, trackingNumber: mine });
+      expect(
+        (await client.callTool('track_shipment', { tracking_url: `${scoped.carrier.url}/track/${mine}` }))
+          .structuredContent,
+      ).toMatchObject({ ok: true, trackingNumber: mine });
+      const before = scoped.carrier.requests;
+      const unknown = {
+        error: 'not_found',
+        message: 'The carrier does not know this tracking number.',
+      };
+      for (const args of [
+        { tracking_number: theirs },
+        { tracking_url: `${scoped.carrier.url}/track/${theirs}` },
+        { tracking_url: `${scoped.carrier.url}/track/${theirs}?mine=${mine}` },
+      ]) {
+        const result = await client.callTool('track_shipment', args);
+        expect(expectFailure(result)).toMatchObject(unknown);
+        expect(JSON.stringify(result)).not.toContain('Parcelwise');
+      }
+      const odd = await client.callTool('track_shipment', { tracking_url: `${scoped.carrier.url}/other` });
+      expect(expectFailure(odd)).toMatchObject({ error: 'invalid_argument' });
+      expect(scoped.carrier.requests).toBe(before);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('a customerId claim that is not one whole number is refused by every scoped tool, never a database error', async () => {
+    const theirs = await trackingNumberOf(43);
+    for (const customerId of [[42, 43], '43', { id: 43 }, 42.5, true, null, -1]) {
+      const authInfo = { token: 't', clientId: 'portal', scopes: ['orders:read'], extra: { customerId } };
+      const client = await connectTestClient(scoped.service.createServer(), { authInfo });
+      try {
+        for (const [tool, args] of [
+          ['render_invoice', { order_id: '4000000000007919' }],
+          ['track_shipment', { tracking_number: theirs }],
+        ] as const) {
+          const result = await client.callTool(tool, args);
+          expect(expectFailure(result)).toMatchObject({
+            error: 'permission_denied',
+            message: 'This token is not tied to a customer.',
+          });
+        }
+      } finally {
+        await client.close();
+      }
+    }
+  });
 });
 
 describe('search_docs', () => {
@@ -201,6 +267,16 @@ describe('search_docs', () => {
         'linked.md',
         'linked-dir/secret.md',
         'a\u0000b',
+        '..%2f..%2fetc%2fpasswd',
+        '%2e%2e/%2e%2e/etc/passwd',
+        '%252e%252e%252fetc%252fpasswd',
+        '..\\..\\etc\\passwd',
+        '\uff0e\uff0e/\uff0e\uff0e/etc/passwd',
+        '..\uff0fsecret.md',
+        'linked.md.',
+        'linked.md ',
+        'LINKED.MD',
+        'refunds.md\n../secret.md',
       ]) {
         const result = await docs.callTool('search_docs', { query: 'refund', path });
         expect(expectFailure(result).error).toBe('invalid_argument');

@@ -1,8 +1,9 @@
 import { realpathSync } from 'node:fs';
-import { defineTool, fail, ok, type ToolDefinition, ToolError, type ToolRequest } from '@toolgate/core';
+import { defineTool, fail, ok, type ToolDefinition } from '@toolgate/core';
 import { safeExec, value } from '@toolgate/exec';
 import type { Queryable } from '@toolgate/sql';
 import * as z from 'zod';
+import { bindCustomerId } from '../customer-scope.js';
 
 export interface RenderInvoiceOptions {
   db: Queryable;
@@ -43,17 +44,7 @@ export function renderInvoiceTool(options: RenderInvoiceOptions): ToolDefinition
     output: { order_id: z.string(), invoice: z.string() },
     annotations: { readOnlyHint: true, openWorldHint: false },
     // Bound by core before the chain, so the customer is part of every key derived from the call.
-    ...(options.customerScoped
-      ? {
-          bind: (request: ToolRequest) => {
-            const customerId = request.authInfo?.extra?.customerId;
-            if (customerId === undefined) {
-              throw new ToolError('permission_denied', 'This call needs a customer-scoped token.');
-            }
-            return { customerId };
-          },
-        }
-      : {}),
+    bind: bindCustomerId(options.customerScoped ?? false),
     handler: async ({ order_id }, ctx) => {
       const customerId = ctx.bindings.customerId;
       const rows = await options.db.readOnly({ timeoutMs: 2000, signal: ctx.signal }, (runner) =>

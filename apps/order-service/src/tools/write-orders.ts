@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { confirmationArgument } from '@toolgate/confirm';
-import { type BindCaller, defineTool, fail, ok, type ToolDefinition, ToolError } from '@toolgate/core';
+import { defineTool, fail, ok, type ToolDefinition } from '@toolgate/core';
 import * as z from 'zod';
+import { bindCustomerId } from '../customer-scope.js';
 import type { WriteTransactions } from '../write-transaction.js';
 
 export interface WriteToolsOptions {
@@ -26,18 +27,6 @@ const REASON = z
 // Only orders that were paid can be refunded; only orders that have not left can be cancelled.
 const REFUNDABLE = ['paid', 'shipped', 'delivered'] as const;
 const CANCELLABLE = ['pending', 'paid'] as const;
-
-/** The caller's customer id when the tools are customer-scoped (a token without one may change nothing). */
-function customerBinding(customerScoped: boolean): BindCaller | undefined {
-  if (!customerScoped) return undefined;
-  return (request) => {
-    const customerId = request.authInfo?.extra?.customerId;
-    if (typeof customerId !== 'number') {
-      throw new ToolError('permission_denied', 'This token is not tied to a customer.');
-    }
-    return { customerId };
-  };
-}
 
 interface OrderRow {
   status: string;
@@ -80,7 +69,7 @@ export function requestRefundTool(options: WriteToolsOptions): ToolDefinition {
       status: z.string(),
     },
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
-    bind: customerBinding(scoped),
+    bind: bindCustomerId(scoped),
     handler: async ({ order_id, amount_cents, reason }, ctx) =>
       options.db.readWrite({ timeoutMs: options.timeoutMs ?? 2000, signal: ctx.signal }, async (runner) => {
         const order = await lockOrder(runner, order_id, ctx.bindings.customerId);
@@ -147,7 +136,7 @@ export function cancelOrderTool(options: WriteToolsOptions): ToolDefinition {
     input: { order_id: ORDER_ID, reason: REASON, confirmation: confirmationArgument },
     output: { order_id: z.string(), previous_status: z.string(), status: z.literal('cancelled') },
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
-    bind: customerBinding(scoped),
+    bind: bindCustomerId(scoped),
     handler: async ({ order_id, reason }, ctx) =>
       options.db.readWrite({ timeoutMs: options.timeoutMs ?? 2000, signal: ctx.signal }, async (runner) => {
         const order = await lockOrder(runner, order_id, ctx.bindings.customerId);

@@ -1,0 +1,17 @@
+import { type BindCaller, ToolError } from '@toolgate/core';
+
+/**
+ * The `bind` of a customer-scoped tool: the caller's customer id from its token (`customerId`), or
+ * the call is refused. The tenant shapes its own claims, so anything but one positive whole number
+ * (a list, a string, an object, a fraction) is refused here, never passed on to a query.
+ */
+export function bindCustomerId(customerScoped: boolean): BindCaller | undefined {
+  if (!customerScoped) return undefined;
+  return (request) => {
+    const customerId = request.authInfo?.extra?.customerId;
+    if (!Number.isSafeInteger(customerId) || (customerId as number) < 1) {
+      throw new ToolError('permission_denied', 'This token is not tied to a customer.');
+    }
+    return { customerId };
+  };
+}
