@@ -53,18 +53,30 @@ async function main(argv: string[]): Promise<number> {
     }
   }
   for (const chain of result.chains) {
+    const name = chainName(chain.chain);
     console.log(
       chain.intact
-        ? `chain ${chain.chain || '(none)'}: intact, ${chain.records} records${chain.head ? `, head ${chain.head}` : ''}`
-        : `chain ${chain.chain || '(none)'}: broken at record ${chain.brokenAt}: ${chain.reason}`,
+        ? `chain ${name}: intact, ${chain.records} records${chain.head ? `, head ${chain.head}` : ''}`
+        : `chain ${name}: broken at record ${chain.brokenAt}: ${printable(chain.reason)}`,
     );
   }
   if (result.intact) {
     console.log(`intact: ${result.records} records in ${result.chains.length} chains`);
     return 0;
   }
-  console.log(`broken at record ${result.brokenAt}: ${result.reason}`);
+  console.log(`broken at record ${result.brokenAt}: ${printable(result.reason)}`);
   return 1;
+}
+
+/** A chain id as the writer makes them (printable ASCII) as is; any other text from the file as escaped JSON. */
+function chainName(chain: string): string {
+  if (chain === '') return '(none)';
+  return /^[\x21-\x7e]+$/.test(chain) ? chain : printable(JSON.stringify(chain));
+}
+
+/** Text that may hold the file's characters, with all but printable ASCII escaped: one report line stays one line. */
+function printable(text: string): string {
+  return text.replace(/[^\x20-\x7e]/g, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 main(process.argv.slice(2)).then(

@@ -86,7 +86,9 @@ export function captureCall(
   const request = ctx.request;
   const principal = principalOf(ctx);
   const clientId = request.authInfo?.clientId || undefined;
-  const toolName = ctx.toolName;
+  // A name the server does not know is the client's free text: redacted like an argument string,
+  // before the cut, so a cut cannot leave half a secret the patterns no longer recognise.
+  const toolName = unknownTool ? (JSON.parse(settings.redactedJson(ctx.toolName)) as string) : ctx.toolName;
   const tool = toolName.length > MAX_TOOL_CHARS ? `${toolName.slice(0, MAX_TOOL_CHARS)}...` : toolName;
   let args =
     settings.args === 'shape' ? canonicalJson(shapeOf(ctx.rawArgs)) : settings.redactedJson(ctx.rawArgs);

@@ -1,7 +1,7 @@
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { canonicalJson } from '@toolgate/core';
-import { GENESIS_HASH, hashOfCanonical, parseRecordLine } from './chain.js';
+import { GENESIS_HASH, hashOfCanonical, lineOf, parseRecordLine } from './chain.js';
 import { parseTableName } from './pg-table.js';
 import { textColumn } from './postgres-sink.js';
 import type { AuditQueryable, AuditRecord } from './types.js';
@@ -165,14 +165,25 @@ function columnThatDiffers(row: TableRow, record: AuditRecord): string | undefin
   if (row.page_key !== String(record.seq)) return 'seq';
   if (row.hash !== record.hash) return 'hash';
   if (row.time_ms !== String(Date.parse(record.time))) return 'time';
-  if (row.tool !== textColumn(String(record.tool))) return 'tool';
+  if (row.tool !== storedText(record.tool)) return 'tool';
   if (row.outcome !== record.outcome) return 'outcome';
-  if (row.principal !== (record.principal === undefined ? null : textColumn(record.principal)))
+  if (row.principal !== (record.principal === undefined ? null : storedText(record.principal)))
     return 'principal';
-  if (row.caller !== (record.caller === undefined ? null : textColumn(record.caller))) return 'caller';
-  if (row.incident_id !== (record.incidentId === undefined ? null : textColumn(record.incidentId)))
+  if (row.caller !== (record.caller === undefined ? null : storedText(record.caller))) return 'caller';
+  if (row.incident_id !== (record.incidentId === undefined ? null : storedText(record.incidentId)))
     return 'incident_id';
   return undefined;
+}
+
+const LONE_SURROGATE = /\p{Cs}/gu;
+
+/**
+ * What a text column holds for a record's string: the sink's `textColumn`, sent as UTF-8, where a
+ * lone surrogate (a client may send one in a tool name) becomes U+FFFD while the JSON keeps its escape.
+ * A forged record's non-string field is compared as its text rather than throwing.
+ */
+function storedText(value: unknown): string {
+  return textColumn(String(value)).replace(LONE_SURROGATE, '\uFFFD');
 }
 
 function chainOfLine(line: string): string {
@@ -192,8 +203,15 @@ function checkLine(
   const record = parseRecordLine(line);
   if (!record) return `record ${number} is not an audit record (not JSON, or no seq, hash and prevHash)`;
   const { hash, ...rest } = record;
-  if (hashOfCanonical(canonicalJson(rest)) !== hash) {
+  const canonical = canonicalJson(rest);
+  if (hashOfCanonical(canonical) !== hash) {
     return `record ${number} (seq ${record.seq}) was altered: its content does not match its hash`;
+  }
+  // The writer stores exactly this text (`hash` last; a row written by hand may have it in its sorted
+  // place). Any other spelling of the same value is refused: JSON.parse keeps the last of two equal
+  // keys, while another reader (or a person) may see the first.
+  if (line !== lineOf(canonical, hash) && line !== canonicalJson(record)) {
+    return `record ${number} (seq ${record.seq}) was altered: its text is not the exact text that was hashed (a duplicate key, spacing or another spelling)`;
   }
   const chain = expectedChain ?? record.chainId ?? '';
   if (expectedChain !== undefined && record.chainId !== undefined && record.chainId !== expectedChain) {

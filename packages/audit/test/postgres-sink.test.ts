@@ -163,6 +163,70 @@ describe.each(databases)('PostgreSQL sink on $name', ({ open }) => {
     });
   });
 
+  it('lone surrogates from the client (tool name, args) are stored and the table still verifies', async () => {
+    const table = newTable();
+    const audit = createAudit({ sink: createPostgresSink({ client: db.client, table }) });
+    const client = await serve([audit]);
+    await client.callTool('get_order', { id: 'A-1' });
+    await expect(client.callTool('no\udc00such\ud800', { q: 'x\ud800y' })).rejects.toThrow(/Unknown tool/);
+    await client.callTool('get_order', { id: 'A-3' });
+    await audit.close();
+    expect(audit.stats()).toMatchObject({ written: 3, dropped: 0 });
+    const { rows } = await db.client.query(`SELECT tool, record::text AS record FROM ${table} WHERE seq = 2`);
+    const row = rows[0] as { tool: string; record: string };
+    // PostgreSQL text is UTF-8: a lone surrogate arrives as U+FFFD; the JSON line keeps its escape.
+    expect(row.tool).toBe('no\uFFFDsuch\uFFFD');
+    expect(JSON.parse(row.record)).toMatchObject({ tool: 'no\udc00such\ud800', args: { q: 'x\ud800y' } });
+    await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+      intact: true,
+      records: 3,
+    });
+  });
+
+  it('an UPDATE that puts a duplicate key before the hashed one is found', async () => {
+    const table = newTable();
+    const audit = createAudit({ sink: createPostgresSink({ client: db.client, table }) });
+    const client = await serve([audit]);
+    for (let index = 1; index <= 3; index += 1) await client.callTool('get_order', { id: `A-${index}` });
+    await audit.close();
+    await db.client.query(
+      `UPDATE ${table} SET record = replace(record::text, '{"args"', '{"outcome":"internal","args"')::json WHERE seq = 2`,
+    );
+    await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+      intact: false,
+      records: 1,
+      brokenAt: 2,
+      reason:
+        'record 2 (seq 2) was altered: its text is not the exact text that was hashed (a duplicate key, spacing or another spelling)',
+    });
+  });
+
+  it('a row forged with a number where a text field was (its hash recomputed) is reported at the next link, not thrown', async () => {
+    const table = newTable();
+    const audit = createAudit({ sink: createPostgresSink({ client: db.client, table }) });
+    const client = await serve([audit]);
+    for (let index = 1; index <= 3; index += 1) await client.callTool('get_order', { id: `A-${index}` });
+    await audit.close();
+    const { rows } = await db.client.query(`SELECT record::text AS record FROM ${table} WHERE seq = 2`);
+    const { hash: _old, ...rest } = JSON.parse((rows[0] as { record: string }).record) as Record<
+      string,
+      unknown
+    >;
+    const forged = { ...rest, caller: 7 };
+    const hash = createHash('sha256').update(canonicalJson(forged)).digest('hex');
+    await db.client.query(`UPDATE ${table} SET caller = '7', hash = $1, record = $2::json WHERE seq = 2`, [
+      hash,
+      `${canonicalJson(forged).slice(0, -1)},"hash":"${hash}"}`,
+    ]);
+    await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+      intact: false,
+      records: 2,
+      brokenAt: 3,
+      reason:
+        'record 3 (seq 3) does not link to the previous record of its chain: its prevHash differs (a record was inserted or replaced)',
+    });
+  });
+
   it('the verifier finds an edited, a deleted and a reordered row', async () => {
     const table = newTable();
     const audit = createAudit({ sink: createPostgresSink({ client: db.client, table }) });

@@ -334,6 +334,26 @@ describe('hostile input', () => {
     await expect(verifyAuditLines(lines)).resolves.toMatchObject({ intact: true, records: 3 });
   });
 
+  it('secrets in an unknown tool name are redacted before the name is cut, so no half of one is left', async () => {
+    const { audit, client, records } = await audited();
+    const names = [
+      'get_order Bearer abcdefghijklmnopqrstuvwxyz012345',
+      `${'x'.repeat(240)} postgres://app:s3cret-passw0rd@db.internal/orders`,
+      `lookup ${'y'.repeat(236)} sk-abcdefghijklmnopqrstuvwxyz0123456789`,
+    ];
+    for (const name of names) await expect(client.callTool(name, {})).rejects.toThrow(/Unknown tool/);
+    await audit.flush();
+    expect(records.map((record) => [record.tool, record.unknownTool])).toEqual([
+      ['get_order Bearer [REDACTED]', true],
+      [`${'x'.repeat(240)} postgres://[RED...`, true],
+      [`lookup ${'y'.repeat(236)} [REDACTED]`, true],
+    ]);
+    await expect(verifyAuditLines(records.map((record) => JSON.stringify(record)))).resolves.toMatchObject({
+      intact: true,
+      records: 3,
+    });
+  });
+
   it('arguments nested thousands deep are recorded to depth 32, in both modes, and the chain holds', async () => {
     let deep: unknown = 'bottom';
     for (let level = 0; level < 5000; level += 1) deep = { d: deep };

@@ -128,6 +128,40 @@ describe('verifier: each kind of tampering, first broken link', () => {
     });
   });
 
+  it('a line that parses to its hashed record but is not its exact text (a duplicate key, spacing, an escape, another number form)', async () => {
+    // JSON.parse keeps the last of two equal keys; a reader that keeps the first, or a person, would
+    // see `outcome: internal` and `tool: delete_all` in a line whose hash still matched.
+    const variants = [
+      original[2]!.replace('{"args"', '{"outcome":"internal","tool":"delete_all","args"'),
+      original[2]!.replace('"A-3"', '"A-3","id":"A-3"'),
+      `${original[2]!}  `,
+      `\uFEFF${original[2]!}`,
+      original[2]!.replace('"tool":"get_order"', '"tool":"\\u0067et_order"'),
+      original[2]!.replace('"seq":3', '"seq":3.0'),
+      original[2]!.replace('"caller":', '"caller" :'),
+    ];
+    for (const variant of variants) {
+      expect(JSON.parse(variant.replace(/^\uFEFF/, ''))).toEqual(JSON.parse(original[2]!));
+      await expect(
+        verifyAuditLines([...original.slice(0, 2), variant, ...original.slice(3)]),
+      ).resolves.toMatchObject({
+        intact: false,
+        records: 2,
+        brokenAt: 3,
+        reason: expect.stringMatching(
+          /^record 3 (is not an audit record|\(seq 3\) was altered: its text is not the exact text that was hashed)/,
+        ),
+      });
+    }
+    // A BOM makes the line unreadable as JSON; the others parse, and are refused for their text.
+    await expect(
+      verifyAuditLines([...original.slice(0, 2), variants[0]!, ...original.slice(3)]),
+    ).resolves.toMatchObject({
+      reason:
+        'record 3 (seq 3) was altered: its text is not the exact text that was hashed (a duplicate key, spacing or another spelling)',
+    });
+  });
+
   it('a line that is not a record', async () => {
     const lines = [...original.slice(0, 2), '{"seq":3,"hash":"nope"}', ...original.slice(2)];
     await expect(verifyAuditLines(lines)).resolves.toMatchObject({
@@ -158,6 +192,40 @@ describe('toolgate-audit verify (the built CLI, in a child process)', () => {
     await expect(cli('verify', edited)).resolves.toEqual({
       code: 1,
       stdout: `chain ${JSON.parse(original[2]!).chainId}: broken at record 4: record 4 (seq 4) was altered: its content does not match its hash\nbroken at record 4: record 4 (seq 4) was altered: its content does not match its hash\n`,
+      stderr: '',
+    });
+  });
+
+  it('prints a chain id that holds control characters escaped, so a record cannot write lines of the report', async () => {
+    const { createHash } = await import('node:crypto');
+    const { canonicalJson } = await import('@toolgate/core');
+    // A chain anyone can hash (no key): its id is the file's text, not one a writer would choose.
+    const chainId = 'x\nintact: 9 records in 1 chains\u001b[2K\r';
+    const body = {
+      args: {},
+      caller: 'local',
+      chainId,
+      decisions: [],
+      durationMs: 1,
+      outcome: 'ok',
+      prevHash: '0'.repeat(64),
+      requestId: 1,
+      resultBytes: 0,
+      seq: 1,
+      time: '2026-01-02T03:04:05.006Z',
+      tool: 'get_order',
+    };
+    const canonical = canonicalJson(body);
+    const hash = createHash('sha256').update(canonical).digest('hex');
+    const forged = join(dir, 'control.jsonl');
+    await writeFile(
+      forged,
+      `${canonical.slice(0, -1)},"hash":"${hash}"}\n${original[0]!.replace('"A-1"', '"B-1"')}\n`,
+    );
+    const result = await cli('verify', forged);
+    expect(result).toEqual({
+      code: 1,
+      stdout: `chain "x\\nintact: 9 records in 1 chains\\u001b[2K\\r": intact, 1 records, head ${hash}\nchain ${JSON.parse(original[0]!).chainId}: broken at record 2: record 2 (seq 1) was altered: its content does not match its hash\nbroken at record 2: record 2 (seq 1) was altered: its content does not match its hash\n`,
       stderr: '',
     });
   });
