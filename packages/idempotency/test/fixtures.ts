@@ -1,5 +1,7 @@
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import { defineTool, fail, ok, type ToolDefinition, type ToolResult } from '@toolgate/core';
+import { serveTools } from '@toolgate/core/testing';
+import { afterEach } from 'vitest';
 import * as z from 'zod';
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -38,4 +40,16 @@ export function authAs(subject: string): AuthInfo {
     scopes: [],
     extra: { iss: 'https://idp.test', sub: subject },
   };
+}
+
+const closers: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  await Promise.all(closers.splice(0).map((close) => close()));
+});
+
+/** `serveTools`, its client closed after each test. */
+export async function serve(...args: Parameters<typeof serveTools>) {
+  const client = await serveTools(...args);
+  closers.push(() => client.close());
+  return client;
 }

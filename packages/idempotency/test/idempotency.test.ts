@@ -1,24 +1,8 @@
 import { createMemoryStore, type KeyValueStore, ok } from '@toolgate/core';
-import {
-  createTestContext,
-  expectFailure,
-  type LogEntry,
-  recordingLogger,
-  serveTools,
-} from '@toolgate/core/testing';
-import { afterEach, describe, expect, it } from 'vitest';
+import { createTestContext, expectFailure, type LogEntry, recordingLogger } from '@toolgate/core/testing';
+import { describe, expect, it } from 'vitest';
 import { createIdempotency, IDEMPOTENCY_META } from '../src/index.js';
-import { authAs, readTool, refundTool } from './fixtures.js';
-
-const closers: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  await Promise.all(closers.splice(0).map((close) => close()));
-});
-async function serve(...args: Parameters<typeof serveTools>) {
-  const client = await serveTools(...args);
-  closers.push(() => client.close());
-  return client;
-}
+import { authAs, readTool, refundTool, serve } from './fixtures.js';
 
 const refund = { order_id: 'A-1', amount: 25 };
 

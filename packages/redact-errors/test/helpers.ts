@@ -1,3 +1,4 @@
+import { createServer } from 'node:net';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import {
@@ -40,4 +41,23 @@ export function seenEnvelope(result: CallToolResult): ErrorEnvelope {
   const envelope = parseResultText(result) as ErrorEnvelope;
   expect(result._meta?.[ERROR_META_KEY]).toEqual(envelope);
   return envelope;
+}
+
+/** What `run` rejected with (a real library's error to carry into a result). */
+export async function rejection(run: () => Promise<unknown>): Promise<unknown> {
+  try {
+    await run();
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected a rejection');
+}
+
+/** A loopback port nothing listens on (it was free a moment ago): a real ECONNREFUSED. */
+export async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
 }

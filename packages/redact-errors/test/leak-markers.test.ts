@@ -1,5 +1,4 @@
 import { lookup } from 'node:dns/promises';
-import { createServer } from 'node:net';
 import { checkServerIdentity, type PeerCertificate } from 'node:tls';
 import { inspect } from 'node:util';
 import { PGlite } from '@electric-sql/pglite';
@@ -8,29 +7,12 @@ import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { createRedactErrors } from '../src/index.js';
-import { closeAll, INCIDENT_ID, seenEnvelope, serve } from './helpers.js';
+import { closeAll, closedPort, INCIDENT_ID, rejection, seenEnvelope, serve } from './helpers.js';
 
 // Leak markers: real errors (Node's resolver, TLS, fetch, PGlite) whose text names a host, a schema
 // or a credential in a shape the first patterns missed, carried into what the model reads.
 const real: Record<string, unknown> = {};
 let db: PGlite;
-
-async function rejection(run: () => Promise<unknown>): Promise<unknown> {
-  try {
-    await run();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a rejection');
-}
-
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 beforeAll(async () => {
   // Node's own check, as a TLS connection runs it, against a certificate for another internal name.

@@ -1,5 +1,5 @@
 import { promises as fs } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { inspect } from 'node:util';
 import { PGlite } from '@electric-sql/pglite';
 import {
@@ -18,7 +18,7 @@ import { createRedactErrors, scrubErrorText } from '../src/index.js';
 import { createScrubber } from '../src/scrub.js';
 import { ERROR_SCRUB_PATTERNS } from '../src/scrub-patterns.js';
 import { scrubErrorResult } from '../src/scrub-result.js';
-import { closeAll, serve } from './helpers.js';
+import { closeAll, closedPort, rejection, serve } from './helpers.js';
 
 // Issue 12: error text a handler copies into what the model reads. Every failure below is real
 // (PGlite, PostgreSQL when TEST_DATABASE_URL is set, Node's net and fs), carried in each way a
@@ -31,23 +31,6 @@ if (DATABASE_URL === undefined && process.env.CI === 'true') {
 
 let db: PGlite;
 const real: Record<string, unknown> = {};
-
-async function rejection(run: () => Promise<unknown>): Promise<unknown> {
-  try {
-    await run();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a rejection');
-}
-
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 beforeAll(async () => {
   db = new PGlite();
