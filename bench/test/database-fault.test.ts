@@ -190,8 +190,14 @@ describe.each([
     // Log volume: core logs each call that met the dead database (one 'tool error with a cause' line,
     // not throttled yet); a short-circuit logs nothing, so the outage's length adds no lines: the
     // same bound as the calls that reach the dead database, plus the breaker's state changes.
+    // A call in flight that the database still answered (taking it away is not instant) resets the
+    // breaker's consecutive count, and its client's next call meets the dead database: each such late
+    // success allows one more call (and line) below.
+    const lateSuccesses = traffic.calls.filter(
+      (call) => call.outcome === 'ok' && call.startedAt < faultAt && call.startedAt + call.ms > faultAt,
+    ).length;
     const causeLines = outageLines.filter((entry) => entry.message === 'tool error with a cause').length;
-    expect(causeLines).toBeLessThanOrEqual(WORKERS + 5);
+    expect(causeLines).toBeLessThanOrEqual(WORKERS + 5 + lateSuccesses);
     expect(outageLines.length - causeLines).toBeLessThanOrEqual(3);
     expect(during.filter((call) => !['ok', 'unavailable', 'timeout'].includes(call.outcome))).toEqual([]);
     expect(during.some((call) => call.outcome === 'rate_limited')).toBe(false);
@@ -203,8 +209,9 @@ describe.each([
     // Bounded: the breaker opens within the deadline of the first calls to fail (a hard outage fails
     // at once; a partition at the pool's connect timeout or the call deadline).
     expect(msToOpen).toBeLessThan(silent ? BREAKER_TIMEOUT_MS + 1500 : 1000);
-    // Only calls already in flight when the database went away, plus the few that tripped it.
-    expect(reachedDeadDatabase).toBeLessThanOrEqual(WORKERS + 5);
+    // Only calls already in flight when the database went away, plus the few that tripped it (and one
+    // per late success, as above).
+    expect(reachedDeadDatabase).toBeLessThanOrEqual(WORKERS + 5 + lateSuccesses);
     const kinds = stats().totals;
     expect(kinds.closed).toBeGreaterThanOrEqual(1);
     expect(stats().inFlight).toBe(0);
