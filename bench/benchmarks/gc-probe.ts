@@ -1,29 +1,25 @@
 // Development only: garbage-collector work per request over HTTP (trivial tool), bare SDK and toolgate
 // each in a process of its own under --trace-gc. npx tsx benchmarks/gc-probe.ts [seconds] [none|sdk]
-import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import { echoLoad } from '../src/trivial-load.js';
+import { echoLoad, startTrivialServers } from '../src/trivial-load.js';
 
 const seconds = Number(process.argv[2] ?? 10);
-const mode = process.argv[3] ?? 'none';
-const script = fileURLToPath(new URL('./http-trivial-servers.ts', import.meta.url));
-for (const only of ['bare', 'toolgate', 'bare', 'toolgate']) {
-  const child = spawn(process.execPath, ['--trace-gc', '--import', 'tsx', script, mode], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, BENCH_TRIVIAL_ONLY: only },
+const mode = process.argv[3] === 'sdk' ? 'sdk' : 'none';
+for (const only of ['bare', 'toolgate', 'bare', 'toolgate'] as const) {
+  const { child, urls } = await startTrivialServers(mode, {
+    nodeArgs: ['--trace-gc'],
+    env: { BENCH_TRIVIAL_ONLY: only },
   });
+  const url = urls[only];
   const gc: { kind: string; ms: number }[] = [];
   let counting = false;
-  const url = await new Promise<string>((resolveUrl) => {
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      if (line.startsWith('{')) resolveUrl((JSON.parse(line) as Record<string, string>)[only]!);
-      const match =
-        /: (Scavenge|Mark-Compact|Mark-sweep|Minor Mark-Compact)[^,]*,\s*([\d.]+)\s*\/\s*([\d.]+)\s*ms/.exec(
-          line,
-        );
-      if (match && counting) gc.push({ kind: match[1]!, ms: Number(match[2]) });
-    });
+  // --trace-gc writes to stdout: a second reader of the same lines, after the one that found the URLs.
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    const match =
+      /: (Scavenge|Mark-Compact|Mark-sweep|Minor Mark-Compact)[^,]*,\s*([\d.]+)\s*\/\s*([\d.]+)\s*ms/.exec(
+        line,
+      );
+    if (match && counting) gc.push({ kind: match[1]!, ms: Number(match[2]) });
   });
   await echoLoad(url, 3);
   counting = true;

@@ -175,15 +175,13 @@ function columnThatDiffers(row: TableRow, record: AuditRecord): string | undefin
   return undefined;
 }
 
-const LONE_SURROGATE = /\p{Cs}/gu;
-
 /**
  * What a text column holds for a record's string: the sink's `textColumn`, sent as UTF-8, where a
  * lone surrogate (a client may send one in a tool name) becomes U+FFFD while the JSON keeps its escape.
  * A forged record's non-string field is compared as its text rather than throwing.
  */
 function storedText(value: unknown): string {
-  return textColumn(String(value)).replace(LONE_SURROGATE, '\uFFFD');
+  return textColumn(String(value)).toWellFormed();
 }
 
 function chainOfLine(line: string): string {

@@ -91,15 +91,15 @@ function argumentSchema(argument: CompiledArgument): z.ZodType {
   return spec.required === true ? schema : schema.optional();
 }
 
-// A surrogate without its pair is no character: the drivers would send U+FFFD in its place and
-// search for text the model never wrote.
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
-
 // PostgreSQL text cannot hold NUL; refusing it here keeps it a model mistake, not a server error.
 function text(maxLength: number | undefined): z.ZodString {
-  return z
-    .string()
-    .max(maxLength ?? DEFAULT_TEXT_LENGTH)
-    .refine((value) => !value.includes('\u0000'), 'text without NUL characters')
-    .refine((value) => !LONE_SURROGATE.test(value), 'well-formed Unicode text');
+  return (
+    z
+      .string()
+      .max(maxLength ?? DEFAULT_TEXT_LENGTH)
+      .refine((value) => !value.includes('\u0000'), 'text without NUL characters')
+      // A surrogate without its pair is no character: the drivers would send U+FFFD in its place and
+      // search for text the model never wrote.
+      .refine((value) => value.isWellFormed(), 'well-formed Unicode text')
+  );
 }

@@ -36,6 +36,7 @@ const CarrierAnswer = z.object({
  */
 export function trackShipmentTool(options: TrackShipmentOptions): ToolDefinition {
   const base = options.carrierUrl.replace(/\/+$/, '');
+  const carrier = new URL(base);
   const scoped = options.customerScoped ?? false;
   return defineTool({
     name: 'track_shipment',
@@ -70,7 +71,7 @@ export function trackShipmentTool(options: TrackShipmentOptions): ToolDefinition
         // A link only names the number: the carrier is asked by the number itself, once it is the caller's.
         const number =
           tracking_number ??
-          trackingNumberIn(typeof checked === 'string' ? checked : checked!.url.href, base);
+          trackingNumberIn(typeof checked === 'string' ? checked : checked!.url.href, carrier);
         if (number === undefined) {
           return fail('invalid_argument', 'That link does not name a tracking number.', {
             hint: 'Give the tracking number itself (TRK followed by 8 digits), from get_order_status.',
@@ -110,9 +111,8 @@ function unknownTrackingNumber(): ReturnType<typeof fail> {
 }
 
 /** The tracking number a carrier link names (`{base}/track/{number}`), or undefined. */
-function trackingNumberIn(link: string, base: string): string | undefined {
+function trackingNumberIn(link: string, carrier: URL): string | undefined {
   const url = URL.canParse(link) ? new URL(link) : undefined;
-  const carrier = new URL(base);
   const prefix = `${carrier.pathname.replace(/\/+$/, '')}/track/`;
   if (url?.origin !== carrier.origin || !url.pathname.startsWith(prefix)) return undefined;
   const number = url.pathname.slice(prefix.length);
