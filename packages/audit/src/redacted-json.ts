@@ -78,6 +78,8 @@ export function createRedactedJson(
     let out = '{';
     let first = true;
     for (const key of Object.keys(record).sort()) {
+      // A key the patterns would rewrite changes the copy's key order: the general path sorts that.
+      if (mayHoldSecret(key)) return GENERAL;
       const entry = record[key];
       let text: string | undefined | typeof GENERAL;
       if (entry !== null && entry !== undefined && isSecretKey(key)) text = JSON.stringify(REDACTED);

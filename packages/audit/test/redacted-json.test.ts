@@ -83,6 +83,9 @@ const VALUES: unknown[] = [
   deep,
   { hostile },
   Array.from({ length: 50 }, (_, index) => ({ [`k${index}`]: SECRET_TEXTS[index % SECRET_TEXTS.length] })),
+  // Secrets in keys: the redacted key sorts elsewhere, and two keys may become one.
+  { 'postgres://app:s3cret@db:5432/o': 1, a: 2, 'postgres://app:other@db:5432/o': 3 },
+  { outer: [{ 'Bearer abcdefghijkl': 'v', b: 'w' }] },
 ];
 
 describe('createRedactedJson: exactly canonicalJson of core redaction, in one pass', () => {
@@ -109,6 +112,13 @@ describe('createRedactedJson: exactly canonicalJson of core redaction, in one pa
       }
     });
   }
+
+  it('redacts secrets inside keys', () => {
+    const fast = createRedactedJson(DEFAULT_SECRET_KEYS, SECRET_PATTERNS);
+    const text = fast({ order: { 'postgres://app:s3cret@db:5432/o': 'down' } });
+    expect(text).not.toContain('s3cret');
+    expect(text).toContain('down');
+  });
 
   it('the pretest is true for every string any single pattern matches, false for ordinary text', () => {
     const pretest = createPatternPretest(SECRET_PATTERNS);

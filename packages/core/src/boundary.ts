@@ -37,8 +37,8 @@ export function markCoreWritten(result: ToolResult): ToolResult {
  * A failure is rebuilt from its envelope, so it carries exactly one shape: the envelope as JSON text
  * and in `_meta["toolgate/error"]`, no `structuredContent`, no other content parts. A failure built
  * without `fail()` (a raw `isError` result) becomes `internal`; its raw content goes to the log under the
- * incident id the model sees. Every string of a failure (message, hint, fields, any other `_meta`)
- * goes through core's secret patterns and then each `scrub`.
+ * incident id the model sees. Every string of a failure (message, hint, fields, any other `_meta`,
+ * its keys included) goes through core's secret patterns and then each `scrub`.
  */
 export function toModelFacing(ctx: ToolContext, result: unknown, scrub: readonly ScrubText[]): ToolResult {
   if (!isToolResult(result)) {
@@ -78,7 +78,10 @@ export function toModelFacing(ctx: ToolContext, result: unknown, scrub: readonly
   const { [ERROR_META_KEY]: _envelope, ...otherMeta } = result._meta ?? {};
   if (Object.keys(otherMeta).length > 0) {
     out._meta = {
-      ...(mapStrings(redactSecretsDeep(otherMeta), scrubText) as Record<string, unknown>),
+      ...(mapStrings(redactSecretsDeep(otherMeta), scrubText, { mapKey: scrubText }) as Record<
+        string,
+        unknown
+      >),
       ...out._meta,
     };
   }

@@ -188,18 +188,20 @@ export function createSecretKeyMatcher(
 
 /**
  * A copy of `value` with secrets replaced: values under secret-looking keys wholesale, and secret
- * patterns inside every string, through nested objects and arrays ({@link mapStrings}: `__proto__` stays
+ * patterns inside every string, object keys included, through nested objects and arrays ({@link mapStrings}: `__proto__` stays
  * a key, cycles and depth bounded, dates and errors turned into strings). The input is not changed.
  */
 export function createSecretRedactor(options: RedactSecretsOptions = {}): (value: unknown) => unknown {
   const isSecretKey = createSecretKeyMatcher(options.keys);
   const patterns = options.patterns ?? SECRET_PATTERNS;
+  const redactText = (text: string): string => redactSecretsInText(text, patterns);
   const walkOptions: MapStringsOptions = {
     maxDepth: options.maxDepth ?? 32,
     replaceEntry: (key, item) =>
       isSecretKey(key) && item !== null && item !== undefined ? REDACTED : undefined,
+    // A key is a string the reader sees too: a URL with credentials used as a key must not survive.
+    mapKey: redactText,
   };
-  const redactText = (text: string): string => redactSecretsInText(text, patterns);
   return (value) => mapStrings(value, redactText, walkOptions);
 }
 

@@ -137,6 +137,17 @@ describe('redactSecrets', () => {
     expect(redactSecretsInText(text)).toBe(text);
   });
 
+  it('redacts secret patterns inside object keys as well as values', () => {
+    const out = redactSecrets({
+      'postgres://app:hunter2@db:5432/x': 1,
+      nested: [{ 'https://deploy:s3cr3tpass@git.internal/repo': 'v' }],
+    }) as Record<string, unknown>;
+    expect(JSON.stringify(out)).not.toContain('hunter2');
+    expect(JSON.stringify(out)).not.toContain('s3cr3tpass');
+    expect(Object.values(out)[0]).toBe(1);
+    expect(Object.values((out.nested as Record<string, unknown>[])[0]!)).toEqual(['v']);
+  });
+
   it('keeps a hostile __proto__ key as a key and never touches the prototype', () => {
     const input = JSON.parse('{"__proto__":{"polluted":true,"token":"t"},"a":1}') as Record<string, unknown>;
     const out = redactSecrets(input) as Record<string, unknown>;

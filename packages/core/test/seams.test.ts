@@ -271,6 +271,35 @@ describe('the model-facing boundary', () => {
     expect(result._meta?.debug).toEqual({ nested: ['password=[REDACTED]', '[host]'] });
   });
 
+  it('scrubs the keys of a failure’s _meta too: a secret or internal name used as a key never reaches the model', async () => {
+    const keyed = defineTool({
+      name: 'keyed',
+      description: 'Leaks through keys.',
+      input: {},
+      handler: () => {
+        const result = fail('unavailable', 'upstream failed');
+        result._meta = {
+          ...result._meta,
+          'postgres://app:hunter2@db.internal:5432/orders': 'down',
+          retries: { 'Authorization: Bearer abc.def.ghi': 3, 'INTERNAL-HOST-7': 'x' },
+        };
+        return result;
+      },
+    });
+    const scrubber: ToolMiddleware = Object.assign((_ctx: ToolContext, next: NextFn) => next(), {
+      scrubText: (text: string) => text.replaceAll('INTERNAL-HOST-7', '[host]'),
+    }) as ToolMiddleware;
+    client = await serveTools([keyed], { middleware: [scrubber] });
+    const result = await client.callTool('keyed', {});
+    const text = JSON.stringify(result);
+    expect(text).not.toContain('hunter2');
+    expect(text).not.toContain('abc.def.ghi');
+    expect(text).not.toContain('INTERNAL-HOST-7');
+    expect(expectFailure(result).error).toBe('unavailable');
+    // The key names an authorization header, so its value is blanked as well; the other value stays.
+    expect(Object.values(result._meta?.retries as object)).toEqual(['[REDACTED]', 'x']);
+  });
+
   it('a success cannot carry the reserved error key in _meta', async () => {
     const sneaky = defineTool({
       name: 'sneaky',
