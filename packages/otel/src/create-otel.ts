@@ -22,6 +22,7 @@ import { startAttributes } from './call-attributes.js';
 import { extractParent } from './carrier.js';
 import { normaliseOptions, type OtelConfig } from './options.js';
 import { recordResultOutcome, recordThrownOutcome } from './outcome.js';
+import { clip, type TextRecorder } from './recorded-text.js';
 import {
   ATTR_ERROR_TYPE,
   ATTR_GEN_AI_TOOL_CALL_ARGUMENTS,
@@ -140,7 +141,7 @@ function finish(
         : recordResultOutcome(span, ctx, ending.result, settings, config.recorder);
     if (span.isRecording()) {
       // Added now, not before next(): inner middleware push decisions while the chain runs.
-      addDecisionEvents(span, ctx.decisions);
+      addDecisionEvents(span, ctx.decisions, config.recorder);
       runHook(
         settings.onSpan,
         span,
@@ -180,14 +181,32 @@ function metricAttributes(tool: ToolDefinition | undefined, errorType: string | 
   return attributes;
 }
 
-function addDecisionEvents(span: Span, decisions: readonly PolicyDecision[]): void {
-  for (const decision of decisions) {
+/** Decision events one span records; a chain that pushes more gets one closing event that counts the rest. */
+const MAX_DECISION_EVENTS = 64;
+/** `by` and `action` name a policy and its verdict: short words, capped like any other name. */
+const MAX_DECISION_WORD = 64;
+/** A reason is free text a middleware wrote (it may quote the call): redacted, then capped. */
+const MAX_DECISION_REASON = 1024;
+
+function addDecisionEvents(span: Span, decisions: readonly PolicyDecision[], recorder: TextRecorder): void {
+  const recorded = decisions.length > MAX_DECISION_EVENTS ? MAX_DECISION_EVENTS - 1 : decisions.length;
+  for (let index = 0; index < recorded; index += 1) {
+    const decision = decisions[index]!;
     const attributes: Attributes = {
-      [ATTR_TOOLGATE_DECISION_BY]: String(decision.by),
-      [ATTR_TOOLGATE_DECISION_ACTION]: String(decision.action),
+      [ATTR_TOOLGATE_DECISION_BY]: clip(String(decision.by), MAX_DECISION_WORD),
+      [ATTR_TOOLGATE_DECISION_ACTION]: clip(String(decision.action), MAX_DECISION_WORD),
     };
-    if (typeof decision.reason === 'string') attributes[ATTR_TOOLGATE_DECISION_REASON] = decision.reason;
+    if (typeof decision.reason === 'string') {
+      attributes[ATTR_TOOLGATE_DECISION_REASON] = recorder.text(decision.reason, MAX_DECISION_REASON);
+    }
     span.addEvent(EVENT_TOOLGATE_DECISION, attributes);
+  }
+  if (recorded < decisions.length) {
+    span.addEvent(EVENT_TOOLGATE_DECISION, {
+      [ATTR_TOOLGATE_DECISION_BY]: 'toolgate',
+      [ATTR_TOOLGATE_DECISION_ACTION]: 'decisions-truncated',
+      [ATTR_TOOLGATE_DECISION_REASON]: `${decisions.length - recorded} more decisions not recorded`,
+    });
   }
 }
 

@@ -296,6 +296,33 @@ describe('otel: the tool span', () => {
   });
 });
 
+describe('otel: decision events', () => {
+  it('redact and cap a decision’s reason, and cap how many decisions one span records', async () => {
+    const chatty: ToolMiddleware = async (ctx, next) => {
+      ctx.decisions.push({
+        by: 'custom',
+        action: 'deny',
+        reason: `upstream postgres://app:hunter2@db.internal/x said ${'x'.repeat(5000)}`,
+      });
+      for (let index = 0; index < 500; index += 1) ctx.decisions.push({ by: 'loop', action: `a${index}` });
+      return next();
+    };
+    const c = await serve([traced(), chatty]);
+    await c.callTool('get_order', { id: 'A-1' });
+    const events = onlyToolSpan().events;
+    const reason = String(events[0]!.attributes?.[ATTR_TOOLGATE_DECISION_REASON]);
+    expect(reason).not.toContain('hunter2');
+    expect(reason.length).toBeLessThanOrEqual(1024);
+    expect(reason).toMatch(/…\[truncated\]$/);
+    expect(events.length).toBeLessThanOrEqual(64);
+    expect(events.at(-1)?.attributes).toEqual({
+      [ATTR_TOOLGATE_DECISION_BY]: 'toolgate',
+      [ATTR_TOOLGATE_DECISION_ACTION]: 'decisions-truncated',
+      [ATTR_TOOLGATE_DECISION_REASON]: '438 more decisions not recorded',
+    });
+  });
+});
+
 describe('otel: context propagation', () => {
   it('the parent is the context a real client injected into params._meta', async () => {
     const c = await serve([traced()]);
