@@ -7,13 +7,29 @@ import { isUnderRoot, readFileUnderRoot, SafeFileRefusal } from '../safe-file.js
 export const SEARCH_DOCS_MAX_TOP_K = 5;
 const DEFAULT_TOP_K = 3;
 const MAX_FILE_BYTES = 1024 * 1024;
+const DEFAULT_MAX_FILES = 200;
+const DEFAULT_MAX_DEPTH = 16;
 
 export interface SearchDocsOptions {
   /** The folder of markdown policy documents; nothing outside it is ever read. */
   root: string;
   /** Read documents that have more than one hard link (they may share an inode with a file outside the root). @default false */
   allowHardLinks?: boolean;
+  /** Documents read per call at most (in name order); the answer says when the search stopped there. @default 200 */
+  maxFiles?: number;
+  /** Folder levels below the searched folder that are walked. @default 16 */
+  maxDepth?: number;
   logger?: Logger;
+}
+
+/** What one call's listing may still take, and whether it had to stop. */
+interface Walk {
+  readonly realRoot: string;
+  readonly logger: Logger;
+  readonly maxDepth: number;
+  remaining: number;
+  stopped: boolean;
+  readonly visited: Set<string>;
 }
 
 interface Hit {
@@ -32,6 +48,8 @@ interface Hit {
  */
 export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
   const root = resolve(options.root);
+  const maxFiles = positiveInteger('maxFiles', options.maxFiles, DEFAULT_MAX_FILES);
+  const maxDepth = positiveInteger('maxDepth', options.maxDepth, DEFAULT_MAX_DEPTH);
   return defineTool({
     name: 'search_docs',
     title: 'Search policy documents',
@@ -83,7 +101,15 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
       if (!start) return refusePath();
       const logger = options.logger ?? ctx.logger;
       const hits: Hit[] = [];
-      for (const file of await markdownFiles(realRoot, start, logger)) {
+      const walk: Walk = {
+        realRoot,
+        logger,
+        maxDepth,
+        remaining: maxFiles,
+        stopped: false,
+        visited: new Set(),
+      };
+      for (const file of await markdownFiles(walk, start, 0)) {
         let name: string;
         let text: string;
         try {
@@ -111,6 +137,11 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
       const items = hits.slice(0, limit);
       const notes: string[] = [];
       if (top_k > SEARCH_DOCS_MAX_TOP_K) notes.push(`top_k was cut to ${SEARCH_DOCS_MAX_TOP_K}.`);
+      if (walk.stopped) {
+        notes.push(
+          `Searched the first ${maxFiles} documents only; give a path (a document or folder) to search the others.`,
+        );
+      }
       if (hits.length === 0) notes.push('No line matches these keywords; try other words.');
       else if (hits.length > items.length)
         notes.push(`Showing ${items.length} of ${hits.length} matching lines.`);
@@ -151,35 +182,51 @@ async function resolveUnder(realRoot: string, requested: string): Promise<string
   return real && isUnderRoot(realRoot, real) ? real : undefined;
 }
 
-async function markdownFiles(
-  realRoot: string,
-  start: string,
-  logger: Logger,
-  visited: Set<string> = new Set(),
-): Promise<string[]> {
+/**
+ * The candidate documents under `start`, in name order, at most `walk.remaining` of them and no deeper
+ * than `walk.maxDepth` folders (a root that grew large costs one call a bounded amount of work).
+ */
+async function markdownFiles(walk: Walk, start: string, depth: number): Promise<string[]> {
   // A link back to a parent folder would loop forever.
-  if (visited.has(start)) return [];
-  visited.add(start);
+  if (walk.visited.has(start)) return [];
+  walk.visited.add(start);
   // By name and racy on purpose: it only proposes candidates; readFileUnderRoot decides what is read.
   const info = await stat(start).catch(() => undefined);
   if (info === undefined) return [];
-  if (info.isFile()) return start.endsWith('.md') && info.size <= MAX_FILE_BYTES ? [start] : [];
+  if (info.isFile()) {
+    if (!start.endsWith('.md') || info.size > MAX_FILE_BYTES) return [];
+    if (walk.remaining === 0) {
+      walk.stopped = true;
+      return [];
+    }
+    walk.remaining -= 1;
+    return [start];
+  }
   // FIFOs, sockets and devices are neither documents nor folders.
-  if (!info.isDirectory()) return [];
+  if (!info.isDirectory() || depth > walk.maxDepth) return [];
   const found: string[] = [];
   const entries = await readdir(start, { withFileTypes: true }).catch(() => []);
   for (const entry of entries.sort((a, b) => a.name.localeCompare(b.name))) {
+    if (walk.stopped) break;
     const real = await realpathOrUndefined(join(start, entry.name));
     if (!real) continue;
-    if (!isUnderRoot(realRoot, real)) {
+    if (!isUnderRoot(walk.realRoot, real)) {
       // A symlink pointing out of the root: never read, always logged.
-      logger.warn(
+      walk.logger.warn(
         { tool: 'search_docs', entry: join(start, entry.name) },
         'skipped a link that leaves the docs root',
       );
       continue;
     }
-    found.push(...(await markdownFiles(realRoot, real, logger, visited)));
+    found.push(...(await markdownFiles(walk, real, depth + 1)));
   }
   return found;
+}
+
+function positiveInteger(name: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new TypeError(`searchDocsTool: ${name} must be a positive integer, got ${String(value)}`);
+  }
+  return value;
 }
