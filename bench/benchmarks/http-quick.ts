@@ -1,12 +1,18 @@
-// Quick HTTP comparison for development: bare SDK vs toolgate over the trivial-tool servers,
-// interleaved, ratio per round. BENCH_TRIVIAL_SKIP=<positions> leaves policies out of the stack.
+// Quick HTTP comparison for development: bare SDK vs toolgate over the trivial-tool servers (each in a
+// process of its own), interleaved, ratio per round. BENCH_TRIVIAL_SKIP=<positions> leaves policies out of the stack.
 // npx tsx benchmarks/http-quick.ts [rounds] [seconds] [none|sdk]
 import { echoLoad, startTrivialServers } from '../src/trivial-load.js';
 
 const rounds = Number(process.argv[2] ?? 4);
 const seconds = Number(process.argv[3] ?? 5);
 const mode = process.argv[4] ?? 'none';
-const { child, urls } = await startTrivialServers(mode === 'sdk' ? 'sdk' : 'none');
+// Each server alone in a process of its own, as the bench runs them.
+const started = await Promise.all(
+  (['bare', 'toolgate'] as const).map((only) =>
+    startTrivialServers(mode === 'sdk' ? 'sdk' : 'none', { env: { BENCH_TRIVIAL_ONLY: only } }),
+  ),
+);
+const urls = { bare: started[0]!.urls.bare, toolgate: started[1]!.urls.toolgate };
 const run = async (url: string, duration: number): Promise<number> =>
   (await echoLoad(url, duration)).requests.total / duration;
 await run(urls.bare!, 2);
@@ -28,5 +34,5 @@ const median = ratios.length % 2 ? ratios[mid]! : (ratios[mid - 1]! + ratios[mid
 process.stdout.write(
   `${lines.join('\n')}\nmedian ratio ${median.toFixed(3)} (skip=${process.env.BENCH_TRIVIAL_SKIP ?? ''})\n`,
 );
-child.kill('SIGTERM');
+for (const { child } of started) child.kill('SIGTERM');
 process.exit(0);

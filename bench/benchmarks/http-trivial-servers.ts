@@ -1,5 +1,5 @@
 // The server side of the trivial-tool HTTP benchmark, in its own process so that autocannon does not
-// share its event loop. Three servers answer the same `echo { q }` tool over stateless Streamable HTTP
+// share its event loop (and, with BENCH_TRIVIAL_ONLY, one server per process). Three servers answer the same `echo { q }` tool over stateless Streamable HTTP
 // (a fresh McpServer and transport per POST): the bare SDK, core with the full stack, and FastMCP-TS.
 // Argument: `sdk` registers a real OTel SDK (BasicTracerProvider + BatchSpanProcessor, exporter
 // discards) before anything is served. Prints one JSON line with the URLs, then serves until killed.
@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { context } from '@opentelemetry/api';
 import { createAudit, createFileSink } from '@toolgate/audit';
 import { createAuthz } from '@toolgate/authz';
 import { createCircuitBreaker } from '@toolgate/circuit-breaker';
@@ -26,7 +27,13 @@ import { FastMCP } from 'fastmcp';
 import * as z from 'zod';
 import { registerOtelSdk } from '../src/otel-sdk.js';
 
-if (process.argv[2] === 'sdk') registerOtelSdk();
+if (process.argv[2] === 'sdk') {
+  registerOtelSdk();
+  // Any instrumented server enters a context per request (an HTTP instrumentation does), which turns on
+  // AsyncLocalStorage's promise hooks for the whole process (Node 20); a bare server alone in its process
+  // would otherwise never pay them. Entered once here, so every server's process pays them alike.
+  context.with(context.active(), () => undefined);
+}
 
 const logger = createSilentLogger();
 const input = { q: z.string().max(200) };
@@ -111,12 +118,13 @@ async function serveFastMcp(): Promise<string> {
   return `http://127.0.0.1:${port}/mcp`;
 }
 
-// Development only (http-cpu.ts): BENCH_TRIVIAL_ONLY=bare|toolgate serves that one server alone.
+// BENCH_TRIVIAL_ONLY=bare|toolgate|fastmcp serves that one server alone (the bench runs each server in a
+// process of its own, as it is deployed); unset, all three share this process (development scripts).
 const only = process.env.BENCH_TRIVIAL_ONLY || undefined;
 const urls = {
   bare: only === undefined || only === 'bare' ? await serve(bareMcp) : '',
   toolgate: only === undefined || only === 'toolgate' ? await serve(toolgateMcp) : '',
-  fastmcp: only === undefined ? await serveFastMcp() : '',
+  fastmcp: only === undefined || only === 'fastmcp' ? await serveFastMcp() : '',
 };
 process.stdout.write(`${JSON.stringify(urls)}\n`);
 // The audit file grows by tens of MB a run: removed on the way out.

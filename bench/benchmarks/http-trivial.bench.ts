@@ -1,7 +1,10 @@
 // 2b. Over HTTP with a trivial tool: what the stack costs when the tool itself costs nothing. The bare
 // SDK, core with the full stack, and FastMCP-TS answer the same `echo { q }` over stateless Streamable
-// HTTP under autocannon, first without an OTel SDK, then with a real one (a second server process).
-// Rounds are interleaved (bare, toolgate, fastmcp, then again) so that noise hits all alike.
+// HTTP under autocannon, first without an OTel SDK, then with a real one. Each server runs alone in a
+// process of its own, as it is deployed: sharing one process (heap, garbage, JIT feedback) changes each
+// server's throughput, and not alike (PROFILE.md, session 6: the bare SDK served 14-16% more sharing a
+// process with the other two than alone, toolgate 2-12% more). Rounds are interleaved so that noise
+// hits all alike.
 import { postToolsCall } from '../src/mcp-http.js';
 import { echoLoad, startTrivialServers, type TrivialServer } from '../src/trivial-load.js';
 
@@ -48,8 +51,8 @@ const median = (values: number[]): number => {
 };
 
 // Every order of the three servers, one per round: over six rounds each server runs twice in each
-// position and right after each other server twice, so neither position nor a neighbour's garbage
-// (they share one process and heap) favours any of them.
+// position and right after each other server twice, so neither position nor what a neighbour left
+// running (its garbage collector's background threads) favours any of them.
 const ORDERS: readonly (readonly ServerName[])[] = [
   ['bare', 'toolgate', 'fastmcp'],
   ['toolgate', 'fastmcp', 'bare'],
@@ -122,10 +125,16 @@ export async function httpTrivialBench(): Promise<string> {
     ['none', 'no OTel SDK', 0.97],
     ['sdk', 'real OTel SDK (BatchSpanProcessor)', 0.9],
   ] as const) {
-    const servers = await startTrivialServers(mode);
+    const started: Awaited<ReturnType<typeof startTrivialServers>>[] = [];
     try {
-      await checkAnswers(servers.urls);
-      const table = rows(label, await measure(servers.urls));
+      const urls = {} as Urls;
+      for (const name of ['bare', 'toolgate', 'fastmcp'] as const) {
+        const server = await startTrivialServers(mode, { env: { BENCH_TRIVIAL_ONLY: name } });
+        started.push(server);
+        urls[name] = server.urls[name];
+      }
+      await checkAnswers(urls);
+      const table = rows(label, await measure(urls));
       sections.push(
         `### ${label}`,
         '',
@@ -138,7 +147,7 @@ export async function httpTrivialBench(): Promise<string> {
         `| full stack, ${label} / bare SDK throughput | ≥ ${bound.toFixed(2)}x | ${table.ratio.toFixed(3)}x (ratio of medians ${table.ratioOfMedians.toFixed(3)}x) | ${table.ratio >= bound ? 'met' : 'missed'} |`,
       );
     } finally {
-      servers.child.kill('SIGTERM');
+      for (const server of started) server.child.kill('SIGTERM');
     }
   }
   return [
@@ -148,11 +157,12 @@ export async function httpTrivialBench(): Promise<string> {
     `${ROUNDS} interleaved rounds of ${SECONDS} s per server, each round in another order of the three (over six rounds every`,
     'server runs twice in each position and twice right after each other server). *ratio*: the median over rounds of a',
     "server's throughput over the bare SDK's in the same round; *ratio of medians*: the two medians divided, for comparison.",
-    'Stateless Streamable HTTP (a fresh McpServer and transport per POST), no auth, servers in a child process of',
-    'their own. bare SDK: `McpServer.registerTool`. toolgate: `registerTools` with createOtel → createAudit (file) →',
+    'Stateless Streamable HTTP (a fresh McpServer and transport per POST), no auth, each server alone in a child',
+    'process of its own, as deployed (sharing one process helped the bare SDK more than toolgate: PROFILE.md). bare SDK: `McpServer.registerTool`. toolgate: `registerTools` with createOtel → createAudit (file) →',
     'createRedactErrors → createAuthz({ require: {} }) → createRateLimit (memory, never reached) → createRepeatGuard →',
     'createIdempotency and createConfirm (tool not opted in) → createCircuitBreaker. FastMCP-TS: `addTool`, `httpStream`',
-    'stateless. The second table runs the same three in a fresh process with a real OTel SDK registered.',
+    'stateless. The second table runs the same three in fresh processes, each with a real OTel SDK registered and',
+    "its context manager's AsyncLocalStorage turned on once (as any instrumented server has it).",
     '',
     '| target (issue 18) | bound | measured | |',
     '|---|---:|---:|---|',

@@ -197,7 +197,7 @@ function addDecisionEvents(span: Span, decisions: readonly PolicyDecision[], rec
       [ATTR_TOOLGATE_DECISION_ACTION]: clip(String(decision.action), MAX_DECISION_WORD),
     };
     if (typeof decision.reason === 'string') {
-      attributes[ATTR_TOOLGATE_DECISION_REASON] = recorder.text(decision.reason, MAX_DECISION_REASON);
+      attributes[ATTR_TOOLGATE_DECISION_REASON] = recorder.repeatedText(decision.reason, MAX_DECISION_REASON);
     }
     span.addEvent(EVENT_TOOLGATE_DECISION, attributes);
   }

@@ -18,12 +18,21 @@ export interface TextRecorder {
   json(value: unknown): string;
   /** Free text with secret patterns replaced, capped at `max` (default maxRecordedLength): messages, stacks. */
   text(value: string, max?: number): string;
+  /**
+   * `text(value, max)` for words a middleware repeats on every call (a decision's reason): the last
+   * few hundred distinct values are remembered, so the patterns run once per distinct text.
+   */
+  repeatedText(value: string, max: number): string;
 }
+
+/** Distinct repeated texts remembered; a chain writing endless new reasons only refills it. */
+const REPEATED_TEXT_LIMIT = 256;
 
 /** Redaction then JSON then a length cap: the only way a value from the call reaches a span. */
 export function createTextRecorder(redact: RedactSecretsOptions | undefined, max: number): TextRecorder {
   const redactValue = createSecretRedactor(redact);
   const patterns = redact?.patterns;
+  const repeated = new Map<string, { readonly cap: number; readonly text: string }>();
   return {
     json(value) {
       try {
@@ -34,6 +43,15 @@ export function createTextRecorder(redact: RedactSecretsOptions | undefined, max
     },
     text(value, cap = max) {
       return clip(redactSecretsInText(value, patterns), cap);
+    },
+    repeatedText(value, cap) {
+      let recorded = repeated.get(value);
+      if (recorded === undefined || recorded.cap !== cap) {
+        recorded = { cap, text: clip(redactSecretsInText(value, patterns), cap) };
+        if (repeated.size >= REPEATED_TEXT_LIMIT) repeated.clear();
+        repeated.set(value, recorded);
+      }
+      return recorded.text;
     },
   };
 }
