@@ -2,9 +2,9 @@
 // SDK, core with the full stack, and FastMCP-TS answer the same `echo { q }` over stateless Streamable
 // HTTP under autocannon, first without an OTel SDK, then with a real one. Each server runs alone in a
 // process of its own, as it is deployed: sharing one process (heap, garbage, JIT feedback) changes each
-// server's throughput, and not alike (PROFILE.md, session 6: the bare SDK served 14-16% more sharing a
-// process with the other two than alone, toolgate 2-12% more). Rounds are interleaved so that noise
-// hits all alike.
+// server's throughput, and not alike (PROFILE.md, session 6: without an OTel SDK the bare SDK served
+// 14-16% more sharing a process with the other two than alone, toolgate 2-12% more). Rounds are
+// interleaved so that noise hits all alike.
 import { postToolsCall } from '../src/mcp-http.js';
 import { echoLoad, startTrivialServers, type TrivialServer } from '../src/trivial-load.js';
 

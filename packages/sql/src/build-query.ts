@@ -47,6 +47,7 @@ export function buildCompiledQuery(
     shape += condition === binding.list ? '2' : '1';
   }
   shape += '|';
+  const boundValues = values.length;
   for (const argument of compiled.arguments) {
     const value = args[argument.arg];
     if (value === undefined || value === null) {
@@ -67,7 +68,7 @@ export function buildCompiledQuery(
     // Bounded: a declaration with many filters has many shapes, but only used ones are kept.
     if (compiled.statements.size < MAX_CACHED_STATEMENTS) compiled.statements.set(shape, text);
   }
-  return { text, values, limit, requestedLimit };
+  return { text, values, boundValues, limit, requestedLimit };
 }
 
 function pickSort(compiled: CompiledQuery, requested: unknown): string | undefined {

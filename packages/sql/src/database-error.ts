@@ -28,7 +28,12 @@ export function statementTimeoutError(message: string): Error {
  * `permission_denied`), or the original error (core and redact-errors answer `internal` and log it)
  * for anything else, such as a column that does not exist.
  */
-export function toToolError(error: unknown, signal: AbortSignal | undefined, timeoutMs: number): unknown {
+export function toToolError(
+  error: unknown,
+  signal: AbortSignal | undefined,
+  timeoutMs: number,
+  boundValues = 0,
+): unknown {
   if (isToolError(error)) return error;
   const known = classifyFailure(error);
   const statementTimeout = known?.reason === 'pg 57014 statement timeout';
@@ -42,7 +47,7 @@ export function toToolError(error: unknown, signal: AbortSignal | undefined, tim
       { hint: NARROWER, cause: error },
     );
   }
-  if (known === undefined) return dataExceptionOf(error) ?? error;
+  if (known === undefined) return dataExceptionOf(error, boundValues) ?? error;
   return new ToolError(known.code, sqlMessage(known), {
     ...(known.hint === undefined ? {} : { hint: known.hint }),
     retryable: known.retryable,
@@ -57,9 +62,23 @@ export function toToolError(error: unknown, signal: AbortSignal | undefined, tim
 // did not: the model's to fix, not an incident.
 const VALUE_REFUSED = new Set(['22003', '22007', '22008', '22P02']);
 
-function dataExceptionOf(error: unknown): ToolError | undefined {
-  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+// PostgreSQL names the parameter it could not read: `unnamed portal parameter $2 = '...'`.
+const PARAMETER_CONTEXT = /\bportal parameter \$(\d{1,5})\b/;
+
+function dataExceptionOf(error: unknown, boundValues: number): ToolError | undefined {
+  const { code, where } =
+    typeof error === 'object' && error !== null ? (error as { code?: unknown; where?: unknown }) : {};
   if (typeof code !== 'string' || !VALUE_REFUSED.has(code)) return undefined;
+  // A value bound from the caller's token (the first `boundValues` parameters) that the column type
+  // refuses: the credentials are at fault, and the model must not be told to change its arguments.
+  const parameter = typeof where === 'string' ? PARAMETER_CONTEXT.exec(where)?.[1] : undefined;
+  if (parameter !== undefined && Number(parameter) <= boundValues) {
+    return new ToolError('permission_denied', "This tool cannot use the caller's credentials.", {
+      hint: 'The credentials do not have the form this tool expects. Do not retry; tell the user.',
+      retryable: false,
+      cause: error,
+    });
+  }
   return new ToolError('invalid_argument', 'An argument is outside what the data can hold.', {
     hint: 'Use a smaller number or a valid value, and call again.',
     retryable: false,

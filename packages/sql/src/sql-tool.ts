@@ -63,7 +63,7 @@ async function runSqlTool(
         : (await db.readOnlyQuery(options, query.text, query.values)).rows;
   } catch (error) {
     // Core logs a thrown ToolError with its cause (the raw driver error) under an incident id.
-    throw toToolError(error, ctx.signal, timeoutMs);
+    throw toToolError(error, ctx.signal, timeoutMs, query.boundValues);
   }
   const { items, total } = readRows(compiled, rows);
   const note = resultNote(items.length, total, noun, query.limit, compiled.limit.max, query.requestedLimit);

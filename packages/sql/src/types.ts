@@ -215,6 +215,8 @@ export interface SqlToolOptions extends SqlQueryDeclaration {
 export interface BuiltQuery {
   readonly text: string;
   readonly values: readonly unknown[];
+  /** How many of `values`, from the first, were bound from the caller (`$1`..`$n`), not from arguments. */
+  readonly boundValues: number;
   /** The limit used, after clamping. */
   readonly limit: number;
   /** The limit the arguments asked for, when it was clamped. */

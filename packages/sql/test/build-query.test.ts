@@ -22,6 +22,7 @@ describe('buildQuery: search_orders', () => {
         2,
       ),
       values: [30, 20],
+      boundValues: 0,
       limit: 20,
       requestedLimit: undefined,
     });
@@ -150,6 +151,8 @@ describe('buildQuery: bound parameters', () => {
       statement('"id", "status"', '"customer_id" = $1 AND "status" = $2', ' ORDER BY "id" ASC', 3),
     );
     expect(built.values).toEqual([4, 'paid', 10]);
+    // $1 came from the caller: a database error naming it is the credentials' fault.
+    expect(built.boundValues).toBe(1);
   });
 
   it('a list binding becomes = ANY($n)', () => {

@@ -484,6 +484,34 @@ describe.each(ENGINES)('sqlTool on $name', (engine) => {
       await expectRefusedClaims(listed, [[[1, 2]], [{}], [1, Number.NaN], ['a\u0000'], [null]]);
     });
 
+    it('a claim the database cannot read as the column type is the credentials’ fault, not the model’s', async () => {
+      // 42.5, true and "abc" pass the form check (scalars) but an integer column refuses them: the model
+      // cannot fix that by changing its arguments, so it must not be told to.
+      for (const customerId of [42.5, true, 'abc']) {
+        db = recording(database.db);
+        const c = await serve([myOrders()], claim(customerId));
+        expect([customerId, expectFailure(await c.callTool('my_orders', {}))]).toEqual([
+          customerId,
+          { ...WRONG_SHAPE, incidentId: expect.stringMatching(/^inc_/) },
+        ]);
+        await c.close();
+        client = undefined;
+      }
+      // An argument the column cannot hold is still the model's to fix, on a tool that binds.
+      db = recording(database.db);
+      const byIdForCustomer = sqlTool({
+        ...myOrdersDeclaration,
+        filters: { id: { kind: 'equals', type: 'integer', description: 'One order id.' } },
+        name: 'my_order',
+        description: "One of the caller's orders.",
+        db,
+      });
+      const c = await serve([byIdForCustomer], claim(1));
+      expect(expectFailure(await c.callTool('my_order', { id: 3_000_000_000 }))).toMatchObject({
+        error: 'invalid_argument',
+      });
+    });
+
     it('refuse with permission_denied when the caller has no such claim', async () => {
       const c = await serve([myOrders()]);
       const envelope = expectFailure(await c.callTool('my_orders', { status: 'paid' }));
