@@ -14,11 +14,18 @@ const KEY_CACHE_LIMIT = 10_000;
 /** Marks a value the fast path does not handle: the general path serialises it instead. */
 const GENERAL = Symbol('general');
 
+/** What a key name is, cached per distinct name: plain, a secret's name, or text a pattern rewrites. */
+type KeyVerdict = 0 | 1 | 2;
+const KEY_PLAIN = 0;
+const KEY_SECRET = 1;
+const KEY_PATTERNED = 2;
+
 /**
  * `value` with secrets redacted, as canonical JSON: exactly `canonicalJson(createSecretRedactor({ keys,
  * patterns })(value))`, in one pass for the plain JSON values a client sends (objects, arrays,
  * strings, numbers, booleans, null), without building the redacted copy:
- * - a key's verdict (secret or not) is cached, so `normaliseKey` runs once per distinct name;
+ * - a key's verdict (a secret's name, text a pattern rewrites, or neither) is cached, so the key
+ *   rules and patterns run once per distinct name;
  * - a string is tested against one combined expression of every pattern before the patterns run one
  *   by one; most strings hold no secret, so they cost one scan instead of one per pattern.
  * Anything else (a Date, a Map, a class instance, a cycle, more than 32 levels, a throwing getter)
@@ -29,18 +36,19 @@ export function createRedactedJson(
   patterns: readonly SecretPattern[],
 ): (value: unknown) => string {
   const general = createSecretRedactor({ keys, patterns });
-  const isSecretKeyUncached = createSecretKeyMatcher(keys);
-  const verdicts = new Map<string, boolean>();
-  const isSecretKey = (key: string): boolean => {
+  const isSecretKey = createSecretKeyMatcher(keys);
+  const mayHoldSecret = createPatternPretest(patterns);
+  const verdicts = new Map<string, KeyVerdict>();
+  const keyVerdict = (key: string): KeyVerdict => {
     let verdict = verdicts.get(key);
     if (verdict === undefined) {
-      verdict = isSecretKeyUncached(key);
+      // A key the patterns would rewrite changes the copy's key order: the general path sorts that.
+      verdict = mayHoldSecret(key) ? KEY_PATTERNED : isSecretKey(key) ? KEY_SECRET : KEY_PLAIN;
       if (verdicts.size >= KEY_CACHE_LIMIT) verdicts.clear();
       verdicts.set(key, verdict);
     }
     return verdict;
   };
-  const mayHoldSecret = createPatternPretest(patterns);
   const redactText = (text: string): string =>
     mayHoldSecret(text) ? redactSecretsInText(text, patterns) : text;
 
@@ -78,11 +86,11 @@ export function createRedactedJson(
     let out = '{';
     let first = true;
     for (const key of Object.keys(record).sort()) {
-      // A key the patterns would rewrite changes the copy's key order: the general path sorts that.
-      if (mayHoldSecret(key)) return GENERAL;
+      const verdict = keyVerdict(key);
+      if (verdict === KEY_PATTERNED) return GENERAL;
       const entry = record[key];
       let text: string | undefined | typeof GENERAL;
-      if (entry !== null && entry !== undefined && isSecretKey(key)) text = JSON.stringify(REDACTED);
+      if (entry !== null && entry !== undefined && verdict === KEY_SECRET) text = JSON.stringify(REDACTED);
       else if (typeof entry === 'function') return GENERAL;
       else text = write(entry, depth + 1);
       if (text === GENERAL) return GENERAL;
