@@ -18,6 +18,10 @@ beforeAll(async () => {
   for (let index = 0; index < 30; index += 1) {
     writeFileSync(join(root, `doc-${String(index).padStart(2, '0')}.md`), `refund rule number ${index}\n`);
   }
+  // A folder of other files: the walk looks at 25 entries per document it may read, then stops.
+  mkdirSync(join(root, 'zz-assets'));
+  for (let index = 0; index < 300; index += 1) writeFileSync(join(root, 'zz-assets', `img-${index}.png`), '');
+  writeFileSync(join(root, 'zz-assets', 'zzz-last.md'), 'refund at the very end\n');
   let deep = root;
   for (let level = 0; level < 40; level += 1) deep = join(deep, 'd');
   mkdirSync(deep, { recursive: true });
@@ -47,6 +51,13 @@ describe('search_docs limits per call', () => {
     expect(data.total).toBe(10);
     expect(data.note).toMatch(/first 10 documents/);
     expect(data.note).toMatch(/path/);
+  });
+
+  it('stops looking after 25 folder entries per document it may read, and says so', async () => {
+    const result = await client.callTool('search_docs', { query: 'refund', path: 'zz-assets' });
+    const data = result.structuredContent as { total: number; note?: string };
+    expect(data.total).toBe(0);
+    expect(data.note).toMatch(/Stopped after looking at 250 folder entries; give a path/);
   });
 
   it('does not descend past maxDepth folders', async () => {

@@ -9,6 +9,8 @@ const DEFAULT_TOP_K = 3;
 const MAX_FILE_BYTES = 1024 * 1024;
 const DEFAULT_MAX_FILES = 200;
 const DEFAULT_MAX_DEPTH = 16;
+/** Folder entries looked at per call, per document it may read: a folder of other files stops the walk too. */
+const ENTRIES_PER_FILE = 25;
 
 export interface SearchDocsOptions {
   /** The folder of markdown policy documents; nothing outside it is ever read. */
@@ -28,7 +30,10 @@ interface Walk {
   readonly logger: Logger;
   readonly maxDepth: number;
   remaining: number;
-  stopped: boolean;
+  /** Folder entries the listing may still look at (ENTRIES_PER_FILE per document allowed). */
+  entriesLeft: number;
+  /** Why the listing stopped early, if it did: the document limit or the entry limit. */
+  stopped: 'files' | 'entries' | undefined;
   readonly visited: Set<string>;
 }
 
@@ -106,7 +111,8 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
         logger,
         maxDepth,
         remaining: maxFiles,
-        stopped: false,
+        entriesLeft: maxFiles * ENTRIES_PER_FILE,
+        stopped: undefined,
         visited: new Set(),
       };
       for (const file of await markdownFiles(walk, start, 0)) {
@@ -137,9 +143,13 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
       const items = hits.slice(0, limit);
       const notes: string[] = [];
       if (top_k > SEARCH_DOCS_MAX_TOP_K) notes.push(`top_k was cut to ${SEARCH_DOCS_MAX_TOP_K}.`);
-      if (walk.stopped) {
+      if (walk.stopped === 'files') {
         notes.push(
           `Searched the first ${maxFiles} documents only; give a path (a document or folder) to search the others.`,
+        );
+      } else if (walk.stopped === 'entries') {
+        notes.push(
+          `Stopped after looking at ${maxFiles * ENTRIES_PER_FILE} folder entries; give a path (a document or folder) to search the others.`,
         );
       }
       if (hits.length === 0) notes.push('No line matches these keywords; try other words.');
@@ -183,8 +193,9 @@ async function resolveUnder(realRoot: string, requested: string): Promise<string
 }
 
 /**
- * The candidate documents under `start`, in name order, at most `walk.remaining` of them and no deeper
- * than `walk.maxDepth` folders (a root that grew large costs one call a bounded amount of work).
+ * The candidate documents under `start`, in name order, at most `walk.remaining` of them, no deeper
+ * than `walk.maxDepth` folders and after looking at no more than `walk.entriesLeft` folder entries (a
+ * root that grew large costs one call a bounded amount of work).
  */
 async function markdownFiles(walk: Walk, start: string, depth: number): Promise<string[]> {
   // A link back to a parent folder would loop forever.
@@ -196,7 +207,7 @@ async function markdownFiles(walk: Walk, start: string, depth: number): Promise<
   if (info.isFile()) {
     if (!start.endsWith('.md') || info.size > MAX_FILE_BYTES) return [];
     if (walk.remaining === 0) {
-      walk.stopped = true;
+      walk.stopped = 'files';
       return [];
     }
     walk.remaining -= 1;
@@ -207,7 +218,12 @@ async function markdownFiles(walk: Walk, start: string, depth: number): Promise<
   const found: string[] = [];
   const entries = await readdir(start, { withFileTypes: true }).catch(() => []);
   for (const entry of entries.sort((a, b) => a.name.localeCompare(b.name))) {
-    if (walk.stopped) break;
+    if (walk.stopped !== undefined) break;
+    if (walk.entriesLeft === 0) {
+      walk.stopped = 'entries';
+      break;
+    }
+    walk.entriesLeft -= 1;
     const real = await realpathOrUndefined(join(start, entry.name));
     if (!real) continue;
     if (!isUnderRoot(walk.realRoot, real)) {
