@@ -1,6 +1,6 @@
 import { hash as digest } from 'node:crypto';
 import type { CapturedRecord } from './record.js';
-import type { AuditRecord, AuditRow, ChainHead } from './types.js';
+import type { AuditRecord, AuditRow, ChainAnchor, ChainHead } from './types.js';
 
 /** The `prevHash` of a chain's first record. */
 export const GENESIS_HASH = '0'.repeat(64);
@@ -31,6 +31,26 @@ export function sealRecord(
   return { line: lineOf(canonical, hash), row: rowOf(captured, chainId, seq, hash) };
 }
 
+/** A chain anchor as canonical JSON (keys sorted), the value of a first record's `after`. */
+export function anchorJson(anchor: ChainAnchor): string {
+  return `{"chainId":${JSON.stringify(anchor.chainId)},"hash":"${anchor.hash}","seq":${anchor.seq}}`;
+}
+
+/** Whether a value is a chain anchor: a chain id, a positive safe-integer seq and a SHA-256 hex hash. */
+export function isChainAnchor(value: unknown): value is ChainAnchor {
+  if (typeof value !== 'object' || value === null) return false;
+  const { chainId, seq, hash } = value as Partial<ChainAnchor>;
+  return (
+    typeof chainId === 'string' &&
+    Number.isSafeInteger(seq) &&
+    (seq as number) >= 1 &&
+    typeof hash === 'string' &&
+    HASH.test(hash)
+  );
+}
+
+const HASH = /^[0-9a-f]{64}$/;
+
 /** `,"chainId":"..."` for a chain: the one field every record of a writer shares, escaped once. */
 export function chainIdField(chainId: string): string {
   return `,"chainId":${JSON.stringify(chainId)}`;
@@ -47,8 +67,11 @@ export function canonicalOf(
   prevHash: string,
   seq: number,
   chainField: string,
+  after?: string,
 ): string {
-  let body = captured.aborted ? `{"aborted":true,"args":${captured.args}` : `{"args":${captured.args}`;
+  let body = captured.aborted ? '{"aborted":true,' : '{';
+  if (after !== undefined) body += `"after":${after},`;
+  body += `"args":${captured.args}`;
   if (captured.bindings !== undefined) body += `,"bindings":${captured.bindings}`;
   body += `,"caller":${JSON.stringify(captured.caller)}${chainField}`;
   if (captured.clientId !== undefined) body += `,"clientId":${JSON.stringify(captured.clientId)}`;
@@ -115,7 +138,7 @@ export function parseRecordLine(line: string): AuditRecord | undefined {
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
   const record = value as Partial<AuditRecord>;
-  const isHash = (text: unknown): boolean => typeof text === 'string' && /^[0-9a-f]{64}$/.test(text);
+  const isHash = (text: unknown): boolean => typeof text === 'string' && HASH.test(text);
   if (!Number.isSafeInteger(record.seq) || !isHash(record.hash) || !isHash(record.prevHash)) return undefined;
   return record as AuditRecord;
 }

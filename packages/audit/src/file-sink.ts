@@ -1,7 +1,7 @@
 import { constants, type FileHandle, open } from 'node:fs/promises';
 import { parseRecordLine } from './chain.js';
 import { AuditSinkError } from './sink-errors.js';
-import type { AuditBatch, AuditSink, ChainHead } from './types.js';
+import type { AuditBatch, AuditSink, ChainAnchor, ChainHead } from './types.js';
 
 export interface FileSinkOptions {
   /** The file; created when missing, only ever appended to. */
@@ -27,6 +27,8 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
   let handle: FileHandle | undefined;
   let tornTail = false;
   let partial: { key: string; bytes: Buffer; offset: number } | undefined;
+  // The last line head() found, when it belongs to another chain: the record a new chain names.
+  let lastOther: ChainAnchor | undefined;
   return {
     async head(chainId: string): Promise<ChainHead | undefined> {
       // head() is retried after a failure: open once, not once per attempt.
@@ -44,9 +46,17 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
           `audit file ${path}: the last line is not an audit record; refusing to append after it`,
           { permanent: true },
         );
-      // Another chain's record (an earlier process): this writer starts its own chain after it.
-      if ((record.chainId ?? '') !== chainId) return undefined;
+      // Another chain's record (an earlier process): this writer starts its own chain after it, and
+      // names it (`anchor`), so deleting that chain whole is found by verify.
+      if ((record.chainId ?? '') !== chainId) {
+        lastOther = { chainId: record.chainId ?? '', seq: record.seq, hash: record.hash };
+        return undefined;
+      }
+      lastOther = undefined;
       return { seq: record.seq, hash: record.hash };
+    },
+    async anchor(): Promise<ChainAnchor | undefined> {
+      return lastOther;
     },
     async write(batch: AuditBatch): Promise<void> {
       if (!handle) throw new Error('audit file sink: head() must run before write()');

@@ -18,6 +18,7 @@ export type {
   AuditSink,
   AuditStats,
   AuditToolOptions,
+  ChainAnchor,
   ChainHead,
 } from './types.js';
 export {

@@ -1,7 +1,7 @@
 import { parseRecordLine } from './chain.js';
 import { type AuditTableName, parseTableName } from './pg-table.js';
 import { AuditSinkError } from './sink-errors.js';
-import type { AuditBatch, AuditQueryable, AuditSink, ChainHead } from './types.js';
+import type { AuditBatch, AuditQueryable, AuditSink, ChainAnchor, ChainHead } from './types.js';
 
 export interface PostgresSinkOptions {
   /** A `pg.Pool`, a `pg.Client` or a PGlite instance; the caller owns (and ends) it. */
@@ -65,6 +65,16 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
           { permanent: true },
         );
       return { seq: record.seq, hash: record.hash };
+    },
+    async anchor(chainId: string): Promise<ChainAnchor | undefined> {
+      // The newest record of any other chain (a scan of the table, once per writer start).
+      const { rows } = await client.query(
+        `SELECT chain, seq::text AS seq, hash FROM ${table.sql} WHERE chain <> $1
+          ORDER BY time DESC, seq DESC LIMIT 1`,
+        [chainId],
+      );
+      const row = rows[0] as { chain: string; seq: string; hash: string } | undefined;
+      return row === undefined ? undefined : { chainId: row.chain, seq: Number(row.seq), hash: row.hash };
     },
     async write(batch: AuditBatch) {
       const { rows: batchRows, lines } = batch;

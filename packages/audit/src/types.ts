@@ -11,6 +11,8 @@ export interface AuditRecord {
   chainId: string;
   /** Position in its chain: 1, 2, 3, ... with no gaps. */
   seq: number;
+  /** On a chain's first record only: the last record of another chain stored before it began. */
+  after?: ChainAnchor;
   /** The JSON-RPC request id. */
   requestId: string | number;
   /** The transport session, when there is one. */
@@ -61,6 +63,17 @@ export interface ChainHead {
   readonly hash: string;
 }
 
+/**
+ * The record a new chain's first record names (`after`): the last record another chain had stored
+ * when this chain began. Verification then finds a chain that was deleted whole, if a later chain
+ * named it.
+ */
+export interface ChainAnchor {
+  readonly chainId: string;
+  readonly seq: number;
+  readonly hash: string;
+}
+
 /** The fields a sink copies into columns of its own (PostgreSQL), known without parsing the line. */
 export interface AuditRow {
   readonly chainId: string;
@@ -94,6 +107,11 @@ export interface AuditBatch {
 export interface AuditSink {
   /** The last record of chain `chainId` from an earlier run, so a restart continues it. Called once. */
   head?(chainId: string): Promise<ChainHead | undefined>;
+  /**
+   * For a new chain (head() found none): the last record another chain stored, which the new chain's
+   * first record names in `after`. Called once, after head(). Without it, chains are not linked.
+   */
+  anchor?(chainId: string): Promise<ChainAnchor | undefined>;
   /** Stores a batch; resolve only once it is stored (with `alreadyStored` when a retry found it there). */
   // biome-ignore lint/suspicious/noConfusingVoidType: a sink may resolve with nothing at all
   write(batch: AuditBatch): Promise<void | { readonly alreadyStored?: boolean }>;

@@ -1,10 +1,10 @@
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { canonicalJson } from '@toolgate/core';
-import { GENESIS_HASH, hashOfCanonical, lineOf, parseRecordLine } from './chain.js';
+import { GENESIS_HASH, hashOfCanonical, isChainAnchor, lineOf, parseRecordLine } from './chain.js';
 import { parseTableName } from './pg-table.js';
 import { textColumn } from './postgres-sink.js';
-import type { AuditQueryable, AuditRecord } from './types.js';
+import type { AuditQueryable, AuditRecord, ChainAnchor } from './types.js';
 
 /** What the verifier found about one chain: intact, or its first broken link. */
 export type ChainVerifyResult =
@@ -141,6 +141,13 @@ export async function verifyAuditTable(options: VerifyTableOptions): Promise<Ver
         const number = state.count + 1;
         const checked = checkLine(row.record, number, chains, chain);
         if (typeof checked === 'string') return broken(chains, chain, number, checked);
+        if (checked.seq === 1 && checked.after !== undefined) {
+          const missing = await missingAnchorInTable(client, table.sql, checked.after);
+          if (missing !== undefined) {
+            state.count -= 1;
+            return broken(chains, chain, number, `record ${number} (seq 1) ${missing}`);
+          }
+        }
         const differs = columnThatDiffers(row, checked);
         if (differs) {
           state.count -= 1;
@@ -158,6 +165,31 @@ export async function verifyAuditTable(options: VerifyTableOptions): Promise<Ver
     }
   }
   return intact(chains, last);
+}
+
+const anchorMissing = (after: ChainAnchor): string =>
+  `starts after record ${after.seq} of chain ${after.chainId}, which is missing: a chain or its last records were deleted`;
+const anchorReplaced = (after: ChainAnchor): string =>
+  `starts after record ${after.seq} of chain ${after.chainId}, whose hash differs: that chain was replaced`;
+
+/** `missingAnchor` for a table: the named record looked up by its key. */
+async function missingAnchorInTable(
+  client: AuditQueryable,
+  table: string,
+  after: ChainAnchor,
+): Promise<string | undefined> {
+  const { rows } = await client.query(`SELECT hash FROM ${table} WHERE chain = $1 AND seq = $2::bigint`, [
+    after.chainId,
+    String(after.seq),
+  ]);
+  const found = rows[0] as { hash: string } | undefined;
+  if (found === undefined) {
+    return anchorMissing(after);
+  }
+  if (found.hash !== after.hash) {
+    return anchorReplaced(after);
+  }
+  return undefined;
 }
 
 function columnThatDiffers(row: TableRow, record: AuditRecord): string | undefined {
@@ -225,6 +257,15 @@ function checkLine(
     if (record.prevHash !== GENESIS_HASH || record.seq !== 1) {
       return `record ${number} (seq ${record.seq}) does not start the chain: the records before it were deleted`;
     }
+    if (record.after !== undefined) {
+      if (!isChainAnchor(record.after))
+        return `record ${number} (seq 1) names a malformed earlier record in after`;
+      // A table is read chain by chain: verifyAuditTable looks the named record up itself.
+      if (expectedChain === undefined) {
+        const missing = missingAnchor(record.after, chains);
+        if (missing !== undefined) return `record ${number} (seq 1) ${missing}`;
+      }
+    }
   } else if (record.prevHash !== previous.hash || record.seq !== previous.seq + 1) {
     if (record.seq <= previous.seq) {
       return `record ${number} is out of order: seq ${record.seq} after seq ${previous.seq} (a record was inserted or moved)`;
@@ -237,6 +278,22 @@ function checkLine(
   state.previous = record;
   state.count += 1;
   return record;
+}
+
+/**
+ * Why the record a chain's first record names (`after`) is not in the lines read before it, or
+ * undefined when it is. A chain that went on past it (lines of several writers interleaved) proves the
+ * record by its own links; otherwise the named record must be its chain's last one read, hash and all.
+ */
+function missingAnchor(after: ChainAnchor, chains: Map<string, ChainState>): string | undefined {
+  const named = chains.get(after.chainId)?.previous;
+  if (named === undefined || named.seq < after.seq) {
+    return anchorMissing(after);
+  }
+  if (named.seq === after.seq && named.hash !== after.hash) {
+    return anchorReplaced(after);
+  }
+  return undefined;
 }
 
 function summary(chains: Map<string, ChainState>): ChainVerifyResult[] {

@@ -1,9 +1,11 @@
 import { type Logger, runDetached } from '@toolgate/core';
 import {
+  anchorJson,
   canonicalOf,
   chainIdField,
   GENESIS_HASH,
   hashOfCanonical,
+  isChainAnchor,
   lineOf,
   parseRecordLine,
   rowOf,
@@ -58,6 +60,8 @@ export class AuditWriter {
   #inFlight = 0;
   #inFlightBytes = 0;
   #head: ChainHead | undefined;
+  /** A new chain's `after` (canonical JSON), sealed into its record with seq 1. */
+  #after: string | undefined;
   #headLoaded = false;
   #draining: Promise<void> | undefined;
   #closing = false;
@@ -231,19 +235,17 @@ export class AuditWriter {
     try {
       while (this.#buffer.length > 0) {
         if (!this.#headLoaded) {
-          const head = await this.#attempt(
-            () => this.#sink.head?.(this.#settings.chainId) ?? Promise.resolve(undefined),
-            this.#buffer.length,
-          );
+          const loaded = await this.#attempt(() => this.#loadHead(), this.#buffer.length);
           if (this.#abandoned) return;
-          if (head === GIVE_UP) return this.#loseAll();
-          if (head === REFUSED) {
+          if (loaded === GIVE_UP) return this.#loseAll();
+          if (loaded === REFUSED) {
             // Without the chain's head no record can be linked: what waits is lost, loudly; the
             // next record tries again.
             this.#refuse(this.#takeBatch(this.#buffer.length));
             continue;
           }
-          this.#head = head;
+          this.#head = loaded.head;
+          this.#after = loaded.after;
           this.#headLoaded = true;
         }
         const entries = this.#takeBatch(this.#settings.batchSize);
@@ -292,6 +294,16 @@ export class AuditWriter {
    * Links a batch onto the chain: each record's line is built from its captured fields and hashed
    * here, on the writer's path, never on a call's. Rows are built only if the sink reads them.
    */
+  /** The chain's head, and for a new chain the anchor its first record names (when the sink gives one). */
+  async #loadHead(): Promise<{ head: ChainHead | undefined; after: string | undefined }> {
+    const chainId = this.#settings.chainId;
+    const head = await (this.#sink.head?.(chainId) ?? Promise.resolve(undefined));
+    if (head !== undefined) return { head, after: undefined };
+    const anchor = await (this.#sink.anchor?.(chainId) ?? Promise.resolve(undefined));
+    // A custom sink's malformed anchor links nothing rather than writing a record verify would refuse.
+    return { head, after: isChainAnchor(anchor) ? anchorJson(anchor) : undefined };
+  }
+
   #seal(entries: readonly CapturedRecord[]): { batch: AuditBatch; head: ChainHead | undefined } {
     const n = entries.length;
     const lines = new Array<string>(n);
@@ -299,7 +311,14 @@ export class AuditWriter {
     const firstSeq = (this.#head?.seq ?? 0) + 1;
     let prevHash = this.#head?.hash ?? GENESIS_HASH;
     for (let index = 0; index < n; index += 1) {
-      const canonical = canonicalOf(entries[index]!, prevHash, firstSeq + index, this.#chainField);
+      const seq = firstSeq + index;
+      const canonical = canonicalOf(
+        entries[index]!,
+        prevHash,
+        seq,
+        this.#chainField,
+        seq === 1 ? this.#after : undefined,
+      );
       prevHash = hashOfCanonical(canonical);
       lines[index] = lineOf(canonical, prevHash);
       hashes[index] = prevHash;

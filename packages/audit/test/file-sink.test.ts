@@ -80,7 +80,13 @@ describe('file sink', () => {
     await (await serve([other])).callTool('get_order', { id: 'other' });
     await other.close();
     const after = await lines(path);
-    expect(after[4]).toMatchObject({ seq: 1, prevHash: GENESIS_HASH, chainId: other.stats().chainId });
+    expect(after[4]).toMatchObject({
+      seq: 1,
+      prevHash: GENESIS_HASH,
+      chainId: other.stats().chainId,
+      // It names the last record before it, so that chain cannot be deleted whole unnoticed.
+      after: { chainId: 'pod-a', seq: 4, hash: records[3]!.hash },
+    });
     await expect(verifyAuditFile(path)).resolves.toMatchObject({
       intact: true,
       records: 5,
@@ -88,6 +94,37 @@ describe('file sink', () => {
         { chain: 'pod-a', intact: true, records: 4 },
         { chain: other.stats().chainId, intact: true, records: 1 },
       ],
+    });
+  });
+
+  it('a chain deleted whole is found: the chain that began after it names its last record', async () => {
+    const path = join(dir, 'audit.jsonl');
+    for (const chainId of ['run-1', 'run-2', 'run-3']) {
+      const audit = createAudit({ sink: createFileSink(path), chainId });
+      const client = await serve([audit]);
+      await client.callTool('get_order', { id: `${chainId}-a` });
+      await client.callTool('get_order', { id: `${chainId}-b` });
+      await audit.close();
+      await closeConnections();
+    }
+    await expect(verifyAuditFile(path)).resolves.toMatchObject({ intact: true, records: 6 });
+    const text = await readFile(path, 'utf8');
+    const kept = text.split('\n').filter((line) => line !== '');
+    // The middle run's records removed: every other line still hashes and links within its chain.
+    await writeFile(path, `${[...kept.slice(0, 2), ...kept.slice(4)].join('\n')}\n`);
+    await expect(verifyAuditFile(path)).resolves.toMatchObject({
+      intact: false,
+      brokenAt: 3,
+      reason:
+        'record 3 (seq 1) starts after record 2 of chain run-2, which is missing: a chain or its last records were deleted',
+    });
+    // The first run's records removed: the second run names them.
+    await writeFile(path, `${kept.slice(2).join('\n')}\n`);
+    await expect(verifyAuditFile(path)).resolves.toMatchObject({
+      intact: false,
+      brokenAt: 1,
+      reason:
+        'record 1 (seq 1) starts after record 2 of chain run-1, which is missing: a chain or its last records were deleted',
     });
   });
 

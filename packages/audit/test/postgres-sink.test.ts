@@ -142,6 +142,45 @@ describe.each(databases)('PostgreSQL sink on $name', ({ open }) => {
     });
   });
 
+  it('a chain deleted whole is found: the chain that began after it names the newest record before it', async () => {
+    const table = newTable();
+    for (const chainId of ['replica-a', 'replica-b', 'replica-c']) {
+      const audit = createAudit({ sink: createPostgresSink({ client: db.client, table }), chainId });
+      const client = await serve([audit]);
+      await client.callTool('get_order', { id: `${chainId}-1` });
+      await client.callTool('get_order', { id: `${chainId}-2` });
+      await audit.close();
+      await closeConnections();
+    }
+    const { rows } = await db.client.query(
+      `SELECT chain, record->'after' AS after FROM ${table} WHERE seq = 1 ORDER BY chain`,
+    );
+    const hashOf = async (chain: string, seq: number) =>
+      (
+        (await db.client.query(`SELECT hash FROM ${table} WHERE chain = $1 AND seq = $2`, [chain, seq]))
+          .rows[0] as { hash: string }
+      ).hash;
+    expect(rows).toEqual([
+      { chain: 'replica-a', after: null },
+      { chain: 'replica-b', after: { chainId: 'replica-a', hash: await hashOf('replica-a', 2), seq: 2 } },
+      { chain: 'replica-c', after: { chainId: 'replica-b', hash: await hashOf('replica-b', 2), seq: 2 } },
+    ]);
+    await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+      intact: true,
+      records: 6,
+    });
+    await db.client.query(`DELETE FROM ${table} WHERE chain = 'replica-b'`);
+    await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+      intact: false,
+      reason:
+        'record 1 (seq 1) starts after record 2 of chain replica-b, which is missing: a chain or its last records were deleted',
+      chains: [
+        { chain: 'replica-a', intact: true, records: 2 },
+        { chain: 'replica-c', intact: false, brokenAt: 1 },
+      ],
+    });
+  });
+
   it('stores hostile values exactly: NUL bytes, quotes, a tool name built to break SQL', async () => {
     const table = newTable();
     const audit = createAudit({ sink: createPostgresSink({ client: db.client, table }) });

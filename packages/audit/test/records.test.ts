@@ -2,7 +2,14 @@ import { createHash } from 'node:crypto';
 import { canonicalJson, createSilentLogger, ToolError, type ToolMiddleware } from '@toolgate/core';
 import { expectFailure, type LogEntry, parseResultText, recordingLogger } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { type AuditRecord, createAudit, GENESIS_HASH, verifyAuditLines } from '../src/index.js';
+import {
+  type AuditRecord,
+  type AuditSink,
+  type ChainAnchor,
+  createAudit,
+  GENESIS_HASH,
+  verifyAuditLines,
+} from '../src/index.js';
 import { closeConnections, memorySink, serve } from './helpers.js';
 
 afterEach(closeConnections);
@@ -388,5 +395,48 @@ describe('hostile input', () => {
     );
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
     await expect(verifyAuditLines([JSON.stringify(records[0])])).resolves.toMatchObject({ intact: true });
+  });
+});
+
+describe('linked chains through a custom sink', () => {
+  const hash = 'a'.repeat(64);
+  const sinkWith = (anchor: unknown) => {
+    const lines: string[] = [];
+    const sink: AuditSink = {
+      head: async () => undefined,
+      anchor: async () => anchor as ChainAnchor,
+      write: async (batch) => void lines.push(...batch.lines),
+    };
+    return { lines, sink };
+  };
+
+  it('a new chain’s first record names the anchor the sink gives, inside its hash; later records do not', async () => {
+    const { lines, sink } = sinkWith({ chainId: 'earlier', seq: 7, hash });
+    const audit = createAudit({ sink, chainId: 'now' });
+    const client = await serve([audit]);
+    await client.callTool('get_order', { id: 'A-1' });
+    await client.callTool('get_order', { id: 'A-2' });
+    await audit.close();
+    const records = lines.map((line) => JSON.parse(line) as AuditRecord);
+    expect(records.map((record) => record.after)).toEqual([{ chainId: 'earlier', seq: 7, hash }, undefined]);
+    // The named record is not in these lines: verifying them alone reports it missing.
+    await expect(verifyAuditLines(lines)).resolves.toMatchObject({
+      intact: false,
+      brokenAt: 1,
+      reason:
+        'record 1 (seq 1) starts after record 7 of chain earlier, which is missing: a chain or its last records were deleted',
+    });
+  });
+
+  it('a malformed anchor from a custom sink links nothing', async () => {
+    for (const anchor of [{ chainId: 'x', seq: 0, hash }, { chainId: 'x', seq: 1, hash: 'zz' }, 'x', null]) {
+      const { lines, sink } = sinkWith(anchor);
+      const audit = createAudit({ sink, chainId: 'now' });
+      await (await serve([audit])).callTool('get_order', { id: 'A-1' });
+      await audit.close();
+      await closeConnections();
+      expect([anchor, (JSON.parse(lines[0]!) as AuditRecord).after]).toEqual([anchor, undefined]);
+      await expect(verifyAuditLines(lines)).resolves.toMatchObject({ intact: true, records: 1 });
+    }
   });
 });
