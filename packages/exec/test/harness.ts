@@ -1,10 +1,11 @@
-import { existsSync, mkdtempSync, readFileSync, realpathSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { type Logger, registerTools, type ToolDefinition, type ToolMiddleware } from '@toolgate/core';
 import { connectTestClient, type TestClient } from '@toolgate/core/testing';
+import { afterAll } from 'vitest';
 
 /** The node binary itself (symlinks resolved), the one program every test runs. */
 export const NODE = realpathSync(process.execPath);
@@ -14,9 +15,17 @@ export const ECHO = path.join(fixtures, 'echo.mjs');
 /** Exits, floods, spawns grandchildren... as its first argument says. */
 export const BEHAVE = path.join(fixtures, 'behave.mjs');
 
-/** A fresh directory under the system temp dir, symlinks resolved. */
+const scratchDirs: string[] = [];
+// Each test file imports its own copy of this module: its scratch directories go when the file ends.
+afterAll(() => {
+  for (const dir of scratchDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A fresh directory under the system temp dir, symlinks resolved; removed when the test file ends. */
 export function scratchDir(): string {
-  return realpathSync(mkdtempSync(path.join(tmpdir(), 'toolgate-exec-')));
+  const dir = realpathSync(mkdtempSync(path.join(tmpdir(), 'toolgate-exec-')));
+  scratchDirs.push(dir);
+  return dir;
 }
 
 /** A real McpServer with the tools registered, and a real SDK client connected to it. */
