@@ -2,6 +2,7 @@
 // a process of its own (no shared heap), loaded in alternation; CPU from /proc/<pid>/stat (all threads,
 // the garbage collector's included). npx tsx benchmarks/http-cpu.ts [rounds] [seconds] [none|sdk]
 import { readFileSync } from 'node:fs';
+import { median } from '@toolgate/bench-harness';
 import { echoLoad, startTrivialServers } from '../src/trivial-load.js';
 
 const rounds = Number(process.argv[2] ?? 6);
@@ -35,11 +36,6 @@ for (let round = 0; round < rounds; round += 1) {
     rps[name]!.push(requests / seconds);
   }
 }
-const median = (v: number[]): number => {
-  const s = [...v].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 for (const name of ['bare', 'toolgate']) {
   process.stdout.write(
     `${name}: ${per[name]!.map((v) => v.toFixed(1)).join(' ')} median ${median(per[name]!).toFixed(1)} µs CPU/request\n`,

@@ -1,6 +1,7 @@
 // Quick HTTP comparison for development: bare SDK vs toolgate over the trivial-tool servers (each in a
 // process of its own), interleaved, ratio per round. BENCH_TRIVIAL_SKIP=<positions> leaves policies out of the stack.
 // npx tsx benchmarks/http-quick.ts [rounds] [seconds] [none|sdk]
+import { median } from '@toolgate/bench-harness';
 import { echoLoad, startTrivialServers } from '../src/trivial-load.js';
 
 const rounds = Number(process.argv[2] ?? 4);
@@ -28,11 +29,8 @@ for (let round = 0; round < rounds; round += 1) {
     `bare ${got.bare!.toFixed(0)} toolgate ${got.toolgate!.toFixed(0)} ratio ${(got.toolgate! / got.bare!).toFixed(3)}`,
   );
 }
-ratios.sort((a, b) => a - b);
-const mid = ratios.length >> 1;
-const median = ratios.length % 2 ? ratios[mid]! : (ratios[mid - 1]! + ratios[mid]!) / 2;
 process.stdout.write(
-  `${lines.join('\n')}\nmedian ratio ${median.toFixed(3)} (skip=${process.env.BENCH_TRIVIAL_SKIP ?? ''})\n`,
+  `${lines.join('\n')}\nmedian ratio ${median(ratios).toFixed(3)} (skip=${process.env.BENCH_TRIVIAL_SKIP ?? ''})\n`,
 );
 for (const { child } of started) child.kill('SIGTERM');
 process.exit(0);

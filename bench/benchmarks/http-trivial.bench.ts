@@ -5,6 +5,7 @@
 // server's throughput, and not alike (PROFILE.md, session 6: without an OTel SDK the bare SDK served
 // 14-16% more sharing a process with the other two than alone, toolgate 2-12% more). Rounds are
 // interleaved so that noise hits all alike.
+import { median, medianRatio } from '@toolgate/bench-harness';
 import { postToolsCall } from '../src/mcp-http.js';
 import { echoLoad, startTrivialServers, type TrivialServer } from '../src/trivial-load.js';
 
@@ -43,12 +44,6 @@ async function cannon(url: string, seconds: number): Promise<Run> {
     failures: failed + result.errors + result.timeouts,
   };
 }
-
-const median = (values: number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-};
 
 // Every order of the three servers, one per round: over six rounds each server runs twice in each
 // position and right after each other server twice, so neither position nor what a neighbour left
@@ -115,7 +110,10 @@ function rows(label: string, runs: Record<ServerName, Run[]>): Table {
 
 /** Median of the per-round ratios: each round's figure against the baseline's in the same round. */
 function pairedRatio(runs: readonly Run[], baseline: readonly Run[]): number {
-  return median(runs.map((run, round) => run.okRps / baseline[round]!.okRps));
+  return medianRatio(
+    runs.map((run) => run.okRps),
+    baseline.map((run) => run.okRps),
+  );
 }
 
 export async function httpTrivialBench(): Promise<string> {

@@ -3,6 +3,7 @@
 // of its own, then loads them in alternation (the shared process's three servers each round, so its JIT
 // feedback and heap stay mixed): req/s of each server shared and alone, and toolgate/bare in each setting.
 // npx tsx benchmarks/process-effect.ts [rounds] [seconds] [none|sdk]
+import { median, medianRatio } from '@toolgate/bench-harness';
 import { echoLoad, startTrivialServers } from '../src/trivial-load.js';
 
 const rounds = Number(process.argv[2] ?? 10);
@@ -30,17 +31,11 @@ for (let round = 0; round < rounds; round += 1) {
   const order = round % 2 === 0 ? names : [...names].reverse();
   for (const name of order) got[name].push(await rate(targets[name], seconds));
 }
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-};
-const pairedRatio = (a: number[], b: number[]) => median(a.map((value, index) => value / b[index]!));
 for (const name of names)
   process.stdout.write(`${name.padEnd(16)} median ${median(got[name]).toFixed(0)} req/s\n`);
 process.stdout.write(
-  `toolgate/bare shared ${pairedRatio(got['shared toolgate'], got['shared bare']).toFixed(3)}, alone ${pairedRatio(got['alone toolgate'], got['alone bare']).toFixed(3)}\n` +
-    `alone/shared: bare ${pairedRatio(got['alone bare'], got['shared bare']).toFixed(3)}, toolgate ${pairedRatio(got['alone toolgate'], got['shared toolgate']).toFixed(3)}\n`,
+  `toolgate/bare shared ${medianRatio(got['shared toolgate'], got['shared bare']).toFixed(3)}, alone ${medianRatio(got['alone toolgate'], got['alone bare']).toFixed(3)}\n` +
+    `alone/shared: bare ${medianRatio(got['alone bare'], got['shared bare']).toFixed(3)}, toolgate ${medianRatio(got['alone toolgate'], got['shared toolgate']).toFixed(3)}\n`,
 );
 for (const server of [shared, alone.bare, alone.toolgate]) server.child.kill('SIGTERM');
 process.exit(0);

@@ -90,10 +90,19 @@ export function formatBenchTable(rows: readonly BenchRow[]): string {
   return lines.join('\n');
 }
 
-function median(values: readonly number[]): number {
+/** The median of `values` (the mean of the middle two for an even count). */
+export function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
   return sorted.length % 2 === 0 ? (sorted[middle - 1]! + sorted[middle]!) / 2 : sorted[middle]!;
+}
+
+/**
+ * The median over rounds of `values[i] / baseline[i]`: each round's figure against the baseline's in
+ * the same round, so noise that hits one round hits both.
+ */
+export function medianRatio(values: readonly number[], baseline: readonly number[]): number {
+  return median(values.map((value, index) => value / baseline[index]!));
 }
 
 /** A small deterministic generator (mulberry32): the same orders on every run. */

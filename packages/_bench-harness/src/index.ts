@@ -4,4 +4,6 @@ export {
   type BenchRow,
   compareCalls,
   formatBenchTable,
+  median,
+  medianRatio,
 } from './compare-calls.js';

@@ -1,4 +1,5 @@
 import { hash as digest } from 'node:crypto';
+import { canonicalJson } from '@toolgate/core';
 import type { CapturedRecord } from './record.js';
 import type { AuditRecord, AuditRow, ChainAnchor, ChainHead } from './types.js';
 
@@ -31,9 +32,9 @@ export function sealRecord(
   return { line: lineOf(canonical, hash), row: rowOf(captured, chainId, seq, hash) };
 }
 
-/** A chain anchor as canonical JSON (keys sorted), the value of a first record's `after`. */
-export function anchorJson(anchor: ChainAnchor): string {
-  return `{"chainId":${JSON.stringify(anchor.chainId)},"hash":"${anchor.hash}","seq":${anchor.seq}}`;
+/** A chain anchor as canonical JSON, the value of a first record's `after` (its three fields only). */
+export function anchorJson({ chainId, seq, hash }: ChainAnchor): string {
+  return canonicalJson({ chainId, seq, hash });
 }
 
 /** Whether a value is a chain anchor: a chain id, a positive safe-integer seq and a SHA-256 hex hash. */

@@ -183,13 +183,8 @@ async function missingAnchorInTable(
     String(after.seq),
   ]);
   const found = rows[0] as { hash: string } | undefined;
-  if (found === undefined) {
-    return anchorMissing(after);
-  }
-  if (found.hash !== after.hash) {
-    return anchorReplaced(after);
-  }
-  return undefined;
+  if (found === undefined) return anchorMissing(after);
+  return found.hash === after.hash ? undefined : anchorReplaced(after);
 }
 
 function columnThatDiffers(row: TableRow, record: AuditRecord): string | undefined {
@@ -287,13 +282,8 @@ function checkLine(
  */
 function missingAnchor(after: ChainAnchor, chains: Map<string, ChainState>): string | undefined {
   const named = chains.get(after.chainId)?.previous;
-  if (named === undefined || named.seq < after.seq) {
-    return anchorMissing(after);
-  }
-  if (named.seq === after.seq && named.hash !== after.hash) {
-    return anchorReplaced(after);
-  }
-  return undefined;
+  if (named === undefined || named.seq < after.seq) return anchorMissing(after);
+  return named.seq === after.seq && named.hash !== after.hash ? anchorReplaced(after) : undefined;
 }
 
 function summary(chains: Map<string, ChainState>): ChainVerifyResult[] {

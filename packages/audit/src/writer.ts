@@ -297,9 +297,9 @@ export class AuditWriter {
   /** The chain's head, and for a new chain the anchor its first record names (when the sink gives one). */
   async #loadHead(): Promise<{ head: ChainHead | undefined; after: string | undefined }> {
     const chainId = this.#settings.chainId;
-    const head = await (this.#sink.head?.(chainId) ?? Promise.resolve(undefined));
+    const head = await this.#sink.head?.(chainId);
     if (head !== undefined) return { head, after: undefined };
-    const anchor = await (this.#sink.anchor?.(chainId) ?? Promise.resolve(undefined));
+    const anchor = await this.#sink.anchor?.(chainId);
     // A custom sink's malformed anchor links nothing rather than writing a record verify would refuse.
     return { head, after: isChainAnchor(anchor) ? anchorJson(anchor) : undefined };
   }

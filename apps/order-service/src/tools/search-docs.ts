@@ -55,6 +55,7 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
   const root = resolve(options.root);
   const maxFiles = positiveInteger('maxFiles', options.maxFiles, DEFAULT_MAX_FILES);
   const maxDepth = positiveInteger('maxDepth', options.maxDepth, DEFAULT_MAX_DEPTH);
+  const maxEntries = maxFiles * ENTRIES_PER_FILE;
   return defineTool({
     name: 'search_docs',
     title: 'Search policy documents',
@@ -111,7 +112,7 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
         logger,
         maxDepth,
         remaining: maxFiles,
-        entriesLeft: maxFiles * ENTRIES_PER_FILE,
+        entriesLeft: maxEntries,
         stopped: undefined,
         visited: new Set(),
       };
@@ -149,7 +150,7 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
         );
       } else if (walk.stopped === 'entries') {
         notes.push(
-          `Stopped after looking at ${maxFiles * ENTRIES_PER_FILE} folder entries; give a path (a document or folder) to search the others.`,
+          `Stopped after looking at ${maxEntries} folder entries; give a path (a document or folder) to search the others.`,
         );
       }
       if (hits.length === 0) notes.push('No line matches these keywords; try other words.');
