@@ -1,5 +1,6 @@
 import { hash as digest } from 'node:crypto';
 import { canonicalJson } from '@toolgate/core';
+import { createQuoted } from './quoted.js';
 import type { CapturedRecord } from './record.js';
 import type { AuditRecord, AuditRow, ChainAnchor, ChainHead } from './types.js';
 
@@ -14,6 +15,11 @@ export interface SealedRecord {
 
 /** SHA-256 (hex) of a record's canonical JSON without its `hash`: what `hash` must equal. */
 export function hashOfCanonical(canonical: string): string {
+  return digest('sha256', canonical, 'hex');
+}
+
+/** SHA-256 (hex) of a record's canonical JSON already encoded as UTF-8 (the same hash as above). */
+export function hashOfBytes(canonical: Uint8Array): string {
   return digest('sha256', canonical, 'hex');
 }
 
@@ -62,6 +68,10 @@ export function chainIdField(chainId: string): string {
  * `bindings`, ..., `unknownTool`), exactly what core's canonicalJson gives for that record. Hash it,
  * then store `lineOf(canonical, hash)`, so parsing the line and re-canonicalising without `hash`
  * gives back exactly what was hashed.
+ *
+ * The pieces go into one reused array joined once: the text comes out flat (no tree of partial
+ * strings to allocate, then walk again when it is hashed or encoded), and the strings most records
+ * repeat (caller, tool, outcome, session, principal) are quoted once (`quoted`).
  */
 export function canonicalOf(
   captured: CapturedRecord,
@@ -70,23 +80,83 @@ export function canonicalOf(
   chainField: string,
   after?: string,
 ): string {
-  let body = captured.aborted ? '{"aborted":true,' : '{';
-  if (after !== undefined) body += `"after":${after},`;
-  body += `"args":${captured.args}`;
-  if (captured.bindings !== undefined) body += `,"bindings":${captured.bindings}`;
-  body += `,"caller":${JSON.stringify(captured.caller)}${chainField}`;
-  if (captured.clientId !== undefined) body += `,"clientId":${JSON.stringify(captured.clientId)}`;
-  body += `,"decisions":${captured.decisions},"durationMs":${JSON.stringify(Math.round(captured.durationMs * 1000) / 1000)}`;
-  if (captured.incidentId !== undefined) body += `,"incidentId":${JSON.stringify(captured.incidentId)}`;
-  body += `,"outcome":${JSON.stringify(captured.outcome)},"prevHash":"${prevHash}"`;
-  if (captured.principal !== undefined) body += `,"principal":${JSON.stringify(captured.principal)}`;
-  body += `,"requestId":${JSON.stringify(captured.requestId)},"resultBytes":${captured.resultBytes},"seq":${seq}`;
-  if (captured.sessionId !== undefined) body += `,"sessionId":${JSON.stringify(captured.sessionId)}`;
-  if (captured.spanId !== undefined) body += `,"spanId":${JSON.stringify(captured.spanId)}`;
-  body += `,"time":"${isoTime(captured.startedAt)}","tool":${JSON.stringify(captured.tool)}`;
-  if (captured.traceId !== undefined) body += `,"traceId":${JSON.stringify(captured.traceId)}`;
-  return captured.unknownTool ? `${body},"unknownTool":true}` : `${body}}`;
+  const p = pieces;
+  let n = 0;
+  p[n++] = captured.aborted ? '{"aborted":true,' : '{';
+  if (after !== undefined) {
+    p[n++] = '"after":';
+    p[n++] = after;
+    p[n++] = ',';
+  }
+  p[n++] = '"args":';
+  p[n++] = captured.args;
+  if (captured.bindings !== undefined) {
+    p[n++] = ',"bindings":';
+    p[n++] = captured.bindings;
+  }
+  p[n++] = ',"caller":';
+  p[n++] = quoted(captured.caller);
+  p[n++] = chainField;
+  if (captured.clientId !== undefined) {
+    p[n++] = ',"clientId":';
+    p[n++] = quoted(captured.clientId);
+  }
+  p[n++] = ',"decisions":';
+  p[n++] = captured.decisions;
+  p[n++] = ',"durationMs":';
+  p[n++] = JSON.stringify(Math.round(captured.durationMs * 1000) / 1000);
+  if (captured.incidentId !== undefined) {
+    p[n++] = ',"incidentId":';
+    p[n++] = JSON.stringify(captured.incidentId);
+  }
+  p[n++] = ',"outcome":';
+  p[n++] = quoted(captured.outcome);
+  p[n++] = ',"prevHash":"';
+  p[n++] = prevHash;
+  if (captured.principal !== undefined) {
+    p[n++] = '","principal":';
+    p[n++] = quoted(captured.principal);
+    p[n++] = ',"requestId":';
+  } else {
+    p[n++] = '","requestId":';
+  }
+  const { requestId } = captured;
+  p[n++] = typeof requestId === 'number' ? JSON.stringify(requestId) : quoted(requestId);
+  p[n++] = ',"resultBytes":';
+  p[n++] = JSON.stringify(captured.resultBytes);
+  p[n++] = ',"seq":';
+  p[n++] = JSON.stringify(seq);
+  if (captured.sessionId !== undefined) {
+    p[n++] = ',"sessionId":';
+    p[n++] = quoted(captured.sessionId);
+  }
+  if (captured.spanId !== undefined) {
+    p[n++] = ',"spanId":';
+    p[n++] = JSON.stringify(captured.spanId);
+  }
+  p[n++] = ',"time":"';
+  p[n++] = isoTime(captured.startedAt);
+  p[n++] = '","tool":';
+  p[n++] = quoted(captured.tool);
+  if (captured.traceId !== undefined) {
+    p[n++] = ',"traceId":';
+    p[n++] = JSON.stringify(captured.traceId);
+  }
+  p[n++] = captured.unknownTool ? ',"unknownTool":true}' : '}';
+  // The array keeps its length (no backing store given up and grown again per record): the slots
+  // this record did not use are emptied, and join skips nothing but empty strings.
+  for (let index = n; index < PIECES; index += 1) p[index] = '';
+  const text = p.join('');
+  for (let index = 0; index < n; index += 1) p[index] = '';
+  return text;
 }
+
+/** canonicalOf's most pieces (every optional field present), and the array it fills for each record. */
+const PIECES = 48;
+const pieces: string[] = new Array<string>(PIECES).fill('');
+
+/** Quoted strings remembered (a writer sees few distinct callers, tools and sessions); longer ones are not kept. */
+const quoted = createQuoted(4096, 256);
 
 /**
  * The stored line: the canonical JSON with `hash` appended as its last (sorted) key. Hashing has

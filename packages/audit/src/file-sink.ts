@@ -13,6 +13,7 @@ export interface FileSinkOptions {
 }
 
 const TAIL_CHUNK = 64 * 1024;
+const NEWLINE = Buffer.from('\n');
 
 /**
  * An append-only JSON-lines file. Opened with O_APPEND, each batch is one `write` that lands at the
@@ -26,7 +27,7 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
   const { path } = settings;
   let handle: FileHandle | undefined;
   let tornTail = false;
-  let partial: { key: string; bytes: Buffer; offset: number } | undefined;
+  let partial: { batch: AuditBatch; bytes: Uint8Array; offset: number } | undefined;
   // The last line head() found, when it belongs to another chain: the record a new chain names.
   let lastOther: ChainAnchor | undefined;
   return {
@@ -61,13 +62,11 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
     async write(batch: AuditBatch): Promise<void> {
       if (!handle) throw new Error('audit file sink: head() must run before write()');
       // A retry of a batch that was partly written resumes where the kernel stopped: no record
-      // is written twice. A batch is known by its last line (which ends in that record's hash);
-      // reading `rows` would build every row for nothing.
-      const key = batch.lines.at(-1) ?? '';
-      if (partial?.key !== key) {
+      // is written twice. The writer retries the same batch object.
+      if (partial?.batch !== batch) {
         // A torn last line (a crash mid-write) is closed first, so it cannot swallow the next record.
-        const text = `${tornTail ? '\n' : ''}${batch.lines.join('\n')}\n`;
-        partial = { key, bytes: Buffer.from(text, 'utf8'), offset: 0 };
+        const bytes = tornTail ? Buffer.concat([NEWLINE, batch.bytes]) : batch.bytes;
+        partial = { batch, bytes, offset: 0 };
       }
       const current = partial;
       while (current.offset < current.bytes.length) {

@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import copyStreams from 'pg-copy-streams';
 import { parseRecordLine } from './chain.js';
 import { type AuditTableName, parseTableName } from './pg-table.js';
 import { AuditSinkError } from './sink-errors.js';
@@ -10,6 +12,12 @@ export interface PostgresSinkOptions {
   table?: string;
   /** Create the schema and table when missing. @default true */
   createTable?: boolean;
+  /**
+   * Store each batch with one `COPY ... FROM STDIN` when `client` is node-postgres (a `pg.Pool` or
+   * `pg.Client`); other clients (PGlite, wrappers) always use the INSERT. COPY needs the same
+   * INSERT privilege. @default true
+   */
+  copy?: boolean;
 }
 
 /**
@@ -18,16 +26,22 @@ export interface PostgresSinkOptions {
  * (the verifier checks them against the record). `(chain, seq)` is the primary key; `chain` is the
  * writer's chain id, so replicas sharing a table never touch each other's rows.
  *
- * A batch is one INSERT of `unnest`ed arrays and newline-joined texts (one round trip, ten
- * parameters, whatever the batch size) with ON CONFLICT DO NOTHING. When a retry finds rows already there (the INSERT committed but
- * its reply was lost), it compares their hashes with the batch's: equal means the batch is stored and
- * the writer moves on; different means another writer holds this chain, a permanent error.
+ * With node-postgres a batch is one `COPY ... FROM STDIN` (text format, built from the batch's
+ * bytes); COPY is one statement, so a batch is stored whole or not at all. When it fails because a
+ * row is already there (a retry after a lost reply), the batch goes through the INSERT below, which
+ * tells the two cases apart. Other clients use that INSERT for every batch: `unnest`ed arrays and
+ * newline-joined texts (one round trip, ten parameters, whatever the batch size) with ON CONFLICT DO
+ * NOTHING. When it finds rows already there (the batch committed but its reply was lost), it compares
+ * their hashes with the batch's: equal means the batch is stored and the writer moves on; different
+ * means another writer holds this chain, a permanent error.
  * Grant the writer INSERT and SELECT only.
  */
 export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
   const { client } = options;
   const table = parseTableName(options.table ?? 'toolgate_audit');
   const createTable = options.createTable ?? true;
+  const copyTarget = options.copy === false ? undefined : copyTargetOf(client);
+  const copy = `COPY ${table.sql} (chain, seq, time, tool, outcome, principal, caller, incident_id, hash, record) FROM STDIN`;
   // Seqs of a batch are consecutive, so one first seq and the row's ordinality give them all. The
   // records, hashes and times never hold a raw newline (JSON escapes it; the others are hex and ISO
   // times, both made here), so each travels as one newline-joined text split on the server: pg's
@@ -77,7 +91,16 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
       return row === undefined ? undefined : { chainId: row.chain, seq: Number(row.seq), hash: row.hash };
     },
     async write(batch: AuditBatch) {
-      const { rows: batchRows, lines } = batch;
+      if (copyTarget !== undefined && batch.rows.length > 0) {
+        try {
+          if ((await copyBatch(copyTarget, copy, batch)) === batch.rows.length) return undefined;
+        } catch (error) {
+          // 23505: a row of the batch is there already. The INSERT below says whether it is this
+          // batch (stored before its reply was lost) or another writer's.
+          if ((error as { code?: unknown }).code !== '23505') throw error;
+        }
+      }
+      const { rows: batchRows } = batch;
       const n = batchRows.length;
       const seqs = new Array<string>(n);
       const tools = new Array<string>(n);
@@ -109,7 +132,7 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
         callers,
         incidents,
         hashes,
-        lines.join('\n'),
+        linesText(batch.bytes),
       ]);
       if (rows.length === n) return undefined;
       // Some rows were there already: this batch committed before (a lost reply), or another writer
@@ -166,4 +189,129 @@ async function ensureTable(client: AuditQueryable, table: AuditTableName): Promi
 /** PostgreSQL text refuses NUL; the record column keeps the exact value (JSON escapes it). */
 export function textColumn(value: string): string {
   return value.includes('\0') ? value.replaceAll('\0', '\uFFFD') : value;
+}
+
+/** A batch's lines as one newline-joined text (its bytes decoded once, without the last newline). */
+function linesText(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, Math.max(0, bytes.length - 1)).toString('utf8');
+}
+
+/** node-postgres, as the COPY path needs it: a pool lends a client, a client is used directly. */
+type CopyTarget =
+  | { readonly pool: PgPoolLike; readonly client?: undefined }
+  | { readonly client: PgClientLike; readonly pool?: undefined };
+
+interface PgClientLike {
+  query(submittable: copyStreams.CopyStreamQuery): copyStreams.CopyStreamQuery;
+}
+
+interface PgPoolLike {
+  connect(): Promise<
+    PgClientLike & {
+      release(error?: Error | boolean): void;
+      on(event: 'error', listener: (error: Error) => void): unknown;
+      off(event: 'error', listener: (error: Error) => void): unknown;
+    }
+  >;
+}
+
+/** A `pg.Pool` or `pg.Client` (recognised by their own fields), or undefined for any other client. */
+function copyTargetOf(client: AuditQueryable): CopyTarget | undefined {
+  const fields = client as unknown as Record<string, unknown>;
+  if (typeof fields.connect !== 'function') return undefined;
+  if (typeof fields.totalCount === 'number' && typeof fields.idleCount === 'number') {
+    return { pool: client as unknown as PgPoolLike };
+  }
+  if ('connectionParameters' in fields && 'processID' in fields) {
+    return { client: client as unknown as PgClientLike };
+  }
+  return undefined;
+}
+
+/** Runs one COPY of the batch; resolves with the rows PostgreSQL stored. */
+async function copyBatch(target: CopyTarget, sql: string, batch: AuditBatch): Promise<number> {
+  const payload = copyPayload(batch);
+  if (target.client !== undefined) return runCopy(target.client, sql, payload);
+  const lent = await target.pool.connect();
+  // A connection lost while lent is also emitted as the client's 'error', which the pool listens to
+  // only while the client is idle: the COPY's own rejection reports it, this keeps it from crashing.
+  lent.on('error', ignore);
+  try {
+    const stored = await runCopy(lent, sql, payload);
+    lent.release();
+    return stored;
+  } catch (error) {
+    // PostgreSQL refused the COPY (it answered with a SQLSTATE): the connection is fine. Anything
+    // else (the connection dropped) and the pool must not lend it again.
+    lent.release(hasSqlState(error) ? undefined : (error as Error));
+    throw error;
+  } finally {
+    lent.off('error', ignore);
+  }
+}
+
+function ignore(): void {}
+
+function hasSqlState(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code);
+}
+
+async function runCopy(client: PgClientLike, sql: string, payload: Buffer): Promise<number> {
+  const stream = client.query(copyStreams.from(sql));
+  const finished = once(stream, 'finish');
+  stream.end(payload);
+  await finished;
+  return stream.rowCount;
+}
+
+/**
+ * The batch in COPY's text format: one line per record, its columns separated by tabs, the record
+ * column copied from the batch's bytes (only a backslash needs doubling: JSON never holds a raw
+ * tab, newline or carriage return). Other texts are escaped (backslash, tab, newline, CR) and freed
+ * of NUL (`textColumn`); `\N` is NULL.
+ */
+function copyPayload(batch: AuditBatch): Buffer {
+  const { rows, bytes } = batch;
+  const lines = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length);
+  const chain = copyText(batch.chainId);
+  let out = Buffer.allocUnsafe(lines.length * 2 + rows.length * 256);
+  let at = 0;
+  let start = 0;
+  // The next backslash in the lines at or after `start` (-1: none left): one scan for the batch.
+  let backslash = lines.indexOf(BACKSLASH);
+  for (let index = 0; index < rows.length; index += 1) {
+    const row = rows[index]!;
+    const end = lines.indexOf(NEWLINE, start);
+    const prefix = `${chain}\t${row.seq}\t${row.time}\t${copyText(row.tool)}\t${copyText(row.outcome)}\t${row.principal === undefined ? '\\N' : copyText(row.principal)}\t${copyText(row.caller)}\t${row.incidentId === undefined ? '\\N' : copyText(row.incidentId)}\t${row.hash}\t`;
+    // Room for the prefix (3 bytes per UTF-16 unit at most) and the line with every byte doubled.
+    const needed = prefix.length * 3 + (end - start) * 2 + 1;
+    if (out.length - at < needed) {
+      const grown = Buffer.allocUnsafe(Math.max(out.length * 2, at + needed));
+      out.copy(grown, 0, 0, at);
+      out = grown;
+    }
+    at += out.write(prefix, at, 'utf8');
+    while (backslash !== -1 && backslash < end) {
+      at += lines.copy(out, at, start, backslash + 1);
+      out[at++] = BACKSLASH;
+      start = backslash + 1;
+      backslash = lines.indexOf(BACKSLASH, start);
+    }
+    at += lines.copy(out, at, start, end + 1);
+    start = end + 1;
+  }
+  return out.subarray(0, at);
+}
+
+const BACKSLASH = 0x5c;
+const NEWLINE = 0x0a;
+const COPY_SPECIAL = /[\\\t\n\r\0]/;
+
+/** A text column's value in COPY's text format. */
+function copyText(value: string): string {
+  if (!COPY_SPECIAL.test(value)) return value;
+  return textColumn(value).replace(/[\\\t\n\r]/g, (char) =>
+    char === '\\' ? '\\\\' : char === '\t' ? '\\t' : char === '\n' ? '\\n' : '\\r',
+  );
 }

@@ -6,6 +6,7 @@ import {
   redactSecretsInText,
   type SecretPattern,
 } from '@toolgate/core';
+import { createQuoted } from './quoted.js';
 
 /** Core's redaction walk's depth bound; deeper values take the general path, which cuts them. */
 const MAX_DEPTH = 32;
@@ -49,6 +50,8 @@ export function createRedactedJson(
     }
     return verdict;
   };
+  // A key's JSON, remembered like its verdict (keys repeat from call to call).
+  const quotedKey = createQuoted(KEY_CACHE_LIMIT);
   const redactText = (text: string): string =>
     mayHoldSecret(text) ? redactSecretsInText(text, patterns) : text;
 
@@ -85,7 +88,9 @@ export function createRedactedJson(
     const record = value as Record<string, unknown>;
     let out = '{';
     let first = true;
-    for (const key of Object.keys(record).sort()) {
+    const keys = sortKeys(Object.keys(record));
+    for (let index = 0; index < keys.length; index += 1) {
+      const key = keys[index]!;
       const verdict = keyVerdict(key);
       if (verdict === KEY_PATTERNED) return GENERAL;
       const entry = record[key];
@@ -95,7 +100,7 @@ export function createRedactedJson(
       else text = write(entry, depth + 1);
       if (text === GENERAL) return GENERAL;
       if (text === undefined) continue;
-      out += `${first ? '' : ','}${JSON.stringify(key)}:${text}`;
+      out += `${first ? '' : ','}${quotedKey(key)}:${text}`;
       first = false;
     }
     return `${out}}`;
@@ -112,6 +117,22 @@ export function createRedactedJson(
     if (text === GENERAL) return canonicalJson(general(value));
     return text ?? 'null';
   };
+}
+
+/** Keys sorted as `Array.prototype.sort` sorts strings (by UTF-16 code units), in place. */
+function sortKeys(keys: string[]): string[] {
+  // An object's keys are few, and often already in order: insertion sort allocates nothing.
+  if (keys.length > 32) return keys.sort();
+  for (let index = 1; index < keys.length; index += 1) {
+    const key = keys[index]!;
+    let at = index - 1;
+    while (at >= 0 && keys[at]! > key) {
+      keys[at + 1] = keys[at]!;
+      at -= 1;
+    }
+    keys[at + 1] = key;
+  }
+  return keys;
 }
 
 /**

@@ -12,7 +12,7 @@ export function createStderrSink(options: StderrSinkOptions = {}): AuditSink {
   return {
     write(batch: AuditBatch): Promise<void> {
       return new Promise((resolve, reject) => {
-        stream.write(`${batch.lines.join('\n')}\n`, (error) => (error ? reject(error) : resolve()));
+        stream.write(batch.bytes, (error) => (error ? reject(error) : resolve()));
       });
     },
   };

@@ -95,6 +95,12 @@ export interface AuditBatch {
   readonly records: readonly AuditRecord[];
   /** Canonical JSON of each record (what the hash covers, plus `hash`); no newline. */
   readonly lines: readonly string[];
+  /**
+   * The same records as UTF-8 JSON lines, each ending in a newline: exactly what a JSON-lines file
+   * stores. Encoded once, when the batch is sealed (the hashes are taken over these bytes), so a sink
+   * that writes bytes need not join and encode `lines` again.
+   */
+  readonly bytes: Uint8Array;
   readonly rows: readonly AuditRow[];
 }
 

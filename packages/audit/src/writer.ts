@@ -4,9 +4,8 @@ import {
   canonicalOf,
   chainIdField,
   GENESIS_HASH,
-  hashOfCanonical,
+  hashOfBytes,
   isChainAnchor,
-  lineOf,
   parseRecordLine,
   rowOf,
 } from './chain.js';
@@ -306,10 +305,15 @@ export class AuditWriter {
 
   #seal(entries: readonly CapturedRecord[]): { batch: AuditBatch; head: ChainHead | undefined } {
     const n = entries.length;
-    const lines = new Array<string>(n);
     const hashes = new Array<string>(n);
     const firstSeq = (this.#head?.seq ?? 0) + 1;
     let prevHash = this.#head?.hash ?? GENESIS_HASH;
+    // Each line is encoded once, into the batch's bytes, and hashed there: no line string is kept,
+    // and a file sink writes these bytes as they are. The records' byte estimates size the buffer.
+    let capacity = 0;
+    for (let index = 0; index < n; index += 1) capacity += entries[index]!.bytes;
+    let bytes: Buffer = Buffer.allocUnsafe(Math.max(capacity, 1024));
+    let at = 0;
     for (let index = 0; index < n; index += 1) {
       const seq = firstSeq + index;
       const canonical = canonicalOf(
@@ -319,12 +323,16 @@ export class AuditWriter {
         this.#chainField,
         seq === 1 ? this.#after : undefined,
       );
-      prevHash = hashOfCanonical(canonical);
-      lines[index] = lineOf(canonical, prevHash);
+      bytes = ensureRoom(bytes, at, canonical);
+      const length = bytes.write(canonical, at, 'utf8');
+      prevHash = hashOfBytes(bytes.subarray(at, at + length));
+      // The hash goes in as the last (sorted) key, over the canonical JSON's closing brace.
+      at += length - 1;
+      at += bytes.write(`,"hash":"${prevHash}"}\n`, at, 'latin1');
       hashes[index] = prevHash;
     }
     return {
-      batch: batchOf(this.#settings.chainId, entries, lines, hashes, firstSeq),
+      batch: batchOf(this.#settings.chainId, entries, bytes.subarray(0, at), hashes, firstSeq),
       head: n === 0 ? undefined : { seq: firstSeq + n - 1, hash: prevHash },
     };
   }
@@ -413,28 +421,51 @@ export class AuditWriter {
   }
 }
 
+/** What a line adds after its canonical JSON: `,"hash":"<64 hex>"}` and the newline. */
+const LINE_TAIL = 76;
+
 /**
- * A sealed batch as the sink sees it: `lines` at once; `rows` built and `records` parsed from the
- * lines only when a sink asks for them (the file sink reads neither). One object per batch.
+ * `bytes`, or a larger copy of its first `at` bytes, with room for `canonical`'s line. UTF-8 takes at
+ * most 3 bytes per UTF-16 unit; only when that bound does not fit is the exact size measured.
+ */
+function ensureRoom(bytes: Buffer, at: number, canonical: string): Buffer {
+  const room = bytes.length - at;
+  if (room >= canonical.length * 3 + LINE_TAIL) return bytes;
+  const needed = Buffer.byteLength(canonical, 'utf8') + LINE_TAIL;
+  if (room >= needed) return bytes;
+  const grown = Buffer.allocUnsafe(Math.max(bytes.length * 2, at + needed));
+  bytes.copy(grown, 0, 0, at);
+  return grown;
+}
+
+/**
+ * A sealed batch as the sink sees it: `bytes` at once; `lines`, `rows` and `records` built only when
+ * a sink asks for them (the file sink reads none). One object per batch.
  */
 function batchOf(
   chainId: string,
   entries: readonly CapturedRecord[],
-  lines: readonly string[],
+  bytes: Buffer,
   hashes: readonly string[],
   firstSeq: number,
 ): AuditBatch {
+  let lines: string[] | undefined;
   let rows: AuditRow[] | undefined;
   let records: AuditRecord[] | undefined;
   return {
     chainId,
-    lines,
+    bytes,
+    get lines(): readonly string[] {
+      // A line never holds a raw newline (JSON escapes it): the text splits back into its lines.
+      lines ??= bytes.length === 0 ? [] : bytes.toString('utf8', 0, bytes.length - 1).split('\n');
+      return lines;
+    },
     get rows(): readonly AuditRow[] {
       rows ??= entries.map((entry, index) => rowOf(entry, chainId, firstSeq + index, hashes[index]!));
       return rows;
     },
     get records(): readonly AuditRecord[] {
-      records ??= lines.map((line) => parseRecordLine(line)!);
+      records ??= this.lines.map((line) => parseRecordLine(line)!);
       return records;
     },
   };

@@ -28,22 +28,31 @@ function losingFirstInsertReply(client: AuditQueryable): AuditQueryable {
   };
 }
 
+/** The frontend's CopyDone message: the end of a COPY's data, after which the server commits it. */
+const COPY_DONE = Buffer.from([0x63, 0, 0, 0, 4]);
+
 /**
- * A loopback TCP proxy that, once armed, forwards the next client→server packet holding an INSERT
- * and then cuts both sockets as soon as the server's reply starts: the INSERT commits (autocommit),
- * its acknowledgement never arrives.
+ * A loopback TCP proxy that, once armed, forwards the next client→server packet ending a write (an
+ * INSERT, or a COPY's CopyDone) and then cuts both sockets as soon as the server's reply starts: the
+ * write commits (autocommit), its acknowledgement never arrives. It counts the statements it saw.
  */
-async function replyDroppingProxy(
-  port: number,
-): Promise<{ port: number; arm: () => void; close: () => Promise<void> }> {
+async function replyDroppingProxy(port: number): Promise<{
+  port: number;
+  arm: () => void;
+  close: () => Promise<void>;
+  seen: { copies: number; inserts: number };
+}> {
   let armed = false;
+  const seen = { copies: 0, inserts: 0 };
   const live = new Set<Socket>();
   const server: Server = createServer((client) => {
     const upstream = connect(port, '127.0.0.1');
     live.add(client).add(upstream);
     let dropNextReply = false;
     client.on('data', (chunk: Buffer) => {
-      if (armed && chunk.includes('INSERT INTO')) {
+      if (chunk.includes('FROM STDIN')) seen.copies += 1;
+      if (chunk.includes('INSERT INTO')) seen.inserts += 1;
+      if (armed && (chunk.includes('INSERT INTO') || chunk.includes(COPY_DONE))) {
         armed = false;
         dropNextReply = true;
       }
@@ -67,6 +76,7 @@ async function replyDroppingProxy(
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     port: (server.address() as { port: number }).port,
+    seen,
     arm: () => {
       armed = true;
     },
@@ -93,45 +103,87 @@ describe.each(databases)('faults on $name', ({ name, open }) => {
     return table;
   };
 
-  it('a lost acknowledgement of a committed INSERT: the retry recognises the batch, nothing lost, chain intact', async () => {
-    const table = newTable();
-    let client = losingFirstInsertReply(db.client);
-    let proxy: Awaited<ReturnType<typeof replyDroppingProxy>> | undefined;
-    let pool: pg.Pool | undefined;
-    if (name === 'PostgreSQL') {
+  // node-postgres writes with COPY unless told not to; PGlite (and the wrapper around it) with INSERT.
+  const writes = name === 'PostgreSQL' ? [{ copy: true }, { copy: false }] : [{ copy: false }];
+  it.each(writes)(
+    'a lost acknowledgement of a committed batch (copy: $copy): the retry recognises the batch, nothing lost, chain intact',
+    async ({ copy }) => {
+      const table = newTable();
+      let client = losingFirstInsertReply(db.client);
+      let proxy: Awaited<ReturnType<typeof replyDroppingProxy>> | undefined;
+      let pool: pg.Pool | undefined;
+      if (name === 'PostgreSQL') {
+        const target = new URL(db.url!);
+        proxy = await replyDroppingProxy(Number(target.port || 5432));
+        target.host = `127.0.0.1:${proxy.port}`;
+        pool = new pg.Pool({ connectionString: target.toString(), max: 2 });
+        pool.on('error', () => {});
+        client = pool;
+      }
+      const log: LogEntry[] = [];
+      const audit = createAudit({
+        sink: createPostgresSink({ client, table, copy }),
+        logger: recordingLogger(log),
+      });
+      const served = await serve([audit]);
+      await served.callTool('get_order', { id: 'warm-up' });
+      await audit.flush();
+      proxy?.arm();
+      await Promise.all(
+        Array.from({ length: 50 }, (_, index) => served.callTool('get_order', { id: `A-${index}` })),
+      );
+      await audit.close();
+      await closeConnections();
+      await pool?.end();
+      await proxy?.close();
+      expect(audit.stats()).toMatchObject({ written: 51, dropped: 0, rejected: 0, duplicateBatches: 1 });
+      expect(audit.stats().retries).toBeGreaterThanOrEqual(1);
+      const { rows } = await db.client.query(`SELECT count(*)::int AS n FROM ${table}`);
+      expect(rows[0]).toEqual({ n: 51 });
+      await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+        intact: true,
+        records: 51,
+      });
+      expect(log.map((entry) => entry.message)).toEqual([
+        'audit sink failing (transient); retrying the same batch with backoff while records wait in the buffer',
+        'audit sink recovered',
+      ]);
+      if (proxy && copy) {
+        // Warm-up, the batch whose reply was lost, and its retry: COPY each time; the retry's COPY
+        // found the rows there, and the one INSERT told the batch was stored.
+        expect(proxy.seen).toEqual({ copies: 3, inserts: 1 });
+      } else if (proxy) {
+        expect(proxy.seen.copies).toBe(0);
+      }
+    },
+  );
+
+  if (name === 'PostgreSQL') {
+    it('a pg.Client (not a pool) writes with COPY too, through a proxy that sees it; 300 calls, chain intact', async () => {
+      const table = newTable();
       const target = new URL(db.url!);
-      proxy = await replyDroppingProxy(Number(target.port || 5432));
+      const proxy = await replyDroppingProxy(Number(target.port || 5432));
       target.host = `127.0.0.1:${proxy.port}`;
-      pool = new pg.Pool({ connectionString: target.toString(), max: 2 });
-      pool.on('error', () => {});
-      client = pool;
-    }
-    const log: LogEntry[] = [];
-    const audit = createAudit({ sink: createPostgresSink({ client, table }), logger: recordingLogger(log) });
-    const served = await serve([audit]);
-    await served.callTool('get_order', { id: 'warm-up' });
-    await audit.flush();
-    proxy?.arm();
-    await Promise.all(
-      Array.from({ length: 50 }, (_, index) => served.callTool('get_order', { id: `A-${index}` })),
-    );
-    await audit.close();
-    await closeConnections();
-    await pool?.end();
-    await proxy?.close();
-    expect(audit.stats()).toMatchObject({ written: 51, dropped: 0, rejected: 0, duplicateBatches: 1 });
-    expect(audit.stats().retries).toBeGreaterThanOrEqual(1);
-    const { rows } = await db.client.query(`SELECT count(*)::int AS n FROM ${table}`);
-    expect(rows[0]).toEqual({ n: 51 });
-    await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
-      intact: true,
-      records: 51,
+      const single = new pg.Client({ connectionString: target.toString() });
+      await single.connect();
+      const audit = createAudit({ sink: createPostgresSink({ client: single, table }), batchSize: 64 });
+      const served = await serve([audit]);
+      await Promise.all(
+        Array.from({ length: 300 }, (_, index) => served.callTool('get_order', { id: `C-${index}` })),
+      );
+      await audit.close();
+      await closeConnections();
+      await single.end();
+      await proxy.close();
+      expect(audit.stats()).toMatchObject({ written: 300, dropped: 0, rejected: 0, retries: 0 });
+      expect(proxy.seen.copies).toBeGreaterThanOrEqual(300 / 64);
+      expect(proxy.seen.inserts).toBe(0);
+      await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+        intact: true,
+        records: 300,
+      });
     });
-    expect(log.map((entry) => entry.message)).toEqual([
-      'audit sink failing (transient); retrying the same batch with backoff while records wait in the buffer',
-      'audit sink recovered',
-    ]);
-  });
+  }
 
   it('two writers on one table never break each other; each chain verifies', async () => {
     const table = newTable();

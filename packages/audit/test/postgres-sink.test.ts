@@ -202,6 +202,31 @@ describe.each(databases)('PostgreSQL sink on $name', ({ open }) => {
     });
   });
 
+  it("COPY's text format cannot be broken: tabs, newlines, CR, backslashes, \\N and \\. in a tool name and args are stored exactly", async () => {
+    const table = newTable();
+    const audit = createAudit({ sink: createPostgresSink({ client: db.client, table }), chainId: 'c\\N\\.' });
+    const client = await serve([audit]);
+    const name = 'a\tb\nc\rd\\N\n\\.\ne\\';
+    const args = { q: 'x\ty\nz\\N\\.\r\\', '\t\\': '\\\\' };
+    await client.callTool('get_order', { id: 'A-1' });
+    await expect(client.callTool(name, args)).rejects.toThrow(/Unknown tool/);
+    await client.callTool('get_order', { id: 'A-3' });
+    await audit.close();
+    expect(audit.stats()).toMatchObject({ written: 3, dropped: 0 });
+    const { rows } = await db.client.query(
+      `SELECT chain, tool, record::text AS record FROM ${table} ORDER BY seq`,
+    );
+    const stored = rows as { chain: string; tool: string; record: string }[];
+    expect(stored.map((row) => row.chain)).toEqual(['c\\N\\.', 'c\\N\\.', 'c\\N\\.']);
+    expect(stored[1]!.tool).toBe(name);
+    expect(JSON.parse(stored[1]!.record)).toMatchObject({ tool: name, args, unknownTool: true });
+    expect(JSON.parse(stored[2]!.record)).toMatchObject({ args: { id: 'A-3' } });
+    await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+      intact: true,
+      records: 3,
+    });
+  });
+
   it('lone surrogates from the client (tool name, args) are stored and the table still verifies', async () => {
     const table = newTable();
     const audit = createAudit({ sink: createPostgresSink({ client: db.client, table }) });
