@@ -101,6 +101,10 @@ export interface AuditBatch {
    * that writes bytes need not join and encode `lines` again.
    */
   readonly bytes: Uint8Array;
+  /**
+   * The columns a table copies, one per record. Built on first read, which must come while `write`
+   * runs: once the batch settled the writer lets its records go, and a later first read throws.
+   */
   readonly rows: readonly AuditRow[];
 }
 

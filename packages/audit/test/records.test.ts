@@ -3,6 +3,7 @@ import { canonicalJson, createSilentLogger, ToolError, type ToolMiddleware } fro
 import { expectFailure, type LogEntry, parseResultText, recordingLogger } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
+  type AuditBatch,
   type AuditRecord,
   type AuditSink,
   type ChainAnchor,
@@ -438,5 +439,41 @@ describe('linked chains through a custom sink', () => {
       expect([anchor, (JSON.parse(lines[0]!) as AuditRecord).after]).toEqual([anchor, undefined]);
       await expect(verifyAuditLines(lines)).resolves.toMatchObject({ intact: true, records: 1 });
     }
+  });
+});
+
+describe('what a custom sink reads from a batch', () => {
+  it('bytes are the lines as UTF-8 JSON lines; rows, records and lines agree while write() runs; rows are refused once it settled', async () => {
+    const kept: AuditBatch[] = [];
+    const seen: { bytes: string; lines: readonly string[]; rows: number; seqs: number[] }[] = [];
+    const sink: AuditSink = {
+      write: async (batch) => {
+        kept.push(batch);
+        seen.push({
+          bytes: Buffer.from(batch.bytes).toString('utf8'),
+          lines: batch.lines,
+          rows: batch.rows.length,
+          seqs: batch.records.map((record) => record.seq),
+        });
+      },
+    };
+    const audit = createAudit({ sink, chainId: 'bytes' });
+    const client = await serve([audit]);
+    await client.callTool('get_order', { id: 'ünï "quoted" \\ \u2028' });
+    await client.callTool('get_order', { id: 'A-2' });
+    await audit.close();
+    const lines = seen.flatMap((batch) => batch.lines);
+    expect(seen.map((batch) => batch.bytes).join('')).toBe(`${lines.join('\n')}\n`);
+    expect(seen.flatMap((batch) => batch.seqs)).toEqual([1, 2]);
+    expect(seen.reduce((sum, batch) => sum + batch.rows, 0)).toBe(2);
+    await expect(verifyAuditLines(lines)).resolves.toMatchObject({ intact: true, records: 2 });
+    // A sink that kept a batch past its write: the lines and bytes still read, rows say why not.
+    expect(kept[0]!.lines.length).toBeGreaterThan(0);
+    expect(Buffer.from(kept[0]!.bytes).toString('utf8').endsWith('\n')).toBe(true);
+    const fresh: AuditSink = { write: async (batch) => void kept.push(batch) };
+    const later = createAudit({ sink: fresh, chainId: 'later' });
+    await (await serve([later])).callTool('get_order', { id: 'A-3' });
+    await later.close();
+    expect(() => kept.at(-1)!.rows).toThrow('audit batch: rows can be read only while write() runs');
   });
 });
