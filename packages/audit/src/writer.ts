@@ -248,8 +248,10 @@ export class AuditWriter {
           this.#headLoaded = true;
         }
         const entries = this.#takeBatch(this.#settings.batchSize);
+        let sealedHashes: string[] | undefined;
         try {
-          const { batch, head: sealedHead } = this.#seal(entries);
+          const { batch, head: sealedHead, hashes } = this.#seal(entries);
+          sealedHashes = hashes;
           const outcome = await this.#attempt(() => this.#sink.write(batch), entries.length);
           if (this.#abandoned) {
             for (const entry of entries) entry.ack?.(false);
@@ -273,8 +275,10 @@ export class AuditWriter {
           // Emptied once settled: V8 may have put the array in the old generation (it pretenures
           // arrays from sites whose arrays survived), and there, dead but not yet collected, it
           // would keep every record it held alive through each young collection until a full one.
-          // Measured: a quarter of the records promoted, and scavenges 2.5 times as long.
+          // Measured: a quarter of the records promoted, and scavenges 2.5 times as long. Likewise
+          // the batch's hashes.
           entries.length = 0;
+          if (sealedHashes !== undefined) sealedHashes.length = 0;
         }
       }
     } finally {
@@ -311,7 +315,11 @@ export class AuditWriter {
     return { head, after: isChainAnchor(anchor) ? anchorJson(anchor) : undefined };
   }
 
-  #seal(entries: readonly CapturedRecord[]): { batch: AuditBatch; head: ChainHead | undefined } {
+  #seal(entries: readonly CapturedRecord[]): {
+    batch: AuditBatch;
+    head: ChainHead | undefined;
+    hashes: string[];
+  } {
     const n = entries.length;
     const hashes = new Array<string>(n);
     const firstSeq = (this.#head?.seq ?? 0) + 1;
@@ -342,6 +350,7 @@ export class AuditWriter {
     return {
       batch: batchOf(this.#settings.chainId, entries, bytes.subarray(0, at), hashes, firstSeq),
       head: n === 0 ? undefined : { seq: firstSeq + n - 1, hash: prevHash },
+      hashes,
     };
   }
 
@@ -457,6 +466,7 @@ function batchOf(
   hashes: readonly string[],
   firstSeq: number,
 ): AuditBatch {
+  const count = entries.length;
   let lines: string[] | undefined;
   let rows: AuditRow[] | undefined;
   let records: AuditRecord[] | undefined;
@@ -469,7 +479,7 @@ function batchOf(
       return lines;
     },
     get rows(): readonly AuditRow[] {
-      if (rows === undefined && entries.length !== hashes.length) {
+      if (rows === undefined && (entries.length !== count || hashes.length !== count)) {
         throw new Error('audit batch: rows can be read only while write() runs');
       }
       rows ??= entries.map((entry, index) => rowOf(entry, chainId, firstSeq + index, hashes[index]!));
