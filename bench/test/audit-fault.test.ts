@@ -92,7 +92,7 @@ function window(calls: readonly Call[], from: number, to: number): { perSecond: 
   return { perSecond: Math.round(answered.length / ((to - from) / 1000)), p99: Math.round(p99 * 10) / 10 };
 }
 
-describe('audit to PostgreSQL across a 300 ms blip where INSERTs commit and their replies are lost', () => {
+describe('audit to PostgreSQL across a 300 ms blip where batches commit (COPY) and their replies are lost', () => {
   it.each([
     { mode: 'default', durable: false },
     { mode: 'durable', durable: true },
