@@ -13,13 +13,11 @@ export interface SealedRecord {
   readonly row: AuditRow;
 }
 
-/** SHA-256 (hex) of a record's canonical JSON without its `hash`: what `hash` must equal. */
-export function hashOfCanonical(canonical: string): string {
-  return digest('sha256', canonical, 'hex');
-}
-
-/** SHA-256 (hex) of a record's canonical JSON already encoded as UTF-8 (the same hash as above). */
-export function hashOfBytes(canonical: Uint8Array): string {
+/**
+ * SHA-256 (hex) of a record's canonical JSON without its `hash`: what `hash` must equal. The text, or
+ * its UTF-8 bytes (the writer hashes what it encoded into the batch): the same hash either way.
+ */
+export function hashOfCanonical(canonical: string | Uint8Array): string {
   return digest('sha256', canonical, 'hex');
 }
 
@@ -82,73 +80,75 @@ export function canonicalOf(
 ): string {
   const p = pieces;
   let n = 0;
-  p[n++] = captured.aborted ? '{"aborted":true,' : '{';
-  if (after !== undefined) {
-    p[n++] = '"after":';
-    p[n++] = after;
-    p[n++] = ',';
+  try {
+    p[n++] = captured.aborted ? '{"aborted":true,' : '{';
+    if (after !== undefined) {
+      p[n++] = '"after":';
+      p[n++] = after;
+      p[n++] = ',';
+    }
+    p[n++] = '"args":';
+    p[n++] = captured.args;
+    if (captured.bindings !== undefined) {
+      p[n++] = ',"bindings":';
+      p[n++] = captured.bindings;
+    }
+    p[n++] = ',"caller":';
+    p[n++] = quoted(captured.caller);
+    p[n++] = chainField;
+    if (captured.clientId !== undefined) {
+      p[n++] = ',"clientId":';
+      p[n++] = quoted(captured.clientId);
+    }
+    p[n++] = ',"decisions":';
+    p[n++] = captured.decisions;
+    p[n++] = ',"durationMs":';
+    p[n++] = JSON.stringify(Math.round(captured.durationMs * 1000) / 1000);
+    if (captured.incidentId !== undefined) {
+      p[n++] = ',"incidentId":';
+      p[n++] = JSON.stringify(captured.incidentId);
+    }
+    p[n++] = ',"outcome":';
+    p[n++] = quoted(captured.outcome);
+    p[n++] = ',"prevHash":"';
+    p[n++] = prevHash;
+    if (captured.principal !== undefined) {
+      p[n++] = '","principal":';
+      p[n++] = quoted(captured.principal);
+      p[n++] = ',"requestId":';
+    } else {
+      p[n++] = '","requestId":';
+    }
+    const { requestId } = captured;
+    p[n++] = typeof requestId === 'number' ? JSON.stringify(requestId) : quoted(requestId);
+    p[n++] = ',"resultBytes":';
+    p[n++] = JSON.stringify(captured.resultBytes);
+    p[n++] = ',"seq":';
+    p[n++] = JSON.stringify(seq);
+    if (captured.sessionId !== undefined) {
+      p[n++] = ',"sessionId":';
+      p[n++] = quoted(captured.sessionId);
+    }
+    if (captured.spanId !== undefined) {
+      p[n++] = ',"spanId":';
+      p[n++] = JSON.stringify(captured.spanId);
+    }
+    p[n++] = ',"time":"';
+    p[n++] = isoTime(captured.startedAt);
+    p[n++] = '","tool":';
+    p[n++] = quoted(captured.tool);
+    if (captured.traceId !== undefined) {
+      p[n++] = ',"traceId":';
+      p[n++] = JSON.stringify(captured.traceId);
+    }
+    p[n++] = captured.unknownTool ? ',"unknownTool":true}' : '}';
+    return p.join('');
+  } finally {
+    // The array keeps its length (no backing store given up and grown again per record): the slots
+    // this record used are emptied again, so every slot past a record's last piece is always empty
+    // and join skips nothing but empty strings.
+    for (let index = 0; index < n; index += 1) p[index] = '';
   }
-  p[n++] = '"args":';
-  p[n++] = captured.args;
-  if (captured.bindings !== undefined) {
-    p[n++] = ',"bindings":';
-    p[n++] = captured.bindings;
-  }
-  p[n++] = ',"caller":';
-  p[n++] = quoted(captured.caller);
-  p[n++] = chainField;
-  if (captured.clientId !== undefined) {
-    p[n++] = ',"clientId":';
-    p[n++] = quoted(captured.clientId);
-  }
-  p[n++] = ',"decisions":';
-  p[n++] = captured.decisions;
-  p[n++] = ',"durationMs":';
-  p[n++] = JSON.stringify(Math.round(captured.durationMs * 1000) / 1000);
-  if (captured.incidentId !== undefined) {
-    p[n++] = ',"incidentId":';
-    p[n++] = JSON.stringify(captured.incidentId);
-  }
-  p[n++] = ',"outcome":';
-  p[n++] = quoted(captured.outcome);
-  p[n++] = ',"prevHash":"';
-  p[n++] = prevHash;
-  if (captured.principal !== undefined) {
-    p[n++] = '","principal":';
-    p[n++] = quoted(captured.principal);
-    p[n++] = ',"requestId":';
-  } else {
-    p[n++] = '","requestId":';
-  }
-  const { requestId } = captured;
-  p[n++] = typeof requestId === 'number' ? JSON.stringify(requestId) : quoted(requestId);
-  p[n++] = ',"resultBytes":';
-  p[n++] = JSON.stringify(captured.resultBytes);
-  p[n++] = ',"seq":';
-  p[n++] = JSON.stringify(seq);
-  if (captured.sessionId !== undefined) {
-    p[n++] = ',"sessionId":';
-    p[n++] = quoted(captured.sessionId);
-  }
-  if (captured.spanId !== undefined) {
-    p[n++] = ',"spanId":';
-    p[n++] = JSON.stringify(captured.spanId);
-  }
-  p[n++] = ',"time":"';
-  p[n++] = isoTime(captured.startedAt);
-  p[n++] = '","tool":';
-  p[n++] = quoted(captured.tool);
-  if (captured.traceId !== undefined) {
-    p[n++] = ',"traceId":';
-    p[n++] = JSON.stringify(captured.traceId);
-  }
-  p[n++] = captured.unknownTool ? ',"unknownTool":true}' : '}';
-  // The array keeps its length (no backing store given up and grown again per record): the slots
-  // this record did not use are emptied, and join skips nothing but empty strings.
-  for (let index = n; index < PIECES; index += 1) p[index] = '';
-  const text = p.join('');
-  for (let index = 0; index < n; index += 1) p[index] = '';
-  return text;
 }
 
 /** canonicalOf's most pieces (every optional field present), and the array it fills for each record. */
@@ -163,7 +163,12 @@ const quoted = createQuoted(4096, 256);
  * flattened `canonical`, so the slice shares its characters instead of walking the pieces again.
  */
 export function lineOf(canonical: string, hash: string): string {
-  return `${canonical.slice(0, -1)},"hash":"${hash}"}`;
+  return `${canonical.slice(0, -1)}${hashTail(hash)}`;
+}
+
+/** What follows a canonical JSON's last field in its stored line: `hash`, the last sorted key, and the closing brace. */
+export function hashTail(hash: string): string {
+  return `,"hash":"${hash}"}`;
 }
 
 /** The columns a sink copies from a sealed record. */

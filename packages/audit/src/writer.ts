@@ -4,7 +4,8 @@ import {
   canonicalOf,
   chainIdField,
   GENESIS_HASH,
-  hashOfBytes,
+  hashOfCanonical,
+  hashTail,
   isChainAnchor,
   parseRecordLine,
   rowOf,
@@ -341,10 +342,10 @@ export class AuditWriter {
       );
       bytes = ensureRoom(bytes, at, canonical);
       const length = bytes.write(canonical, at, 'utf8');
-      prevHash = hashOfBytes(bytes.subarray(at, at + length));
+      prevHash = hashOfCanonical(bytes.subarray(at, at + length));
       // The hash goes in as the last (sorted) key, over the canonical JSON's closing brace.
       at += length - 1;
-      at += bytes.write(`,"hash":"${prevHash}"}\n`, at, 'latin1');
+      at += bytes.write(`${hashTail(prevHash)}\n`, at, 'latin1');
       hashes[index] = prevHash;
     }
     return {
