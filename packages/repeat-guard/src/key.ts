@@ -12,14 +12,66 @@ export function repeatCallKey(ctx: ToolContext, scope: string | undefined): stri
 }
 
 /**
- * The key of one call in the memory store: core's `callKey` itself (bounded by the store's `maxSize`,
- * which counts keys), so no hash and no second JSON per call. `callKey` is one complete JSON array, so
- * appending the scope's JSON string keeps every (key, scope) pair distinct; a shared store hashes
- * instead (`repeatCallKey`), so its keys have a fixed size.
+ * The memory store's keys: each caller scope (identity + bindings, and the extra scope) and tool get
+ * a short prefix of their own, and a call's key is that prefix and its arguments' canonical JSON. The
+ * same call as core's `callKey`, without writing the caller's id and bindings into every key: 10,000
+ * remembered calls keep a few bytes each instead of the whole identity, and each call serialises its
+ * arguments alone. Prefixes are never reused (a counter), so two callers or tools never share a key;
+ * the least recently used are forgotten by generations like the entries (a forgotten prefix's entries
+ * are simply never found again and age out).
  */
-export function memoryCallKey(ctx: ToolContext, scope: string | undefined): string {
-  const key = coreCallKey(ctx);
-  return scope === undefined ? key : key + JSON.stringify(scope);
+export class CallPrefixes {
+  #young = new Map<string, Map<string, string>>();
+  #old = new Map<string, Map<string, string>>();
+  #youngCount = 0;
+  #next = 0;
+  readonly #perGeneration: number;
+
+  /** `maxPrefixes`: caller scope and tool pairs held, about (the older half is dropped at once). */
+  constructor(maxPrefixes: number) {
+    this.#perGeneration = Math.max(1, Math.floor(maxPrefixes / 2));
+  }
+
+  /** The key of the call in `ctx` (with the guard's extra `scope`, if any). */
+  keyOf(ctx: ToolContext, scope: string | undefined): string {
+    // callerScope is one JSON array, so a scope's JSON string after it keeps every pair distinct.
+    const caller = scope === undefined ? callerScope(ctx) : callerScope(ctx) + JSON.stringify(scope);
+    return this.#prefixOf(caller, ctx.toolName) + canonicalJson(ctx.args);
+  }
+
+  #prefixOf(caller: string, tool: string): string {
+    let tools = this.#young.get(caller);
+    if (tools === undefined) {
+      tools = this.#old.get(caller);
+      if (tools !== undefined) {
+        // Used again: it moves to the young generation with its prefixes (its entries stay reachable).
+        this.#old.delete(caller);
+        this.#admit(caller, tools, tools.size);
+      } else {
+        tools = new Map();
+        this.#admit(caller, tools, 0);
+      }
+    }
+    let prefix = tools.get(tool);
+    if (prefix === undefined) {
+      // Digits and a colon: the arguments' JSON (an object) starts after the first colon, and no
+      // other key of the store (`p:...`, `c:...`) starts with a digit.
+      prefix = `${this.#next++}:`;
+      tools.set(tool, prefix);
+      this.#youngCount += 1;
+    }
+    return prefix;
+  }
+
+  #admit(caller: string, tools: Map<string, string>, count: number): void {
+    if (this.#youngCount >= this.#perGeneration) {
+      this.#old = this.#young;
+      this.#young = new Map();
+      this.#youngCount = 0;
+    }
+    this.#young.set(caller, tools);
+    this.#youngCount += count;
+  }
 }
 
 /** The store key of one tool's no-progress streak for one caller (identity + bindings) and extra scope. */

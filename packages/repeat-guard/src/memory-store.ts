@@ -1,6 +1,7 @@
-import { mirrorsStructuredContent } from '@toolgate/core';
+import { mirrorsStructuredContent, type ToolContext } from '@toolgate/core';
 import { type CallEntry, encodeCallEntry } from './call-entry.js';
 import { Generations } from './generations.js';
+import { CallPrefixes } from './key.js';
 import type { MemoryRepeatStore, MemoryRepeatStoreOptions } from './types.js';
 
 /**
@@ -9,6 +10,11 @@ import type { MemoryRepeatStore, MemoryRepeatStoreOptions } from './types.js';
  * is a fresh copy (`withNote`, `refusedFailure`).
  */
 export interface MemoryEntries {
+  /**
+   * The key of a call in this store (see `CallPrefixes`): one table per store, so guards that share a
+   * store share its keys, and two callers never meet under one.
+   */
+  keyOf(ctx: ToolContext, scope: string | undefined): string;
   get(key: string): CallEntry | string | undefined;
   /** `size`: the characters the entry counts against `maxSize`. */
   set(key: string, entry: CallEntry, ttlMs: number, size: number): void;
@@ -76,7 +82,9 @@ export function createMemoryRepeatStore(options: MemoryRepeatStoreOptions = {}):
       cache.clear();
     },
   };
+  const prefixes = new CallPrefixes(maxEntries);
   entriesOf.set(store, {
+    keyOf: (ctx, scope) => prefixes.keyOf(ctx, scope),
     get(key) {
       const stored = cache.get(key);
       return stored === undefined

@@ -17,7 +17,7 @@ import {
 } from './answers.js';
 import { type CallEntry, decodeCallEntry, encodeCallEntry, measureCallEntry } from './call-entry.js';
 import { Flight } from './flight.js';
-import { memoryCallKey, repeatCallKey } from './key.js';
+import { repeatCallKey } from './key.js';
 import { createMemoryRepeatStore, type MemoryEntries, memoryEntriesOf } from './memory-store.js';
 import { checkProgress } from './no-progress.js';
 import { resolveRules } from './options.js';
@@ -118,7 +118,9 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
     flight.running -= 1;
     if (owner) {
       flight.settle(undefined);
-      if (flights.get(key) === flight) flights.delete(key);
+      // The owner's flight stays the one under its key until it leaves: only owners delete, and a
+      // flight is only set where none was.
+      flights.delete(key);
     }
   };
 
@@ -188,7 +190,8 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
       const answer = answerRepeat(ctx, toolRules, earlier, scope, false);
       if (answer) return Promise.resolve(answer);
     }
-    const flight = flights.get(key);
+    // A call that runs alone (every call of a sequential client) finds no flight without a lookup.
+    const flight = flights.size === 0 ? undefined : flights.get(key);
     if (flight !== undefined) {
       const executed = earlier && inWindow(earlier, toolRules, Date.now()) ? earlier.count : 0;
       // Single flight: an identical call is running now; its answer is this call's earlier result.
@@ -232,7 +235,7 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
       if (memory === undefined) return viaStore(ctx, next, toolRules, scope);
       // A cancelled call does not read the store (as with a shared store).
       if (ctx.signal.aborted) return Promise.reject(ctx.signal.reason);
-      const key = memoryCallKey(ctx, scope);
+      const key = memory.keyOf(ctx, scope);
       const value = memory.get(key);
       // A string was put there through the store's public `set`: read it like a shared store's value.
       const earlier = typeof value === 'string' ? decodeCallEntry(value) : value;

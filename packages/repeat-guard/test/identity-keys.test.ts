@@ -1,11 +1,22 @@
 import { randomUUID } from 'node:crypto';
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import { defineTool, ok, type ToolDefinition, ToolError } from '@toolgate/core';
-import { expectFailure, reportMissingService, serveTools, type TestClient } from '@toolgate/core/testing';
+import {
+  createTestContext,
+  expectFailure,
+  reportMissingService,
+  serveTools,
+  type TestClient,
+} from '@toolgate/core/testing';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
-import { createRedisRepeatStore, createRepeatGuard, type RepeatStore } from '../src/index.js';
+import {
+  createMemoryRepeatStore,
+  createRedisRepeatStore,
+  createRepeatGuard,
+  type RepeatStore,
+} from '../src/index.js';
 
 // Held-out tests saw customer 43 answered with customer 42's orders: two tokens of one client that
 // differ only in the bound customer id. These prove the cache key is core's callKey (identity +
@@ -114,6 +125,71 @@ describe('createRepeatGuard: keys from caller identity and bindings', () => {
       );
     }
     expect(Object.fromEntries(invocations)).toEqual({ 42: 1, 43: 1 });
+  });
+
+  it('keeps customers apart across two guards that share one memory store, and lets each guard answer the other’s repeat', async () => {
+    // Keys are interned per store, not per guard: guard B must find guard A's entry for customer 42,
+    // and never hand it to customer 43, whose prefix guard B would otherwise number first.
+    const invocations = new Map<number, number>();
+    const tools = [myOrdersTool(invocations)];
+    const store = createMemoryRepeatStore();
+    const serveWith = async (customerId: number) => {
+      const client = await serveTools(tools, {
+        middleware: [createRepeatGuard({ store })],
+        authInfo: portalToken(customerId),
+      });
+      open.push(client);
+      return client;
+    };
+    const a42 = await serveWith(42);
+    const b43 = await serveWith(43);
+    const b42 = await serveWith(42);
+    expect((await a42.callTool('list_my_orders', { status: 'open' })).structuredContent).toEqual(
+      expected(42),
+    );
+    expect((await b43.callTool('list_my_orders', { status: 'open' })).structuredContent).toEqual(
+      expected(43),
+    );
+    const repeat = await b42.callTool('list_my_orders', { status: 'open' });
+    expect(repeat.structuredContent).toMatchObject({
+      ...expected(42),
+      note: expect.stringMatching(/^Repeated call/),
+    });
+    expect(Object.fromEntries(invocations)).toEqual({ 42: 1, 43: 1 });
+  });
+
+  it('never hands one caller another’s entry after thousands of callers have rolled the key prefixes over', async () => {
+    // maxEntries 8: prefixes are held for about 8 caller and tool pairs, so 2,000 callers retire them
+    // hundreds of times; every caller still gets only its own result, and a forgotten prefix only
+    // means the call runs again.
+    const store = createMemoryRepeatStore({ maxEntries: 8 });
+    const guard = createRepeatGuard({ store });
+    const tool = { name: 'list_my_orders' } as ToolDefinition;
+    let runs = 0;
+    const callAs = (customerId: number) =>
+      guard(
+        createTestContext({
+          tool,
+          args: { status: 'open' },
+          request: { authInfo: portalToken(customerId) },
+          bindings: { customerId },
+        }),
+        async () => {
+          runs += 1;
+          return ok({ customerId });
+        },
+      );
+    for (let round = 0; round < 2; round += 1) {
+      for (let customerId = 1; customerId <= 2000; customerId += 1) {
+        expect((await callAs(customerId)).structuredContent).toMatchObject({ ok: true, customerId });
+      }
+    }
+    // Each customer's second call came 1,999 other callers later: long forgotten, so it ran again.
+    expect(runs).toBe(4000);
+    // A caller seen just now is still remembered.
+    expect((await callAs(2000)).structuredContent).toMatchObject({ ok: true, customerId: 2000 });
+    expect(runs).toBe(4000);
+    expect(store.size).toBeLessThanOrEqual(8);
   });
 
   it('passes a refused bind through: a token without a customer gets permission_denied, never a cached answer', async () => {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { callKey, ok, type ToolDefinition, type ToolResult } from '@toolgate/core';
+import { canonicalJson, ok, type ToolDefinition, type ToolResult } from '@toolgate/core';
 import { createTestContext } from '@toolgate/core/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -64,7 +64,8 @@ describe('memory store: bounded', () => {
     const guard = createRepeatGuard({ store });
     const first = searchContext({ page: 7 });
     await guard(first, async () => ok({ items: ['a'] }));
-    const key = callKey(first);
+    // The first caller and tool of a store get prefix 0; the key goes on with the canonical arguments.
+    const key = `0:${canonicalJson(first.args)}`;
     // The memory store answers synchronously.
     const text = store.get(key) as string;
     expect(JSON.parse(text)).toMatchObject({
