@@ -21,8 +21,8 @@ export function repeatCallKey(ctx: ToolContext, scope: string | undefined): stri
  * are simply never found again and age out).
  */
 export class CallPrefixes {
-  #young = new Map<string, Map<string, string>>();
-  #old = new Map<string, Map<string, string>>();
+  #young = new Map<string, Map<string, number>>();
+  #old = new Map<string, Map<string, number>>();
   #youngCount = 0;
   #next = 0;
   readonly #perGeneration: number;
@@ -36,10 +36,11 @@ export class CallPrefixes {
   keyOf(ctx: ToolContext, scope: string | undefined): string {
     // callerScope is one JSON array, so a scope's JSON string after it keeps every pair distinct.
     const caller = scope === undefined ? callerScope(ctx) : callerScope(ctx) + JSON.stringify(scope);
-    return this.#prefixOf(caller, ctx.toolName) + canonicalJson(ctx.args);
+    // One JSON array: a flat string (a prefix joined to the JSON would be kept as a concatenation).
+    return canonicalJson([this.#prefixOf(caller, ctx.toolName), ctx.args]);
   }
 
-  #prefixOf(caller: string, tool: string): string {
+  #prefixOf(caller: string, tool: string): number {
     let tools = this.#young.get(caller);
     if (tools === undefined) {
       tools = this.#old.get(caller);
@@ -54,16 +55,14 @@ export class CallPrefixes {
     }
     let prefix = tools.get(tool);
     if (prefix === undefined) {
-      // Digits and a colon: the arguments' JSON (an object) starts after the first colon, and no
-      // other key of the store (`p:...`, `c:...`) starts with a digit.
-      prefix = `${this.#next++}:`;
+      prefix = this.#next++;
       tools.set(tool, prefix);
       this.#youngCount += 1;
     }
     return prefix;
   }
 
-  #admit(caller: string, tools: Map<string, string>, count: number): void {
+  #admit(caller: string, tools: Map<string, number>, count: number): void {
     if (this.#youngCount >= this.#perGeneration) {
       this.#old = this.#young;
       this.#young = new Map();

@@ -42,12 +42,11 @@ export function createMemoryRepeatStore(options: MemoryRepeatStoreOptions = {}):
   if (!Number.isInteger(maxSize) || maxSize < 1) {
     throw new RangeError('createMemoryRepeatStore: maxSize must be a positive integer');
   }
-  // Times are kept in ms since the store was made: small integers, which V8 keeps inside the entry,
-  // where epoch milliseconds would each be a number object of their own (three more objects per
-  // remembered call for the garbage collector to copy and walk). Past about 24 days they become such
-  // objects again; nothing else changes.
+  // Times are kept in ms since the store was made, as small integers (`smallTime`), which V8 keeps
+  // inside the entry, where epoch milliseconds would each be a number object of their own (three more
+  // objects per remembered call for the garbage collector to copy and walk).
   const origin = Date.now();
-  const clock = (): number => Date.now() - origin;
+  const clock = (): number => smallTime(Date.now() - origin);
   // Strings come from the public `set`; entries from the guard, with their size given on `set`.
   const cache = new Generations<Stored>(maxEntries, maxSize, clock);
   const store: MemoryRepeatStore = {
@@ -162,13 +161,25 @@ function compact(
   return {
     kind: TEXT,
     count: entry.count,
-    firstAt: entry.firstAt - origin,
-    at: entry.at - origin,
+    firstAt: smallTime(entry.firstAt - origin),
+    at: smallTime(entry.at - origin),
     text: first.text,
     expiresAt,
     size,
   };
 }
+
+/**
+ * A time since the store's origin as a small integer while it is one (the first 12 days): the
+ * difference of two epoch times is a double, which V8 keeps in a number object of its own per field
+ * (measured: three per remembered call) unless it is made an int32 first. Later times stay plain
+ * numbers: exact, just boxed.
+ */
+function smallTime(ms: number): number {
+  return ms <= SMALL_TIME_MAX ? ms | 0 : ms;
+}
+
+const SMALL_TIME_MAX = 2 ** 30 - 1;
 
 function expand(stored: TextStored | EntryStored, origin: number): CallEntry {
   if (stored.kind === ENTRY) return stored.entry;

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { canonicalJson, ok, type ToolDefinition, type ToolResult } from '@toolgate/core';
 import { createTestContext } from '@toolgate/core/testing';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createMemoryRepeatStore, createRedisRepeatStore, createRepeatGuard } from '../src/index.js';
 import { closeAll, createFixture, serve, sleep } from './fixtures.js';
 
@@ -64,8 +64,8 @@ describe('memory store: bounded', () => {
     const guard = createRepeatGuard({ store });
     const first = searchContext({ page: 7 });
     await guard(first, async () => ok({ items: ['a'] }));
-    // The first caller and tool of a store get prefix 0; the key goes on with the canonical arguments.
-    const key = `0:${canonicalJson(first.args)}`;
+    // The first caller and tool of a store get number 0; the key is it and the canonical arguments.
+    const key = canonicalJson([0, first.args]);
     // The memory store answers synchronously.
     const text = store.get(key) as string;
     expect(JSON.parse(text)).toMatchObject({
@@ -86,6 +86,35 @@ describe('memory store: bounded', () => {
     expect(handled).toBe(0);
     expect(answer.structuredContent).toMatchObject({ ok: true, items: ['a'] });
     expect(repeat.decisions).toMatchObject([{ by: 'repeat-guard', action: 'short-circuit' }]);
+  });
+
+  it('remembers and expires calls the same way 13 days and 25 days after the store was made', async () => {
+    // Times are kept as small integers since the store was made, then (past 2^30 ms) as plain numbers.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      const store = createMemoryRepeatStore();
+      const guard = createRepeatGuard({ store, windowMs: 1_000 });
+      let handled = 0;
+      const handler = async (): Promise<ToolResult> => {
+        handled += 1;
+        return ok({ items: [handled] });
+      };
+      for (const days of [13, 25]) {
+        vi.setSystemTime(Date.now() + days * 86_400_000);
+        await guard(searchContext({ page: days }), handler);
+        vi.setSystemTime(Date.now() + 400);
+        const repeat = await guard(searchContext({ page: days }), handler);
+        expect(repeat.structuredContent).toMatchObject({
+          items: [handled],
+          note: expect.stringMatching(/moments ago/),
+        });
+        vi.setSystemTime(Date.now() + 1_000);
+        await guard(searchContext({ page: days }), handler); // the window has passed: runs again
+      }
+      expect(handled).toBe(4);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('expires an entry after its time to live', async () => {
