@@ -55,8 +55,7 @@ export class Generations<V extends Expiring> {
       this.#youngSize -= young.size;
       return undefined;
     }
-    // Until the first generation is retired (a store that never filled half) there is no second lookup.
-    const old = this.#old.size === 0 ? undefined : this.#old.get(key);
+    const old = this.#old.get(key);
     if (old === undefined) return undefined;
     this.#old.delete(key);
     this.#oldSize -= old.size;

@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto';
 import { callerScope, canonicalJson, callKey as coreCallKey, type ToolContext } from '@toolgate/core';
+import { type Expiring, Generations } from './generations.js';
 
 /**
  * The store key of one call: a SHA-256 of core's `callKey` (caller identity, the tool's bindings such
@@ -13,64 +14,46 @@ export function repeatCallKey(ctx: ToolContext, scope: string | undefined): stri
 
 /**
  * The memory store's keys: each caller scope (identity + bindings, and the extra scope) and tool get
- * a short prefix of their own, and a call's key is that prefix and its arguments' canonical JSON. The
- * same call as core's `callKey`, without writing the caller's id and bindings into every key: 10,000
- * remembered calls keep a few bytes each instead of the whole identity, and each call serialises its
- * arguments alone. Prefixes are never reused (a counter), so two callers or tools never share a key;
- * the least recently used are forgotten by generations like the entries (a forgotten prefix's entries
- * are simply never found again and age out).
+ * a number of their own, and a call's key is that number and its canonical arguments in one JSON array.
+ * The same call as core's `callKey`, without writing the caller's id and bindings into every key:
+ * 10,000 remembered calls keep a few bytes each instead of the whole identity, and each call
+ * serialises its arguments alone. Numbers are never reused (a counter), so two callers or tools never
+ * share a key. Callers are held like the entries (`Generations`, by count): a forgotten caller's
+ * entries are simply never found again and age out. Each caller holds a number per tool it called,
+ * at most the server's registered tools (unknown tools pass the guard by).
  */
-export class CallPrefixes {
-  #young = new Map<string, Map<string, number>>();
-  #old = new Map<string, Map<string, number>>();
-  #youngCount = 0;
+export class CallerNumbers {
+  // Callers never expire by time: a clock that stands still, so a lookup reads no time.
+  readonly #callers: Generations<CallerEntry>;
   #next = 0;
-  readonly #perGeneration: number;
 
-  /** `maxPrefixes`: caller scope and tool pairs held, about (the older half is dropped at once). */
-  constructor(maxPrefixes: number) {
-    this.#perGeneration = Math.max(1, Math.floor(maxPrefixes / 2));
+  /** `maxCallers`: caller scopes held, about (the older half is dropped at once). */
+  constructor(maxCallers: number) {
+    this.#callers = new Generations<CallerEntry>(maxCallers, maxCallers, () => 0);
   }
 
   /** The key of the call in `ctx` (with the guard's extra `scope`, if any). */
   keyOf(ctx: ToolContext, scope: string | undefined): string {
     // callerScope is one JSON array, so a scope's JSON string after it keeps every pair distinct.
     const caller = scope === undefined ? callerScope(ctx) : callerScope(ctx) + JSON.stringify(scope);
-    // One JSON array: a flat string (a prefix joined to the JSON would be kept as a concatenation).
-    return canonicalJson([this.#prefixOf(caller, ctx.toolName), ctx.args]);
+    let entry = this.#callers.get(caller);
+    if (entry === undefined) {
+      entry = { expiresAt: Number.POSITIVE_INFINITY, size: 1, tools: new Map() };
+      this.#callers.set(caller, entry);
+    }
+    let number = entry.tools.get(ctx.toolName);
+    if (number === undefined) {
+      number = this.#next++;
+      entry.tools.set(ctx.toolName, number);
+    }
+    // One JSON array: a flat string (a number joined to the JSON would be kept as a concatenation).
+    return canonicalJson([number, ctx.args]);
   }
+}
 
-  #prefixOf(caller: string, tool: string): number {
-    let tools = this.#young.get(caller);
-    if (tools === undefined) {
-      tools = this.#old.get(caller);
-      if (tools !== undefined) {
-        // Used again: it moves to the young generation with its prefixes (its entries stay reachable).
-        this.#old.delete(caller);
-        this.#admit(caller, tools, tools.size);
-      } else {
-        tools = new Map();
-        this.#admit(caller, tools, 0);
-      }
-    }
-    let prefix = tools.get(tool);
-    if (prefix === undefined) {
-      prefix = this.#next++;
-      tools.set(tool, prefix);
-      this.#youngCount += 1;
-    }
-    return prefix;
-  }
-
-  #admit(caller: string, tools: Map<string, number>, count: number): void {
-    if (this.#youngCount >= this.#perGeneration) {
-      this.#old = this.#young;
-      this.#young = new Map();
-      this.#youngCount = 0;
-    }
-    this.#young.set(caller, tools);
-    this.#youngCount += count;
-  }
+interface CallerEntry extends Expiring {
+  /** This caller's number for each tool it called. */
+  readonly tools: Map<string, number>;
 }
 
 /** The store key of one tool's no-progress streak for one caller (identity + bindings) and extra scope. */

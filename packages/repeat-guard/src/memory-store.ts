@@ -1,7 +1,7 @@
 import { mirrorsStructuredContent, type ToolContext } from '@toolgate/core';
 import { type CallEntry, encodeCallEntry } from './call-entry.js';
 import { Generations } from './generations.js';
-import { CallPrefixes } from './key.js';
+import { CallerNumbers } from './key.js';
 import type { MemoryRepeatStore, MemoryRepeatStoreOptions } from './types.js';
 
 /**
@@ -11,7 +11,7 @@ import type { MemoryRepeatStore, MemoryRepeatStoreOptions } from './types.js';
  */
 export interface MemoryEntries {
   /**
-   * The key of a call in this store (see `CallPrefixes`): one table per store, so guards that share a
+   * The key of a call in this store (see `CallerNumbers`): one table per store, so guards that share a
    * store share its keys, and two callers never meet under one.
    */
   keyOf(ctx: ToolContext, scope: string | undefined): string;
@@ -81,9 +81,9 @@ export function createMemoryRepeatStore(options: MemoryRepeatStoreOptions = {}):
       cache.clear();
     },
   };
-  const prefixes = new CallPrefixes(maxEntries);
+  const callers = new CallerNumbers(maxEntries);
   entriesOf.set(store, {
-    keyOf: (ctx, scope) => prefixes.keyOf(ctx, scope),
+    keyOf: (ctx, scope) => callers.keyOf(ctx, scope),
     get(key) {
       const stored = cache.get(key);
       return stored === undefined

@@ -129,7 +129,7 @@ describe('createRepeatGuard: keys from caller identity and bindings', () => {
 
   it('keeps customers apart across two guards that share one memory store, and lets each guard answer the other’s repeat', async () => {
     // Keys are interned per store, not per guard: guard B must find guard A's entry for customer 42,
-    // and never hand it to customer 43, whose prefix guard B would otherwise number first.
+    // and never hand it to customer 43, whom guard B would otherwise number first.
     const invocations = new Map<number, number>();
     const tools = [myOrdersTool(invocations)];
     const store = createMemoryRepeatStore();
@@ -158,10 +158,10 @@ describe('createRepeatGuard: keys from caller identity and bindings', () => {
     expect(Object.fromEntries(invocations)).toEqual({ 42: 1, 43: 1 });
   });
 
-  it('never hands one caller another’s entry after thousands of callers have rolled the key prefixes over', async () => {
-    // maxEntries 8: prefixes are held for about 8 caller and tool pairs, so 2,000 callers retire them
-    // hundreds of times; every caller still gets only its own result, and a forgotten prefix only
-    // means the call runs again.
+  it('never hands one caller another’s entry after thousands of callers have rolled the caller numbers over', async () => {
+    // maxEntries 8: numbers are held for about 8 callers, so 2,000 callers retire them hundreds of
+    // times; every caller still gets only its own result, and a forgotten number only means the call
+    // runs again.
     const store = createMemoryRepeatStore({ maxEntries: 8 });
     const guard = createRepeatGuard({ store });
     const tool = { name: 'list_my_orders' } as ToolDefinition;
