@@ -1,3 +1,4 @@
+import { writeSync } from 'node:fs';
 import { constants, type FileHandle, open } from 'node:fs/promises';
 import { parseRecordLine } from './chain.js';
 import { AuditSinkError } from './sink-errors.js';
@@ -10,6 +11,14 @@ export interface FileSinkOptions {
   fsync?: boolean;
   /** Permissions of a new file (records name principals). @default 0o600 */
   mode?: number;
+  /**
+   * Batches of at most this many bytes are written with one synchronous `write` on the writer's
+   * turn: a few µs to the page cache, where handing the write to libuv's thread pool and back costs
+   * tens of µs of CPU (measured: 1.2-2 µs against 23-37 µs for a 900-byte append). Larger batches
+   * go to the thread pool, so the event loop never waits on one long write. 0: every batch on the
+   * thread pool (a network filesystem, where any write may stall). @default 65536
+   */
+  syncWriteMaxBytes?: number;
 }
 
 const TAIL_CHUNK = 64 * 1024;
@@ -25,6 +34,10 @@ const NEWLINE = Buffer.from('\n');
 export function createFileSink(options: FileSinkOptions | string): AuditSink {
   const settings = typeof options === 'string' ? { path: options } : options;
   const { path } = settings;
+  const syncWriteMaxBytes = settings.syncWriteMaxBytes ?? 65_536;
+  if (!Number.isSafeInteger(syncWriteMaxBytes) || syncWriteMaxBytes < 0) {
+    throw new RangeError('createFileSink: syncWriteMaxBytes must be a non-negative integer');
+  }
   let handle: FileHandle | undefined;
   let tornTail = false;
   let partial: { batch: AuditBatch; bytes: Uint8Array; offset: number } | undefined;
@@ -69,6 +82,15 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
         partial = { batch, bytes, offset: 0 };
       }
       const current = partial;
+      // A small batch: written now, synchronously (a partial write resumes below, on the pool).
+      if (current.bytes.length - current.offset <= syncWriteMaxBytes) {
+        current.offset += writeSync(
+          handle.fd,
+          current.bytes,
+          current.offset,
+          current.bytes.length - current.offset,
+        );
+      }
       while (current.offset < current.bytes.length) {
         const { bytesWritten } = await handle.write(
           current.bytes,

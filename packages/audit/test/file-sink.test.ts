@@ -1,9 +1,11 @@
+import { pbkdf2 } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { appendFile, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createAudit, createFileSink, GENESIS_HASH, verifyAuditFile } from '../src/index.js';
+import { type AuditBatch, createAudit, createFileSink, GENESIS_HASH, verifyAuditFile } from '../src/index.js';
 import { closeConnections, serve } from './helpers.js';
 
 let dir: string;
@@ -14,6 +16,23 @@ afterEach(async () => {
   await closeConnections();
   await rm(dir, { recursive: true, force: true });
 });
+
+/**
+ * Keeps every thread of libuv's pool busy for a while (key derivations): a write handed to the pool
+ * meanwhile cannot have run yet, so what is in a file at once was written synchronously.
+ */
+function occupyThreadPool(): Promise<unknown> {
+  const threads = Number(process.env.UV_THREADPOOL_SIZE ?? 4);
+  return Promise.all(
+    Array.from(
+      { length: threads },
+      () =>
+        new Promise((resolve, reject) =>
+          pbkdf2('x', 'salt', 300_000, 32, 'sha256', (error) => (error ? reject(error) : resolve(undefined))),
+        ),
+    ),
+  );
+}
 
 async function lines(path: string): Promise<Record<string, unknown>[]> {
   const text = await readFile(path, 'utf8');
@@ -169,5 +188,65 @@ describe('file sink', () => {
       ['error', 'audit sink refused a batch with a permanent error: its records are dropped, not retried'],
     ]);
     expect((log[0]!.fields.err as Error).message).toMatch(/last line is not an audit record/);
+  });
+
+  it('writes a batch up to syncWriteMaxBytes at once, synchronously; a larger one, or every one with 0, on the thread pool', async () => {
+    const path = join(dir, 'writes.jsonl');
+    const batchOf = (text: string) => ({ chainId: 'c', bytes: Buffer.from(text) }) as unknown as AuditBatch;
+    const small = `${'a'.repeat(99)}\n`;
+    const large = `${'b'.repeat(100)}\n`;
+    const sink = createFileSink({ path, syncWriteMaxBytes: 100 });
+    await sink.head!('c');
+    // With the thread pool busy, in the file before write() settled: the write happened in the call.
+    let busy = occupyThreadPool();
+    const smallWrite = sink.write(batchOf(small));
+    expect(readFileSync(path, 'utf8')).toBe(small);
+    await Promise.all([smallWrite, busy]);
+    // 101 bytes: over the limit, so queued behind the busy pool, and in the file once it settled.
+    busy = occupyThreadPool();
+    const largeWrite = sink.write(batchOf(large));
+    expect(readFileSync(path, 'utf8')).toBe(small);
+    await Promise.all([largeWrite, busy]);
+    expect(readFileSync(path, 'utf8')).toBe(small + large);
+    await sink.close!();
+
+    const pooledPath = join(dir, 'pooled.jsonl');
+    const pooled = createFileSink({ path: pooledPath, syncWriteMaxBytes: 0 });
+    await pooled.head!('c');
+    busy = occupyThreadPool();
+    const pooledWrite = pooled.write(batchOf(small));
+    expect(readFileSync(pooledPath, 'utf8')).toBe('');
+    await Promise.all([pooledWrite, busy]);
+    expect(readFileSync(pooledPath, 'utf8')).toBe(small);
+    await pooled.close!();
+  });
+
+  it('1,000 calls whose batches take both paths (a 2,000-byte limit): every record stored once, chain intact', async () => {
+    const path = join(dir, 'mixed.jsonl');
+    const audit = createAudit({ sink: createFileSink({ path, syncWriteMaxBytes: 2_000 }), batchSize: 16 });
+    const client = await serve([audit]);
+    // Waves of different sizes: single calls (one small batch each) and bursts (batches of 16).
+    for (let wave = 0; wave < 20; wave += 1) {
+      const size = wave % 2 === 0 ? 1 : 99;
+      await Promise.all(
+        Array.from({ length: size }, (_, index) => client.callTool('get_order', { id: `W${wave}-${index}` })),
+      );
+    }
+    await audit.close();
+    const records = await lines(path);
+    expect(records).toHaveLength(1000);
+    expect(records.map((record) => record.seq)).toEqual(
+      Array.from({ length: 1000 }, (_, index) => index + 1),
+    );
+    expect(audit.stats()).toMatchObject({ written: 1000, dropped: 0, retries: 0, pending: 0 });
+    await expect(verifyAuditFile(path)).resolves.toMatchObject({ intact: true, records: 1000 });
+  });
+
+  it('refuses a syncWriteMaxBytes that is not a non-negative integer', () => {
+    for (const syncWriteMaxBytes of [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() => createFileSink({ path: join(dir, 'x.jsonl'), syncWriteMaxBytes })).toThrow(
+        /syncWriteMaxBytes must be a non-negative integer/,
+      );
+    }
   });
 });

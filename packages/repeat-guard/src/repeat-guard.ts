@@ -16,7 +16,7 @@ import {
   withNote,
 } from './answers.js';
 import { type CallEntry, decodeCallEntry, encodeCallEntry, measureCallEntry } from './call-entry.js';
-import { Flight } from './flight.js';
+import { Flight, Flights } from './flight.js';
 import { repeatCallKey } from './key.js';
 import { createMemoryRepeatStore, type MemoryEntries, memoryEntriesOf } from './memory-store.js';
 import { checkProgress } from './no-progress.js';
@@ -49,7 +49,7 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
   // A memory store (the default) is read and written synchronously, with entries kept as objects.
   const memory = memoryEntriesOf(rawStore);
   const scopeOf = options.scope;
-  const flights = new Map<string, Flight>();
+  const flights = new Flights();
 
   /** The call runs: the first of a key in flight is its owner, whose entry waiters get. */
   const run = async (
@@ -87,7 +87,7 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
   /** Joins the flight found for `key`, or starts one (the call then owns it). */
   const enterFlight = (key: string, found: Flight | undefined): Flight => {
     const flight = found ?? new Flight();
-    if (found === undefined) flights.set(key, flight);
+    if (found === undefined) flights.add(key, flight);
     flight.running += 1;
     return flight;
   };
@@ -118,9 +118,9 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
     flight.running -= 1;
     if (owner) {
       flight.settle(undefined);
-      // The owner's flight stays the one under its key until it leaves: only owners delete, and a
-      // flight is only set where none was.
-      flights.delete(key);
+      // The owner's flight stays the one under its key until it leaves: only owners remove, and a
+      // flight is only added where none was.
+      flights.remove(key, flight);
     }
   };
 
@@ -190,8 +190,7 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
       const answer = answerRepeat(ctx, toolRules, earlier, scope, false);
       if (answer) return Promise.resolve(answer);
     }
-    // A call that runs alone (every call of a sequential client) finds no flight without a lookup.
-    const flight = flights.size === 0 ? undefined : flights.get(key);
+    const flight = flights.get(key);
     if (flight !== undefined) {
       const executed = earlier && inWindow(earlier, toolRules, Date.now()) ? earlier.count : 0;
       // Single flight: an identical call is running now; its answer is this call's earlier result.

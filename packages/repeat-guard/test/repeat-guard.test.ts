@@ -414,6 +414,50 @@ describe('createRepeatGuard: concurrency (single flight)', () => {
       },
     ]);
   });
+
+  it('keeps several flights apart: each identical arrival waits for its own, also after the first of them ended', async () => {
+    // The first flight of a moment sits in a slot of its own, later ones in a Map: every waiter must
+    // find its own flight in either place, and the slot must free only for its own flight.
+    const gates = { a: createGate(), b: createGate(), c: createGate() };
+    const runs: string[] = [];
+    const gated = defineTool({
+      name: 'gated',
+      description: 'Waits at a gate per id.',
+      input: { id: z.enum(['a', 'b', 'c']) },
+      handler: async ({ id }) => {
+        runs.push(id);
+        gates[id].enter();
+        await gates[id].opened;
+        return ok({ id });
+      },
+    }) as ToolDefinition;
+    const client = await serve([gated], [createRepeatGuard()]);
+    const call = (id: string) => client.callTool('gated', { id });
+    const a1 = call('a');
+    await gates.a.entered;
+    const b1 = call('b');
+    await gates.b.entered;
+    const a2 = call('a');
+    const b2 = call('b');
+    // a's flight (the slot) ends while b's (the Map) still runs; then c takes the freed slot.
+    gates.a.open();
+    expect((await a1).structuredContent).toEqual({ ok: true, id: 'a' });
+    expect((await a2).structuredContent).toMatchObject({ id: 'a', note: REPEAT_NOTE });
+    const c1 = call('c');
+    await gates.c.entered;
+    const b3 = call('b');
+    const c2 = call('c');
+    gates.b.open();
+    gates.c.open();
+    const [rb1, rb2, rb3, rc1, rc2] = await Promise.all([b1, b2, b3, c1, c2]);
+    expect(rb1.structuredContent).toEqual({ ok: true, id: 'b' });
+    for (const repeat of [rb2, rb3])
+      expect(repeat.structuredContent).toMatchObject({ id: 'b', note: REPEAT_NOTE });
+    expect(rc1.structuredContent).toEqual({ ok: true, id: 'c' });
+    expect(rc2.structuredContent).toMatchObject({ id: 'c', note: REPEAT_NOTE });
+    // Each id ran once: every repeat waited for the flight of its own key.
+    expect(runs).toEqual(['a', 'b', 'c']);
+  });
 });
 
 describe('createRepeatGuard: no progress', () => {
