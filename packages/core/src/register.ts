@@ -27,7 +27,7 @@ import type {
   ToolMiddleware,
   ToolRequest,
 } from './types.js';
-import { ARGUMENTS_OK, argumentVerdict, invalidArgumentsResult } from './validate.js';
+import { ARGUMENTS_OK, argumentVerdict, invalidArgumentsResult, safeParseFast } from './validate.js';
 
 export interface RegisterToolsOptions {
   /** Middleware every call passes, outside each tool's own; the first listed is outermost. @default [] */
@@ -341,7 +341,9 @@ async function dispatch(registry: Registry, params: CallParams, extra: CallExtra
   if (active) {
     try {
       const schema = active.tool.inputSchema;
-      const validated = argumentVerdict(schema, rawArgs, await schema.safeParseAsync(rawArgs));
+      const parsing = safeParseFast(schema, rawArgs);
+      const parsed = parsing instanceof Promise ? await parsing : parsing;
+      const validated = argumentVerdict(schema, rawArgs, parsed as ReturnType<typeof schema.safeParse>);
       verdict = validated.verdict;
       args = validated.args;
       if (verdict.ok && active.tool.bind)
@@ -501,7 +503,8 @@ async function innermost(ctx: ToolContext, registry: Registry): Promise<ToolResu
     throw new TypeError(`Tool ${tool.name} returned ${typeof result}; a handler must return ok() or fail()`);
   }
   if (tool.outputSchema && result.isError !== true) {
-    const checked = await tool.outputSchema.safeParseAsync(result.structuredContent);
+    const parsing = safeParseFast(tool.outputSchema, result.structuredContent);
+    const checked = parsing instanceof Promise ? await parsing : parsing;
     if (!checked.success) {
       throw new TypeError(`Tool ${tool.name} returned data that does not match its output schema`, {
         cause: checked.error,

@@ -1,4 +1,4 @@
-import type * as z from 'zod';
+import * as z from 'zod';
 import { type ArgumentIssue, fail, type ToolResult } from './result.js';
 import type { ArgumentVerdict } from './types.js';
 
@@ -26,6 +26,106 @@ export function argumentVerdict(
     },
     args: isRecord(input) ? input : {},
   };
+}
+
+type ParseResult = ReturnType<z.ZodType['safeParse']>;
+
+/** Per schema: true when it runs no function of the tool author's, so zod's synchronous parse serves. */
+const synchronous = new WeakMap<object, boolean>();
+
+/**
+ * zod's `safeParse` for a schema that runs no author's function (a refinement, a transform, a custom
+ * or lazy schema), else `safeParseAsync`. zod 4's synchronous parse of an object runs a compiled fast
+ * path its async parse cannot use: measured, 2.2 against 23 µs for a ten-row result and 0.3 against
+ * 1.2 µs for a one-field input. A schema with a function of the author's is always parsed async, so
+ * an async refinement runs once per call, never in a synchronous attempt first. Should zod still meet
+ * a promise synchronously (a kind of schema this does not know), it says so with `$ZodAsyncError`
+ * before any result: that schema is parsed async from then on.
+ */
+export function safeParseFast(schema: z.ZodType, value: unknown): ParseResult | Promise<ParseResult> {
+  let sync = synchronous.get(schema);
+  if (sync === undefined) {
+    sync = !runsAuthorCode(schema, new Set());
+    synchronous.set(schema, sync);
+  }
+  if (sync) {
+    try {
+      return schema.safeParse(value);
+    } catch (error) {
+      if (!(error instanceof z.core.$ZodAsyncError)) throw error;
+      synchronous.set(schema, false);
+    }
+  }
+  return schema.safeParseAsync(value);
+}
+
+// Schemas that hold no other schema and run nothing of the author's (their checks are looked at apart).
+const LEAVES = new Set([
+  'string',
+  'number',
+  'int',
+  'boolean',
+  'bigint',
+  'symbol',
+  'null',
+  'undefined',
+  'void',
+  'never',
+  'any',
+  'unknown',
+  'date',
+  'nan',
+  'literal',
+  'enum',
+  'template_literal',
+  'file',
+]);
+// Wrappers of one inner schema (`catch` and `default` call their own functions synchronously).
+const WRAPPERS = new Set(['optional', 'nullable', 'default', 'prefault', 'nonoptional', 'readonly', 'catch']);
+
+interface SchemaDef {
+  readonly type?: string;
+  readonly checks?: readonly { readonly _zod?: { readonly def?: { readonly check?: string } } }[];
+  readonly [part: string]: unknown;
+}
+
+/**
+ * True when parsing `schema` may run a function the author wrote (which may return a promise): a
+ * refinement anywhere, a transform, a custom, lazy or promise schema, or any kind not known here.
+ * `seen`: schemas already being looked at (a recursive schema refers back to itself).
+ */
+function runsAuthorCode(schema: unknown, seen: Set<unknown>): boolean {
+  const def = (schema as { _zod?: { def?: SchemaDef } } | undefined)?._zod?.def;
+  if (def === undefined) return true;
+  if (seen.has(schema)) return false;
+  seen.add(schema);
+  if (def.checks?.some((check) => check._zod?.def?.check === 'custom')) return true;
+  const type = def.type ?? '';
+  const inner = (...parts: unknown[]): boolean =>
+    parts.some((part) => part !== undefined && runsAuthorCode(part, seen));
+  if (LEAVES.has(type)) return false;
+  if (WRAPPERS.has(type)) return inner(def.innerType);
+  switch (type) {
+    case 'object':
+      return inner(...Object.values((def.shape ?? {}) as Record<string, unknown>), def.catchall);
+    case 'array':
+      return inner(def.element);
+    case 'set':
+      return inner(def.valueType);
+    case 'record':
+    case 'map':
+      return inner(def.keyType, def.valueType);
+    case 'tuple':
+      return inner(...((def.items ?? []) as unknown[]), def.rest);
+    case 'union':
+      return inner(...((def.options ?? []) as unknown[]));
+    case 'intersection':
+      return inner(def.left, def.right);
+    case 'pipe':
+      return inner(def.in, def.out);
+    default:
+      return true;
+  }
 }
 
 /** The `invalid_argument` result for refused arguments, naming each field and what it expects. */

@@ -1,6 +1,6 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import * as z from 'zod';
 import {
   defineTool,
@@ -408,6 +408,74 @@ describe('registerTools: the chain', () => {
     }
     // One check per call: the refinement never runs twice (no synchronous attempt first).
     expect(checks).toBe(6);
+  });
+
+  it("parses schemas that run none of the author's code synchronously (zod's fast path), input and output alike", async () => {
+    const tool = defineTool({
+      name: 'lookup',
+      description: 'Look up rows.',
+      input: {
+        q: z.string().max(20),
+        days: z.number().int().min(1).default(30),
+        tags: z.array(z.enum(['a', 'b'])).optional(),
+        filters: z.record(z.string(), z.string()).nullable().optional(),
+      },
+      output: { rows: z.array(z.object({ id: z.string(), at: z.iso.datetime().nullable() })) },
+      handler: ({ q }) => ok({ rows: [{ id: q, at: null }] }),
+    });
+    const asyncInput = vi.spyOn(tool.inputSchema, 'safeParseAsync');
+    const asyncOutput = vi.spyOn(tool.outputSchema!, 'safeParseAsync');
+    const c = await serve([tool]);
+    expect(parseResultText(await c.callTool('lookup', { q: 'x', tags: ['a'] }))).toEqual({
+      ok: true,
+      rows: [{ id: 'x', at: null }],
+    });
+    expect(expectFailure(await c.callTool('lookup', { q: 'x', days: 0 })).fields).toEqual([
+      { path: 'days', expected: expect.any(String) },
+    ]);
+    expect(asyncInput).not.toHaveBeenCalled();
+    expect(asyncOutput).not.toHaveBeenCalled();
+  });
+
+  it('parses a schema with a transform, a custom or a lazy part async, on every call', async () => {
+    const tool = defineTool({
+      name: 'shout',
+      description: 'Upper-cases.',
+      input: {
+        text: z.string().transform((value) => value.toUpperCase()),
+        extra: z.lazy(() => z.number()).optional(),
+      },
+      handler: ({ text }) => ok({ text }),
+    });
+    const syncParse = vi.spyOn(tool.inputSchema, 'safeParse');
+    const c = await serve([tool]);
+    for (const text of ['a', 'b']) {
+      expect(parseResultText(await c.callTool('shout', { text }))).toEqual({
+        ok: true,
+        text: text.toUpperCase(),
+      });
+    }
+    expect(syncParse).not.toHaveBeenCalled();
+  });
+
+  it('falls back to the async parse, for good, when zod meets a promise in a schema taken as synchronous', async () => {
+    const tool = defineTool({
+      name: 'echo_text',
+      description: 'Echo.',
+      input: { text: z.string() },
+      handler: ({ text }) => ok({ text }),
+    });
+    // As zod does when a synchronous parse meets a promise: it throws before giving any result.
+    const syncParse = vi.spyOn(tool.inputSchema, 'safeParse').mockImplementation(() => {
+      throw new z.core.$ZodAsyncError();
+    });
+    const asyncParse = vi.spyOn(tool.inputSchema, 'safeParseAsync');
+    const c = await serve([tool]);
+    for (const text of ['a', 'b', 'c']) {
+      expect(parseResultText(await c.callTool('echo_text', { text }))).toEqual({ ok: true, text });
+    }
+    expect(syncParse).toHaveBeenCalledTimes(1);
+    expect(asyncParse).toHaveBeenCalledTimes(3);
   });
 
   it('a server built per request (stateless HTTP) registers the same tools again and again, each working', async () => {
