@@ -5,15 +5,14 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type BenchCase, compareCalls, formatBenchTable } from '@toolgate/bench-harness';
-import type { TestClient } from '@toolgate/core/testing';
-import { bareServer, coreServer, fullStack } from './middleware.bench.js';
+import { bareServer, coreServer, echoCall, fullStack } from './middleware.bench.js';
 
 const rounds = Number(process.argv[2] ?? 15);
 const concurrency = Number(process.argv[3] ?? 1);
 const which = process.argv[4] ?? 'each';
 const dir = await mkdtemp(join(tmpdir(), 'toolgate-quick-'));
 const bare = await bareServer();
-const call = (client: TestClient) => (i: number) => client.callTool('echo', { q: `v${i}` });
+const call = echoCall;
 const cases: BenchCase[] = [
   { name: 'bare', call: call(bare) },
   { name: 'empty', call: call(await coreServer([])) },
