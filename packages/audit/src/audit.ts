@@ -166,6 +166,7 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
     );
   };
   return Object.assign(middleware, {
+    ready: (): Promise<void> => writer.ready(),
     flush: (): Promise<void> => writer.flush(),
     drain,
     close,

@@ -214,6 +214,13 @@ export interface AuditStats {
 
 /** The audit middleware, with the controls of its writer. */
 export interface AuditMiddleware extends ToolMiddleware {
+  /**
+   * Resolves once the sink is set up and the chain's head read (the PostgreSQL sink creates its table
+   * then). Until then records wait in the buffer, and a crash loses them: a server that must not lose
+   * its first calls awaits this before it connects a transport. A failing sink is retried with backoff
+   * (race it against your own start-up deadline); rejects when the sink refuses for good or after close().
+   */
+  ready(): Promise<void>;
   /** Resolves once every record pushed so far is stored (or given up and counted). */
   flush(): Promise<void>;
   /** Waits for the calls now inside the middleware to finish, then flushes their records. */

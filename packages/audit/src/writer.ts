@@ -41,6 +41,11 @@ const HUNG_WRITE_GRACE_MS = 1_000;
 const GIVE_UP = Symbol('give up');
 const REFUSED = Symbol('refused');
 
+type HeadOutcome =
+  | { readonly head: ChainHead | undefined; readonly after: string | undefined }
+  | typeof GIVE_UP
+  | typeof REFUSED;
+
 /**
  * The bounded, batched queue between calls and a sink. Records arrive serialised; the queue holds at
  * most `maxBufferBytes` of them (the batch being written included). A call that finds it full waits
@@ -63,6 +68,7 @@ export class AuditWriter {
   /** A new chain's `after` (canonical JSON), sealed into its record with seq 1. */
   #after: string | undefined;
   #headLoaded = false;
+  #headLoading: Promise<HeadOutcome> | undefined;
   #draining: Promise<void> | undefined;
   #closing = false;
   /** Set when close() gave up on a write that never settled: the drain must not resume after it. */
@@ -157,6 +163,38 @@ export class AuditWriter {
     this.#drop(1, reason);
   }
 
+  /**
+   * Resolves once the sink is set up and the chain's head is read (a PostgreSQL sink has created its
+   * table by then), so the first records need not wait for it. A transient failure is retried with
+   * the writer's backoff; rejects when the sink refuses for good (logged as for a write; the next
+   * record tries again) or close() gave up first. Shares its attempt with a drain that needs the head.
+   */
+  async ready(): Promise<void> {
+    if (this.#headLoaded) return;
+    if (this.#closing) throw new Error('audit is closed: its sink was not set up');
+    const outcome = await runDetached(() => this.#loadHeadShared());
+    if (outcome === REFUSED) {
+      throw new Error('audit sink refused to set up the chain (permanent error, logged)');
+    }
+    if (outcome === GIVE_UP || this.#abandoned) {
+      throw new Error('audit closed before its sink was set up');
+    }
+  }
+
+  /** The head load in progress, or a new one: one attempt at a time, whoever asks (ready() or a drain). */
+  #loadHeadShared(): Promise<HeadOutcome> {
+    this.#headLoading ??= this.#attempt(() => this.#loadHead(), this.#buffer.length).then((outcome) => {
+      this.#headLoading = undefined;
+      if (outcome !== GIVE_UP && outcome !== REFUSED && !this.#headLoaded) {
+        this.#head = outcome.head;
+        this.#after = outcome.after;
+        this.#headLoaded = true;
+      }
+      return outcome;
+    });
+    return this.#headLoading;
+  }
+
   /** Resolves once everything pushed so far (and every waiting call's record) is stored or given up. */
   async flush(): Promise<void> {
     while (this.#draining || this.#buffer.length > 0 || this.#waiters.length > 0) {
@@ -235,7 +273,7 @@ export class AuditWriter {
     try {
       while (this.#buffer.length > 0) {
         if (!this.#headLoaded) {
-          const loaded = await this.#attempt(() => this.#loadHead(), this.#buffer.length);
+          const loaded = await this.#loadHeadShared();
           if (this.#abandoned) return;
           if (loaded === GIVE_UP) return this.#loseAll();
           if (loaded === REFUSED) {
@@ -244,9 +282,6 @@ export class AuditWriter {
             this.#refuse(this.#takeBatch(this.#buffer.length));
             continue;
           }
-          this.#head = loaded.head;
-          this.#after = loaded.after;
-          this.#headLoaded = true;
         }
         const entries = this.#takeBatch(this.#settings.batchSize);
         let sealedHashes: string[] | undefined;
