@@ -43,16 +43,22 @@ async function storedNumbers(sink: 'file' | 'db', target: string, table: string)
 console.log('| sink | mode | runs | answered (mean) | lost per run | max lost |');
 console.log('|---|---|---:|---:|---|---:|');
 for (const sink of ['file', 'db'] as const) {
-  for (const durable of [false, true]) {
+  // Default mode with and without ready() awaited before serving, then durable mode.
+  for (const [durable, ready] of [
+    [false, false],
+    [false, true],
+    [true, false],
+  ] as const) {
     const lost: number[] = [];
     let answered = 0;
     for (let run = 0; run < RUNS; run += 1) {
-      const table = `crash_bench_${process.pid}_${run}_${durable ? 'd' : 'n'}`;
+      const table = `crash_bench_${process.pid}_${run}_${durable ? 'd' : ready ? 'r' : 'n'}`;
       const target = sink === 'file' ? join(dir, `${table}.jsonl`) : (url ?? join(dir, table));
       const result = await crashRun({
         sink: sink === 'file' ? 'file' : url ? 'postgres' : 'pglite',
         target,
         durable,
+        ready,
         table,
       });
       const stored = await storedNumbers(sink, target, table);
@@ -61,7 +67,7 @@ for (const sink of ['file', 'db'] as const) {
     }
     const name = sink === 'file' ? 'file' : url ? 'PostgreSQL' : 'PGlite on disk';
     console.log(
-      `| ${name} | ${durable ? 'durable' : 'default'} | ${RUNS} | ${(answered / RUNS).toFixed(0)} | ${lost.join(', ')} | ${Math.max(...lost)} |`,
+      `| ${name} | ${durable ? 'durable' : ready ? 'default, ready() awaited' : 'default'} | ${RUNS} | ${(answered / RUNS).toFixed(0)} | ${lost.join(', ')} | ${Math.max(...lost)} |`,
     );
   }
 }

@@ -10,6 +10,8 @@ export interface CrashRunOptions {
   /** File path, PGlite data directory or connection string. */
   target: string;
   durable: boolean;
+  /** The child awaits `audit.ready()` before it connects its transport. @default false */
+  ready?: boolean;
   /** Table for the pglite / postgres sinks. */
   table?: string;
   /** Calls in flight at once. @default 64 */
@@ -43,7 +45,13 @@ export interface CrashRun {
 export async function crashRun(options: CrashRunOptions): Promise<CrashRun> {
   const transport = new StdioClientTransport({
     command: process.execPath,
-    args: [SERVER, options.sink, options.target, options.durable ? 'durable' : 'default'],
+    args: [
+      SERVER,
+      options.sink,
+      options.target,
+      options.durable ? 'durable' : 'default',
+      ...(options.ready ? ['ready'] : []),
+    ],
     env: { ...(process.env as Record<string, string>), AUDIT_TABLE: options.table ?? 'toolgate_audit' },
     stderr: 'pipe',
   });
