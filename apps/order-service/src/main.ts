@@ -9,6 +9,38 @@ import { startHttpServer } from './http.js';
 import { createOrderService, type OrderService, SERVER_INFO } from './service.js';
 import { startTracing } from './tracing.js';
 
+/** How long start-up waits for audit's sink (the PostgreSQL sink creates its table) before serving. */
+const AUDIT_READY_MS = 5_000;
+
+/**
+ * Waits, within AUDIT_READY_MS, for audit's sink to be set up: records of calls answered before it
+ * wait in the buffer, and a crash then loses them (measured with the PostgreSQL sink: up to all of the
+ * first 400 answers). A sink that is down at start-up does not keep the service from serving: its
+ * records wait and are retried, as they would be later.
+ */
+async function auditReady(
+  service: OrderService,
+  logger: ReturnType<typeof createStderrLogger>,
+): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => {
+    timer = setTimeout(() => resolve('late'), AUDIT_READY_MS);
+  });
+  try {
+    const outcome = await Promise.race([service.audit.ready().then(() => 'ready' as const), late]);
+    if (outcome === 'late') {
+      logger.warn(
+        { waitedMs: AUDIT_READY_MS },
+        'audit sink not set up yet; serving anyway (records wait in the buffer and are retried)',
+      );
+    }
+  } catch (error) {
+    logger.error({ err: error }, 'audit sink refused to set up; serving anyway (see the errors above)');
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** The SDK's stdio transport closes itself when one line passes this size (its ReadBuffer default). */
 const STDIO_LINE_LIMIT = 'ReadBuffer exceeded maximum size';
 
@@ -53,6 +85,7 @@ async function main(): Promise<void> {
     },
     logger,
   );
+  await auditReady(service, logger);
 
   let http: Awaited<ReturnType<typeof startHttpServer>> | undefined;
   let stopStdio: (() => Promise<void>) | undefined;
