@@ -1,5 +1,6 @@
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
+import { afterAll, beforeAll } from 'vitest';
 import type { AuditQueryable } from '../src/index.js';
 
 export interface Database {
@@ -42,4 +43,36 @@ export const databases: { name: string; open: () => Promise<Database> }[] = [
 
 export function uniqueTable(): string {
   return `${TEST_SCHEMA}.audit_${process.pid}_${Math.random().toString(36).slice(2, 10)}`;
+}
+
+export interface SuiteDatabase {
+  /** The database, open while the suite's tests run. */
+  readonly db: Database;
+  /** A table name of the suite's own, dropped after the suite. */
+  newTable(): string;
+}
+
+/** Opens the database before a suite's tests; after them drops every table handed out, then closes it. */
+export function suiteDatabase(open: () => Promise<Database>): SuiteDatabase {
+  let db: Database | undefined;
+  const tables: string[] = [];
+  beforeAll(async () => {
+    db = await open();
+  });
+  afterAll(async () => {
+    if (db === undefined) return;
+    for (const table of tables) await db.client.query(`DROP TABLE IF EXISTS ${table}`);
+    await db.end();
+  });
+  return {
+    get db(): Database {
+      if (db === undefined) throw new Error('suiteDatabase: the database is open only while the tests run');
+      return db;
+    },
+    newTable(): string {
+      const table = uniqueTable();
+      tables.push(table);
+      return table;
+    },
+  };
 }

@@ -1,7 +1,7 @@
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   type AuditQueryable,
   type AuditSink,
@@ -10,7 +10,7 @@ import {
   createPostgresSink,
   verifyAuditTable,
 } from '../src/index.js';
-import { type Database, databases, uniqueTable } from './database.js';
+import { databases, suiteDatabase } from './database.js';
 import { closeConnections, serve } from './helpers.js';
 
 /** PGlite has no socket: its INSERT runs, then the reply is "lost" as a reset connection (ECONNRESET). */
@@ -88,20 +88,8 @@ async function replyDroppingProxy(port: number): Promise<{
 }
 
 describe.each(databases)('faults on $name', ({ name, open }) => {
-  let db: Database;
-  const tables: string[] = [];
-  beforeAll(async () => {
-    db = await open();
-  });
-  afterAll(async () => {
-    for (const table of tables) await db.client.query(`DROP TABLE IF EXISTS ${table}`);
-    await db.end();
-  });
-  const newTable = (): string => {
-    const table = uniqueTable();
-    tables.push(table);
-    return table;
-  };
+  const suite = suiteDatabase(open);
+  const newTable = suite.newTable;
 
   // node-postgres writes with COPY unless told not to; PGlite (and the wrapper around it) with INSERT.
   const writes = name === 'PostgreSQL' ? [{ copy: true }, { copy: false }] : [{ copy: false }];
@@ -109,11 +97,11 @@ describe.each(databases)('faults on $name', ({ name, open }) => {
     'a lost acknowledgement of a committed batch (copy: $copy): the retry recognises the batch, nothing lost, chain intact',
     async ({ copy }) => {
       const table = newTable();
-      let client = losingFirstInsertReply(db.client);
+      let client = losingFirstInsertReply(suite.db.client);
       let proxy: Awaited<ReturnType<typeof replyDroppingProxy>> | undefined;
       let pool: pg.Pool | undefined;
       if (name === 'PostgreSQL') {
-        const target = new URL(db.url!);
+        const target = new URL(suite.db.url!);
         proxy = await replyDroppingProxy(Number(target.port || 5432));
         target.host = `127.0.0.1:${proxy.port}`;
         pool = new pg.Pool({ connectionString: target.toString(), max: 2 });
@@ -138,9 +126,9 @@ describe.each(databases)('faults on $name', ({ name, open }) => {
       await proxy?.close();
       expect(audit.stats()).toMatchObject({ written: 51, dropped: 0, rejected: 0, duplicateBatches: 1 });
       expect(audit.stats().retries).toBeGreaterThanOrEqual(1);
-      const { rows } = await db.client.query(`SELECT count(*)::int AS n FROM ${table}`);
+      const { rows } = await suite.db.client.query(`SELECT count(*)::int AS n FROM ${table}`);
       expect(rows[0]).toEqual({ n: 51 });
-      await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+      await expect(verifyAuditTable({ client: suite.db.client, table })).resolves.toMatchObject({
         intact: true,
         records: 51,
       });
@@ -161,7 +149,7 @@ describe.each(databases)('faults on $name', ({ name, open }) => {
   if (name === 'PostgreSQL') {
     it('a pg.Client (not a pool) writes with COPY too, through a proxy that sees it; 300 calls, chain intact', async () => {
       const table = newTable();
-      const target = new URL(db.url!);
+      const target = new URL(suite.db.url!);
       const proxy = await replyDroppingProxy(Number(target.port || 5432));
       target.host = `127.0.0.1:${proxy.port}`;
       const single = new pg.Client({ connectionString: target.toString() });
@@ -178,7 +166,7 @@ describe.each(databases)('faults on $name', ({ name, open }) => {
       expect(audit.stats()).toMatchObject({ written: 300, dropped: 0, rejected: 0, retries: 0 });
       expect(proxy.seen.copies).toBeGreaterThanOrEqual(300 / 64);
       expect(proxy.seen.inserts).toBe(0);
-      await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+      await expect(verifyAuditTable({ client: suite.db.client, table })).resolves.toMatchObject({
         intact: true,
         records: 300,
       });
@@ -187,8 +175,8 @@ describe.each(databases)('faults on $name', ({ name, open }) => {
 
   it('two writers on one table never break each other; each chain verifies', async () => {
     const table = newTable();
-    const one = createAudit({ sink: createPostgresSink({ client: db.client, table }) });
-    const two = createAudit({ sink: createPostgresSink({ client: db.client, table }) });
+    const one = createAudit({ sink: createPostgresSink({ client: suite.db.client, table }) });
+    const two = createAudit({ sink: createPostgresSink({ client: suite.db.client, table }) });
     const served = await serve([one, two]);
     await Promise.all(
       Array.from({ length: 40 }, (_, index) => served.callTool('get_order', { id: `A-${index}` })),
@@ -197,7 +185,7 @@ describe.each(databases)('faults on $name', ({ name, open }) => {
     await two.close();
     await closeConnections();
     expect(one.stats().chainId).not.toBe(two.stats().chainId);
-    const result = await verifyAuditTable({ client: db.client, table });
+    const result = await verifyAuditTable({ client: suite.db.client, table });
     expect(result).toMatchObject({ intact: true, records: 80 });
     expect(result.chains.map((chain) => [chain.chain, chain.intact, chain.records]).sort()).toEqual(
       [
@@ -209,7 +197,7 @@ describe.each(databases)('faults on $name', ({ name, open }) => {
 
   it('two writers forced onto one chain id: the second is refused loudly (permanent), the first chain stays intact', async () => {
     const table = newTable();
-    const sink = createPostgresSink({ client: db.client, table });
+    const sink = createPostgresSink({ client: suite.db.client, table });
     // The first writer's second batch waits until the second writer stored its record, so both
     // link at seq 2 whatever the timing: the second read the head before the first wrote more.
     let release: () => void = () => {};
@@ -231,7 +219,7 @@ describe.each(databases)('faults on $name', ({ name, open }) => {
     await first.flush();
     const log: LogEntry[] = [];
     const second = createAudit({
-      sink: createPostgresSink({ client: db.client, table }),
+      sink: createPostgresSink({ client: suite.db.client, table }),
       chainId: 'same',
       logger: recordingLogger(log),
     });
@@ -251,7 +239,7 @@ describe.each(databases)('faults on $name', ({ name, open }) => {
       'audit sink refused a batch with a permanent error: its records are dropped, not retried',
     ]);
     expect((refusals[0]!.fields.err as Error).message).toMatch(/another writer uses this chain id/);
-    await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+    await expect(verifyAuditTable({ client: suite.db.client, table })).resolves.toMatchObject({
       intact: true,
       records: 2,
     });
@@ -261,7 +249,7 @@ describe.each(databases)('faults on $name', ({ name, open }) => {
     const table = newTable();
     const log: LogEntry[] = [];
     const audit = createAudit({
-      sink: createPostgresSink({ client: db.client, table, createTable: false }),
+      sink: createPostgresSink({ client: suite.db.client, table, createTable: false }),
       logger: recordingLogger(log),
       batchDelayMs: 0,
       batchSize: 1,
@@ -285,7 +273,7 @@ describe.each(databases)('faults on $name', ({ name, open }) => {
 
   it('the verifier reports an UPDATE of any copied column', async () => {
     const table = newTable();
-    const audit = createAudit({ sink: createPostgresSink({ client: db.client, table }), chainId: 'c' });
+    const audit = createAudit({ sink: createPostgresSink({ client: suite.db.client, table }), chainId: 'c' });
     const served = await serve([audit], undefined, { authInfo: { token: 't', clientId: 'c-1', scopes: [] } });
     for (let index = 1; index <= 3; index += 1) await served.callTool('get_order', { id: `A-${index}` });
     await audit.close();
@@ -298,8 +286,8 @@ describe.each(databases)('faults on $name', ({ name, open }) => {
       ['incident_id', "'inc_forged'"],
       ['time', "time + interval '1 hour'"],
     ] as const) {
-      await db.client.query(`UPDATE ${table} SET ${column} = ${value} WHERE seq = 2`);
-      await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+      await suite.db.client.query(`UPDATE ${table} SET ${column} = ${value} WHERE seq = 2`);
+      await expect(verifyAuditTable({ client: suite.db.client, table })).resolves.toMatchObject({
         intact: false,
         brokenAt: 2,
         reason: `record 2 (seq 2): column ${column} differs from the hashed record (the row was updated)`,
@@ -316,8 +304,8 @@ describe.each(databases)('faults on $name', ({ name, open }) => {
                 : column === 'tool'
                   ? "'get_order'"
                   : 'NULL';
-      await db.client.query(`UPDATE ${table} SET ${column} = ${restore} WHERE seq = 2`);
-      await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+      await suite.db.client.query(`UPDATE ${table} SET ${column} = ${restore} WHERE seq = 2`);
+      await expect(verifyAuditTable({ client: suite.db.client, table })).resolves.toMatchObject({
         intact: true,
         records: 3,
       });

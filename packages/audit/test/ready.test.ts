@@ -1,5 +1,5 @@
 import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import {
   type AuditSink,
   AuditSinkError,
@@ -8,29 +8,20 @@ import {
   createPostgresSink,
   verifyAuditTable,
 } from '../src/index.js';
-import { type Database, databases, uniqueTable } from './database.js';
+import { databases, suiteDatabase } from './database.js';
 import { closeConnections, serve } from './helpers.js';
 
 afterEach(closeConnections);
 
 describe.each(databases)('ready() on $name', ({ open }) => {
-  let db: Database;
-  const tables: string[] = [];
-  beforeAll(async () => {
-    db = await open();
-  });
-  afterAll(async () => {
-    for (const table of tables) await db.client.query(`DROP TABLE IF EXISTS ${table}`);
-    await db.end();
-  });
+  const suite = suiteDatabase(open);
 
   it('creates the table and reads the head before any call; the first records then link to it', async () => {
-    const table = uniqueTable();
-    tables.push(table);
-    const audit = createAudit({ sink: createPostgresSink({ client: db.client, table }) });
+    const table = suite.newTable();
+    const audit = createAudit({ sink: createPostgresSink({ client: suite.db.client, table }) });
     const exists = async () =>
       (
-        (await db.client.query('SELECT to_regclass($1) IS NOT NULL AS found', [table])).rows[0] as {
+        (await suite.db.client.query('SELECT to_regclass($1) IS NOT NULL AS found', [table])).rows[0] as {
           found: boolean;
         }
       ).found;
@@ -41,7 +32,7 @@ describe.each(databases)('ready() on $name', ({ open }) => {
     const client = await serve([audit]);
     for (const id of ['A-1', 'A-2', 'A-3']) await client.callTool('get_order', { id });
     await audit.close();
-    await expect(verifyAuditTable({ client: db.client, table })).resolves.toMatchObject({
+    await expect(verifyAuditTable({ client: suite.db.client, table })).resolves.toMatchObject({
       intact: true,
       records: 3,
     });
