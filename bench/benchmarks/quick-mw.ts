@@ -12,22 +12,21 @@ const concurrency = Number(process.argv[3] ?? 1);
 const which = process.argv[4] ?? 'each';
 const dir = await mkdtemp(join(tmpdir(), 'toolgate-quick-'));
 const bare = await bareServer();
-const call = echoCall;
 const cases: BenchCase[] = [
-  { name: 'bare', call: call(bare) },
-  { name: 'empty', call: call(await coreServer([])) },
+  { name: 'bare', call: echoCall(bare) },
+  { name: 'empty', call: echoCall(await coreServer([])) },
 ];
 const stack = fullStack(join(dir, 'a.jsonl'));
 if (which === 'full' || which === 'each') {
   cases.push({
     name: 'full',
-    call: call(await coreServer(fullStack(join(dir, 'b.jsonl')).map((e) => e.middleware))),
+    call: echoCall(await coreServer(fullStack(join(dir, 'b.jsonl')).map((e) => e.middleware))),
   });
 }
 for (const entry of stack) {
   if (which === 'full') break;
   if (which !== 'each' && !which.split(',').some((w) => entry.name.startsWith(w))) continue;
-  cases.push({ name: entry.name, call: call(await coreServer([entry.middleware])) });
+  cases.push({ name: entry.name, call: echoCall(await coreServer([entry.middleware])) });
 }
 const rows = await compareCalls(cases, { rounds, callsPerRound: 1000, warmup: 1000, concurrency });
 process.stdout.write(`${formatBenchTable(rows)}\n`);

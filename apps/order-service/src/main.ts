@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { createJwtVerifier, createProtectedResource } from '@toolgate/authz';
-import { createStderrLogger } from '@toolgate/core';
+import { createStderrLogger, isAbortError, type Logger, withDeadline } from '@toolgate/core';
 import { createTokenVerifier } from './auth.js';
 import { readConfig, USAGE, UsageError } from './config.js';
 import { type FakeCarrier, startFakeCarrier } from './fake-carrier.js';
@@ -18,26 +18,18 @@ const AUDIT_READY_MS = 5_000;
  * first 400 answers). A sink that is down at start-up does not keep the service from serving: its
  * records wait and are retried, as they would be later.
  */
-async function auditReady(
-  service: OrderService,
-  logger: ReturnType<typeof createStderrLogger>,
-): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<'late'>((resolve) => {
-    timer = setTimeout(() => resolve('late'), AUDIT_READY_MS);
-  });
+async function auditReady(service: OrderService, logger: Logger): Promise<void> {
   try {
-    const outcome = await Promise.race([service.audit.ready().then(() => 'ready' as const), late]);
-    if (outcome === 'late') {
+    await withDeadline(() => service.audit.ready(), { timeoutMs: AUDIT_READY_MS, what: 'audit sink set-up' });
+  } catch (error) {
+    if (isAbortError(error)) {
       logger.warn(
         { waitedMs: AUDIT_READY_MS },
         'audit sink not set up yet; serving anyway (records wait in the buffer and are retried)',
       );
+    } else {
+      logger.error({ err: error }, 'audit sink refused to set up; serving anyway (see the errors above)');
     }
-  } catch (error) {
-    logger.error({ err: error }, 'audit sink refused to set up; serving anyway (see the errors above)');
-  } finally {
-    clearTimeout(timer);
   }
 }
 
