@@ -76,12 +76,32 @@ export async function verifyAuditLines(
 export async function verifyAuditFile(path: string): Promise<VerifyResult> {
   const stream = createReadStream(path, { encoding: 'utf8' });
   const lines = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY });
+  let endsWithNewline = true;
+  stream.on('data', (chunk) => {
+    if (chunk.length > 0) endsWithNewline = chunk[chunk.length - 1] === '\n';
+  });
+  const source = lines[Symbol.asyncIterator]();
+  // A wrapper, so that the verifier stopping early leaves `source` open to ask whether lines follow.
+  const counted = { [Symbol.asyncIterator]: () => ({ next: () => source.next() }) };
   try {
-    return await verifyAuditLines(lines);
+    const result = await verifyAuditLines(counted);
+    if (result.intact || !result.reason.startsWith(`record ${result.brokenAt} is not an audit record`)) {
+      return result;
+    }
+    // The failing line is the last one and no newline ends it: a write cut short (a crash mid-write;
+    // a sink reopening the file closes such a line and chains on from the record before it).
+    if ((await source.next()).done && !endsWithNewline) {
+      return { ...result, reason: tornReason(result.brokenAt) };
+    }
+    return result;
   } finally {
     lines.close();
     stream.destroy();
   }
+}
+
+function tornReason(line: number): string {
+  return `record ${line} is torn: the file ends inside it (a write cut short, e.g. by a crash); the records before it are intact`;
 }
 
 export interface VerifyTableOptions {

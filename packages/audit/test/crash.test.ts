@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type AuditQueryable, verifyAuditFile, verifyAuditTable } from '../src/index.js';
+import { type AuditQueryable, verifyAuditFile, verifyAuditLines, verifyAuditTable } from '../src/index.js';
 import { crashRun } from './crash-run.js';
 import { TEST_SCHEMA } from './database.js';
 
@@ -38,8 +38,15 @@ async function readFileSink(path: string): Promise<{ lines: string[]; intact: bo
     throw error;
   });
   if (text === undefined) return { lines: [], intact: true };
+  const lines = text.split('\n');
+  // The kernel may cut a write short when SIGKILL lands mid-write: the file then ends inside a line.
+  // That fragment is no record; every whole line before it must verify.
+  const tail = lines.pop();
   const verified = await verifyAuditFile(path);
-  return { lines: text.split('\n').filter((line) => line !== ''), intact: verified.intact };
+  if (tail === '') return { lines, intact: verified.intact };
+  expect(verified).toMatchObject({ intact: false, brokenAt: lines.length + 1 });
+  expect(verified.intact === false && verified.reason).toMatch(/ is torn: the file ends inside it/);
+  return { lines, intact: (await verifyAuditLines(lines)).intact };
 }
 
 /** The database sink of this run: PostgreSQL when TEST_DATABASE_URL is set, else PGlite on disk. */

@@ -147,6 +147,30 @@ describe('file sink', () => {
     });
   });
 
+  it('the verifier names a torn end (the file stops inside a line) apart from a line that is not a record', async () => {
+    const path = join(dir, 'audit.jsonl');
+    const audit = createAudit({ sink: createFileSink(path), chainId: 'pod-a' });
+    const client = await serve([audit]);
+    await client.callTool('get_order', { id: 'one' });
+    await client.callTool('get_order', { id: 'two' });
+    await audit.close();
+    const [one, two] = (await readFile(path, 'utf8')).split('\n');
+    await writeFile(path, `${one}\n${two!.slice(0, 40)}`);
+    await expect(verifyAuditFile(path)).resolves.toMatchObject({
+      intact: false,
+      records: 1,
+      brokenAt: 2,
+      reason:
+        'record 2 is torn: the file ends inside it (a write cut short, e.g. by a crash); the records before it are intact',
+    });
+    // The same fragment with a newline after it, or with a line after it, is not a torn end.
+    const notRecord = 'record 2 is not an audit record (not JSON, or no seq, hash and prevHash)';
+    await writeFile(path, `${one}\n${two!.slice(0, 40)}\n`);
+    await expect(verifyAuditFile(path)).resolves.toMatchObject({ brokenAt: 2, reason: notRecord });
+    await writeFile(path, `${one}\n${two!.slice(0, 40)}\n${two}`);
+    await expect(verifyAuditFile(path)).resolves.toMatchObject({ brokenAt: 2, reason: notRecord });
+  });
+
   it('a torn last line (a crash mid-write) is closed off; the chain continues from the last whole record', async () => {
     const path = join(dir, 'audit.jsonl');
     const first = createAudit({ sink: createFileSink(path), chainId: 'pod-a' });
