@@ -1,11 +1,11 @@
 // Drives N full-stack calls (no OTel SDK) for `node --cpu-prof`: where the stack's time goes.
-// npx tsx --cpu-prof --cpu-prof-dir=/tmp/prof benchmarks/profile-stack.ts [calls] [only-policy-name]
+// npx tsx --cpu-prof --cpu-prof-dir=/tmp/prof benchmarks/profile-stack.ts [calls] [only-policy-name|none]
 // (OTEL_SDK=1 registers a real OTel SDK first)
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { registerOtelSdk } from '../src/otel-sdk.js';
-import { coreServer, fullStack } from './middleware.bench.js';
+import { coreServer, echoCall, fullStack } from './middleware.bench.js';
 
 // OTEL_SDK=1: a real SDK registered first, as in the bench.
 if (process.env.OTEL_SDK === '1') registerOtelSdk();
@@ -13,10 +13,13 @@ if (process.env.OTEL_SDK === '1') registerOtelSdk();
 const calls = Number(process.argv[2] ?? 100_000);
 const only = process.argv[3];
 const dir = await mkdtemp(join(tmpdir(), 'toolgate-prof-'));
+// 'none': core's empty chain, to subtract.
 const stack = fullStack(join(dir, 'audit.jsonl')).filter((entry) => !only || entry.name.startsWith(only));
 const client = await coreServer(stack.map((entry) => entry.middleware));
+// Each call in an event-loop turn of its own, as in the bench (audit's writer runs between calls).
+const call = echoCall(client);
 const started = performance.now();
-for (let i = 0; i < calls; i += 1) await client.callTool('echo', { q: `v${i}` });
+for (let i = 0; i < calls; i += 1) await call(i);
 process.stderr.write(`${(((performance.now() - started) * 1000) / calls).toFixed(2)} µs/call\n`);
 await client.close();
 for (const entry of stack) await entry.close();

@@ -1,11 +1,15 @@
 // Quick in-process comparison for development: bare SDK vs core with chosen policies (by name prefix).
-// npx tsx benchmarks/quick-mw.ts [rounds] [concurrency] [policy,policy|full|each]
+// [OTEL_SDK=1] npx tsx benchmarks/quick-mw.ts [rounds] [concurrency] [policy,policy|full|each]
 import { rmSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type BenchCase, compareCalls, formatBenchTable } from '@toolgate/bench-harness';
+import { registerOtelSdk } from '../src/otel-sdk.js';
 import { bareServer, coreServer, echoCall, fullStack } from './middleware.bench.js';
+
+// OTEL_SDK=1: a real SDK registered first, as in the bench's SDK tables.
+if (process.env.OTEL_SDK === '1') registerOtelSdk();
 
 const rounds = Number(process.argv[2] ?? 15);
 const concurrency = Number(process.argv[3] ?? 1);

@@ -74,3 +74,4 @@ export type {
   ToolRequest,
   ToolSpec,
 } from './types.js';
+export { synchronousRefinements } from './validate.js';

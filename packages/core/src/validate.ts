@@ -33,6 +33,25 @@ type ParseResult = ReturnType<z.ZodType['safeParse']>;
 /** Per schema: true when it runs no function of the tool author's, so zod's synchronous parse serves. */
 const synchronous = new WeakMap<object, boolean>();
 
+/** Refinements their author declared synchronous and pure (`synchronousRefinements`), by check object. */
+const declaredChecks = new WeakSet<object>();
+
+/**
+ * Declares that `schema`'s refinements (`.refine`, `.superRefine`, `.check` with a function) are
+ * synchronous and have no side effects, so a tool schema holding it is still validated with zod's
+ * synchronous parse (several times faster for an object). The declaration travels with the schema
+ * through `.describe`, `.optional`, `.min` and the like; a refinement added afterwards is not
+ * covered. Should one of them return a promise after all, that call's parse runs again async (so
+ * each refinement before it runs twice, once) and the tool's schema is parsed async from then on.
+ * Transforms, custom and lazy schemas are never covered. Returns `schema`.
+ */
+export function synchronousRefinements<T extends z.ZodType>(schema: T): T {
+  for (const check of (schema._zod.def as SchemaDef).checks ?? []) {
+    if (check._zod?.def?.check === 'custom') declaredChecks.add(check);
+  }
+  return schema;
+}
+
 /**
  * zod's `safeParse` for a schema that runs no author's function (a refinement, a transform, a custom
  * or lazy schema), else `safeParseAsync`. zod 4's synchronous parse of an object runs a compiled fast
@@ -99,7 +118,9 @@ function runsAuthorCode(schema: unknown, seen: Set<unknown>): boolean {
   if (def === undefined) return true;
   if (seen.has(schema)) return false;
   seen.add(schema);
-  if (def.checks?.some((check) => check._zod?.def?.check === 'custom')) return true;
+  const undeclared = (check: NonNullable<SchemaDef['checks']>[number]): boolean =>
+    check._zod?.def?.check === 'custom' && !declaredChecks.has(check);
+  if (def.checks?.some(undeclared)) return true;
   const type = def.type ?? '';
   const inner = (...parts: unknown[]): boolean =>
     parts.some((part) => part !== undefined && runsAuthorCode(part, seen));

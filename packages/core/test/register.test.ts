@@ -8,6 +8,7 @@ import {
   type Logger,
   ok,
   registerTools,
+  synchronousRefinements,
   type ToolContext,
   ToolError,
   type ToolMiddleware,
@@ -435,6 +436,42 @@ describe('registerTools: the chain', () => {
     ]);
     expect(asyncInput).not.toHaveBeenCalled();
     expect(asyncOutput).not.toHaveBeenCalled();
+  });
+
+  it('parses a schema whose refinements are declared synchronous (synchronousRefinements) synchronously; a refinement added later is not covered', async () => {
+    let checks = 0;
+    const noNul = synchronousRefinements(
+      z.string().refine((value) => {
+        checks += 1;
+        return !value.includes('\u0000');
+      }, 'text without NUL characters'),
+    );
+    const declared = defineTool({
+      name: 'find',
+      description: 'Find.',
+      // The declaration travels through the clones .max(), .describe() and .optional() make.
+      input: { q: noNul.max(20).describe('Text.'), near: noNul.optional() },
+      handler: ({ q }) => ok({ q }),
+    });
+    const undeclared = defineTool({
+      name: 'find_more',
+      description: 'Find more.',
+      input: { q: noNul.refine((value) => value !== 'x', 'not x') },
+      handler: ({ q }) => ok({ q }),
+    });
+    const asyncDeclared = vi.spyOn(declared.inputSchema, 'safeParseAsync');
+    const asyncUndeclared = vi.spyOn(undeclared.inputSchema, 'safeParseAsync');
+    const c = await serve([declared, undeclared]);
+    expect(parseResultText(await c.callTool('find', { q: 'a' }))).toEqual({ ok: true, q: 'a' });
+    expect(expectFailure(await c.callTool('find', { q: 'a\u0000b' })).fields).toEqual([
+      { path: 'q', expected: 'text without NUL characters' },
+    ]);
+    expect(checks).toBe(2);
+    expect(asyncDeclared).not.toHaveBeenCalled();
+    expect(expectFailure(await c.callTool('find_more', { q: 'x' })).fields).toEqual([
+      { path: 'q', expected: 'not x' },
+    ]);
+    expect(asyncUndeclared).toHaveBeenCalledTimes(1);
   });
 
   it('parses a schema with a transform, a custom or a lazy part async, on every call', async () => {

