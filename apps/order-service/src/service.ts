@@ -117,10 +117,11 @@ export interface OrderService {
 export async function createOrderService(config: OrderServiceConfig, logger: Logger): Promise<OrderService> {
   const db = await openDatabase({ url: config.databaseUrl });
   // On PostgreSQL the read tools get a pool of their own whose sessions are read-only with the tools'
-  // 2 s statement timeout: one round trip per read. Writes use the other pool (writeTransactions).
+  // 2 s statement timeout: one round trip per read, its statement prepared once per connection.
+  // Writes use the other pool (writeTransactions).
   const queryable: Queryable = db.pglite
     ? pgliteQueryable(db.pglite)
-    : pgQueryable(db.readPool!, { readOnlySession: { timeoutMs: 2000 } });
+    : pgQueryable(db.readPool!, { readOnlySession: { timeoutMs: 2000 }, preparedStatements: true });
   const carrier = new URL(config.carrierUrl);
   const loopbackCarrier = ['127.0.0.1', '[::1]', 'localhost'].includes(carrier.hostname);
   const carrierPolicy = createUrlPolicy({

@@ -1,6 +1,7 @@
 import { raceAbort } from '@toolgate/core';
 import { type CancellableClient, sendCancelRequest } from './cancel-request.js';
 import { markConnectionFailure } from './database-error.js';
+import { type PreparedSettings, preparedSettings, statementConfig } from './prepared-statements.js';
 import {
   hasSession,
   markSession,
@@ -13,7 +14,7 @@ import type { Queryable, QueryRows, QueryRunner, ReadOnlyOptions } from './types
 
 /** The part of a `pg` Client (or PoolClient) this adapter uses. */
 export interface PgClientLike {
-  query(config: { text: string; values?: unknown[] }): Promise<QueryRows>;
+  query(config: { name?: string; text: string; values?: unknown[] }): Promise<QueryRows>;
 }
 
 /** A client checked out of a pool: pg's PoolClient is an EventEmitter that emits `error`. */
@@ -55,21 +56,26 @@ export function pgQueryable(
     throw new TypeError('pgQueryable: pass a pg Pool or Client');
   }
   const session = sessionSettings(options);
-  if (isPool(poolOrClient)) return poolQueryable(poolOrClient, session);
-  return clientQueryable(poolOrClient, session);
+  const prepared = preparedSettings(options.preparedStatements);
+  if (isPool(poolOrClient)) return poolQueryable(poolOrClient, session, prepared);
+  return clientQueryable(poolOrClient, session, prepared);
 }
 
 /** What runs on a checked-out client for one call; `outcome.rolledBack` is false when a transaction may be left open. */
 type ClientWork<T> = (client: PgClientLike, outcome: { rolledBack: boolean }) => Promise<T>;
 
-function poolQueryable(pool: PgPoolLike, session: SessionSettings | undefined): Queryable {
+function poolQueryable(
+  pool: PgPoolLike,
+  session: SessionSettings | undefined,
+  prepared: PreparedSettings | undefined,
+): Queryable {
   const readOnly = async <T>(
     options: ReadOnlyOptions,
     work: (runner: QueryRunner) => Promise<T>,
   ): Promise<T> => {
     const settings = readOnlySettings(options.timeoutMs);
     return onPoolClient(pool, options.signal, (client, outcome) =>
-      runTransaction<T>(client, settings, options, work, outcome),
+      runTransaction<T>(client, settings, prepared, options, work, outcome),
     );
   };
   return {
@@ -85,7 +91,9 @@ function poolQueryable(pool: PgPoolLike, session: SessionSettings | undefined): 
         return readOnly(options, (runner) => runner.query(text, values));
       }
       readOnlySettings(options.timeoutMs);
-      return onPoolClient(pool, options.signal, (client) => runAlone(client, session, options, text, values));
+      return onPoolClient(pool, options.signal, (client) =>
+        runAlone(client, session, prepared, options, text, values),
+      );
     },
   };
 }
@@ -155,7 +163,11 @@ async function onPoolClient<T>(
   return raceAbort(transaction, signal);
 }
 
-function clientQueryable(client: PgClientLike, session: SessionSettings | undefined): Queryable {
+function clientQueryable(
+  client: PgClientLike,
+  session: SessionSettings | undefined,
+  prepared: PreparedSettings | undefined,
+): Queryable {
   // One connection holds one transaction at a time; later calls wait their turn.
   let queue: Promise<unknown> = Promise.resolve();
   const enqueue = <T>(signal: AbortSignal | undefined, run: () => Promise<T>): Promise<T> => {
@@ -169,7 +181,7 @@ function clientQueryable(client: PgClientLike, session: SessionSettings | undefi
     work: (runner: QueryRunner) => Promise<T>,
   ): Promise<T> => {
     const settings = readOnlySettings(options.timeoutMs);
-    return enqueue(options.signal, () => runTransaction<T>(client, settings, options, work));
+    return enqueue(options.signal, () => runTransaction<T>(client, settings, prepared, options, work));
   };
   return {
     engine: 'pg',
@@ -183,7 +195,7 @@ function clientQueryable(client: PgClientLike, session: SessionSettings | undefi
         return readOnly(options, (runner) => runner.query(text, values));
       }
       readOnlySettings(options.timeoutMs);
-      return enqueue(options.signal, () => runAlone(client, session, options, text, values));
+      return enqueue(options.signal, () => runAlone(client, session, prepared, options, text, values));
     },
   };
 }
@@ -191,6 +203,7 @@ function clientQueryable(client: PgClientLike, session: SessionSettings | undefi
 async function runTransaction<T>(
   client: PgClientLike,
   settings: string,
+  prepared: PreparedSettings | undefined,
   options: ReadOnlyOptions,
   work: (runner: QueryRunner) => Promise<T>,
   outcome: { rolledBack: boolean } = { rolledBack: true },
@@ -204,7 +217,7 @@ async function runTransaction<T>(
   }
   try {
     const result = await work({
-      query: (text, values) => client.query({ text, values: values as unknown[] }),
+      query: (text, values) => client.query(statementConfig(client, prepared, text, values)),
     });
     await client.query({ text: 'COMMIT' });
     return result;
@@ -232,6 +245,7 @@ async function runTransaction<T>(
 async function runAlone(
   client: PgClientLike,
   session: SessionSettings,
+  prepared: PreparedSettings | undefined,
   options: ReadOnlyOptions,
   text: string,
   values: readonly unknown[],
@@ -245,7 +259,7 @@ async function runAlone(
     }
     markSession(client, session);
   }
-  return client.query({ text, values: values as unknown[] });
+  return client.query(statementConfig(client, prepared, text, values));
 }
 
 // pg's server errors carry a severity; anything else thrown mid-transaction is the connection's.

@@ -1,0 +1,71 @@
+import { hash } from 'node:crypto';
+
+/** The adapter's prepared-statement settings, checked once (see `PgQueryableOptions.preparedStatements`). */
+export interface PreparedSettings {
+  /** Statements one connection keeps prepared at most; later texts run unnamed there. */
+  readonly maxPerConnection: number;
+}
+
+const DEFAULT_MAX_PER_CONNECTION = 100;
+
+/** Checks the option; `undefined` when statements are not to be prepared. */
+export function preparedSettings(option: unknown): PreparedSettings | undefined {
+  if (option === undefined || option === false) return undefined;
+  if (option === true) return { maxPerConnection: DEFAULT_MAX_PER_CONNECTION };
+  const max = (option as { maxPerConnection?: unknown } | null)?.maxPerConnection;
+  if (typeof option !== 'object' || option === null || (max !== undefined && !isPositiveInteger(max))) {
+    throw new TypeError(
+      'pgQueryable: preparedStatements must be true, false or { maxPerConnection: a positive integer }',
+    );
+  }
+  return { maxPerConnection: (max as number | undefined) ?? DEFAULT_MAX_PER_CONNECTION };
+}
+
+function isPositiveInteger(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 1;
+}
+
+// On the connection itself, under a registry symbol (as the read-only session is): every adapter and
+// copy of this package sharing a pool counts the same statements.
+const PREPARED = Symbol.for('toolgate.sql.preparedStatementNames');
+
+// A statement's name is a digest of its text: the same text gets the same name on every connection
+// and from every adapter, and two texts never share one (pg refuses a name reused for another text).
+const names = new Map<string, string>();
+const MAX_NAMES = 1024;
+
+function nameOf(text: string): string {
+  let name = names.get(text);
+  if (name === undefined) {
+    name = `toolgate_${hash('sha256', text, 'base64url').slice(0, 32)}`;
+    if (names.size >= MAX_NAMES) names.clear();
+    names.set(text, name);
+  }
+  return name;
+}
+
+/**
+ * pg's query config for `text` on `connection`: named (pg sends the Parse once per connection, then
+ * only Bind and Execute, and PostgreSQL skips parsing and analysing it again) when the statement is
+ * prepared there already or the connection has room for one more; unnamed otherwise.
+ */
+export function statementConfig(
+  connection: object,
+  prepared: PreparedSettings | undefined,
+  text: string,
+  values: readonly unknown[] | undefined,
+): { name?: string; text: string; values?: unknown[] } {
+  const config = values === undefined ? { text } : { text, values: values as unknown[] };
+  if (prepared === undefined) return config;
+  let held = (connection as { [PREPARED]?: Set<string> })[PREPARED];
+  if (held === undefined) {
+    held = new Set();
+    Object.defineProperty(connection, PREPARED, { value: held, configurable: true });
+  }
+  const name = nameOf(text);
+  if (!held.has(name)) {
+    if (held.size >= prepared.maxPerConnection) return config;
+    held.add(name);
+  }
+  return { name, ...config };
+}
