@@ -1,7 +1,12 @@
 import { raceAbort } from '@toolgate/core';
 import { type CancellableClient, sendCancelRequest } from './cancel-request.js';
 import { markConnectionFailure } from './database-error.js';
-import { type PreparedSettings, preparedSettings, statementConfig } from './prepared-statements.js';
+import {
+  type PreparedSettings,
+  preparedSettings,
+  statementConfig,
+  stopPreparingAfter,
+} from './prepared-statements.js';
 import {
   hasSession,
   markSession,
@@ -217,7 +222,14 @@ async function runTransaction<T>(
   }
   try {
     const result = await work({
-      query: (text, values) => client.query(statementConfig(client, prepared, text, values)),
+      query: (text, values) => {
+        const config = statementConfig(client, prepared, text, values);
+        // A stale prepared statement fails this transaction; the connection's later calls run unnamed.
+        return client.query(config).catch((error: unknown) => {
+          stopPreparingAfter(client, config, error);
+          throw error;
+        });
+      },
     });
     await client.query({ text: 'COMMIT' });
     return result;
@@ -259,7 +271,14 @@ async function runAlone(
     }
     markSession(client, session);
   }
-  return client.query(statementConfig(client, prepared, text, values));
+  const config = statementConfig(client, prepared, text, values);
+  try {
+    return await client.query(config);
+  } catch (error) {
+    // A stale prepared statement: the statement alone is its own transaction, so it runs again unnamed.
+    if (!stopPreparingAfter(client, config, error)) throw error;
+    return client.query(statementConfig(client, prepared, text, values));
+  }
 }
 
 // pg's server errors carry a severity; anything else thrown mid-transaction is the connection's.

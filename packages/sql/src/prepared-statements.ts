@@ -60,12 +60,41 @@ export function statementConfig(
   let held = (connection as { [PREPARED]?: Set<string> })[PREPARED];
   if (held === undefined) {
     held = new Set();
-    Object.defineProperty(connection, PREPARED, { value: held, configurable: true });
+    Object.defineProperty(connection, PREPARED, { value: held, configurable: true, writable: true });
   }
+  if (held === STOPPED) return config;
   const name = nameOf(text);
   if (!held.has(name)) {
     if (held.size >= prepared.maxPerConnection) return config;
     held.add(name);
   }
   return { name, ...config };
+}
+
+/** A connection whose prepared statements went stale: it runs every statement unnamed from then on. */
+const STOPPED: Set<string> = new Set();
+
+/**
+ * Whether `error` says a named statement on this connection can no longer run as prepared: its result
+ * type changed under it (`0A000`, "cached plan must not change result type", after an `ALTER COLUMN
+ * ... TYPE` of a selected column), or the server no longer has it (`26000`, after a `DEALLOCATE` or
+ * behind a pooler that moved the session). PostgreSQL keeps refusing that statement on the connection,
+ * so the connection stops naming statements (node-postgres would otherwise skip the Parse again).
+ * True when it did: the statement may be sent again unnamed.
+ */
+export function stopPreparingAfter(
+  connection: object,
+  config: { name?: string },
+  error: unknown,
+): boolean {
+  if (config.name === undefined || !isStalePrepared(error)) return false;
+  Object.defineProperty(connection, PREPARED, { value: STOPPED, configurable: true, writable: true });
+  return true;
+}
+
+function isStalePrepared(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  if (code === '26000') return true;
+  return code === '0A000' && typeof message === 'string' && message.includes('cached plan must not change');
 }

@@ -1,7 +1,7 @@
 import { createSilentLogger } from '@toolgate/core';
 import { serveTools, type TestClient } from '@toolgate/core/testing';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { type PgPoolLike, pgQueryable, type QueryRows, sqlTool } from '../src/index.js';
 import { searchOrdersOptions } from './declarations.js';
 import { ENGINES, NEEDS_POSTGRES, SCHEMA, type TestDatabase } from './engines.js';
@@ -88,6 +88,66 @@ describe('pgQueryable preparedStatements: which statements are named', () => {
     ]);
   });
 
+  it('a stale prepared statement (its result type changed, or the server lost it) stops naming on that connection', async () => {
+    const stale = [
+      Object.assign(new Error('cached plan must not change result type'), {
+        code: '0A000',
+        severity: 'ERROR',
+      }),
+      Object.assign(new Error('prepared statement "toolgate_x" does not exist'), {
+        code: '26000',
+        severity: 'ERROR',
+      }),
+    ];
+    for (const error of stale) {
+      const sent: Sent[] = [];
+      let failNext = false;
+      const connection = {
+        query: async (config: { name?: string; text: string }): Promise<QueryRows> => {
+          sent.push({ name: config.name, text: config.text });
+          if (failNext && config.name !== undefined) {
+            failNext = false;
+            throw error;
+          }
+          return { rows: [{ n: 1 }] };
+        },
+        release: () => undefined,
+      };
+      const pool: PgPoolLike = { connect: async () => connection, query: async () => ({}), totalCount: 1 };
+      const db = pgQueryable(pool, { readOnlySession: { timeoutMs: 2000 }, preparedStatements: true });
+      await db.readOnlyQuery!({ timeoutMs: 2000 }, 'SELECT 1 AS n', []);
+      // The statement alone: sent again unnamed, and the call answers.
+      failNext = true;
+      expect((await db.readOnlyQuery!({ timeoutMs: 2000 }, 'SELECT 1 AS n', [])).rows).toEqual([{ n: 1 }]);
+      await db.readOnlyQuery!({ timeoutMs: 2000 }, 'SELECT 2 AS n', []);
+      expect(sent.slice(1).map((statement) => [statement.text, statement.name !== undefined])).toEqual([
+        ['SELECT 1 AS n', true],
+        ['SELECT 1 AS n', true],
+        ['SELECT 1 AS n', false],
+        ['SELECT 2 AS n', false],
+      ]);
+    }
+    // In a transaction the call fails (the transaction is spoiled); the connection's next calls run unnamed.
+    const { pool, sent } = fakePool();
+    const db = pgQueryable(pool, { preparedStatements: true });
+    const run = (text: string) => db.readOnly({ timeoutMs: 1000 }, (runner) => runner.query(text, []));
+    await run('SELECT 1');
+    const connection = await pool.connect();
+    const query = connection.query.bind(connection);
+    let failed = false;
+    connection.query = async (config) => {
+      if (!failed && (config as { name?: string }).name !== undefined) {
+        failed = true;
+        throw stale[0];
+      }
+      return query(config);
+    };
+    await expect(run('SELECT 1')).rejects.toBe(stale[0]);
+    await run('SELECT 1');
+    const selects = sent.filter((statement) => statement.text === 'SELECT 1');
+    expect(selects.map((statement) => statement.name !== undefined)).toEqual([true, false]);
+  });
+
   it('without the option nothing is named', async () => {
     const { pool, sent } = fakePool();
     const db = pgQueryable(pool, { readOnlySession: { timeoutMs: 2000 } });
@@ -159,6 +219,30 @@ describe.each(ENGINES.filter((engine) => engine.cancelsRunningStatements))(
       // { status } and { status, customer_email } are two texts; three calls prepared them once each.
       expect(statements).toHaveLength(2);
       for (const text of statements) expect(text).toMatch(/^SELECT "id", "status"/);
+    });
+
+    it('a column type changed under a prepared statement: the next calls still answer, unnamed on that connection', async () => {
+      await database.rows(`CREATE TABLE ${SCHEMA}.prepared_types (id integer, amount integer)`);
+      await database.rows(`INSERT INTO ${SCHEMA}.prepared_types VALUES (1, 10)`);
+      const text = `SELECT id, amount FROM ${SCHEMA}.prepared_types ORDER BY id`;
+      // A pool of its own: the connection stops preparing, which the other tests must not meet.
+      const own = new pg.Pool({
+        connectionString: url,
+        max: 1,
+        application_name: 'toolgate_sql_prepared_types',
+      });
+      onTestFinished(() => own.end());
+      const alone = pgQueryable(own, { readOnlySession: { timeoutMs: 2000 }, preparedStatements: true });
+      expect((await alone.readOnlyQuery!({ timeoutMs: 2000 }, text, [])).rows).toEqual([
+        { id: 1, amount: 10 },
+      ]);
+      await database.rows(`ALTER TABLE ${SCHEMA}.prepared_types ALTER COLUMN amount TYPE numeric`);
+      // PostgreSQL refuses the prepared statement now; the statement alone runs again unnamed.
+      for (let round = 0; round < 2; round += 1) {
+        expect((await alone.readOnlyQuery!({ timeoutMs: 2000 }, text, [])).rows).toEqual([
+          { id: 1, amount: '10' },
+        ]);
+      }
     });
 
     it('a prepared statement stays read-only and time-limited: a write is refused, a slow one cancelled', async () => {
