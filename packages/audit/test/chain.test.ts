@@ -7,7 +7,7 @@ import {
   type ToolContext,
 } from '@toolgate/core';
 import { describe, expect, it } from 'vitest';
-import { isoTime, sealRecord } from '../src/chain.js';
+import { durationText, isoTime, sealRecord } from '../src/chain.js';
 import { GENESIS_HASH } from '../src/index.js';
 import { captureCall } from '../src/record.js';
 import { createRedactedJson } from '../src/redacted-json.js';
@@ -140,5 +140,30 @@ describe('isoTime', () => {
     }
     // Back in time after a later second was cached
     expect(isoTime(1_764_537_522_005)).toBe('2025-11-30T21:18:42.005Z');
+  });
+});
+
+describe('durationText', () => {
+  const reference = (ms: number): string => JSON.stringify(Math.round(ms * 1000) / 1000);
+
+  it('writes every microsecond of the first 3 s exactly as JSON.stringify of the rounded double', () => {
+    for (let micros = 0; micros <= 3_000_000; micros += 1) {
+      const ms = micros / 1000;
+      if (durationText(ms) !== reference(ms)) expect(durationText(ms)).toBe(reference(ms));
+    }
+  });
+
+  it('matches for unrounded, large and edge values too', () => {
+    const values = [0, -0, 1e-9, 0.0004, 0.0005, 0.0015, 2.5e-4, 999.9995, 86_400_000.123, 999_999_999.999];
+    let seed = 7;
+    for (let index = 0; index < 200_000; index += 1) {
+      seed = (seed * 16807) % 2147483647;
+      values.push((seed / 2147483647) * 10 ** (index % 10));
+    }
+    // Beyond the integer path: the reference formatting itself.
+    values.push(1e9, 1e12 + 0.001, -1, Number.NaN, Number.POSITIVE_INFINITY);
+    for (const ms of values) {
+      if (durationText(ms) !== reference(ms)) expect([ms, durationText(ms)]).toEqual([ms, reference(ms)]);
+    }
   });
 });
