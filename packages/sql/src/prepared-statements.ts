@@ -82,11 +82,7 @@ const STOPPED: Set<string> = new Set();
  * so the connection stops naming statements (node-postgres would otherwise skip the Parse again).
  * True when it did: the statement may be sent again unnamed.
  */
-export function stopPreparingAfter(
-  connection: object,
-  config: { name?: string },
-  error: unknown,
-): boolean {
+export function stopPreparingAfter(connection: object, config: { name?: string }, error: unknown): boolean {
   if (config.name === undefined || !isStalePrepared(error)) return false;
   Object.defineProperty(connection, PREPARED, { value: STOPPED, configurable: true, writable: true });
   return true;
