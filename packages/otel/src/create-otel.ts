@@ -64,7 +64,11 @@ export function createOtel(options: OtelOptions = {}): ToolMiddleware {
   };
 }
 
-async function traced(
+/**
+ * The traced call. Not async: two handlers on the chain's promise end the span, so a traced call makes
+ * one promise of its own (with an SDK's context manager on, every promise also costs its async hooks).
+ */
+function traced(
   config: OtelConfig,
   rules: Readonly<OtelRules>,
   tracing: boolean,
@@ -75,37 +79,47 @@ async function traced(
   active: Context,
   logger: Logger,
 ): Promise<ToolResult> {
-  // A name from the client that matches no tool must not become a span name (cardinality).
-  const name = ctx.tool === undefined ? MCP_METHOD_TOOLS_CALL : `${MCP_METHOD_TOOLS_CALL} ${ctx.tool.name}`;
-  // Attributes are built only for a provider that records them; given at start so samplers see them.
-  const span = config.tracer.startSpan(
-    name,
-    tracing ? { kind: SpanKind.SERVER, attributes: startAttributes(ctx, config, rules) } : NO_ATTRIBUTES,
-    parent,
-  );
-  const spanContext = span.spanContext();
-  const valid = isSpanContextValid(spanContext);
-  if (valid) ctx.state.trace = { traceId: spanContext.traceId, spanId: spanContext.spanId };
-  if (rules.recordArguments && span.isRecording()) {
-    span.setAttribute(ATTR_GEN_AI_TOOL_CALL_ARGUMENTS, config.recorder.json(ctx.rawArgs));
-  }
-  let ending: Ending | undefined;
+  let span: Span;
+  let below: Promise<ToolResult>;
   try {
+    // A name from the client that matches no tool must not become a span name (cardinality).
+    const name = ctx.tool === undefined ? MCP_METHOD_TOOLS_CALL : `${MCP_METHOD_TOOLS_CALL} ${ctx.tool.name}`;
+    // Attributes are built only for a provider that records them; given at start so samplers see them.
+    span = config.tracer.startSpan(
+      name,
+      tracing ? { kind: SpanKind.SERVER, attributes: startAttributes(ctx, config, rules) } : NO_ATTRIBUTES,
+      parent,
+    );
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  try {
+    const spanContext = span.spanContext();
+    const valid = isSpanContextValid(spanContext);
+    if (valid) ctx.state.trace = { traceId: spanContext.traceId, spanId: spanContext.spanId };
+    if (rules.recordArguments && span.isRecording()) {
+      span.setAttribute(ATTR_GEN_AI_TOOL_CALL_ARGUMENTS, config.recorder.json(ctx.rawArgs));
+    }
     // An invalid span (no SDK and no parent) has nothing to hand down: skip the context copy.
-    const below = valid
+    below = valid
       ? context.with(trace.setSpan(parent, span), next)
       : parent === active
         ? next()
         : context.with(parent, next);
-    const result = await below;
-    ending = { result };
-    return result;
   } catch (error) {
-    ending = { thrown: error };
-    throw error;
-  } finally {
-    finish(config, rules, span, histogram, ctx, ending, logger);
+    finish(config, rules, span, histogram, ctx, { thrown: error }, logger);
+    return Promise.reject(error);
   }
+  return below.then(
+    (result) => {
+      finish(config, rules, span, histogram, ctx, { result }, logger);
+      return result;
+    },
+    (error: unknown) => {
+      finish(config, rules, span, histogram, ctx, { thrown: error }, logger);
+      throw error;
+    },
+  );
 }
 
 /** @deprecated Renamed `createOtel`; this alias stays for one release. */
