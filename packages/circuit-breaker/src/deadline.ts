@@ -2,6 +2,7 @@ import {
   callNext,
   deferSignal,
   type NextFn,
+  runDetached,
   type SignalSource,
   type ToolContext,
   type ToolResult,
@@ -32,10 +33,10 @@ export interface CallOwner {
  * caller's signal (`handleEvent`) and the lazily derived signal behind `ctx.signal`, so a call
  * allocates no entry, closure or AbortController of its own on the common path.
  *
- * The listener on the caller's signal is attached only once the call outlives the current turn of the
- * event loop (see `watchCancel`), or at once when the handler reads `ctx.signal`: on a fresh request
- * signal, adding and removing it measured over a microsecond, and most calls are over by then. A cancel
- * that lands before the listener is attached is seen when it is attached, or when the chain settles.
+ * The listener on the caller's signal is attached only once the call outlives about a millisecond
+ * (see `watchCancel`), or at once when the handler reads `ctx.signal`: on a fresh request signal,
+ * adding and removing it measured over a microsecond, and most calls are over by then. A cancel that
+ * lands before the listener is attached is seen when it is attached, or when the chain settles.
  *
  * With a deadline, `ctx.signal` becomes a signal that aborts when the caller's does or when the
  * deadline passes: the `AbortSignal.any([ctx.signal, deadline])` of core's contract, built on the
@@ -185,10 +186,11 @@ export class GuardedCall implements DeadlineEntry, SignalSource {
   }
 }
 
-// Calls begun in this turn of the event loop, whose listener on the caller's signal is attached by one
-// shared setImmediate if they are still waiting then. A linked list a call leaves as soon as it ends:
-// queuing allocates nothing, and a run of calls that never yields to the event loop (all in
-// microtasks) holds no finished call.
+// Calls begun in the last millisecond or so, whose listener on the caller's signal is attached by one
+// shared timer if they are still waiting then. A linked list a call leaves as soon as it ends: queuing
+// allocates nothing, and a run of calls that never yields to the event loop (all in microtasks) holds
+// no finished call. One timer per millisecond rather than a setImmediate per turn: a server that takes
+// each request in a turn of its own (HTTP, the in-process bench) made one Immediate per call.
 let firstToWatch: GuardedCall | undefined;
 let lastToWatch: GuardedCall | undefined;
 let attachScheduled = false;
@@ -201,9 +203,13 @@ function watchCancel(call: GuardedCall): void {
   lastToWatch = call;
   if (!attachScheduled) {
     attachScheduled = true;
-    setImmediate(attachListeners);
+    // Outside the call that happened to arm it (the timer serves every call), and unref'd.
+    runDetached(() => setTimeout(attachListeners, ATTACH_AFTER_MS).unref());
   }
 }
+
+/** How long a call waits before its listener on the caller's signal is attached, at most about. */
+const ATTACH_AFTER_MS = 1;
 
 function unwatchCancel(call: GuardedCall): void {
   call.watched = false;
