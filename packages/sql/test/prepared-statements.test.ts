@@ -148,6 +148,27 @@ describe('pgQueryable preparedStatements: which statements are named', () => {
     expect(selects.map((statement) => statement.name !== undefined)).toEqual([true, false]);
   });
 
+  it('a single Client (no pool) names its statements too, on both paths', async () => {
+    const sent: Sent[] = [];
+    const connection = {
+      query: async (config: { name?: string; text: string }): Promise<QueryRows> => {
+        sent.push({ name: config.name, text: config.text });
+        return { rows: [] };
+      },
+    };
+    const db = pgQueryable(connection, { readOnlySession: { timeoutMs: 2000 }, preparedStatements: true });
+    await db.readOnlyQuery!({ timeoutMs: 2000 }, 'SELECT 1', []);
+    await db.readOnlyQuery!({ timeoutMs: 500 }, 'SELECT 1', []);
+    expect(sent.map((statement) => [statement.text.slice(0, 8), statement.name !== undefined])).toEqual([
+      ['SET defa', false],
+      ['SELECT 1', true],
+      ['BEGIN RE', false],
+      ['SELECT 1', true],
+      ['COMMIT', false],
+    ]);
+    expect(sent[1]!.name).toBe(sent[3]!.name);
+  });
+
   it('without the option nothing is named', async () => {
     const { pool, sent } = fakePool();
     const db = pgQueryable(pool, { readOnlySession: { timeoutMs: 2000 } });
