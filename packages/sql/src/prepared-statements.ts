@@ -90,7 +90,12 @@ export function stopPreparingAfter(connection: object, config: { name?: string }
 
 function isStalePrepared(error: unknown): boolean {
   if (typeof error !== 'object' || error === null) return false;
-  const { code, message } = error as { code?: unknown; message?: unknown };
+  const { code, message, routine } = error as { code?: unknown; message?: unknown; routine?: unknown };
   if (code === '26000') return true;
-  return code === '0A000' && typeof message === 'string' && message.includes('cached plan must not change');
+  if (code !== '0A000') return false;
+  // The server function that refuses it, whatever the server's message language; else the message.
+  return (
+    routine === 'RevalidateCachedQuery' ||
+    (typeof message === 'string' && message.includes('cached plan must not change'))
+  );
 }

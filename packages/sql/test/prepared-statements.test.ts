@@ -94,6 +94,12 @@ describe('pgQueryable preparedStatements: which statements are named', () => {
         code: '0A000',
         severity: 'ERROR',
       }),
+      // A server speaking another language: known by the function that refused it.
+      Object.assign(new Error('le plan en cache ne doit pas modifier le type du résultat'), {
+        code: '0A000',
+        severity: 'ERROR',
+        routine: 'RevalidateCachedQuery',
+      }),
       Object.assign(new Error('prepared statement "toolgate_x" does not exist'), {
         code: '26000',
         severity: 'ERROR',
