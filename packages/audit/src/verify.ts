@@ -82,12 +82,10 @@ export async function verifyAuditFile(path: string): Promise<VerifyResult> {
   });
   const source = lines[Symbol.asyncIterator]();
   // A wrapper, so that the verifier stopping early leaves `source` open to ask whether lines follow.
-  const counted = { [Symbol.asyncIterator]: () => ({ next: () => source.next() }) };
+  const unclosed = { [Symbol.asyncIterator]: () => ({ next: () => source.next() }) };
   try {
-    const result = await verifyAuditLines(counted);
-    if (result.intact || !result.reason.startsWith(`record ${result.brokenAt} is not an audit record`)) {
-      return result;
-    }
+    const result = await verifyAuditLines(unclosed);
+    if (result.intact || result.reason !== notRecordReason(result.brokenAt)) return result;
     // The failing line is the last one and no newline ends it: a write cut short (a crash mid-write;
     // a sink reopening the file closes such a line and chains on from the record before it).
     if ((await source.next()).done && !endsWithNewline) {
@@ -98,6 +96,10 @@ export async function verifyAuditFile(path: string): Promise<VerifyResult> {
     lines.close();
     stream.destroy();
   }
+}
+
+function notRecordReason(line: number): string {
+  return `record ${line} is not an audit record (not JSON, or no seq, hash and prevHash)`;
 }
 
 function tornReason(line: number): string {
@@ -246,7 +248,7 @@ function checkLine(
   expectedChain?: string,
 ): AuditRecord | string {
   const record = parseRecordLine(line);
-  if (!record) return `record ${number} is not an audit record (not JSON, or no seq, hash and prevHash)`;
+  if (!record) return notRecordReason(number);
   const { hash, ...rest } = record;
   const canonical = canonicalJson(rest);
   if (hashOfCanonical(canonical) !== hash) {

@@ -144,25 +144,19 @@ function finish(
   span: Span,
   histogram: Histogram | undefined,
   ctx: ToolContext,
-  ending: Ending | undefined,
+  ending: Ending,
   logger: Logger,
 ): void {
   let errorType: string | undefined;
   try {
     errorType =
-      ending === undefined || 'thrown' in ending
-        ? recordThrownOutcome(span, ctx, ending?.thrown, settings, config.recorder)
+      'thrown' in ending
+        ? recordThrownOutcome(span, ctx, ending.thrown, settings, config.recorder)
         : recordResultOutcome(span, ctx, ending.result, settings, config.recorder);
     if (span.isRecording()) {
       // Added now, not before next(): inner middleware push decisions while the chain runs.
       addDecisionEvents(span, ctx.decisions, config.recorder);
-      runHook(
-        settings.onSpan,
-        span,
-        ctx,
-        ending !== undefined && 'result' in ending ? ending.result : undefined,
-        logger,
-      );
+      runHook(settings.onSpan, span, ctx, 'result' in ending ? ending.result : undefined, logger);
     }
   } catch (error) {
     logger.warn({ err: error, tool: ctx.toolName }, 'otel: recording the call on its span failed');

@@ -1,12 +1,7 @@
 import { raceAbort } from '@toolgate/core';
 import { type CancellableClient, sendCancelRequest } from './cancel-request.js';
 import { markConnectionFailure } from './database-error.js';
-import {
-  type PreparedSettings,
-  preparedSettings,
-  statementConfig,
-  stopPreparingAfter,
-} from './prepared-statements.js';
+import { type PreparedSettings, preparedSettings, sendStatement } from './prepared-statements.js';
 import {
   hasSession,
   markSession,
@@ -222,14 +217,7 @@ async function runTransaction<T>(
   }
   try {
     const result = await work({
-      query: (text, values) => {
-        const config = statementConfig(client, prepared, text, values);
-        // A stale prepared statement fails this transaction; the connection's later calls run unnamed.
-        return client.query(config).catch((error: unknown) => {
-          stopPreparingAfter(client, config, error);
-          throw error;
-        });
-      },
+      query: (text, values) => sendStatement(client, prepared, text, values, false),
     });
     await client.query({ text: 'COMMIT' });
     return result;
@@ -271,14 +259,7 @@ async function runAlone(
     }
     markSession(client, session);
   }
-  const config = statementConfig(client, prepared, text, values);
-  try {
-    return await client.query(config);
-  } catch (error) {
-    // A stale prepared statement: the statement alone is its own transaction, so it runs again unnamed.
-    if (!stopPreparingAfter(client, config, error)) throw error;
-    return client.query(statementConfig(client, prepared, text, values));
-  }
+  return sendStatement(client, prepared, text, values, true);
 }
 
 // pg's server errors carry a severity; anything else thrown mid-transaction is the connection's.

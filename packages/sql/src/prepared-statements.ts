@@ -1,4 +1,5 @@
 import { hash } from 'node:crypto';
+import type { QueryRows } from './types.js';
 
 /** The adapter's prepared-statement settings, checked once (see `PgQueryableOptions.preparedStatements`). */
 export interface PreparedSettings {
@@ -44,50 +45,62 @@ function nameOf(text: string): string {
   return name;
 }
 
+/** The part of a pg Client a statement is sent through. */
+interface StatementClient {
+  query(config: { name?: string; text: string; values?: unknown[] }): Promise<QueryRows>;
+}
+
 /**
- * pg's query config for `text` on `connection`: named (pg sends the Parse once per connection, then
- * only Bind and Execute, and PostgreSQL skips parsing and analysing it again) when the statement is
- * prepared there already or the connection has room for one more; unnamed otherwise.
+ * Sends one of a tool's statements on `client`: named when `prepared` is on and the statement is
+ * prepared there already or the connection has room for one more (pg sends the Parse once per
+ * connection, then only Bind and Execute, and PostgreSQL skips parsing and analysing it again),
+ * unnamed otherwise. When PostgreSQL refuses the prepared statement for good (`isStalePrepared`),
+ * the connection names nothing from then on, and a statement `alone` (its own implicit transaction)
+ * is sent again at once, unnamed; inside a transaction the error stands (the transaction is spoiled).
  */
-export function statementConfig(
-  connection: object,
+export function sendStatement(
+  client: StatementClient,
   prepared: PreparedSettings | undefined,
   text: string,
-  values: readonly unknown[] | undefined,
-): { name?: string; text: string; values?: unknown[] } {
-  const config = values === undefined ? { text } : { text, values: values as unknown[] };
-  if (prepared === undefined) return config;
+  values: readonly unknown[],
+  alone: boolean,
+): Promise<QueryRows> {
+  const name = prepared === undefined ? undefined : nameOn(client, prepared, text);
+  if (name === undefined) return client.query({ text, values: values as unknown[] });
+  return client.query({ name, text, values: values as unknown[] }).catch((error: unknown) => {
+    if (!isStalePrepared(error)) throw error;
+    Object.defineProperty(client, PREPARED, { value: STOPPED, configurable: true, writable: true });
+    if (!alone) throw error;
+    return client.query({ text, values: values as unknown[] });
+  });
+}
+
+/** The name `text` runs under on `connection`, or undefined when it runs unnamed there. */
+function nameOn(connection: object, prepared: PreparedSettings, text: string): string | undefined {
   let held = (connection as { [PREPARED]?: Set<string> })[PREPARED];
   if (held === undefined) {
     held = new Set();
     Object.defineProperty(connection, PREPARED, { value: held, configurable: true, writable: true });
   }
-  if (held === STOPPED) return config;
+  if (held === STOPPED) return undefined;
   const name = nameOf(text);
   if (!held.has(name)) {
-    if (held.size >= prepared.maxPerConnection) return config;
+    if (held.size >= prepared.maxPerConnection) return undefined;
     held.add(name);
   }
-  return { name, ...config };
+  return name;
 }
 
 /** A connection whose prepared statements went stale: it runs every statement unnamed from then on. */
 const STOPPED: Set<string> = new Set();
 
 /**
- * Whether `error` says a named statement on this connection can no longer run as prepared: its result
+ * Whether `error` says a named statement can no longer run as prepared on its connection: its result
  * type changed under it (`0A000`, "cached plan must not change result type", after an `ALTER COLUMN
  * ... TYPE` of a selected column), or the server no longer has it (`26000`, after a `DEALLOCATE` or
- * behind a pooler that moved the session). PostgreSQL keeps refusing that statement on the connection,
- * so the connection stops naming statements (node-postgres would otherwise skip the Parse again).
- * True when it did: the statement may be sent again unnamed.
+ * behind a pooler that moved the session). PostgreSQL keeps refusing that statement on the connection
+ * (and node-postgres would skip its Parse again), so the connection stops naming statements.
  */
-export function stopPreparingAfter(connection: object, config: { name?: string }, error: unknown): boolean {
-  if (config.name === undefined || !isStalePrepared(error)) return false;
-  Object.defineProperty(connection, PREPARED, { value: STOPPED, configurable: true, writable: true });
-  return true;
-}
-
 function isStalePrepared(error: unknown): boolean {
   if (typeof error !== 'object' || error === null) return false;
   const { code, message, routine } = error as { code?: unknown; message?: unknown; routine?: unknown };
