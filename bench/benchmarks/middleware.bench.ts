@@ -19,7 +19,7 @@ import { createRateLimit } from '@toolgate/rate-limit';
 import { createRedactErrors } from '@toolgate/redact-errors';
 import { createRepeatGuard } from '@toolgate/repeat-guard';
 import * as z from 'zod';
-import { registerOtelSdk } from '../src/otel-sdk.js';
+import { type CaseProcess, startCaseProcess } from '../src/case-process.js';
 
 const input = { q: z.string() };
 const logger = createSilentLogger();
@@ -89,34 +89,41 @@ export const echoCall =
     return client.callTool('echo', { q: `v${i}` });
   };
 
+/** The names of `fullStack`'s entries, in order (each a case `mw-case-child.ts` can build). */
+export async function stackNames(): Promise<string[]> {
+  const dir = await mkdtemp(join(tmpdir(), 'toolgate-bench-names-'));
+  const stack = fullStack(join(dir, 'audit.jsonl'));
+  for (const entry of stack) await entry.close();
+  await rm(dir, { recursive: true, force: true });
+  return stack.map((entry) => entry.name);
+}
+
 export async function middlewareBench(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'toolgate-bench-mw-'));
-  const full = fullStack(join(dir, 'audit.jsonl'));
-  const alone = fullStack(join(dir, 'audit-alone.jsonl'));
-  const bare = await bareServer();
-  const empty = await coreServer([]);
-  const stack = await coreServer(full.map((entry) => entry.middleware));
-  // Each middleware alone, to show where the stack's cost comes from.
-  const single = await Promise.all(alone.map((entry) => coreServer([entry.middleware])));
-  const stackName = `core + full stack (${full.map((entry) => entry.name.split(' ')[0]).join(' → ')})`;
+  const names = await stackNames();
+  const stackName = `core + full stack (${names.map((name) => name.split(' ')[0]).join(' → ')})`;
   const sections: string[] = [];
   const summary: string[] = [];
   let bareUs = Number.NaN;
-  // 30 rounds: the per-policy rows differ by a microsecond or two, about the noise of 15 rounds on a
-  // two-core machine. (Longer rounds measured slower and noisier for every row, the bare SDK's too.)
-  const options = { rounds: 30, callsPerRound: 1000, warmup: 1000 };
-  let unregisterSdk: (() => Promise<void>) | undefined;
+  // 60 rounds: the per-policy rows differ by a microsecond or two, and single rounds of one case on
+  // this two-core VM range over a factor of two (session 11: the bare SDK's from 21 to 59 µs a call).
+  // (Longer rounds measured slower and noisier for every row, the bare SDK's too.)
+  // Each case warms up in its own process, so its JIT sees only its own chain: 5000 calls.
+  const options = { rounds: 60, callsPerRound: 1000, warmup: 5000 };
+  const started: CaseProcess[] = [];
+  const start = async (name: string, which: string, otelSdk = false): Promise<BenchCase> => {
+    const child = await startCaseProcess(name, which, { otelSdk });
+    started.push(child);
+    return child.benchCase;
+  };
   try {
+    const cases: BenchCase[] = [
+      await start('bare SDK handler (baseline)', 'bare'),
+      await start('core, empty chain', 'empty'),
+      await start(`${stackName}, no OTel SDK`, 'full'),
+    ];
+    // Each middleware alone, to show where the stack's cost comes from.
+    for (const name of names) cases.push(await start(`core + ${name} alone`, name));
     for (const concurrency of [1, 64]) {
-      const cases: BenchCase[] = [
-        { name: 'bare SDK handler (baseline)', call: echoCall(bare) },
-        { name: 'core, empty chain', call: echoCall(empty) },
-        { name: `${stackName}, no OTel SDK`, call: echoCall(stack) },
-        ...single.map((client, index) => ({
-          name: `core + ${alone[index]!.name} alone`,
-          call: echoCall(client),
-        })),
-      ];
       const rows = await compareCalls(cases, { ...options, concurrency });
       const label = concurrency === 1 ? 'Sequential' : `${concurrency} concurrent`;
       sections.push(`### ${label}, no OTel SDK registered\n\n${formatBenchTable(rows)}`);
@@ -136,30 +143,21 @@ export async function middlewareBench(): Promise<string> {
         `| ${label}: empty chain ratio | ≤ 1.05x | ${emptyRow!.ratio.toFixed(3)}x | ${emptyRow!.ratio <= 1.05 ? 'met' : 'missed'} |`,
       );
     }
-    // The same stack with a real SDK: spans built, batched and exported (to nowhere).
-    unregisterSdk = registerOtelSdk();
+    await Promise.all(started.splice(0).map((child) => child.close()));
+    // The same stack with a real SDK: spans built, batched and exported (to nowhere). Every process
+    // registers it, the bare SDK's too (any instrumented server pays AsyncLocalStorage's hooks).
+    const sdkCases = [
+      await start('bare SDK handler (baseline), real OTel SDK', 'bare', true),
+      await start(`${stackName}, real OTel SDK (BatchSpanProcessor)`, 'full', true),
+      await start(`core + ${names[0]} alone, real OTel SDK`, names[0]!, true),
+    ];
     for (const concurrency of [1, 64]) {
-      const rows = await compareCalls(
-        [
-          { name: 'bare SDK handler (baseline)', call: echoCall(bare) },
-          { name: `${stackName}, real OTel SDK (BatchSpanProcessor)`, call: echoCall(stack) },
-          { name: `core + ${alone[0]!.name} alone, real OTel SDK`, call: echoCall(single[0]!) },
-        ],
-        { ...options, concurrency },
-      );
+      const rows = await compareCalls(sdkCases, { ...options, concurrency });
       const label = concurrency === 1 ? 'Sequential' : `${concurrency} concurrent`;
       sections.push(`### ${label}, real OTel SDK registered\n\n${formatBenchTable(rows)}`);
     }
   } finally {
-    await Promise.all([
-      bare.close(),
-      empty.close(),
-      stack.close(),
-      ...single.map((client) => client.close()),
-    ]);
-    for (const entry of [...full, ...alone]) await entry.close();
-    await unregisterSdk?.();
-    await rm(dir, { recursive: true, force: true });
+    await Promise.all(started.map((child) => child.close()));
   }
   return [
     '## 1. Middleware overhead, in process',
@@ -173,9 +171,14 @@ export async function middlewareBench(): Promise<string> {
     'real `BasicTracerProvider` + `BatchSpanProcessor` whose exporter discards), createAudit to a temp',
     'file, createRedactErrors, createAuthz (a scope the token holds), createRateLimit (memory store, a',
     'limit never reached), createRepeatGuard, createIdempotency and createConfirm (present, the tool not',
-    'opted in), createCircuitBreaker. Median of 30 interleaved rounds of 1000 calls, the cases in a new',
-    'shuffled order each round (a case pays for the garbage the one before it left, so no case may always',
-    'follow the same one); *added µs* is the cost per call over the bare SDK measured in the same run.',
+    'opted in), createCircuitBreaker. Each case is a server and its client alone in a process of its own',
+    '(a deployment runs one chain per process; until session 11 all cases shared one process, its heap and',
+    "the JIT's type feedback), warmed up with 5000 calls; the parent process runs one case's round at a",
+    'time. 60 interleaved rounds of 1000 calls, the cases in a new shuffled order each round (a slow',
+    'stretch of the machine must not always land on the same case). *µs/call* is the median over rounds;',
+    "*added µs* and *ratio* are the median over rounds of each round's difference from and ratio to the",
+    "bare SDK's round in the same pass (paired, so a slow minute hits both; until session 11 they were",
+    'the difference and ratio of the two medians).',
     '',
     '| target (issue 18) | bound | measured | |',
     '|---|---:|---:|---|',

@@ -1,5 +1,5 @@
 // Drives N full-stack calls (no OTel SDK) for `node --cpu-prof`: where the stack's time goes.
-// npx tsx --cpu-prof --cpu-prof-dir=/tmp/prof benchmarks/profile-stack.ts [calls] [only-policy-name|none]
+// npx tsx --cpu-prof --cpu-prof-dir=/tmp/prof benchmarks/profile-stack.ts [calls] [only-policy-name|none] [in flight]
 // (OTEL_SDK=1 registers a real OTel SDK first)
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -12,6 +12,7 @@ if (process.env.OTEL_SDK === '1') registerOtelSdk();
 
 const calls = Number(process.argv[2] ?? 100_000);
 const only = process.argv[3];
+const inFlight = Math.max(1, Number(process.argv[4] ?? 1));
 const dir = await mkdtemp(join(tmpdir(), 'toolgate-prof-'));
 // 'none': core's empty chain, to subtract.
 const stack = fullStack(join(dir, 'audit.jsonl')).filter((entry) => !only || entry.name.startsWith(only));
@@ -19,7 +20,15 @@ const client = await coreServer(stack.map((entry) => entry.middleware));
 // Each call in an event-loop turn of its own, as in the bench (audit's writer runs between calls).
 const call = echoCall(client);
 const started = performance.now();
-for (let i = 0; i < calls; i += 1) await call(i);
+let next = 0;
+await Promise.all(
+  Array.from({ length: inFlight }, async () => {
+    while (next < calls) {
+      next += 1;
+      await call(next);
+    }
+  }),
+);
 process.stderr.write(`${(((performance.now() - started) * 1000) / calls).toFixed(2)} µs/call\n`);
 await client.close();
 for (const entry of stack) await entry.close();

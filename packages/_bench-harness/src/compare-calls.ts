@@ -1,8 +1,11 @@
-/** One measured variant: a function that performs one call (a full tools/call round trip). */
-export interface BenchCase {
-  name: string;
-  call: (index: number) => Promise<unknown>;
-}
+/**
+ * One measured variant: either a function that performs one call (a full tools/call round trip), or
+ * `round`, which times a whole round somewhere else (a case in a process of its own) and returns its
+ * mean µs per call.
+ */
+export type BenchCase =
+  | { name: string; call: (index: number) => Promise<unknown>; round?: undefined }
+  | { name: string; round: (calls: number, concurrency: number) => Promise<number>; call?: undefined };
 
 export interface BenchOptions {
   /** Calls per round per case. @default 2000 */
@@ -24,14 +27,20 @@ export interface BenchRow {
   usPerCall: number;
   /** Fastest round, in microseconds per call. */
   bestUsPerCall: number;
-  /** usPerCall divided by the first case's (the baseline). */
+  /**
+   * The median over rounds of this case's µs per call divided by the baseline's (the first case) in
+   * the same round: paired, so a slow stretch of the machine that hits one round hits both.
+   */
   ratio: number;
-  /** usPerCall minus the baseline's, in microseconds. */
+  /** The median over rounds of this case's µs per call minus the baseline's in the same round. */
   addedUs: number;
+  /** Each round's mean µs per call, in round order (the same rounds as every other row's). */
+  rounds: readonly number[];
 }
 
 /**
- * Measures each case side by side: interleaved rounds, median per case, ratio to the first case.
+ * Measures each case side by side: interleaved rounds, median per case, and the ratio to and the µs
+ * over the first case (the baseline) as the median of each round's paired figure.
  * For `pnpm bench` scripts only; never for timed tests.
  */
 export async function compareCalls(
@@ -42,20 +51,9 @@ export async function compareCalls(
   const rounds = options.rounds ?? 15;
   const concurrency = Math.max(1, options.concurrency ?? 1);
   const warmup = options.warmup ?? 500;
-  let counter = 0;
-  const runBatch = async (bench: BenchCase, calls: number): Promise<number> => {
-    const started = performance.now();
-    let next = 0;
-    const worker = async (): Promise<void> => {
-      while (next < calls) {
-        next += 1;
-        counter += 1;
-        await bench.call(counter);
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(concurrency, calls) }, worker));
-    return ((performance.now() - started) * 1000) / calls;
-  };
+  const timer = createCallTimer();
+  const runBatch = (bench: BenchCase, calls: number): Promise<number> =>
+    bench.round ? bench.round(calls, concurrency) : timer(bench.call, calls, concurrency);
   for (const bench of cases) await runBatch(bench, warmup);
   const samples = cases.map(() => [] as number[]);
   // Each round runs the cases in a new order: a case that leaves garbage behind slows whichever case
@@ -66,15 +64,40 @@ export async function compareCalls(
     shuffle(order, random);
     for (const index of order) samples[index]!.push(await runBatch(cases[index]!, callsPerRound));
   }
-  const medians = samples.map((values) => median(values));
-  const baseline = medians[0] ?? 1;
+  const baseline = samples[0] ?? [];
   return cases.map((bench, index) => ({
     name: bench.name,
-    usPerCall: medians[index]!,
+    usPerCall: median(samples[index]!),
     bestUsPerCall: Math.min(...samples[index]!),
-    ratio: medians[index]! / baseline,
-    addedUs: medians[index]! - baseline,
+    ratio: medianRatio(samples[index]!, baseline),
+    addedUs: medianDifference(samples[index]!, baseline),
+    rounds: samples[index]!,
   }));
+}
+
+/**
+ * Times `calls` calls of `call`, `concurrency` in flight at once: their mean µs per call. Each call
+ * gets an index never used before by this timer (distinct arguments, so nothing repeats).
+ */
+export function createCallTimer(): (
+  call: (index: number) => Promise<unknown>,
+  calls: number,
+  concurrency: number,
+) => Promise<number> {
+  let counter = 0;
+  return async (call, calls, concurrency) => {
+    const started = performance.now();
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < calls) {
+        next += 1;
+        counter += 1;
+        await call(counter);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(Math.max(1, concurrency), calls) }, worker));
+    return ((performance.now() - started) * 1000) / calls;
+  };
 }
 
 /** A markdown table of bench rows. */
@@ -103,6 +126,11 @@ export function median(values: readonly number[]): number {
  */
 export function medianRatio(values: readonly number[], baseline: readonly number[]): number {
   return median(values.map((value, index) => value / baseline[index]!));
+}
+
+/** The median over rounds of `values[i] - baseline[i]` (paired like `medianRatio`). */
+export function medianDifference(values: readonly number[], baseline: readonly number[]): number {
+  return median(values.map((value, index) => value - baseline[index]!));
 }
 
 /** A small deterministic generator (mulberry32): the same orders on every run. */

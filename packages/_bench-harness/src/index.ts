@@ -3,7 +3,9 @@ export {
   type BenchOptions,
   type BenchRow,
   compareCalls,
+  createCallTimer,
   formatBenchTable,
   median,
+  medianDifference,
   medianRatio,
 } from './compare-calls.js';
