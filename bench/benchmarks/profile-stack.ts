@@ -4,6 +4,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createCallTimer } from '@toolgate/bench-harness';
 import { registerOtelSdk } from '../src/otel-sdk.js';
 import { coreServer, echoCall, fullStack } from './middleware.bench.js';
 
@@ -19,17 +20,8 @@ const stack = fullStack(join(dir, 'audit.jsonl')).filter((entry) => !only || ent
 const client = await coreServer(stack.map((entry) => entry.middleware));
 // Each call in an event-loop turn of its own, as in the bench (audit's writer runs between calls).
 const call = echoCall(client);
-const started = performance.now();
-let next = 0;
-await Promise.all(
-  Array.from({ length: inFlight }, async () => {
-    while (next < calls) {
-      next += 1;
-      await call(next);
-    }
-  }),
-);
-process.stderr.write(`${(((performance.now() - started) * 1000) / calls).toFixed(2)} µs/call\n`);
+const us = await createCallTimer()(call, calls, inFlight);
+process.stderr.write(`${us.toFixed(2)} µs/call\n`);
 await client.close();
 for (const entry of stack) await entry.close();
 await rm(dir, { recursive: true, force: true });
