@@ -1,5 +1,6 @@
 import { writeSync } from 'node:fs';
 import { constants, type FileHandle, open } from 'node:fs/promises';
+import { doneWithBytesWhenSettled } from './batch-bytes.js';
 import { parseRecordLine } from './chain.js';
 import { AuditSinkError } from './sink-errors.js';
 import type { AuditBatch, AuditSink, ChainAnchor, ChainHead } from './types.js';
@@ -43,7 +44,9 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
   let partial: { batch: AuditBatch; bytes: Uint8Array; offset: number } | undefined;
   // The last line head() found, when it belongs to another chain: the record a new chain names.
   let lastOther: ChainAnchor | undefined;
-  return {
+  // Done with a batch's bytes once write() settles: a retry of the same batch resumes from `partial`,
+  // and a new batch replaces it.
+  return doneWithBytesWhenSettled({
     async head(chainId: string): Promise<ChainHead | undefined> {
       // head() is retried after a failure: open once, not once per attempt.
       handle ??= await open(
@@ -107,7 +110,7 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
       await handle?.close();
       handle = undefined;
     },
-  };
+  });
 }
 
 /** The last complete line of a file (read backwards in chunks), and whether a partial line follows it. */

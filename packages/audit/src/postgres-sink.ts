@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import copyStreams from 'pg-copy-streams';
+import { doneWithBytesWhenSettled } from './batch-bytes.js';
 import { parseRecordLine } from './chain.js';
 import { type AuditTableName, parseTableName } from './pg-table.js';
 import { AuditSinkError } from './sink-errors.js';
@@ -54,7 +55,8 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
         AS u(t, tl, o, p, c, i, h, r, n)
     ON CONFLICT (chain, seq) DO NOTHING
     RETURNING 1`;
-  return {
+  // Done with a batch's bytes once write() settles: COPY's payload and the INSERT's text are copies.
+  return doneWithBytesWhenSettled({
     async head(chainId: string): Promise<ChainHead | undefined> {
       if (createTable) await ensureTable(client, table);
       // One round trip: the chain's last record, and whether the table has the caller column (a
@@ -155,7 +157,7 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
       }
       return { alreadyStored: true };
     },
-  };
+  });
 }
 
 async function ensureTable(client: AuditQueryable, table: AuditTableName): Promise<void> {

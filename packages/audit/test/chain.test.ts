@@ -9,7 +9,7 @@ import {
 import { describe, expect, it } from 'vitest';
 import { durationText, isoTime, sealRecord } from '../src/chain.js';
 import { GENESIS_HASH } from '../src/index.js';
-import { captureCall } from '../src/record.js';
+import { type CapturedRecord, captureCall } from '../src/record.js';
 import { createRedactedJson } from '../src/redacted-json.js';
 
 const aborted = AbortSignal.abort();
@@ -94,6 +94,80 @@ describe('captureCall + sealRecord', () => {
       incidentId: 'inc_x',
       hash,
     });
+  });
+
+  it('consecutive records that change any field, on two chains, each match canonicalJson exactly (the repeated runs are reused only while equal)', () => {
+    // Record after record, every optional field and every value of a repeated run changes in
+    // turn (and back), so a run kept from the record before is reused only where it still holds.
+    const variants = {
+      caller: ['client:a#1', 'sub:https://issuer|u "2"'],
+      clientId: [undefined, 'c1'],
+      decisions: ['[]', '[{"action":"allow","by":"authz"}]'],
+      outcome: ['ok', 'not_found'],
+      principal: [undefined, 'p-1'],
+      sessionId: [undefined, 'sess-1'],
+      tool: ['echo', 'get_örder'],
+      traceId: [undefined, 'trace-1'],
+      spanId: [undefined, 'span-1'],
+      unknownTool: [false, true],
+      chainId: ['chain-a', 'chain-b'],
+    } as const;
+    const keys = Object.keys(variants) as (keyof typeof variants)[];
+    let state = 0x9e3779b9;
+    for (let index = 0; index < 600; index += 1) {
+      state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+      const pick = <K extends keyof typeof variants>(key: K): (typeof variants)[K][number] =>
+        variants[key][(state >>> (16 + keys.indexOf(key))) & 1] as (typeof variants)[K][number];
+      const chainId = pick('chainId');
+      const captured: CapturedRecord = {
+        args: `{"i":${index}}`,
+        bindings: index % 7 === 0 ? '{"customerId":7}' : undefined,
+        decisions: pick('decisions'),
+        aborted: index % 11 === 0,
+        caller: pick('caller'),
+        clientId: pick('clientId'),
+        durationMs: index / 7,
+        incidentId: index % 5 === 0 ? `inc_${index}` : undefined,
+        outcome: pick('outcome'),
+        principal: pick('principal'),
+        requestId: index % 3 === 0 ? `r-${index}` : index,
+        resultBytes: index * 3,
+        sessionId: pick('sessionId'),
+        spanId: pick('spanId'),
+        traceId: pick('traceId'),
+        startedAt: Date.parse('2026-01-02T03:04:05.006Z') + index,
+        tool: pick('tool'),
+        unknownTool: pick('unknownTool'),
+        bytes: 1000,
+        ack: undefined,
+      };
+      const { line } = sealRecord(captured, { seq: index, hash: 'a'.repeat(64) }, chainId);
+      const { hash, ...rest } = JSON.parse(line) as Record<string, unknown>;
+      expect(line).toBe(`${canonicalJson(rest).slice(0, -1)},"hash":"${hash}"}`);
+      expect(rest).toEqual({
+        ...(captured.aborted ? { aborted: true } : {}),
+        args: { i: index },
+        ...(captured.bindings ? { bindings: { customerId: 7 } } : {}),
+        caller: captured.caller,
+        chainId,
+        ...(captured.clientId ? { clientId: captured.clientId } : {}),
+        decisions: JSON.parse(captured.decisions) as unknown,
+        durationMs: Math.round((index / 7) * 1000) / 1000,
+        ...(captured.incidentId ? { incidentId: captured.incidentId } : {}),
+        outcome: captured.outcome,
+        prevHash: 'a'.repeat(64),
+        ...(captured.principal ? { principal: captured.principal } : {}),
+        requestId: captured.requestId,
+        resultBytes: index * 3,
+        seq: index + 1,
+        ...(captured.sessionId ? { sessionId: captured.sessionId } : {}),
+        ...(captured.spanId ? { spanId: captured.spanId } : {}),
+        time: new Date(captured.startedAt).toISOString(),
+        tool: captured.tool,
+        ...(captured.traceId ? { traceId: captured.traceId } : {}),
+        ...(captured.unknownTool ? { unknownTool: true } : {}),
+      });
+    }
   });
 
   it('a shared frozen decision is written once and reused, redacted like any other', () => {

@@ -74,6 +74,36 @@ describe('file sink', () => {
     expect((await stat(path)).mode & 0o777).toBe(0o600);
   });
 
+  it('batches of every size in turn (a large one, then small ones, then many): each line written once, whole, and the chain intact', async () => {
+    // The file sink's batches are sealed into one buffer, reused and grown: a small batch after a
+    // large one must write only its own lines, and a line larger than the buffer must grow it.
+    const path = join(dir, 'audit.jsonl');
+    const audit = createAudit({ sink: createFileSink(path), chainId: 'sizes' });
+    const client = await serve([audit]);
+    const large = 'x'.repeat(30_000);
+    const sent: unknown[] = [];
+    const call = async (value: unknown): Promise<void> => {
+      sent.push(value);
+      const result = await client.callTool('echo', { value });
+      expect(result.isError).not.toBe(true);
+    };
+    await call('first');
+    await audit.flush();
+    await call(large);
+    await audit.flush();
+    await call('small after large');
+    await audit.flush();
+    await Promise.all(Array.from({ length: 300 }, (_, index) => call(`many-${index}`)));
+    await audit.flush();
+    await call(`${large}${large}`);
+    await call('last');
+    await audit.close();
+    const records = await lines(path);
+    expect(records.map((record) => (record.args as { value: unknown }).value)).toEqual(sent);
+    expect(records.map((record) => record.seq)).toEqual(sent.map((_, index) => index + 1));
+    await expect(verifyAuditFile(path)).resolves.toMatchObject({ intact: true, records: sent.length });
+  });
+
   it('a reopened file continues its chain from the last line when the chain id is the same', async () => {
     const path = join(dir, 'audit.jsonl');
     for (const run of [1, 2]) {
