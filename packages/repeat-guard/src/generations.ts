@@ -28,6 +28,8 @@ export class Generations<V extends Expiring> {
   readonly #entriesPerGeneration: number;
   readonly #sizePerGeneration: number;
   readonly #now: () => number;
+  /** Counts the entries added (see `version`). */
+  #version = 0;
 
   constructor(maxEntries: number, maxSize: number, now: () => number = Date.now) {
     this.#maxEntries = maxEntries;
@@ -45,6 +47,15 @@ export class Generations<V extends Expiring> {
   /** Summed sizes of the entries held now. */
   get totalSize(): number {
     return this.#youngSize + this.#oldSize;
+  }
+
+  /**
+   * A number that changes whenever an entry is added (a write, or a read that moves an old entry back
+   * among the young): equal at two moments, no key became present in between. Deletes, expiry and
+   * retirement only take keys away, so they leave it be.
+   */
+  get version(): number {
+    return this.#version;
   }
 
   get(key: string): V | undefined {
@@ -68,6 +79,20 @@ export class Generations<V extends Expiring> {
   /** Keeps `entry` until its `expiresAt`; its `size` counts against `maxSize`. */
   set(key: string, entry: V): void {
     this.delete(key);
+    if (entry.size > this.#maxSize) return;
+    this.#admit(key, entry);
+  }
+
+  /**
+   * `set` for a key that `get` found in neither generation when `version` read `absentSince`: if no
+   * entry was added since, the key is still in neither, so it is added without being looked up again
+   * (two Map lookups fewer; a sequential caller's every write). Else exactly `set`.
+   */
+  setAbsent(key: string, entry: V, absentSince: number): void {
+    if (absentSince !== this.#version) {
+      this.set(key, entry);
+      return;
+    }
     if (entry.size > this.#maxSize) return;
     this.#admit(key, entry);
   }
@@ -100,6 +125,7 @@ export class Generations<V extends Expiring> {
 
   /** Adds an entry that is in neither generation. */
   #admit(key: string, held: V): void {
+    this.#version += 1;
     if (
       this.#young.size >= this.#entriesPerGeneration ||
       (this.#youngSize > 0 && this.#youngSize + held.size > this.#sizePerGeneration)

@@ -16,8 +16,14 @@ export interface MemoryEntries {
    */
   keyOf(ctx: ToolContext, scope: string | undefined): string;
   get(key: string): CallEntry | string | undefined;
-  /** `size`: the characters the entry counts against `maxSize`. */
-  set(key: string, entry: CallEntry, ttlMs: number, size: number): void;
+  /** Changes whenever an entry is added: read right after a `get` that found nothing. */
+  version(): number;
+  /**
+   * `size`: the characters the entry counts against `maxSize`. `absentSince`: the `version` read
+   * after a `get` of this key found nothing (the write then skips looking for it when nothing changed
+   * since), or -1.
+   */
+  set(key: string, entry: CallEntry, ttlMs: number, size: number, absentSince: number): void;
   delete(key: string): void;
 }
 
@@ -92,8 +98,9 @@ export function createMemoryRepeatStore(options: MemoryRepeatStoreOptions = {}):
           ? stored.value
           : expand(stored, origin);
     },
-    set(key, entry, ttlMs, size) {
-      cache.set(key, compact(entry, origin, cache.now() + ttlMs, size + key.length));
+    version: () => cache.version,
+    set(key, entry, ttlMs, size, absentSince) {
+      cache.setAbsent(key, compact(entry, origin, cache.now() + ttlMs, size + key.length), absentSince);
     },
     delete(key) {
       cache.delete(key);

@@ -68,7 +68,7 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
       // An aborted call's result (often a timeout) says nothing about the next identical call.
       if (ctx.signal.aborted) return result;
       if (memory !== undefined) {
-        rememberInMemory(memory, toolRules, key, earlier, result, flight, owner);
+        rememberInMemory(memory, toolRules, key, earlier, result, flight, owner, NOT_ABSENT);
       } else {
         const entry = rememberedEntry(toolRules, earlier, result);
         const text = entry && encodedEntry(entry, toolRules);
@@ -94,7 +94,7 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
 
   /**
    * A memory store's run ended with `result`: remembers it (or forgets the key when it is not kept),
-   * and the owner hands the entry to the flight's waiters.
+   * and the owner hands the entry to the flight's waiters. `absentSince`: see `MemoryEntries.set`.
    */
   const rememberInMemory = (
     memory: MemoryEntries,
@@ -104,12 +104,13 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
     result: ToolResult,
     flight: Flight,
     owner: boolean,
+    absentSince: number,
   ): void => {
     const entry = rememberedEntry(toolRules, earlier, result);
     const size = entry && measureCallEntry(entry, toolRules.maxResultSize);
     const kept = size === undefined ? undefined : entry;
     if (owner) flight.settle(kept);
-    if (kept !== undefined) memory.set(key, kept, ttlOf(kept, toolRules), size!);
+    if (kept !== undefined) memory.set(key, kept, ttlOf(kept, toolRules), size!, absentSince);
     else if (earlier !== undefined) memory.delete(key);
   };
 
@@ -136,6 +137,7 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
     key: string,
     earlier: CallEntry | undefined,
     joined: Flight | undefined,
+    absentSince: number,
   ): Promise<ToolResult> => {
     // `joined`: the flight decide() found for this key (read there, not looked up again).
     const owner = joined === undefined;
@@ -145,7 +147,9 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
       (result) => {
         try {
           // An aborted call's result (often a timeout) says nothing about the next identical call.
-          if (!ctx.signal.aborted) rememberInMemory(memory, toolRules, key, earlier, result, running, owner);
+          if (!ctx.signal.aborted) {
+            rememberInMemory(memory, toolRules, key, earlier, result, running, owner, absentSince);
+          }
         } finally {
           leaveFlight(key, running, owner);
         }
@@ -185,6 +189,7 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
     scope: string | undefined,
     key: string,
     earlier: CallEntry | undefined,
+    absentSince: number,
   ): Promise<ToolResult> => {
     if (earlier !== undefined) {
       const answer = answerRepeat(ctx, toolRules, earlier, scope, false);
@@ -199,7 +204,7 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
       }
     }
     if (memory !== undefined && toolRules.noProgress === false) {
-      return runInMemory(memory, ctx, next, toolRules, key, earlier, flight);
+      return runInMemory(memory, ctx, next, toolRules, key, earlier, flight, absentSince);
     }
     return run(ctx, next, toolRules, scope, key, earlier);
   };
@@ -222,7 +227,7 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
       }
       throw error; // the call was cancelled while the store was asked
     }
-    return decide(ctx, next, toolRules, scope, key, decodeCallEntry(stored));
+    return decide(ctx, next, toolRules, scope, key, decodeCallEntry(stored), NOT_ABSENT);
   };
 
   const middleware: ToolMiddleware = function repeatGuardMiddleware(ctx, next) {
@@ -236,15 +241,21 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
       if (ctx.signal.aborted) return Promise.reject(ctx.signal.reason);
       const key = memory.keyOf(ctx, scope);
       const value = memory.get(key);
+      // A key found in neither generation: if the store is unchanged when the result is remembered
+      // (a sequential caller's every call), the write need not look for it again.
+      const absentSince = value === undefined ? memory.version() : NOT_ABSENT;
       // A string was put there through the store's public `set`: read it like a shared store's value.
       const earlier = typeof value === 'string' ? decodeCallEntry(value) : value;
-      return decide(ctx, next, toolRules, scope, key, earlier);
+      return decide(ctx, next, toolRules, scope, key, earlier, absentSince);
     } catch (error) {
       return Promise.reject(error); // answered with a promise, as an async middleware would
     }
   };
   return Object.assign(middleware, { close: () => store.flush() });
 }
+
+/** `absentSince` when the key was not read absent from a memory store: the write looks for it. */
+const NOT_ABSENT = -1;
 
 /**
  * @deprecated Renamed `createRepeatGuard` (core's `createX` convention); this alias goes in the next

@@ -108,4 +108,78 @@ describe('Generations (the memory store underneath)', () => {
       { numRuns: 300 },
     );
   });
+
+  it('setAbsent after a read that found nothing: the same as set whatever happened in between (model-checked)', () => {
+    // A write that skips looking for its key must never leave a second copy or a stale value: every
+    // read gives the last value written, and a deleted key reads as absent.
+    const op = fc.oneof(
+      fc.record({ kind: fc.constant('probe' as const), key: fc.integer({ min: 0, max: 12 }) }),
+      fc.record({
+        kind: fc.constant('setAbsent' as const),
+        key: fc.integer({ min: 0, max: 12 }),
+        size: fc.integer({ min: 1, max: 40 }),
+      }),
+      fc.record({
+        kind: fc.constant('set' as const),
+        key: fc.integer({ min: 0, max: 12 }),
+        size: fc.integer({ min: 1, max: 40 }),
+      }),
+      fc.record({ kind: fc.constant('get' as const), key: fc.integer({ min: 0, max: 12 }) }),
+      fc.record({ kind: fc.constant('delete' as const), key: fc.integer({ min: 0, max: 12 }) }),
+    );
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 8 }),
+        fc.integer({ min: 1, max: 120 }),
+        fc.array(op, { maxLength: 200 }),
+        (maxEntries, maxSize, ops) => {
+          const cache = new Generations<Item>(maxEntries, maxSize);
+          const last = new Map<number, number>();
+          // The version each key was last read absent at (what the guard carries to its write).
+          const absentAt = new Map<number, number>();
+          ops.forEach((step, index) => {
+            const key = `k${step.key}`;
+            if (step.kind === 'probe') {
+              const value = cache.get(key)?.value;
+              if (value === undefined) absentAt.set(step.key, cache.version);
+              else expect(value).toBe(last.get(step.key));
+            } else if (step.kind === 'set' || step.kind === 'setAbsent') {
+              const entry = item(cache, index, 60_000, step.size);
+              if (step.kind === 'set') cache.set(key, entry);
+              else cache.setAbsent(key, entry, absentAt.get(step.key) ?? -1);
+              expect(cache.get(key)?.value).toBe(step.size <= maxSize ? index : undefined);
+              if (step.size <= maxSize) last.set(step.key, index);
+              else last.delete(step.key);
+            } else if (step.kind === 'get') {
+              const value = cache.get(key)?.value;
+              if (value !== undefined) expect(value).toBe(last.get(step.key));
+            } else {
+              cache.delete(key);
+              last.delete(step.key);
+              expect(cache.get(key)).toBeUndefined();
+            }
+            expect(cache.size).toBeLessThanOrEqual(maxEntries);
+            expect(cache.totalSize).toBeLessThanOrEqual(maxSize);
+            expect(cache.totalSize).toBeGreaterThanOrEqual(0);
+          });
+          // Emptied key by key, the counts come back to exactly zero: no copy was left behind.
+          for (let key = 0; key <= 12; key += 1) cache.delete(`k${key}`);
+          expect([cache.size, cache.totalSize]).toEqual([0, 0]);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('setAbsent with the version of a read that found nothing, nothing changed since: no lookup, the entry is there', () => {
+    const cache = new Generations<Item>(4, 1_000);
+    expect(cache.get('a')).toBeUndefined();
+    const version = cache.version;
+    cache.setAbsent('a', item(cache, 'A', 60_000, 1), version);
+    expect(cache.version).not.toBe(version);
+    expect(cache.get('a')?.value).toBe('A');
+    // A stale version (the store changed since): a full set, which replaces rather than duplicates.
+    cache.setAbsent('a', item(cache, 'B', 60_000, 1), version);
+    expect([cache.get('a')?.value, cache.size, cache.totalSize]).toEqual(['B', 1, 1]);
+  });
 });

@@ -158,6 +158,42 @@ describe('createRepeatGuard: keys from caller identity and bindings', () => {
     expect(Object.fromEntries(invocations)).toEqual({ 42: 1, 43: 1 });
   });
 
+  it('two guards on one memory store run the same call at once: the later result replaces the earlier, one entry, and a repeat gets it', async () => {
+    // Guard A reads the key absent and runs; guard B (its own flights) runs the same call meanwhile
+    // and remembers it first. A's write, made after the store changed, must replace B's entry.
+    const store = createMemoryRepeatStore();
+    const a = createRepeatGuard({ store });
+    const b = createRepeatGuard({ store });
+    const tool = { name: 'list_my_orders' } as ToolDefinition;
+    const context = () =>
+      createTestContext({
+        tool,
+        args: { status: 'open' },
+        request: { authInfo: portalToken(42) },
+        bindings: { customerId: 42 },
+      });
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const first = a(context(), async () => {
+      await held;
+      return ok({ from: 'a' });
+    });
+    expect((await b(context(), async () => ok({ from: 'b' }))).structuredContent).toEqual({
+      ok: true,
+      from: 'b',
+    });
+    release();
+    expect((await first).structuredContent).toEqual({ ok: true, from: 'a' });
+    expect([store.size, store.totalSize > 0]).toEqual([1, true]);
+    const repeat = await b(context(), async () => ok({ from: 'never' }));
+    expect(repeat.structuredContent).toMatchObject({
+      from: 'a',
+      note: expect.stringMatching(/^Repeated call/),
+    });
+  });
+
   it('never hands one caller another’s entry after thousands of callers have rolled the caller numbers over', async () => {
     // maxEntries 8: numbers are held for about 8 callers, so 2,000 callers retire them hundreds of
     // times; every caller still gets only its own result, and a forgotten number only means the call
