@@ -34,6 +34,8 @@ export interface BenchRow {
   ratio: number;
   /** The median over rounds of this case's µs per call minus the baseline's in the same round. */
   addedUs: number;
+  /** A 95% bootstrap interval of `addedUs` (see `medianDifferenceInterval`). */
+  addedUsInterval: readonly [number, number];
   /** Each round's mean µs per call, in round order (the same rounds as every other row's). */
   rounds: readonly number[];
 }
@@ -71,6 +73,7 @@ export async function compareCalls(
     bestUsPerCall: Math.min(...samples[index]!),
     ratio: medianRatio(samples[index]!, baseline),
     addedUs: medianDifference(samples[index]!, baseline),
+    addedUsInterval: medianDifferenceInterval(samples[index]!, baseline),
     rounds: samples[index]!,
   }));
 }
@@ -103,14 +106,24 @@ export function createCallTimer(): (
 /** A markdown table of bench rows. */
 export function formatBenchTable(rows: readonly BenchRow[]): string {
   const lines = [
-    '| case | µs/call (median) | best µs/call | added µs | ratio |',
-    '|---|---:|---:|---:|---:|',
+    '| case | µs/call (median) | best µs/call | added µs | 95% interval | ratio |',
+    '|---|---:|---:|---:|---:|---:|',
     ...rows.map(
       (row) =>
-        `| ${row.name} | ${row.usPerCall.toFixed(2)} | ${row.bestUsPerCall.toFixed(2)} | ${row.addedUs >= 0 ? '+' : ''}${row.addedUs.toFixed(2)} | ${row.ratio.toFixed(3)}x |`,
+        `| ${row.name} | ${row.usPerCall.toFixed(2)} | ${row.bestUsPerCall.toFixed(2)} | ${signed(row.addedUs)} | ${formatInterval(row.addedUsInterval)} | ${row.ratio.toFixed(3)}x |`,
     ),
   ];
   return lines.join('\n');
+}
+
+/** µs with its sign, two decimals: `+1.25`, `-0.40`. */
+export function signed(us: number): string {
+  return `${us >= 0 ? '+' : ''}${us.toFixed(2)}`;
+}
+
+/** An interval of µs as `+1.10 to +2.35`. */
+export function formatInterval([low, high]: readonly [number, number]): string {
+  return `${signed(low)} to ${signed(high)}`;
 }
 
 /** The median of `values` (the mean of the middle two for an even count). */
@@ -132,6 +145,36 @@ export function medianRatio(values: readonly number[], baseline: readonly number
 export function medianDifference(values: readonly number[], baseline: readonly number[]): number {
   return median(values.map((value, index) => value - baseline[index]!));
 }
+
+/**
+ * A 95% interval for `medianDifference(values, baseline)`: the 2.5th and 97.5th percentiles of the
+ * median over 2000 resamples of the paired rounds (with replacement; a fixed seed, so the same rounds
+ * give the same interval). On a machine whose single rounds vary by a factor of two it says how far
+ * the median itself would move in another run of as many rounds: a bound inside the interval is
+ * within the machine's noise.
+ */
+export function medianDifferenceInterval(
+  values: readonly number[],
+  baseline: readonly number[],
+): [number, number] {
+  const differences = values.map((value, index) => value - baseline[index]!);
+  if (differences.length === 0) return [Number.NaN, Number.NaN];
+  const random = seededRandom(0xb007);
+  const medians: number[] = [];
+  const resample = new Array<number>(differences.length);
+  for (let draw = 0; draw < BOOTSTRAP_RESAMPLES; draw += 1) {
+    for (let i = 0; i < differences.length; i += 1) {
+      resample[i] = differences[Math.floor(random() * differences.length)]!;
+    }
+    medians.push(median(resample));
+  }
+  medians.sort((a, b) => a - b);
+  const at = (fraction: number): number =>
+    medians[Math.min(medians.length - 1, Math.floor(fraction * medians.length))]!;
+  return [at(0.025), at(0.975)];
+}
+
+const BOOTSTRAP_RESAMPLES = 2000;
 
 /** A small deterministic generator (mulberry32): the same orders on every run. */
 function seededRandom(seed: number): () => number {

@@ -5,7 +5,10 @@ export {
   compareCalls,
   createCallTimer,
   formatBenchTable,
+  formatInterval,
   median,
   medianDifference,
+  medianDifferenceInterval,
   medianRatio,
+  signed,
 } from './compare-calls.js';
