@@ -72,7 +72,8 @@ export function chainIdField(chainId: string): string {
  * 1.6-1.7 µs joining a reused array of the pieces). Between the values that change from call to call
  * (args, duration, hash, request id, sizes, seq, time), the fields come in runs that most records
  * repeat (caller to decisions, outcome, principal, session, tool): each run's text is kept from the
- * record before while its values are the same (`FieldRuns`), so a record is a dozen pieces, not 35.
+ * record before while its values are the same (`CallerRun`, `FieldRun`), so a record is a dozen
+ * pieces, not 35.
  */
 export function canonicalOf(
   captured: CapturedRecord,
@@ -89,22 +90,22 @@ export function canonicalOf(
     s += ',"bindings":';
     s += captured.bindings;
   }
-  s += runs.callerToDuration(captured, chainField);
+  s += callerRun.text(captured, chainField);
   s += durationText(captured.durationMs);
   if (captured.incidentId !== undefined) {
     s += ',"incidentId":';
     s += JSON.stringify(captured.incidentId);
   }
-  s += runs.outcomeToPrevHash(captured.outcome);
+  s += outcomeRun.text(captured.outcome);
   s += prevHash;
-  s += runs.principalToRequestId(captured.principal);
+  s += principalRun.text(captured.principal);
   const { requestId } = captured;
   s += typeof requestId === 'number' ? JSON.stringify(requestId) : quoted(requestId);
   s += ',"resultBytes":';
   s += String(captured.resultBytes);
   s += ',"seq":';
   s += String(seq);
-  s += runs.session(captured.sessionId);
+  s += sessionRun.text(captured.sessionId);
   if (captured.spanId !== undefined) {
     s += ',"spanId":';
     s += JSON.stringify(captured.spanId);
@@ -112,7 +113,7 @@ export function canonicalOf(
   s += ',"time":"';
   s += isoTime(captured.startedAt);
   if (captured.traceId === undefined && !captured.unknownTool) {
-    s += runs.toolToEnd(captured.tool);
+    s += toolRun.text(captured.tool);
   } else {
     s += '","tool":';
     s += quoted(captured.tool);
@@ -126,27 +127,19 @@ export function canonicalOf(
 }
 
 /**
- * The runs of fields between a record's changing values, each kept as text with the values it was
- * made from: the next record reuses a run whose values are the same (compared as strings: equal
- * values give equal text). One per process, like `quoted`; every writer's records pass through it.
+ * The run of fields from `caller` to the `durationMs` key, kept as text with the values it was made
+ * from: the next record reuses it while its values are the same (compared as strings: equal values
+ * give equal text). One per process, like `quoted`; every writer's records pass through it.
  */
-class FieldRuns {
+class CallerRun {
   #caller: string | undefined;
   #clientId: string | undefined;
   #decisions: string | undefined;
   #chainField: string | undefined;
-  #callerRun = '';
-  #outcome: string | undefined;
-  #outcomeRun = '';
-  #principal: string | undefined = '';
-  #principalRun = '';
-  #sessionId: string | undefined = '';
-  #sessionRun = '';
-  #tool: string | undefined;
-  #toolRun = '';
+  #text = '';
 
   /** `,"caller":...,"chainId":...[,"clientId":...],"decisions":[...],"durationMs":` */
-  callerToDuration(captured: CapturedRecord, chainField: string): string {
+  text(captured: CapturedRecord, chainField: string): string {
     const { caller, clientId, decisions } = captured;
     if (
       caller !== this.#caller ||
@@ -154,7 +147,7 @@ class FieldRuns {
       decisions !== this.#decisions ||
       chainField !== this.#chainField
     ) {
-      this.#callerRun =
+      this.#text =
         clientId === undefined
           ? flat(',"caller":', quoted(caller), chainField, ',"decisions":', decisions, ',"durationMs":')
           : flat(
@@ -172,50 +165,47 @@ class FieldRuns {
       this.#decisions = decisions;
       this.#chainField = chainField;
     }
-    return this.#callerRun;
-  }
-
-  /** `,"outcome":"...","prevHash":"` */
-  outcomeToPrevHash(outcome: string): string {
-    if (outcome !== this.#outcome) {
-      this.#outcomeRun = flat(',"outcome":', quoted(outcome), ',"prevHash":"');
-      this.#outcome = outcome;
-    }
-    return this.#outcomeRun;
-  }
-
-  /** `"[,"principal":...],"requestId":` */
-  principalToRequestId(principal: string | undefined): string {
-    if (principal !== this.#principal) {
-      this.#principalRun =
-        principal === undefined
-          ? '","requestId":'
-          : flat('","principal":', quoted(principal), ',"requestId":');
-      this.#principal = principal;
-    }
-    return this.#principalRun;
-  }
-
-  /** `,"sessionId":...`, or nothing without a session. */
-  session(sessionId: string | undefined): string {
-    if (sessionId !== this.#sessionId) {
-      this.#sessionRun = sessionId === undefined ? '' : flat(',"sessionId":', quoted(sessionId));
-      this.#sessionId = sessionId;
-    }
-    return this.#sessionRun;
-  }
-
-  /** `","tool":...}`: a known tool's name and the end of a record without a trace id. */
-  toolToEnd(tool: string): string {
-    if (tool !== this.#tool) {
-      this.#toolRun = flat('","tool":', quoted(tool), '}');
-      this.#tool = tool;
-    }
-    return this.#toolRun;
+    return this.#text;
   }
 }
 
-const runs = new FieldRuns();
+const UNSET = Symbol('unset');
+
+/**
+ * A one-field run: `prefix`, the value's JSON and `suffix`, or `absent` for a record without the
+ * field; kept for the last value like `CallerRun`.
+ */
+class FieldRun {
+  #value: string | undefined | typeof UNSET = UNSET;
+  #text = '';
+  readonly #prefix: string;
+  readonly #suffix: string;
+  readonly #absent: string;
+
+  constructor(prefix: string, suffix: string, absent: string) {
+    this.#prefix = prefix;
+    this.#suffix = suffix;
+    this.#absent = absent;
+  }
+
+  text(value: string | undefined): string {
+    if (value !== this.#value) {
+      this.#text = value === undefined ? this.#absent : flat(this.#prefix, quoted(value), this.#suffix);
+      this.#value = value;
+    }
+    return this.#text;
+  }
+}
+
+const callerRun = new CallerRun();
+/** `,"outcome":"...","prevHash":"` (every record has an outcome). */
+const outcomeRun = new FieldRun(',"outcome":', ',"prevHash":"', ',"prevHash":"');
+/** `"[,"principal":...],"requestId":`: closes the prevHash before it. */
+const principalRun = new FieldRun('","principal":', ',"requestId":', '","requestId":');
+/** `,"sessionId":...`, or nothing. */
+const sessionRun = new FieldRun(',"sessionId":', '', '');
+/** `","tool":...}`: closes the time before it; a known tool's record without a trace id ends here. */
+const toolRun = new FieldRun('","tool":', '}', '"}');
 
 /** The pieces as one flat string (a join, where `+` would keep a rope): a run is one piece of a record. */
 function flat(...pieces: string[]): string {
