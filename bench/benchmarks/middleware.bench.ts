@@ -10,7 +10,7 @@ import { createAudit, createFileSink } from '@toolgate/audit';
 import { createAuthz } from '@toolgate/authz';
 import {
   type BenchCase,
-  compareCalls,
+  compareInEpochs,
   formatBenchTable,
   formatInterval,
   medianDifference,
@@ -116,64 +116,84 @@ export async function middlewareBench(): Promise<string> {
   // this two-core VM range over a factor of two (session 11: the bare SDK's from 21 to 59 µs a call).
   // (Longer rounds measured slower and noisier for every row, the bare SDK's too.)
   // Each case warms up in its own process, so its JIT sees only its own chain: 5000 calls.
-  const options = { rounds: 60, callsPerRound: 1000, warmup: 5000 };
-  const started: CaseProcess[] = [];
-  const start = async (name: string, which: string, otelSdk = false): Promise<BenchCase> => {
-    const child = await startCaseProcess(name, which, { otelSdk });
-    started.push(child);
-    return child.benchCase;
+  // The rounds come from EPOCHS sets of fresh processes (10 rounds each): one process carries its
+  // luck through all its rounds (session 12: a no-op policy read +10 µs in every round of one run).
+  const plans = [1, 64].map((concurrency) => ({
+    rounds: ROUNDS / EPOCHS,
+    callsPerRound: 1000,
+    warmup: 5000,
+    concurrency,
+  }));
+  const label = (concurrency: number): string =>
+    concurrency === 1 ? 'Sequential' : `${concurrency} concurrent`;
+  const startAll = async (
+    wanted: readonly (readonly [string, string])[],
+    otelSdk: boolean,
+  ): Promise<{ cases: BenchCase[]; close(): Promise<void> }> => {
+    const children: CaseProcess[] = [];
+    try {
+      // In turn, not at once: a case warming up must not share the two cores with the others.
+      for (const [name, which] of wanted) children.push(await startCaseProcess(name, which, { otelSdk }));
+    } catch (error) {
+      await Promise.all(children.map((child) => child.close()));
+      throw error;
+    }
+    return {
+      cases: children.map((child) => child.benchCase),
+      close: async () => {
+        await Promise.all(children.map((child) => child.close()));
+      },
+    };
   };
-  try {
-    const cases: BenchCase[] = [
-      await start('bare SDK handler (baseline)', 'bare'),
-      await start('core, empty chain', 'empty'),
-      await start(`${stackName}, no OTel SDK`, 'full'),
-    ];
+  const noSdk: [string, string][] = [
+    ['bare SDK handler (baseline)', 'bare'],
+    ['core, empty chain', 'empty'],
+    [`${stackName}, no OTel SDK`, 'full'],
     // Each middleware alone, to show where the stack's cost comes from.
-    for (const name of names) cases.push(await start(`core + ${name} alone`, name));
-    for (const concurrency of [1, 64]) {
-      const rows = await compareCalls(cases, { ...options, concurrency });
-      const label = concurrency === 1 ? 'Sequential' : `${concurrency} concurrent`;
-      sections.push(`### ${label}, no OTel SDK registered\n\n${formatBenchTable(rows)}`);
-      const [bareRow, emptyRow, stackRow, ...policyRows] = rows;
-      if (concurrency === 1) bareUs = bareRow!.usPerCall;
-      const worst = policyRows
-        .filter((row) => !row.name.includes('audit'))
-        .reduce((a, b) => (a.addedUs >= b.addedUs ? a : b));
-      const auditRow = policyRows.find((row) => row.name.includes('audit'))!;
-      // A policy's own cost: its rounds against core's empty chain's in the same pass (the chain
-      // itself has its own target).
-      const own = medianDifference(worst.rounds, emptyRow!.rounds);
-      const ownInterval = medianDifferenceInterval(worst.rounds, emptyRow!.rounds);
-      const worstName = worst.name.replace(/^core \+ | alone$/g, '');
-      summary.push(
-        targetRow(`${label}: full stack (no SDK) added µs`, 12, stackRow!.addedUs, stackRow!.addedUsInterval),
-        targetRow(
-          `${label}: costliest policy but audit (${worstName}), over the bare SDK`,
-          3,
-          worst.addedUs,
-          worst.addedUsInterval,
-        ),
-        targetRow(`${label}: the same policy over core's empty chain (its own cost)`, 3, own, ownInterval),
-        targetRow(`${label}: audit (file) alone`, 4, auditRow.addedUs, auditRow.addedUsInterval),
-        `| ${label}: empty chain ratio | ≤ 1.05x | ${emptyRow!.ratio.toFixed(3)}x | | ${emptyRow!.ratio <= 1.05 ? 'met' : 'missed'} |`,
-      );
-    }
-    await Promise.all(started.splice(0).map((child) => child.close()));
-    // The same stack with a real SDK: spans built, batched and exported (to nowhere). Every process
-    // registers it, the bare SDK's too (any instrumented server pays AsyncLocalStorage's hooks).
-    const sdkCases = [
-      await start('bare SDK handler (baseline), real OTel SDK', 'bare', true),
-      await start(`${stackName}, real OTel SDK (BatchSpanProcessor)`, 'full', true),
-      await start(`core + ${names[0]} alone, real OTel SDK`, names[0]!, true),
-    ];
-    for (const concurrency of [1, 64]) {
-      const rows = await compareCalls(sdkCases, { ...options, concurrency });
-      const label = concurrency === 1 ? 'Sequential' : `${concurrency} concurrent`;
-      sections.push(`### ${label}, real OTel SDK registered\n\n${formatBenchTable(rows)}`);
-    }
-  } finally {
-    await Promise.all(started.map((child) => child.close()));
+    ...names.map((name): [string, string] => [`core + ${name} alone`, name]),
+  ];
+  const noSdkTables = await compareInEpochs(() => startAll(noSdk, false), EPOCHS, plans);
+  for (const [plan, rows] of noSdkTables.entries()) {
+    const concurrency = plans[plan]!.concurrency;
+    sections.push(`### ${label(concurrency)}, no OTel SDK registered\n\n${formatBenchTable(rows)}`);
+    const [bareRow, emptyRow, stackRow, ...policyRows] = rows;
+    if (concurrency === 1) bareUs = bareRow!.usPerCall;
+    const worst = policyRows
+      .filter((row) => !row.name.includes('audit'))
+      .reduce((a, b) => (a.addedUs >= b.addedUs ? a : b));
+    const auditRow = policyRows.find((row) => row.name.includes('audit'))!;
+    // A policy's own cost: its rounds against core's empty chain's in the same pass (the chain
+    // itself has its own target).
+    const blocks = epochBlocks(worst.rounds.length);
+    const own = medianDifference(worst.rounds, emptyRow!.rounds);
+    const ownInterval = medianDifferenceInterval(worst.rounds, emptyRow!.rounds, blocks);
+    const worstName = worst.name.replace(/^core \+ | alone$/g, '');
+    const at = label(concurrency);
+    summary.push(
+      targetRow(`${at}: full stack (no SDK) added µs`, 12, stackRow!.addedUs, stackRow!.addedUsInterval),
+      targetRow(
+        `${at}: costliest policy but audit (${worstName}), over the bare SDK`,
+        3,
+        worst.addedUs,
+        worst.addedUsInterval,
+      ),
+      targetRow(`${at}: the same policy over core's empty chain (its own cost)`, 3, own, ownInterval),
+      targetRow(`${at}: audit (file) alone`, 4, auditRow.addedUs, auditRow.addedUsInterval),
+      `| ${at}: empty chain ratio | ≤ 1.05x | ${emptyRow!.ratio.toFixed(3)}x | | ${emptyRow!.ratio <= 1.05 ? 'met' : 'missed'} |`,
+    );
+  }
+  // The same stack with a real SDK: spans built, batched and exported (to nowhere). Every process
+  // registers it, the bare SDK's too (any instrumented server pays AsyncLocalStorage's hooks).
+  const withSdk: [string, string][] = [
+    ['bare SDK handler (baseline), real OTel SDK', 'bare'],
+    [`${stackName}, real OTel SDK (BatchSpanProcessor)`, 'full'],
+    [`core + ${names[0]} alone, real OTel SDK`, names[0]!],
+  ];
+  const sdkTables = await compareInEpochs(() => startAll(withSdk, true), EPOCHS, plans);
+  for (const [plan, rows] of sdkTables.entries()) {
+    sections.push(
+      `### ${label(plans[plan]!.concurrency)}, real OTel SDK registered\n\n${formatBenchTable(rows)}`,
+    );
   }
   return [
     '## 1. Middleware overhead, in process',
@@ -190,8 +210,10 @@ export async function middlewareBench(): Promise<string> {
     'opted in), createCircuitBreaker. Each case is a server and its client alone in a process of its own',
     '(a deployment runs one chain per process; until session 11 all cases shared one process, its heap and',
     "the JIT's type feedback), warmed up with 5000 calls; the parent process runs one case's round at a",
-    'time. 60 interleaved rounds of 1000 calls, the cases in a new shuffled order each round (a slow',
-    'stretch of the machine must not always land on the same case). *µs/call* is the median over rounds;',
+    `time. ${ROUNDS} interleaved rounds of 1000 calls, the cases in a new shuffled order each round (a slow`,
+    'stretch of the machine must not always land on the same case), from',
+    `${EPOCHS} sets of fresh processes of ${ROUNDS / EPOCHS} rounds each (one process carries its luck, where its heap landed and what`,
+    'the JIT made of it, through all its rounds; until session 12 one set ran every round). *µs/call* is the median over rounds;',
     "*added µs* and *ratio* are the median over rounds of each round's difference from and ratio to the",
     "bare SDK's round in the same pass (paired, so a slow minute hits both; until session 11 they were",
     'the difference and ratio of the two medians).',
@@ -208,6 +230,16 @@ export async function middlewareBench(): Promise<string> {
     '',
     ...sections.flatMap((section) => [section, '']),
   ].join('\n');
+}
+
+/** Rounds per table, and the sets of fresh processes they come from. */
+const ROUNDS = 60;
+const EPOCHS = 6;
+
+/** Which set of processes each of `count` pooled rounds ran in (`compareInEpochs` pools them in order). */
+function epochBlocks(count: number): number[] {
+  const perEpoch = count / EPOCHS;
+  return Array.from({ length: count }, (_, round) => Math.floor(round / perEpoch));
 }
 
 /** A µs target's row: the median, its interval, and the verdict (within noise when the interval holds the bound). */

@@ -1,7 +1,7 @@
 // Quick in-process comparison for development: bare SDK vs core with chosen policies (by name prefix),
 // each case in a process of its own as in the bench's section 1.
-// [OTEL_SDK=1] npx tsx benchmarks/quick-mw.ts [rounds] [concurrency] [policy,policy|full|each]
-import { compareCalls, formatBenchTable } from '@toolgate/bench-harness';
+// [OTEL_SDK=1] npx tsx benchmarks/quick-mw.ts [rounds] [concurrency] [policy,policy|full|each] [sets of processes]
+import { compareInEpochs, formatBenchTable } from '@toolgate/bench-harness';
 import { type CaseProcess, startCaseProcess } from '../src/case-process.js';
 import { stackNames } from './middleware.bench.js';
 
@@ -15,11 +15,20 @@ for (const name of await stackNames()) {
   if (which === 'full') break;
   if (which === 'each' || which.split(',').some((prefix) => name.startsWith(prefix))) wanted.push(name);
 }
-const children: CaseProcess[] = [];
-for (const name of wanted) children.push(await startCaseProcess(name, name, { otelSdk }));
-const rows = await compareCalls(
-  children.map((child) => child.benchCase),
-  { rounds, callsPerRound: 1000, warmup: 5000, concurrency },
+const epochs = Math.max(1, Number(process.argv[5] ?? 1));
+// Each set of processes runs rounds / epochs rounds (see the bench's section 1).
+const [rows] = await compareInEpochs(
+  async () => {
+    const children: CaseProcess[] = [];
+    for (const name of wanted) children.push(await startCaseProcess(name, name, { otelSdk }));
+    return {
+      cases: children.map((child) => child.benchCase),
+      close: async () => {
+        await Promise.all(children.map((child) => child.close()));
+      },
+    };
+  },
+  epochs,
+  [{ rounds: Math.max(1, Math.round(rounds / epochs)), callsPerRound: 1000, warmup: 5000, concurrency }],
 );
-process.stdout.write(`${formatBenchTable(rows)}\n`);
-await Promise.all(children.map((child) => child.close()));
+process.stdout.write(`${formatBenchTable(rows!)}\n`);

@@ -26,4 +26,17 @@ describe('bench harness estimators', () => {
     expect(wideHigh - wideLow).toBeGreaterThan(narrowHigh - narrowLow);
     expect(medianDifferenceInterval(spread(1), baseline)).toEqual([wideLow, wideHigh]);
   });
+
+  it('resamples whole sets of processes when told which set each round ran in', () => {
+    // Three sets: in each the case is steady, but each set is off by its own amount (+1, +3, +5 µs).
+    const baseline = Array.from({ length: 30 }, () => 30);
+    const blocks = baseline.map((_, index) => Math.floor(index / 10));
+    const values = baseline.map((value, index) => value + 1 + 2 * blocks[index]! + (index % 2) * 0.01);
+    const [roundLow, roundHigh] = medianDifferenceInterval(values, baseline);
+    const [setLow, setHigh] = medianDifferenceInterval(values, baseline, blocks);
+    // Rounds taken as independent: a narrow interval around +3; by sets: as wide as the sets disagree.
+    expect(roundHigh - roundLow).toBeLessThan(setHigh - setLow);
+    expect(setLow).toBeLessThanOrEqual(1.01);
+    expect(setHigh).toBeGreaterThanOrEqual(5);
+  });
 });

@@ -19,6 +19,8 @@ export interface BenchOptions {
   concurrency?: number;
   /** Warm-up calls per case before measuring. @default 500 */
   warmup?: number;
+  /** Seeds the order of the cases in each round. @default 0x5eed */
+  seed?: number;
 }
 
 export interface BenchRow {
@@ -61,21 +63,72 @@ export async function compareCalls(
   // Each round runs the cases in a new order: a case that leaves garbage behind slows whichever case
   // runs next, and with a fixed order that cost would land on the same neighbour every round.
   const order = cases.map((_, index) => index);
-  const random = seededRandom(0x5eed);
+  const random = seededRandom(options.seed ?? 0x5eed);
   for (let round = 0; round < rounds; round += 1) {
     shuffle(order, random);
     for (const index of order) samples[index]!.push(await runBatch(cases[index]!, callsPerRound));
   }
+  return benchRows(
+    cases.map((bench) => bench.name),
+    samples,
+  );
+}
+
+/**
+ * Rows from each case's per-round µs (the first case is the baseline; every case's rounds in the same
+ * passes). `blocks[r]`: which set of processes round r ran in (`compareInEpochs`); the interval then
+ * resamples whole sets, so a process that was slow (or fast) throughout widens it as it should.
+ */
+export function benchRows(
+  names: readonly string[],
+  samples: readonly (readonly number[])[],
+  blocks?: readonly number[],
+): BenchRow[] {
   const baseline = samples[0] ?? [];
-  return cases.map((bench, index) => ({
-    name: bench.name,
+  return names.map((name, index) => ({
+    name,
     usPerCall: median(samples[index]!),
     bestUsPerCall: Math.min(...samples[index]!),
     ratio: medianRatio(samples[index]!, baseline),
     addedUs: medianDifference(samples[index]!, baseline),
-    addedUsInterval: medianDifferenceInterval(samples[index]!, baseline),
+    addedUsInterval: medianDifferenceInterval(samples[index]!, baseline, blocks),
     rounds: samples[index]!,
   }));
+}
+
+/**
+ * `compareCalls` over `epochs` sets of cases, each started fresh by `start` and closed after its
+ * rounds: every plan (a concurrency, a number of rounds) runs in every set, and each case's rounds
+ * are pooled across the sets. A case in a process of its own carries that process's luck (where its
+ * heap landed, what the JIT made of it) through all its rounds: within one process a no-op policy
+ * measured +10 µs over the bare SDK in every round (session 12). Several processes per case average
+ * that out, and the interval (resampling whole sets) shows what is left. One table of rows per plan.
+ */
+export async function compareInEpochs(
+  start: () => Promise<{ cases: readonly BenchCase[]; close(): Promise<void> }>,
+  epochs: number,
+  plans: readonly BenchOptions[],
+): Promise<BenchRow[][]> {
+  let names: string[] = [];
+  const pooled = plans.map(() => [] as number[][]);
+  const blocks = plans.map(() => [] as number[]);
+  for (let epoch = 0; epoch < epochs; epoch += 1) {
+    const { cases, close } = await start();
+    try {
+      names = cases.map((bench) => bench.name);
+      for (const [plan, options] of plans.entries()) {
+        const rows = await compareCalls(cases, { ...options, seed: (options.seed ?? 0x5eed) + epoch });
+        rows.forEach((row, index) => {
+          pooled[plan]![index] ??= [];
+          pooled[plan]![index]!.push(...row.rounds);
+        });
+        for (let round = 0; round < rows[0]!.rounds.length; round += 1) blocks[plan]!.push(epoch);
+      }
+    } finally {
+      await close();
+    }
+  }
+  return plans.map((_, plan) => benchRows(names, pooled[plan]!, epochs > 1 ? blocks[plan] : undefined));
 }
 
 /**
@@ -148,23 +201,42 @@ export function medianDifference(values: readonly number[], baseline: readonly n
 
 /**
  * A 95% interval for `medianDifference(values, baseline)`: the 2.5th and 97.5th percentiles of the
- * median over 2000 resamples of the paired rounds (with replacement; a fixed seed, so the same rounds
- * give the same interval). On a machine whose single rounds vary by a factor of two it says how far
- * the median itself would move in another run of as many rounds: a bound inside the interval is
- * within the machine's noise.
+ * median over 2000 bootstrap resamples of the paired rounds (with replacement; a fixed seed, so the
+ * same rounds give the same interval). On a machine whose single rounds vary by a factor of two it
+ * says how far the median itself would move in another run of as many rounds: a bound inside the
+ * interval is within the machine's noise. With `blocks` (round r ran in set `blocks[r]`), whole sets
+ * are resampled, not single rounds: rounds of one set of processes are not independent.
  */
 export function medianDifferenceInterval(
   values: readonly number[],
   baseline: readonly number[],
+  blocks?: readonly number[],
 ): [number, number] {
   const differences = values.map((value, index) => value - baseline[index]!);
   if (differences.length === 0) return [Number.NaN, Number.NaN];
+  // Each group: the differences of one block (without blocks, each round is a block of its own).
+  const groups: number[][] = [];
+  if (blocks === undefined) for (const difference of differences) groups.push([difference]);
+  else {
+    const byBlock = new Map<number, number[]>();
+    differences.forEach((difference, index) => {
+      const block = blocks[index]!;
+      let group = byBlock.get(block);
+      if (group === undefined) {
+        group = [];
+        byBlock.set(block, group);
+        groups.push(group);
+      }
+      group.push(difference);
+    });
+  }
   const random = seededRandom(0xb007);
   const medians: number[] = [];
-  const resample = new Array<number>(differences.length);
+  const resample: number[] = [];
   for (let draw = 0; draw < BOOTSTRAP_RESAMPLES; draw += 1) {
-    for (let i = 0; i < differences.length; i += 1) {
-      resample[i] = differences[Math.floor(random() * differences.length)]!;
+    resample.length = 0;
+    for (let i = 0; i < groups.length; i += 1) {
+      resample.push(...groups[Math.floor(random() * groups.length)]!);
     }
     medians.push(median(resample));
   }
