@@ -20,8 +20,8 @@ export interface MemoryEntries {
   version(): number;
   /**
    * `size`: the characters the entry counts against `maxSize`. `absentSince`: the `version` read
-   * after a `get` of this key found nothing (the write then skips looking for it when nothing changed
-   * since), or -1.
+   * after a `get` of this key found nothing (the write then skips looking for it when no entry was
+   * added since), or -1.
    */
   set(key: string, entry: CallEntry, ttlMs: number, size: number, absentSince: number): void;
   delete(key: string): void;
