@@ -164,9 +164,8 @@ export async function middlewareBench(): Promise<string> {
     const auditRow = policyRows.find((row) => row.name.includes('audit'))!;
     // A policy's own cost: its rounds against core's empty chain's in the same pass (the chain
     // itself has its own target).
-    const blocks = epochBlocks(worst.rounds.length);
     const own = medianDifference(worst.rounds, emptyRow!.rounds);
-    const ownInterval = medianDifferenceInterval(worst.rounds, emptyRow!.rounds, blocks);
+    const ownInterval = medianDifferenceInterval(worst.rounds, emptyRow!.rounds, worst.blocks);
     const worstName = worst.name.replace(/^core \+ | alone$/g, '');
     const at = label(concurrency);
     summary.push(
@@ -235,12 +234,6 @@ export async function middlewareBench(): Promise<string> {
 /** Rounds per table, and the sets of fresh processes they come from. */
 const ROUNDS = 60;
 const EPOCHS = 6;
-
-/** Which set of processes each of `count` pooled rounds ran in (`compareInEpochs` pools them in order). */
-function epochBlocks(count: number): number[] {
-  const perEpoch = count / EPOCHS;
-  return Array.from({ length: count }, (_, round) => Math.floor(round / perEpoch));
-}
 
 /** A µs target's row: the median, its interval, and the verdict (within noise when the interval holds the bound). */
 function targetRow(

@@ -40,6 +40,8 @@ export interface BenchRow {
   addedUsInterval: readonly [number, number];
   /** Each round's mean µs per call, in round order (the same rounds as every other row's). */
   rounds: readonly number[];
+  /** Which set of processes each round ran in (`compareInEpochs`), when there were several. */
+  blocks?: readonly number[] | undefined;
 }
 
 /**
@@ -93,6 +95,7 @@ export function benchRows(
     addedUs: medianDifference(samples[index]!, baseline),
     addedUsInterval: medianDifferenceInterval(samples[index]!, baseline, blocks),
     rounds: samples[index]!,
+    blocks,
   }));
 }
 
