@@ -112,17 +112,12 @@ export function canonicalOf(
   }
   s += ',"time":"';
   s += isoTime(captured.startedAt);
-  if (captured.traceId === undefined && !captured.unknownTool) {
-    s += toolRun.text(captured.tool);
-  } else {
-    s += '","tool":';
-    s += quoted(captured.tool);
-    if (captured.traceId !== undefined) {
-      s += ',"traceId":';
-      s += JSON.stringify(captured.traceId);
-    }
-    s += captured.unknownTool ? ',"unknownTool":true}' : '}';
+  s += toolRun.text(captured.tool);
+  if (captured.traceId !== undefined) {
+    s += ',"traceId":';
+    s += JSON.stringify(captured.traceId);
   }
+  s += captured.unknownTool ? ',"unknownTool":true}' : '}';
   return s;
 }
 
@@ -173,7 +168,7 @@ const UNSET = Symbol('unset');
 
 /**
  * A one-field run: `prefix`, the value's JSON and `suffix`, or `absent` for a record without the
- * field; kept for the last value like `CallerRun`.
+ * field (nothing unless given); kept for the last value like `CallerRun`.
  */
 class FieldRun {
   #value: string | undefined | typeof UNSET = UNSET;
@@ -182,7 +177,7 @@ class FieldRun {
   readonly #suffix: string;
   readonly #absent: string;
 
-  constructor(prefix: string, suffix: string, absent: string) {
+  constructor(prefix: string, suffix: string, absent = '') {
     this.#prefix = prefix;
     this.#suffix = suffix;
     this.#absent = absent;
@@ -199,13 +194,13 @@ class FieldRun {
 
 const callerRun = new CallerRun();
 /** `,"outcome":"...","prevHash":"` (every record has an outcome). */
-const outcomeRun = new FieldRun(',"outcome":', ',"prevHash":"', ',"prevHash":"');
+const outcomeRun = new FieldRun(',"outcome":', ',"prevHash":"');
 /** `"[,"principal":...],"requestId":`: closes the prevHash before it. */
 const principalRun = new FieldRun('","principal":', ',"requestId":', '","requestId":');
 /** `,"sessionId":...`, or nothing. */
-const sessionRun = new FieldRun(',"sessionId":', '', '');
-/** `","tool":...}`: closes the time before it; a known tool's record without a trace id ends here. */
-const toolRun = new FieldRun('","tool":', '}', '"}');
+const sessionRun = new FieldRun(',"sessionId":', '');
+/** `","tool":...`: closes the time before it (every record names a tool). */
+const toolRun = new FieldRun('","tool":', '');
 
 /** The pieces as one flat string (a join, where `+` would keep a rope): a run is one piece of a record. */
 function flat(...pieces: string[]): string {
