@@ -42,6 +42,15 @@ export interface RegisterToolsOptions {
    * reach another server instance) or JSON-response mode. `never` refuses them at once. @default 'auto'
    */
   clientRequests?: 'auto' | 'never';
+  /**
+   * How long a handler may go on after its call was cancelled (the client's `notifications/cancelled`,
+   * a closed connection) before core answers the call without it, in ms, so that the chain unwinds:
+   * audit records the call, the span ends, the breaker counts a `timeout`. The handler is not stopped
+   * (JavaScript cannot stop it); what it settles to later is dropped, a rejection logged. A handler
+   * that honours `ctx.signal` settles long before. `false` waits for the handler however long it takes.
+   * @default 5000
+   */
+  abandonAfterMs?: number | false;
 }
 
 type RunChain = (ctx: ToolContext) => Promise<ToolResult>;
@@ -64,6 +73,7 @@ interface Registry {
   readonly canSee: readonly NonNullable<ToolMiddleware['canSee']>[];
   readonly scrub: readonly ScrubText[];
   readonly clientRequests: 'auto' | 'never';
+  readonly abandonAfterMs: number | false;
   /** `logging/setLevel` per session (the key `undefined` for a transport without sessions). */
   readonly logLevels: Map<string | undefined, LoggingLevel>;
   readonly causeLog: ReturnType<typeof createCauseLog>;
@@ -220,11 +230,22 @@ function newRegistry(server: McpServer, prepared: Prepared, options: RegisterToo
     canSee: prepared.canSee,
     scrub: prepared.scrub,
     clientRequests: options.clientRequests ?? 'auto',
+    abandonAfterMs: abandonAfterMsOf(options.abandonAfterMs),
     logLevels: new Map(),
     causeLog: prepared.causeLog,
   };
   return registry;
 }
+
+function abandonAfterMsOf(value: number | false | undefined): number | false {
+  if (value === undefined) return DEFAULT_ABANDON_AFTER_MS;
+  if (value === false || (typeof value === 'number' && Number.isFinite(value) && value >= 0)) return value;
+  throw new TypeError(
+    `registerTools: abandonAfterMs must be a number of ms (0 or more) or false, not ${String(value)}`,
+  );
+}
+
+const DEFAULT_ABANDON_AFTER_MS = 5000;
 
 let stderrLogger: Logger | undefined;
 function defaultLogger(): Logger {
@@ -483,7 +504,7 @@ async function innermost(ctx: ToolContext, registry: Registry): Promise<ToolResu
   try {
     const returned = tool.handler(ctx.args, ctx);
     // A synchronous handler's result is used as is: awaiting a plain value costs a promise.
-    result = returned instanceof Promise ? await returned : returned;
+    result = returned instanceof Promise ? await unlessAbandoned(returned, ctx, registry) : returned;
   } catch (error) {
     if (!isToolError(error)) throw error;
     if (error.cause === undefined) return toModelFacing(ctx, toolErrorResult(error), registry.scrub);
@@ -512,6 +533,65 @@ async function innermost(ctx: ToolContext, registry: Registry): Promise<ToolResu
     }
   }
   return toModelFacing(ctx, result, registry.scrub);
+}
+
+/**
+ * A handler's promise, unless the call is cancelled and the handler goes on for `abandonAfterMs` more:
+ * then `timeout` without it. Watches the caller's own signal (`ctx.request.signal`: cancellation, a
+ * closed connection): a middleware's deadline (the breaker's) answers its calls itself.
+ */
+function unlessAbandoned(pending: Promise<unknown>, ctx: ToolContext, registry: Registry): Promise<unknown> {
+  const graceMs = registry.abandonAfterMs;
+  const signal = ctx.request.signal;
+  if (graceMs === false) return pending;
+  return new Promise((resolve, reject) => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let abandoned = false;
+    const abandon = (): void => {
+      abandoned = true;
+      signal.removeEventListener('abort', onAbort);
+      ctx.incidentId ??= newIncidentId();
+      ctx.logger.warn(
+        {
+          incidentId: ctx.incidentId,
+          tool: ctx.toolName,
+          requestId: ctx.request.id,
+          abandonAfterMs: graceMs,
+        },
+        'handler still running after its call was cancelled; answered without it',
+      );
+      resolve(
+        fail('timeout', 'The call was cancelled and did not stop in time.', { incidentId: ctx.incidentId }),
+      );
+    };
+    const onAbort = (): void => {
+      // Unreferenced: an abandoned handler's timer never holds a closing process open.
+      timer = setTimeout(abandon, graceMs);
+      timer.unref?.();
+    };
+    const settled = (): boolean => {
+      if (abandoned) return false;
+      signal.removeEventListener('abort', onAbort);
+      if (timer !== undefined) clearTimeout(timer);
+      return true;
+    };
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+    pending.then(
+      (value) => {
+        if (settled()) resolve(value);
+      },
+      (error: unknown) => {
+        if (settled()) reject(error);
+        else {
+          ctx.logger.warn(
+            { incidentId: ctx.incidentId, tool: ctx.toolName, requestId: ctx.request.id, err: error },
+            'abandoned handler failed after its call was answered',
+          );
+        }
+      },
+    );
+  });
 }
 
 /** What the model sees when something escapes every middleware: a ToolError's own result or `internal`. */

@@ -146,6 +146,7 @@ export async function serveTools(
   if (options.logger) registerOptions.logger = options.logger;
   if (options.identify) registerOptions.identify = options.identify;
   if (options.clientRequests) registerOptions.clientRequests = options.clientRequests;
+  if (options.abandonAfterMs !== undefined) registerOptions.abandonAfterMs = options.abandonAfterMs;
   registerTools(server, tools, registerOptions);
   const client = await connectTestClient(server, options);
   return Object.assign(client, { server });
