@@ -136,7 +136,7 @@ describe('a handler that ignores its cancelled call', () => {
     const seen = observer();
     const handler = stubborn();
     const c = await serve(handler.tool, [seen.middleware], { abandonAfterMs: 0 }, logs);
-    const call = c.callTool('stubborn', {}, { timeout: 10_000 });
+    const call = c.callTool('stubborn', {}, { timeoutMs: 10_000 });
     await handler.started;
     await sleep(60);
     expect(seen.seen()).toBe(false);
