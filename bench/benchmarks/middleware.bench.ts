@@ -97,7 +97,34 @@ export const echoCall =
     return client.callTool('echo', { q: `v${i}` });
   };
 
-/** The names of `fullStack`'s entries, in order (each a case `mw-case-child.ts` can build). */
+/**
+ * Builds one in-process case: `bare` (the SDK alone), `empty` (core, no middleware), `full` (the whole
+ * stack) or a policy's name in `fullStack` (core with that policy alone). Its audit file goes in `dir`.
+ */
+export async function buildCase(
+  which: string,
+  dir: string,
+): Promise<{ client: TestClient; close(): Promise<void> }> {
+  const stack = fullStack(join(dir, 'audit.jsonl'));
+  let client: TestClient;
+  if (which === 'bare') client = await bareServer();
+  else if (which === 'empty') client = await coreServer([]);
+  else if (which === 'full') client = await coreServer(stack.map((entry) => entry.middleware));
+  else {
+    const entry = stack.find((candidate) => candidate.name === which);
+    if (!entry) throw new Error(`no bench case named ${JSON.stringify(which)}`);
+    client = await coreServer([entry.middleware]);
+  }
+  return {
+    client,
+    close: async () => {
+      await client.close();
+      for (const entry of stack) await entry.close();
+    },
+  };
+}
+
+/** The names of `fullStack`'s entries, in order (each a case `buildCase` can build). */
 export async function stackNames(): Promise<string[]> {
   const dir = await mkdtemp(join(tmpdir(), 'toolgate-bench-names-'));
   const stack = fullStack(join(dir, 'audit.jsonl'));

@@ -7,9 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { context } from '@opentelemetry/api';
 import { createCallTimer } from '@toolgate/bench-harness';
-import type { TestClient } from '@toolgate/core/testing';
 import { registerOtelSdk } from '../src/otel-sdk.js';
-import { bareServer, coreServer, echoCall, fullStack } from './middleware.bench.js';
+import { buildCase, echoCall } from './middleware.bench.js';
 
 const which = process.argv[2] ?? 'bare';
 if (process.env.OTEL_SDK === '1') {
@@ -19,16 +18,7 @@ if (process.env.OTEL_SDK === '1') {
   context.with(context.active(), () => undefined);
 }
 const dir = await mkdtemp(join(tmpdir(), 'toolgate-mw-case-'));
-const stack = fullStack(join(dir, 'audit.jsonl'));
-let client: TestClient;
-if (which === 'bare') client = await bareServer();
-else if (which === 'empty') client = await coreServer([]);
-else if (which === 'full') client = await coreServer(stack.map((entry) => entry.middleware));
-else {
-  const entry = stack.find((candidate) => candidate.name === which);
-  if (!entry) throw new Error(`mw-case-child: no case named ${JSON.stringify(which)}`);
-  client = await coreServer([entry.middleware]);
-}
+const { client, close } = await buildCase(which, dir);
 const call = echoCall(client);
 const time = createCallTimer();
 
@@ -39,8 +29,7 @@ process.on('message', (message: Request) => {
     return;
   }
   void (async () => {
-    await client.close();
-    for (const entry of stack) await entry.close();
+    await close();
     await rm(dir, { recursive: true, force: true });
     process.send!({ type: 'closed' }, () => process.exit(0));
   })();

@@ -1,5 +1,5 @@
 // `pnpm bench`: runs the four end-to-end benchmarks one after the other and writes bench/RESULTS.md.
-// BENCH_ONLY=middleware,http,http-trivial,search,audit runs a subset (RESULTS.md is then written with that subset).
+// BENCH_ONLY=middleware,instructions,http,http-trivial,search,audit runs a subset (RESULTS.md is then written with that subset).
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
@@ -9,11 +9,13 @@ import { promisify } from 'node:util';
 import { auditBench } from './audit.bench.js';
 import { httpBench } from './http.bench.js';
 import { httpTrivialBench } from './http-trivial.bench.js';
+import { instructionsBench } from './instructions.js';
 import { middlewareBench } from './middleware.bench.js';
 import { searchOrdersBench } from './search-orders.bench.js';
 
 const benches: [string, () => Promise<string>][] = [
   ['middleware', middlewareBench],
+  ['instructions', instructionsBench],
   ['http', httpBench],
   ['http-trivial', httpTrivialBench],
   ['search', searchOrdersBench],
