@@ -1,7 +1,10 @@
 // One in-process bench case for an instruction count (benchmarks/instructions.ts runs it under
-// valgrind's callgrind): builds the case named in argv[2] as section 1 does, makes argv[3] calls with
-// argv[4] in flight (each in an event-loop turn of its own), closes and exits. Nothing is timed here:
-// the count of two runs that differ only in their number of calls gives the instructions per call.
+// valgrind's callgrind): builds the case named in argv[2] as section 1 does, makes argv[3] calls to warm
+// it up, then argv[4] calls that are counted, argv[5] in flight (each call in an event-loop turn of its
+// own), closes and exits. The counted calls lie between two native functions nothing else here calls:
+// callgrind zeroes its counters when process.cpuUsage() enters node::CPUUsage and writes them out when
+// process.resourceUsage() enters node::ResourceUsage (--zero-before, --dump-before), so the count is of
+// those calls alone, in one process.
 // First: the clocks are slowed before any module reads them (see time-dilation.ts).
 import './time-dilation.js';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -11,12 +14,18 @@ import { createCallTimer } from '@toolgate/bench-harness';
 import { buildCase, echoCall } from './middleware.bench.js';
 
 const which = process.argv[2] ?? 'bare';
-const calls = Number(process.argv[3] ?? 1000);
-const concurrency = Math.max(1, Number(process.argv[4] ?? 1));
+const warmup = Number(process.argv[3] ?? 11_000);
+const calls = Number(process.argv[4] ?? 2000);
+const concurrency = Math.max(1, Number(process.argv[5] ?? 1));
 const dir = await mkdtemp(join(tmpdir(), 'toolgate-instr-case-'));
 const { client, close } = await buildCase(which, dir);
+const time = createCallTimer();
+const call = echoCall(client);
+await time(call, warmup, concurrency);
 const started = process.hrtime.bigint();
-await createCallTimer()(echoCall(client), calls, concurrency);
+process.cpuUsage(); // callgrind: zero the counters
+await time(call, calls, concurrency);
+process.resourceUsage(); // callgrind: write the counters out
 // Real time per call (not the slowed clocks): how much slower than natively the process ran.
 const realUs = Number(process.hrtime.bigint() - started) / 1000 / calls;
 process.stderr.write(`instr-case-child: ${realUs.toFixed(1)} µs a call in real time\n`);

@@ -6,7 +6,7 @@
 //
 // npx tsx benchmarks/instructions.ts [case,case|all] [concurrency]
 import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,7 +17,7 @@ import { stackNames } from './middleware.bench.js';
  * V8 made deterministic: `--predictable` runs the compiler and the garbage collector on the main
  * thread with no time-driven heuristics, fixed seeds fix hashing and Math.random, and a fixed young
  * generation makes every scavenge depend on bytes allocated alone. Loaded through tsx, two identical
- * runs differed by 157 M instructions (its loader thread); bundled first, by 0.4-2 M.
+ * runs differed by 157 M instructions (its loader thread); bundled first, by 0.4-2 M (whole runs).
  */
 const V8_FLAGS = [
   '--predictable',
@@ -28,14 +28,17 @@ const V8_FLAGS = [
 ];
 
 /**
- * Calls in the shorter and the longer run of a case: their difference is what is counted. The JIT has
- * finished with the full stack by 11,000 calls (`--trace-opt`: 155 functions optimized by call 5,000,
- * 169 by 9,000, 171 by 11,000 and by 13,000; small functions run once a call, such as repeat-guard's
- * middleware, reach V8's tier-up budget late). A window over 5,000-7,000 counted about 10 k a call of
- * TurboFan's own work.
+ * Calls a case makes before it is counted, and calls counted. The JIT has finished with the full stack
+ * by 11,000 calls (`--trace-opt`: 155 functions optimized by call 5,000, 169 by 9,000, 171 by 11,000
+ * and by 13,000; small functions run once a call, such as repeat-guard's middleware, reach V8's
+ * tier-up budget late). Counted over calls 5,000-7,000, TurboFan's own work added about 10 k a call.
+ * 6000 calls are counted so that V8's full collections (about 100 M instructions each) are spread over
+ * enough calls: counting 2000, audit's two processes differed by 25 k a call, one full collection.
  */
-export const SHORT_RUN = 11000;
-export const LONG_RUN = 13000;
+export const WARMUP_CALLS = 11_000;
+export const COUNTED_CALLS = 6000;
+/** Processes counted per case: their spread shows how far a count repeats. */
+export const REPEATS = 2;
 
 /** Bundles `instr-case-child.ts` (packages stay external: the workspace's built `dist`). */
 export async function bundleChild(): Promise<string> {
@@ -72,17 +75,21 @@ export interface Count {
    * path it takes natively on this machine's CPU: counted apart so that a reader can discount them.
    */
   sha256: number;
+  /**
+   * Of `total`, those in V8's full (mark-compact) collector, about: its marking, evacuating and
+   * sweeping functions by name. One collection costs tens of millions of instructions, so whether one
+   * falls among the counted calls moves a count per call by several k; shown apart for that reason.
+   */
+  majorGc: number;
   /** Real µs a call took under callgrind (the child's report). */
   realUsPerCall: number;
 }
 
-/** Counts the instructions of `calls` calls of case `which` under callgrind. */
-export async function countInstructions(
-  child: string,
-  which: string,
-  calls: number,
-  concurrency: number,
-): Promise<Count> {
+/**
+ * Counts the instructions of COUNTED_CALLS calls of case `which` under callgrind, after WARMUP_CALLS
+ * (the child marks where they start and end; see instr-case-child.ts).
+ */
+export async function countInstructions(child: string, which: string, concurrency: number): Promise<Count> {
   const dir = await mkdtemp(join(tmpdir(), 'toolgate-callgrind-'));
   const out = join(dir, 'callgrind.out');
   try {
@@ -91,36 +98,53 @@ export async function countInstructions(
       [
         '--tool=callgrind',
         `--callgrind-out-file=${out}`,
+        '--zero-before=node::CPUUsage(*',
+        '--dump-before=node::ResourceUsage(*',
         process.execPath,
         ...V8_FLAGS,
         child,
         which,
-        String(calls),
+        String(WARMUP_CALLS),
+        String(COUNTED_CALLS),
         String(concurrency),
       ],
       { ...process.env, TOOLGATE_BENCH_TIME_DILATION: String(TIME_DILATION) },
       `callgrind on case ${JSON.stringify(which)}`,
     );
-    const collected = /Collected : (\d+)/.exec(stderr);
+    // The counted calls' dump is part 1; the rest of the process (closing) is the final part.
+    const files = (await readdir(dir)).filter((name) => name.startsWith('callgrind.out')).sort();
+    if (files.length !== 2) {
+      throw new Error(`callgrind on case ${JSON.stringify(which)}: ${files.length - 1} counted dumps, not 1`);
+    }
+    const counted = await readFile(`${out}.1`, 'utf8');
+    const summary = /^summary: (\d+)$/m.exec(counted);
     const real = /instr-case-child: ([\d.]+) µs a call/.exec(stderr);
-    if (!collected || !real)
+    if (!summary || !real || !counted.includes('Trigger: --dump-before=node::ResourceUsage')) {
       throw new Error(`callgrind on case ${JSON.stringify(which)}: no count in\n${stderr.slice(-2000)}`);
+    }
     const annotated = await run(
       'callgrind_annotate',
-      ['--inclusive=no', '--threshold=100', out],
+      ['--inclusive=no', '--threshold=100', `${out}.1`],
       process.env,
       'callgrind_annotate',
       'stdout',
     );
     let sha256 = 0;
-    for (const match of annotated.matchAll(/^\s*([\d,]+) \([^)]*\)\s+\S*sha256_block_data_order/gm)) {
-      sha256 += Number(match[1]!.replaceAll(',', ''));
+    let majorGc = 0;
+    for (const match of annotated.matchAll(/^\s*([\d,]+) \([^)]*\)\s+(.*)$/gm)) {
+      const instructions = Number(match[1]!.replaceAll(',', ''));
+      if (match[2]!.includes('sha256_block_data_order')) sha256 += instructions;
+      else if (MAJOR_GC.test(match[2]!)) majorGc += instructions;
     }
-    return { total: Number(collected[1]), sha256, realUsPerCall: Number(real[1]) };
+    return { total: Number(summary[1]), sha256, majorGc, realUsPerCall: Number(real[1]) };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
 }
+
+/** V8's mark-compact collector's own functions (the scavenger's are left out: they run every few calls). */
+const MAJOR_GC =
+  /v8::internal::(MarkCompactCollector|(Main|Concurrent)?MarkingVisitor|MarkingWorklist|IncrementalMarking|MarkingBarrier|Sweeper|EvacuateVisitorBase|EvacuateNewSpaceVisitor|EvacuateOldSpaceVisitor|LiveObjectRange|RememberedSetUpdatingItem|RecordMigratedSlotVisitor)/;
 
 /** Runs a command to its end and gives its stderr (or stdout); rejects on a non-zero exit. */
 function run(
@@ -151,11 +175,15 @@ function run(
 
 export interface InstructionRow {
   name: string;
-  /** Instructions per call: (long run − short run) / (LONG_RUN − SHORT_RUN). */
+  /** Instructions per counted call, the mean of REPEATS processes. */
   perCall: number;
+  /** Highest minus lowest of the processes' counts per call: how far a count repeats. */
+  spread: number;
   /** Of `perCall`, SHA-256's (see `Count.sha256`). */
   sha256PerCall: number;
-  /** Real µs a call took under callgrind in the long run. */
+  /** Of `perCall`, the full collector's (see `Count.majorGc`). */
+  majorGcPerCall: number;
+  /** Real µs a counted call took under callgrind (mean). */
   realUsPerCall: number;
 }
 
@@ -181,17 +209,20 @@ export async function instructionsPerCall(
   const child = await bundleChild();
   const counts = await twoAtATime(
     cases.flatMap((which) =>
-      [SHORT_RUN, LONG_RUN].map((calls) => () => countInstructions(child, which, calls, concurrency)),
+      Array.from({ length: REPEATS }, () => () => countInstructions(child, which, concurrency)),
     ),
   );
   return cases.map((name, index) => {
-    const short = counts[2 * index]!;
-    const long = counts[2 * index + 1]!;
+    const own = counts.slice(index * REPEATS, (index + 1) * REPEATS);
+    const perCall = own.map((count) => count.total / COUNTED_CALLS);
+    const mean = (values: number[]): number => values.reduce((a, b) => a + b, 0) / values.length;
     return {
       name,
-      perCall: (long.total - short.total) / (LONG_RUN - SHORT_RUN),
-      sha256PerCall: (long.sha256 - short.sha256) / (LONG_RUN - SHORT_RUN),
-      realUsPerCall: long.realUsPerCall,
+      perCall: mean(perCall),
+      spread: Math.max(...perCall) - Math.min(...perCall),
+      sha256PerCall: mean(own.map((count) => count.sha256 / COUNTED_CALLS)),
+      majorGcPerCall: mean(own.map((count) => count.majorGc / COUNTED_CALLS)),
+      realUsPerCall: mean(own.map((count) => count.realUsPerCall)),
     };
   });
 }
@@ -239,7 +270,7 @@ export async function instructionsBench(): Promise<string> {
             : `core + ${row.name} alone`;
     const overEmpty = row.name === 'bare' || row.name === 'empty' ? '' : signedK(row.perCall - empty.perCall);
     const sha = row.sha256PerCall > 0 ? k(row.sha256PerCall) : '';
-    return `| ${label} | ${k(row.perCall)} | ${row.name === 'bare' ? '' : signedK(row.perCall - bare.perCall)} | ${overEmpty} | ${(row.perCall / bare.perCall).toFixed(3)}x | ${sha} | ${row.realUsPerCall.toFixed(0)} |`;
+    return `| ${label} | ${k(row.perCall)} | ${k(row.spread)} | ${row.name === 'bare' ? '' : signedK(row.perCall - bare.perCall)} | ${overEmpty} | ${(row.perCall / bare.perCall).toFixed(3)}x | ${sha} | ${k(row.majorGcPerCall)} | ${row.realUsPerCall.toFixed(0)} |`;
   });
   const verdict = (what: string, share: number, added: number, sha = 0): string => {
     const bound = share * bare.perCall;
@@ -253,19 +284,23 @@ export async function instructionsBench(): Promise<string> {
     heading,
     '',
     "Each case of section 1 (sequential, no OTel SDK) run under valgrind's callgrind, which counts the",
-    'instructions a process executes instead of timing it: two runs of one case that differ only in',
-    `their number of calls (${SHORT_RUN} and ${LONG_RUN}) give the instructions per call as (long − short) /`,
-    `${LONG_RUN - SHORT_RUN}: the JIT is done with the stack after about 11,000 calls (it still compiled the small`,
-    "functions called once a call, such as repeat-guard's, between calls 5,000 and 9,000). V8 runs deterministically (`--predictable`,",
+    `instructions a process executes instead of timing it: ${WARMUP_CALLS.toLocaleString('en')} calls warm the case up (the JIT is`,
+    'done with the stack by then; between calls 5,000 and 9,000 it still compiled the small functions',
+    `run once a call), then the next ${COUNTED_CALLS} calls are counted alone (callgrind zeroes its counters and`,
+    'writes them out at two marks in the process). Each case is counted in',
+    `${REPEATS} processes; *spread* is how far their counts per call differ. V8 runs deterministically (\`--predictable\`,`,
     'fixed hash and random seeds, a fixed young generation), the case is bundled with esbuild (loaded',
-    'through tsx, two identical runs differed by 157 M instructions; bundled, by 0.4-2 M, under 1 k a',
-    "call), and the process's clocks run slower by as much as valgrind slows it",
+    'through tsx, two identical processes differed by 157 M instructions), and the',
+    "process's clocks run slower by as much as valgrind slows it",
     `(${TIME_DILATION}x, \`benchmarks/time-dilation.ts\`), so that audit's 1 ms batch window holds about as many records`,
     "as natively. A count resolves what section 1's timings cannot on this machine; it leaves out",
     "time in the kernel (system calls: audit's write, the event loop's epoll) and what an instruction",
     "costs (a cache miss counts as one). *SHA-256*: the instructions of OpenSSL's SHA-256 in the",
     "row (audit's hash chain): valgrind's virtual CPU has no SHA extensions, so OpenSSL runs its AVX2",
     'code here, several times the instructions of the SHA-NI code it runs natively on this CPU.',
+    "*full GC*: about the instructions of V8's mark-compact collector (its functions by name): one",
+    'collection costs tens of millions, so whether one falls among the counted calls moves a row by',
+    'several k (it is what makes a spread wide).',
     '*real µs*: what a call took under callgrind.',
     '',
     "Issue 18's in-process bounds, as shares of the bare round trip (set in µs where it took about",
@@ -292,8 +327,8 @@ export async function instructionsBench(): Promise<string> {
     ),
     `| empty chain ratio | ≤ 1.05x | ${(empty.perCall / bare.perCall).toFixed(3)}x | | ${empty.perCall <= 1.05 * bare.perCall ? 'met' : 'missed'} |`,
     '',
-    '| case | instructions/call | over bare | over empty chain | ratio | SHA-256 | real µs |',
-    '|---|---:|---:|---:|---:|---:|---:|',
+    '| case | instructions/call | spread | over bare | over empty chain | ratio | SHA-256 | full GC | real µs |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...table,
     '',
   ].join('\n');
@@ -308,7 +343,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   for (const row of rows) {
     const ratio = bare ? ` ${(row.perCall / bare).toFixed(3)}x bare` : '';
     process.stdout.write(
-      `${row.name.padEnd(28)} ${(row.perCall / 1000).toFixed(1).padStart(8)} k/call${ratio}, SHA-256 ${(row.sha256PerCall / 1000).toFixed(1)} k, ${row.realUsPerCall.toFixed(0)} µs real\n`,
+      `${row.name.padEnd(28)} ${(row.perCall / 1000).toFixed(1).padStart(8)} k/call (spread ${(row.spread / 1000).toFixed(1)} k)${ratio}, SHA-256 ${(row.sha256PerCall / 1000).toFixed(1)} k, full GC ${(row.majorGcPerCall / 1000).toFixed(1)} k, ${row.realUsPerCall.toFixed(0)} µs real\n`,
     );
   }
 }
