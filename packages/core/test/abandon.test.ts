@@ -80,17 +80,35 @@ async function serve(
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * A stubborn handler behind an observer, its call started; `cancel` (with a reason) aborts it from the
+ * client and waits for the client's rejection.
+ */
+async function started(abandonAfterMs: number | false): Promise<{
+  logs: LogEntry[];
+  seen: ReturnType<typeof observer>;
+  handler: ReturnType<typeof stubborn>;
+  call: Promise<unknown>;
+  cancel: (reason?: string) => Promise<void>;
+}> {
+  const logs: LogEntry[] = [];
+  const seen = observer();
+  const handler = stubborn();
+  const c = await serve(handler.tool, [seen.middleware], { abandonAfterMs }, logs);
+  const controller = new AbortController();
+  const call = c.callTool('stubborn', {}, { signal: controller.signal, timeoutMs: 10_000 });
+  await handler.started;
+  const cancel = async (reason?: string): Promise<void> => {
+    controller.abort(reason);
+    await expect(call).rejects.toThrow();
+  };
+  return { logs, seen, handler, call, cancel };
+}
+
 describe('a handler that ignores its cancelled call', () => {
   it('is answered without after abandonAfterMs: the chain sees timeout, the log says why', async () => {
-    const logs: LogEntry[] = [];
-    const seen = observer();
-    const handler = stubborn();
-    const c = await serve(handler.tool, [seen.middleware], { abandonAfterMs: 40 }, logs);
-    const controller = new AbortController();
-    const call = c.callTool('stubborn', {}, { signal: controller.signal });
-    await handler.started;
-    controller.abort('user gave up');
-    await expect(call).rejects.toThrow();
+    const { logs, seen, handler, cancel } = await started(40);
+    await cancel('user gave up');
     const result = await seen.answered;
     expect(result.isError).toBe(true);
     const envelope = parseResultText(result) as { error: string; incidentId: string; retryable: boolean };
@@ -113,15 +131,8 @@ describe('a handler that ignores its cancelled call', () => {
   });
 
   it('keeps the handler’s own answer when it settles within the grace', async () => {
-    const logs: LogEntry[] = [];
-    const seen = observer();
-    const handler = stubborn();
-    const c = await serve(handler.tool, [seen.middleware], { abandonAfterMs: 5000 }, logs);
-    const controller = new AbortController();
-    const call = c.callTool('stubborn', {}, { signal: controller.signal });
-    await handler.started;
-    controller.abort();
-    await expect(call).rejects.toThrow();
+    const { logs, seen, handler, cancel } = await started(5000);
+    await cancel();
     await sleep(20);
     expect(seen.seen()).toBe(false);
     handler.settle('ok');
@@ -132,29 +143,17 @@ describe('a handler that ignores its cancelled call', () => {
   });
 
   it('is never abandoned while its call is not cancelled', async () => {
-    const logs: LogEntry[] = [];
-    const seen = observer();
-    const handler = stubborn();
-    const c = await serve(handler.tool, [seen.middleware], { abandonAfterMs: 0 }, logs);
-    const call = c.callTool('stubborn', {}, { timeoutMs: 10_000 });
-    await handler.started;
+    const { seen, handler, call } = await started(0);
     await sleep(60);
     expect(seen.seen()).toBe(false);
     handler.settle('ok');
-    const result = await call;
+    const result = (await call) as ToolResult;
     expect(result.structuredContent).toEqual({ ok: true, late: true });
   });
 
   it('waits however long it takes with abandonAfterMs: false', async () => {
-    const logs: LogEntry[] = [];
-    const seen = observer();
-    const handler = stubborn();
-    const c = await serve(handler.tool, [seen.middleware], { abandonAfterMs: false }, logs);
-    const controller = new AbortController();
-    const call = c.callTool('stubborn', {}, { signal: controller.signal });
-    await handler.started;
-    controller.abort();
-    await expect(call).rejects.toThrow();
+    const { seen, handler, cancel } = await started(false);
+    await cancel();
     await sleep(80);
     expect(seen.seen()).toBe(false);
     handler.settle('ok');
