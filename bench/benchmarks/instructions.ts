@@ -249,10 +249,15 @@ const SHARE_BOUNDS = { stack: 12 / 25, policy: 3 / 25, audit: 4 / 25 } as const;
 
 /** Section 1b of RESULTS.md: the in-process cases counted in instructions, sequential calls. */
 export async function instructionsBench(): Promise<string> {
-  const heading = '## 1b. Instructions per call, in process (callgrind)';
-  if (!(await haveValgrind())) return `${heading}\n\nNot measured: valgrind is not installed here.\n`;
+  if (!(await haveValgrind())) return `${HEADING}\n\nNot measured: valgrind is not installed here.\n`;
   const names = await stackNames();
-  const rows = await instructionsPerCall(['bare', 'empty', 'full', ...names], 1);
+  return instructionsSection(await instructionsPerCall(['bare', 'empty', 'full', ...names], 1));
+}
+
+const HEADING = '## 1b. Instructions per call, in process (callgrind)';
+
+/** Section 1b's text from its rows: `bare`, `empty`, `full`, then each policy alone (an audit row among them). */
+export function instructionsSection(rows: readonly InstructionRow[]): string {
   const [bare, empty, full, ...policies] = rows as [
     InstructionRow,
     InstructionRow,
@@ -281,14 +286,14 @@ export async function instructionsBench(): Promise<string> {
   const others = policies.filter((row) => row !== auditRow);
   const worst = others.reduce((a, b) => (a.perCall >= b.perCall ? a : b));
   return [
-    heading,
+    HEADING,
     '',
     "Each case of section 1 (sequential, no OTel SDK) run under valgrind's callgrind, which counts the",
     `instructions a process executes instead of timing it: ${WARMUP_CALLS.toLocaleString('en')} calls warm the case up (the JIT is`,
     'done with the stack by then; between calls 5,000 and 9,000 it still compiled the small functions',
     `run once a call), then the next ${COUNTED_CALLS} calls are counted alone (callgrind zeroes its counters and`,
-    'writes them out at two marks in the process). Each case is counted in',
-    `${REPEATS} processes; *spread* is how far their counts per call differ. V8 runs deterministically (\`--predictable\`,`,
+    `writes them out at two marks in the process). Each case is counted in ${REPEATS} processes; *spread* is`,
+    'how far their counts per call differ. V8 runs deterministically (`--predictable`,',
     'fixed hash and random seeds, a fixed young generation), the case is bundled with esbuild (loaded',
     'through tsx, two identical processes differed by 157 M instructions), and the',
     "process's clocks run slower by as much as valgrind slows it",
