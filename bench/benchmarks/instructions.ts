@@ -5,11 +5,12 @@
 // (system calls, page faults) and what an instruction costs (a cache miss counts as one).
 //
 // npx tsx benchmarks/instructions.ts [case,case|all] [concurrency]
-import { spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { build } from 'esbuild';
 import { stackNames } from './middleware.bench.js';
 
@@ -93,7 +94,7 @@ export async function countInstructions(child: string, which: string, concurrenc
   const dir = await mkdtemp(join(tmpdir(), 'toolgate-callgrind-'));
   const out = join(dir, 'callgrind.out');
   try {
-    const stderr = await run(
+    const { stderr } = await execFileAsync(
       'valgrind',
       [
         '--tool=callgrind',
@@ -108,8 +109,8 @@ export async function countInstructions(child: string, which: string, concurrenc
         String(COUNTED_CALLS),
         String(concurrency),
       ],
-      { ...process.env, TOOLGATE_BENCH_TIME_DILATION: String(TIME_DILATION) },
-      `callgrind on case ${JSON.stringify(which)}`,
+      // The bundle's imports resolve from where it lies, in bench/node_modules.
+      { env: { ...process.env, TOOLGATE_BENCH_TIME_DILATION: String(TIME_DILATION) }, maxBuffer: MAX_OUTPUT },
     );
     // The counted calls' dump is part 1; the rest of the process (closing) is the final part.
     const files = (await readdir(dir)).filter((name) => name.startsWith('callgrind.out')).sort();
@@ -122,12 +123,10 @@ export async function countInstructions(child: string, which: string, concurrenc
     if (!summary || !real || !counted.includes('Trigger: --dump-before=node::ResourceUsage')) {
       throw new Error(`callgrind on case ${JSON.stringify(which)}: no count in\n${stderr.slice(-2000)}`);
     }
-    const annotated = await run(
+    const { stdout: annotated } = await execFileAsync(
       'callgrind_annotate',
       ['--inclusive=no', '--threshold=100', `${out}.1`],
-      process.env,
-      'callgrind_annotate',
-      'stdout',
+      { maxBuffer: MAX_OUTPUT },
     );
     let sha256 = 0;
     let majorGc = 0;
@@ -146,32 +145,10 @@ export async function countInstructions(child: string, which: string, concurrenc
 const MAJOR_GC =
   /v8::internal::(MarkCompactCollector|(Main|Concurrent)?MarkingVisitor|MarkingWorklist|IncrementalMarking|MarkingBarrier|Sweeper|EvacuateVisitorBase|EvacuateNewSpaceVisitor|EvacuateOldSpaceVisitor|LiveObjectRange|RememberedSetUpdatingItem|RecordMigratedSlotVisitor)/;
 
-/** Runs a command to its end and gives its stderr (or stdout); rejects on a non-zero exit. */
-function run(
-  command: string,
-  args: string[],
-  env: NodeJS.ProcessEnv,
-  what: string,
-  keep: 'stderr' | 'stdout' = 'stderr',
-): Promise<string> {
-  return new Promise((resolve, reject) => {
-    // The bundle's imports resolve from where it lies, in bench/node_modules.
-    const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let text = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      if (keep === 'stdout') text += chunk;
-    });
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-      stderr += chunk;
-    });
-    child.once('error', reject);
-    child.once('close', (code) => {
-      if (code !== 0) reject(new Error(`${what} exited with ${code}:\n${stderr.slice(-2000)}`));
-      else resolve(keep === 'stdout' ? text : stderr);
-    });
-  });
-}
+/** Runs a command to its end (rejecting on a non-zero exit, with its stderr in the message). */
+const execFileAsync = promisify(execFile);
+/** callgrind_annotate's listing of a run runs to megabytes. */
+const MAX_OUTPUT = 64 * 2 ** 20;
 
 export interface InstructionRow {
   name: string;
@@ -230,7 +207,7 @@ export async function instructionsPerCall(
 /** Whether valgrind's callgrind can run here (Debian's valgrind package). */
 async function haveValgrind(): Promise<boolean> {
   try {
-    await run('valgrind', ['--version'], process.env, 'valgrind --version', 'stdout');
+    await execFileAsync('valgrind', ['--version']);
     return true;
   } catch {
     return false;
