@@ -63,7 +63,8 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
   const idle: (() => void)[] = [];
   const leave = (): void => {
     inside -= 1;
-    if (inside === 0) for (const wake of idle.splice(0)) wake();
+    // Checked first: splice(0) builds a new array, and sequential calls reach zero on every call.
+    if (inside === 0 && idle.length > 0) for (const wake of idle.splice(0)) wake();
   };
   const drain = async (): Promise<void> => {
     if (inside > 0) await new Promise<void>((wake) => idle.push(wake));

@@ -48,6 +48,26 @@ const settings = {
 };
 
 describe('captureCall + sealRecord', () => {
+  it("marks a call aborted when its own signal or the caller's aborted, and only then", () => {
+    const live = new AbortController().signal;
+    const abortedOf = (signal: AbortSignal, callerSignal: AbortSignal): boolean => {
+      const ctx = fullContext({});
+      const withSignals = {
+        ...ctx,
+        signal,
+        request: { ...ctx.request, signal: callerSignal },
+      } as ToolContext;
+      return captureCall(withSignals, ok({}), settings, 'chain-1', 65_536).aborted;
+    };
+    // The caller's own signal, as most calls have it.
+    expect(abortedOf(live, live)).toBe(false);
+    expect(abortedOf(aborted, aborted)).toBe(true);
+    // A signal a middleware derived (a breaker's deadline) that fired, the caller's still live.
+    expect(abortedOf(aborted, live)).toBe(true);
+    // The caller cancelled while the call held a derived signal that had not fired.
+    expect(abortedOf(live, aborted)).toBe(true);
+  });
+
   it('the line is exactly core canonicalJson of the record without its hash, plus the hash', () => {
     const captured = captureCall(
       fullContext({ z: [1, { b: 2, a: null }], a: 'x\u2028y', n: 1e21 }),

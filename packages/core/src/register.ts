@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import type { McpServer, RegisteredTool } from '@modelcontextprotocol/sdk/server/mcp.js';
 import {
   CallToolRequestSchema,
@@ -406,6 +407,8 @@ async function dispatch(registry: Registry, params: CallParams, extra: CallExtra
  */
 class CallContext implements ToolContext {
   readonly startedAt = Date.now();
+  // perf_hooks' performance, not the global: Node defines that one as a getter on globalThis, which
+  // optimized code cannot fold into a constant (a global load IC on every call).
   readonly startTime = performance.now();
   incidentId: string | undefined = undefined;
   readonly decisions: ToolContext['decisions'] = [];
