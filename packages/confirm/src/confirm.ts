@@ -13,6 +13,7 @@ import {
   type ToolMiddleware,
   type ToolResult,
 } from '@toolgate/core';
+import { bounded } from './bounded.js';
 import {
   CONFIRMATION_ARGUMENT,
   CONFIRMATION_META,
@@ -23,6 +24,12 @@ import {
 } from './confirmation.js';
 import { type ConfirmOptions, type ConfirmToolOptions, checkToolOptions, TOOL_DEFAULTS } from './options.js';
 import { renderPrompt } from './prompt.js';
+import {
+  createUrlConfirmations,
+  type UrlAnswer,
+  type UrlAnswerOutcome,
+  type UrlConfirmationCall,
+} from './url-mode.js';
 
 /** The `_meta` key of a two-step answer: `{ status: 'confirmation_required', confirmation, expiresAt, prompt }`. */
 export const CONFIRM_META = 'toolgate/confirm';
@@ -35,6 +42,13 @@ export const DECLINED_HINT =
 export type ConfirmMiddleware = ToolMiddleware & {
   /** Writes pending log summaries and closes the store it created (a store passed in is the app's). */
   close(): Promise<void>;
+  /**
+   * URL mode, for your confirmation page: the call waiting under `id`, only when `principal` (the
+   * person the page signed in) made it; undefined when unknown, expired or someone else's.
+   */
+  pending(id: string, principal: string | undefined): Promise<UrlConfirmationCall | undefined>;
+  /** URL mode, for your confirmation page: records the person's answer; the waiting call goes on. */
+  answer(id: string, answer: UrlAnswer): Promise<UrlAnswerOutcome>;
 };
 
 const ASK_AGAIN =
@@ -51,6 +65,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     store: given,
     storeTimeoutMs = 200,
     tools,
+    url,
     ...globals
   } = options ?? ({} as ConfirmOptions);
   const secret = secretBytes(rawSecret);
@@ -64,6 +79,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     throw new RangeError('createConfirm: storeTimeoutMs must be a positive number of milliseconds');
   }
   const store = given ?? createMemoryStore();
+  const pages = url === undefined ? undefined : createUrlConfirmations(store, storeTimeoutMs, url);
   const throttle = createLogThrottle({ intervalMs: 60_000 });
 
   const decide = (ctx: ToolContext, action: string, digest: string, reason?: string): void => {
@@ -72,6 +88,29 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
       action,
       ...(reason === undefined ? {} : { reason }),
       detail: { digest },
+    });
+  };
+
+  /** The store could not answer: nothing runs (fail closed), logged at most once a minute. */
+  const storeFailed = (
+    ctx: ToolContext,
+    error: unknown,
+    operation: string,
+    digest: string,
+    retry: string,
+  ): ToolResult => {
+    if (ctx.signal.aborted) throw ctx.signal.reason;
+    throttle('confirm:store', (suppressed) =>
+      ctx.logger.warn(
+        { operation, err: error, ...(suppressed > 0 ? { repeated: suppressed } : {}) },
+        'confirm: the store failed; confirmations are refused unavailable until it answers',
+      ),
+    );
+    decide(ctx, 'refused', digest, 'store unavailable');
+    return fail('unavailable', 'The server cannot check this confirmation right now; nothing was done.', {
+      hint: `Retry once in a few seconds ${retry}; if it fails again, tell the user the service is unavailable.`,
+      retryable: true,
+      retryAfterMs: 2000,
     });
   };
 
@@ -101,19 +140,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     try {
       fresh = await consume(ctx, verdict.nonce, verdict.expiresAt);
     } catch (error) {
-      if (ctx.signal.aborted) throw ctx.signal.reason;
-      throttle('confirm:store', (suppressed) =>
-        ctx.logger.warn(
-          { operation: 'setIfAbsent', err: error, ...(suppressed > 0 ? { repeated: suppressed } : {}) },
-          'confirm: the store failed; confirmations are refused unavailable until it answers',
-        ),
-      );
-      decide(ctx, 'refused', verdict.digest, 'store unavailable');
-      return fail('unavailable', 'The server cannot check this confirmation right now; nothing was done.', {
-        hint: 'Retry once in a few seconds with the same confirmation; if it fails again, tell the user the service is unavailable.',
-        retryable: true,
-        retryAfterMs: 2000,
-      });
+      return storeFailed(ctx, error, 'setIfAbsent', verdict.digest, 'with the same confirmation');
     }
     if (!fresh) {
       decide(ctx, 'refused', verdict.digest, 'used');
@@ -161,6 +188,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     if (token !== undefined) return withConfirmation(ctx, next, token);
     const tool = ctx.tool ?? { name: ctx.toolName, title: undefined };
     const prompt = renderPrompt(tool, coveredArguments(ctx.args), opts.describe, opts.maxPromptChars);
+    if (pages !== undefined && ctx.server.supports('elicitation.url')) return byPage(ctx, next, opts, prompt);
     if (!ctx.server.supports('elicitation.form')) return required(ctx, opts, prompt);
     // The digest of what is shown, for audit: the same HMAC a two-step confirmation would carry.
     const shown = issue(secret, ctx, opts.elicitTimeoutMs);
@@ -176,21 +204,85 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
       decide(ctx, 'refused', shown.digest, isToolError(error) ? error.code : 'elicitation failed');
       throw error;
     }
-    if (answer.action !== 'accept') {
-      decide(ctx, 'declined', shown.digest, answer.action);
-      return fail(
-        'permission_denied',
-        answer.action === 'decline'
-          ? 'The user declined this request.'
-          : 'The user dismissed the confirmation without accepting.',
-        { hint: DECLINED_HINT },
-      );
-    }
+    if (answer.action !== 'accept') return declined(ctx, shown.digest, answer.action);
     // The person may have answered after the call was cancelled: never run a cancelled call.
     ctx.signal.throwIfAborted();
     decide(ctx, 'confirmed', shown.digest);
     return next();
   };
+  /**
+   * URL mode: the client sends the person to the server's page (`url.build`), where they sign in and
+   * answer; the call waits for that answer in the store, so any replica may serve the page.
+   */
+  const byPage = async (
+    ctx: ToolContext,
+    next: NextFn,
+    opts: Readonly<ConfirmToolOptions>,
+    prompt: string,
+  ): Promise<ToolResult> => {
+    const urls = pages!;
+    const shown = issue(secret, ctx, opts.elicitTimeoutMs);
+    const opened = urls.prepare(ctx, opts.elicitTimeoutMs);
+    try {
+      await urls.save(ctx, opened.id, prompt, opts.elicitTimeoutMs, opened.expiresAt);
+    } catch (error) {
+      return storeFailed(ctx, error, 'set', shown.digest, 'without a confirmation');
+    }
+    let answer: Awaited<ReturnType<ToolContext['server']['elicit']>>;
+    try {
+      answer = await ctx.server.elicit(
+        { mode: 'url', message: prompt, url: opened.url, elicitationId: opened.id },
+        { timeoutMs: Math.max(1, opened.expiresAt - Date.now()) },
+      );
+    } catch (error) {
+      await urls.close(opened.id, 'withdrawn').catch(() => false);
+      if (isToolError(error) && error.code === 'unavailable') return required(ctx, opts, prompt);
+      decide(ctx, 'refused', shown.digest, isToolError(error) ? error.code : 'elicitation failed');
+      throw error;
+    }
+    if (answer.action !== 'accept') {
+      // The page must not approve what the person dismissed in the client.
+      await urls.close(opened.id, 'withdrawn').catch(() => false);
+      return declined(ctx, shown.digest, answer.action);
+    }
+    let verdict: 'approved' | 'declined';
+    try {
+      verdict = await urls.wait(ctx, opened.id, opened.expiresAt);
+    } catch (error) {
+      if (ctx.signal.aborted) throw ctx.signal.reason;
+      if (isToolError(error)) {
+        decide(ctx, 'refused', shown.digest, error.code);
+        throw error;
+      }
+      return storeFailed(ctx, error, 'get', shown.digest, 'without a confirmation');
+    }
+    await ctx.server.elicitationComplete(opened.id).catch((error: unknown) => {
+      ctx.logger.warn({ err: error }, 'confirm: could not tell the client the confirmation page is done');
+    });
+    if (verdict === 'declined') return declined(ctx, shown.digest, 'page');
+    ctx.signal.throwIfAborted();
+    decide(ctx, 'confirmed', shown.digest);
+    return next();
+  };
+
+  const declined = (ctx: ToolContext, digest: string, reason: string): ToolResult => {
+    decide(ctx, 'declined', digest, reason);
+    return fail(
+      'permission_denied',
+      reason === 'cancel'
+        ? 'The user dismissed the confirmation without accepting.'
+        : 'The user declined this request.',
+      { hint: DECLINED_HINT },
+    );
+  };
+
+  const withoutUrlMode = (): never => {
+    throw new Error(
+      'confirm: URL mode is off; pass createConfirm({ url: { build } }) to serve a confirmation page',
+    );
+  };
+  middleware.pending = (id, principal) => (pages ?? withoutUrlMode()).pending(id, principal);
+  middleware.answer = (id, answer) => (pages ?? withoutUrlMode()).answer(id, answer);
   middleware.close = async () => {
     throttle.flush();
     if (given === undefined) await store.close?.();
@@ -211,40 +303,4 @@ function secretBytes(secret: unknown): Uint8Array {
     );
   }
   return bytes;
-}
-
-/** One store operation bounded by a time limit and the call's signal (one timer, one listener). */
-function bounded<T>(
-  signal: AbortSignal,
-  timeoutMs: number,
-  work: (signal: AbortSignal) => Promise<T>,
-): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      reject(new DOMException(`confirm: the store did not answer within ${timeoutMs} ms`, 'TimeoutError'));
-    }, timeoutMs);
-    signal.addEventListener('abort', onAbort, { once: true });
-    const settle = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', onAbort);
-    };
-    Promise.resolve()
-      .then(() => work(signal))
-      .then(
-        (value) => {
-          settle();
-          resolve(value);
-        },
-        (error: unknown) => {
-          settle();
-          reject(error);
-        },
-      );
-  });
 }

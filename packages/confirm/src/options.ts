@@ -14,6 +14,28 @@ export interface ConfirmToolOptions {
   maxPromptChars: number;
 }
 
+/** What `url.build` gets for a pending URL confirmation. */
+export interface PendingUrlConfirmation {
+  /** The confirmation's id: 128 random bits, base64url. Put it in the page's address. */
+  readonly id: string;
+  /** The tool the call asked for. */
+  readonly tool: string;
+  /** When the person's answer stops counting (epoch ms). */
+  readonly expiresAt: number;
+}
+
+/**
+ * URL mode: the person confirms on a page your server serves, where they sign in; the client only
+ * opens it. The page reads the call with `confirm.pending(id)` and records the person's answer with
+ * `confirm.answer(id, ...)`.
+ */
+export interface ConfirmUrlOptions {
+  /** The page's absolute http(s) address for a pending confirmation (it must carry `pending.id`). @default none */
+  build: (pending: PendingUrlConfirmation) => string;
+  /** How often a waiting call reads the store for the person's answer, in ms. @default 250 */
+  pollMs?: number;
+}
+
 /** Options of `createConfirm`. */
 export interface ConfirmOptions extends Partial<ConfirmToolOptions>, PerToolOptions<ConfirmToolOptions> {
   /** The server's HMAC key (at least 32 bytes, the same on every replica, from a secret store). Required. @default none */
@@ -22,6 +44,11 @@ export interface ConfirmOptions extends Partial<ConfirmToolOptions>, PerToolOpti
   store?: KeyValueStore;
   /** Longest one store operation may take, in ms. @default 200 */
   storeTimeoutMs?: number;
+  /**
+   * URL mode for clients that declare URL elicitation: the person confirms on your page (see
+   * `ConfirmUrlOptions`); other clients get form elicitation or two steps as without it. @default undefined
+   */
+  url?: ConfirmUrlOptions;
 }
 
 export const TOOL_DEFAULTS: ConfirmToolOptions = Object.freeze({

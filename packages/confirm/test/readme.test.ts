@@ -12,4 +12,11 @@ describe('README', () => {
     const readme = read('../README.md');
     expect(readme).toContain(`\`\`\`ts\n${example}\`\`\``);
   });
+
+  it('shows examples/url-page.ts exactly, importing the published name', () => {
+    const example = read('../examples/url-page.ts')
+      .replace(/^(\/\/.*\n)+\n?/, '')
+      .replaceAll("'../src/index.js'", "'@toolgate/confirm'");
+    expect(read('../README.md')).toContain(`\`\`\`ts\n${example}\`\`\``);
+  });
 });

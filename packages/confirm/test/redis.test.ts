@@ -4,7 +4,7 @@ import { createRedisClient, createRedisStore, redisReady } from '@toolgate/redis
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONFIRM_META, createConfirm } from '../src/index.js';
-import { refundTool, SECRET } from './fixtures.js';
+import { authAs, refundTool, SECRET, sleep } from './fixtures.js';
 import { reportRedisMissing, TEST_REDIS_URL } from './needs-redis.js';
 
 if (TEST_REDIS_URL === undefined) {
@@ -59,6 +59,44 @@ if (TEST_REDIS_URL === undefined) {
         expect(ttl).toBeLessThanOrEqual(301_000);
       } finally {
         await Promise.all(servers.map((server) => server.close()));
+      }
+    });
+
+    it('URL mode: the page served by another replica answers the call waiting on this one', async () => {
+      const { tool, runs } = refundTool();
+      const [here, there] = clients.map((redis) =>
+        createConfirm({
+          secret: SECRET,
+          store: createRedisStore(redis, { prefix }),
+          tools: { create_refund: {} },
+          url: { build: ({ id }) => `https://orders.test/confirm/${id}`, pollMs: 25 },
+        }),
+      );
+      const seen: unknown[] = [];
+      const server = await serveTools([tool], {
+        middleware: [here!],
+        authInfo: authAs('alice'),
+        elicitUrl: true,
+        onElicit: (params) => {
+          const { elicitationId: id } = params as { elicitationId: string };
+          void (async () => {
+            await sleep(60);
+            seen.push((await there!.pending(id, 'alice'))?.tool);
+            seen.push(await there!.answer(id, { approve: true, principal: 'mallory' }));
+            seen.push(await there!.answer(id, { approve: true, principal: 'alice' }));
+            seen.push(await here!.answer(id, { approve: false, principal: 'alice' }));
+          })();
+          return { action: 'accept' };
+        },
+      });
+      try {
+        const result = await server.callTool('create_refund', { order_id: 'A-1', amount: 25 });
+        expect(result.structuredContent).toEqual({ ok: true, refund_id: 'R-1' });
+        expect(runs.count).toBe(1);
+        await sleep(50);
+        expect(seen).toEqual(['create_refund', 'forbidden', 'recorded', 'already answered']);
+      } finally {
+        await server.close();
       }
     });
   });

@@ -43,6 +43,12 @@ export interface ServerAccess {
     params: ElicitRequestFormParams | ElicitRequestURLParams,
     options?: ClientRequestOptions,
   ): Promise<ElicitResult>;
+  /**
+   * Tells the client that the out-of-band interaction a URL elicitation started (`elicitationId`) is
+   * over (`notifications/elicitation/complete`), so it can close its prompt and go on. Resolves false
+   * (and sends nothing) when the client cannot carry URL elicitation.
+   */
+  elicitationComplete(elicitationId: string): Promise<boolean>;
   /** Asks the client's model for a completion (`sampling/createMessage`); same errors as `elicit`. */
   sample(params: CreateMessageRequestParams, options?: ClientRequestOptions): Promise<CreateMessageResult>;
   /**
@@ -170,6 +176,14 @@ export function createServerAccess(source: ServerAccessSource): ServerAccess {
         ElicitResultSchema,
         options.timeoutMs ?? 120_000,
       );
+    },
+    async elicitationComplete(elicitationId) {
+      if (!supports('elicitation.url')) return false;
+      await source.sendNotification({
+        method: 'notifications/elicitation/complete',
+        params: { elicitationId },
+      });
+      return true;
     },
     sample(params, options = {}) {
       return ask<CreateMessageResult>(

@@ -450,6 +450,61 @@ describe('server access from a call', () => {
     expect(parseResultText(await client.callTool('ask_http', {}))).toEqual({ ok: true, form: false });
   });
 
+  it('sends the person to a page by URL elicitation and tells the client when it is done', async () => {
+    const visit = defineTool({
+      name: 'visit',
+      description: 'Sends the person to a page.',
+      input: {},
+      handler: async (_args, ctx) => {
+        const answer = await ctx.server.elicit({
+          mode: 'url',
+          message: 'Sign the order.',
+          url: 'https://orders.example/sign/e-1',
+          elicitationId: 'e-1',
+        });
+        return ok({ action: answer.action, completed: await ctx.server.elicitationComplete('e-1') });
+      },
+    });
+    const asked: unknown[] = [];
+    client = await serveTools([visit], {
+      elicitUrl: true,
+      onElicit: (params) => {
+        asked.push(params);
+        return { action: 'accept' };
+      },
+    });
+    expect(parseResultText(await client.callTool('visit', {}))).toEqual({
+      ok: true,
+      action: 'accept',
+      completed: true,
+    });
+    expect(asked).toEqual([
+      {
+        mode: 'url',
+        message: 'Sign the order.',
+        url: 'https://orders.example/sign/e-1',
+        elicitationId: 'e-1',
+      },
+    ]);
+    expect(client.notifications).toContainEqual({
+      jsonrpc: '2.0',
+      method: 'notifications/elicitation/complete',
+      params: { elicitationId: 'e-1' },
+    });
+  });
+
+  it('sends no completion notice to a client without URL elicitation', async () => {
+    const done = defineTool({
+      name: 'done',
+      description: 'Says an interaction is over.',
+      input: {},
+      handler: async (_args, ctx) => ok({ completed: await ctx.server.elicitationComplete('e-2') }),
+    });
+    client = await serveTools([done], { onElicit: () => ({ action: 'decline' }) });
+    expect(parseResultText(await client.callTool('done', {}))).toEqual({ ok: true, completed: false });
+    expect(client.notifications.some((n) => n.method === 'notifications/elicitation/complete')).toBe(false);
+  });
+
   it('answers timeout when the person does not answer in time', async () => {
     client = await serveTools([ask], { onElicit: () => new Promise(() => {}) });
     expect(expectFailure(await client.callTool('ask', {}))).toMatchObject({

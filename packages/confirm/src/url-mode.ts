@@ -1,0 +1,163 @@
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type KeyValueStore, principalOf, type ToolContext, ToolError } from '@toolgate/core';
+import { bounded } from './bounded.js';
+import type { ConfirmUrlOptions } from './options.js';
+
+/** What `confirm.pending(id, principal)` gives the page to show. */
+export interface UrlConfirmationCall {
+  readonly id: string;
+  /** The tool the call asked for. */
+  readonly tool: string;
+  /** The prompt the client was shown (sanitised text: escape it for HTML like any text). */
+  readonly prompt: string;
+  /** When an answer stops counting (epoch ms). */
+  readonly expiresAt: number;
+}
+
+/**
+ * What `confirm.answer` did: `recorded` (the waiting call goes on), `unknown` (no such confirmation, or
+ * it expired), `forbidden` (the person is not the caller), `already answered` (the first answer stands).
+ */
+export type UrlAnswerOutcome = 'recorded' | 'unknown' | 'forbidden' | 'already answered';
+
+/** The page's answer: the person's decision and who they signed in as (the caller's principal). */
+export interface UrlAnswer {
+  readonly approve: boolean;
+  /** The principal the page authenticated (a token's `sub`, else its client id); undefined only for a caller without one. */
+  readonly principal: string | undefined;
+}
+
+/** How the wait for the page ended. */
+export type PageVerdict = 'approved' | 'declined';
+
+interface Stored {
+  tool: string;
+  prompt: string;
+  expiresAt: number;
+  principal: string | null;
+}
+
+const ID = /^[A-Za-z0-9_-]{22}$/;
+const pendingKey = (id: string): string => `confirm:url:{${id}}`;
+const answerKey = (id: string): string => `confirm:url:{${id}}:answer`;
+
+/** URL mode's store side: a pending call, the page's answer, the call's wait for it. */
+export function createUrlConfirmations(store: KeyValueStore, storeTimeoutMs: number, url: ConfirmUrlOptions) {
+  if (typeof url !== 'object' || url === null || typeof url.build !== 'function') {
+    throw new TypeError(
+      'createConfirm: url.build must be a function that returns the confirmation page address',
+    );
+  }
+  const pollMs = url.pollMs ?? 250;
+  if (!(Number.isInteger(pollMs) && pollMs >= 1)) {
+    throw new RangeError('createConfirm: url.pollMs must be a positive integer');
+  }
+  const noSignal = new AbortController().signal;
+
+  /** A new confirmation's id, expiry and page address (a bad address is the server's bug: throws TypeError). */
+  const prepare = (ctx: ToolContext, ttlMs: number): { id: string; url: string; expiresAt: number } => {
+    const id = randomBytes(16).toString('base64url');
+    const expiresAt = Date.now() + ttlMs;
+    const address = url.build({ id, tool: ctx.toolName, expiresAt });
+    checkAddress(address);
+    return { id, url: address, expiresAt };
+  };
+
+  /** Stores the pending call, so the page (on any replica) can show and answer it. Throws when the store cannot. */
+  const save = (
+    ctx: ToolContext,
+    id: string,
+    prompt: string,
+    ttlMs: number,
+    expiresAt: number,
+  ): Promise<void> => {
+    const stored: Stored = { tool: ctx.toolName, prompt, expiresAt, principal: principalOf(ctx) ?? null };
+    return bounded(ctx.signal, storeTimeoutMs, (signal) =>
+      store.set(pendingKey(id), JSON.stringify(stored), ttlMs, { signal }),
+    );
+  };
+
+  /** Closes a confirmation nobody may answer any more (declined in the client, or out of time). */
+  const close = (id: string, why: string): Promise<boolean> =>
+    bounded(noSignal, storeTimeoutMs, (signal) => store.setIfAbsent(answerKey(id), why, 60_000, { signal }));
+
+  /**
+   * Waits for the page's answer until `expiresAt`, reading the store every pollMs (any replica may
+   * serve the page). Throws the call's abort reason, `timeout`, or the store's failure.
+   */
+  const wait = async (ctx: ToolContext, id: string, expiresAt: number): Promise<PageVerdict> => {
+    for (;;) {
+      const answer = await bounded(ctx.signal, storeTimeoutMs, (signal) =>
+        store.get(answerKey(id), { signal }),
+      );
+      if (answer === 'approved' || answer === 'declined') return answer;
+      const left = expiresAt - Date.now();
+      if (left <= 0) {
+        // Closed first: an approval that lands now must not count for a call that already gave up.
+        if ((await close(id, 'expired')) === false) continue;
+        throw new ToolError('timeout', 'The user did not answer on the confirmation page in time.', {
+          hint: 'Nothing was done. Ask the user whether they still want this; if so, call again.',
+        });
+      }
+      try {
+        await sleep(Math.min(pollMs, left), undefined, { signal: ctx.signal });
+      } catch (error) {
+        if (ctx.signal.aborted) throw ctx.signal.reason;
+        throw error;
+      }
+    }
+  };
+
+  /** The pending call for the page, only to the person who made it. */
+  const pending = async (
+    id: string,
+    principal: string | undefined,
+  ): Promise<UrlConfirmationCall | undefined> => {
+    const stored = await read(id);
+    if (stored === undefined || !samePerson(stored, principal)) return undefined;
+    return { id, tool: stored.tool, prompt: stored.prompt, expiresAt: stored.expiresAt };
+  };
+
+  const answer = async (id: string, given: UrlAnswer): Promise<UrlAnswerOutcome> => {
+    if (typeof given !== 'object' || given === null || typeof given.approve !== 'boolean') {
+      throw new TypeError('confirm.answer: give { approve: boolean, principal }');
+    }
+    const stored = await read(id);
+    if (stored === undefined) return 'unknown';
+    if (!samePerson(stored, given.principal)) return 'forbidden';
+    const left = stored.expiresAt - Date.now();
+    if (left <= 0) return 'unknown';
+    const recorded = await bounded(noSignal, storeTimeoutMs, (signal) =>
+      store.setIfAbsent(answerKey(id), given.approve ? 'approved' : 'declined', left + 60_000, { signal }),
+    );
+    return recorded ? 'recorded' : 'already answered';
+  };
+
+  const read = async (id: string): Promise<Stored | undefined> => {
+    if (typeof id !== 'string' || !ID.test(id)) return undefined;
+    const raw = await bounded(noSignal, storeTimeoutMs, (signal) => store.get(pendingKey(id), { signal }));
+    if (raw === undefined) return undefined;
+    const stored = JSON.parse(raw) as Stored;
+    return stored.expiresAt > Date.now() ? stored : undefined;
+  };
+
+  return { prepare, save, wait, close, pending, answer };
+}
+
+/** A call without a principal is answered without one: then the page address alone decides (see the README). */
+function samePerson(stored: Stored, principal: string | undefined): boolean {
+  return stored.principal === null ? principal === undefined : principal === stored.principal;
+}
+
+function checkAddress(address: unknown): void {
+  let parsed: URL | undefined;
+  try {
+    parsed = typeof address === 'string' ? new URL(address) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  if (parsed === undefined || (parsed.protocol !== 'https:' && parsed.protocol !== 'http:')) {
+    throw new TypeError('createConfirm: url.build must return an absolute http(s) address');
+  }
+}

@@ -1,0 +1,301 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { ElicitRequest, ElicitResult } from '@modelcontextprotocol/sdk/types.js';
+import { createMemoryStore, type KeyValueStore, type PolicyDecision } from '@toolgate/core';
+import { expectFailure, serveTools } from '@toolgate/core/testing';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type ConfirmMiddleware, createConfirm, DECLINED_HINT } from '../src/index.js';
+import { authAs, decisionsOf, refundTool, SECRET, sleep } from './fixtures.js';
+
+const closers: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  await Promise.all(closers.splice(0).map((close) => close()));
+});
+
+/**
+ * The server's confirmation page on loopback: the person is whoever `x-person` names (a real page
+ * signs them in). GET shows the pending call, POST records the answer.
+ */
+async function confirmationPage(confirm: () => ConfirmMiddleware): Promise<string> {
+  const server: Server = createServer((request, response) => {
+    const address = new URL(request.url ?? '/', 'http://page.test');
+    const id = address.pathname.split('/').at(-1) ?? '';
+    const person = (request.headers['x-person'] as string | undefined) || undefined;
+    const reply = (status: number, body: unknown): void => {
+      response.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    };
+    const work =
+      request.method === 'POST'
+        ? confirm()
+            .answer(id, { approve: address.searchParams.get('approve') === 'yes', principal: person })
+            .then((outcome) => reply(200, { outcome }))
+        : confirm()
+            .pending(id, person)
+            .then((call) => (call === undefined ? reply(404, {}) : reply(200, call)));
+    work.catch((error: unknown) => reply(500, { error: String(error) }));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  closers.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/confirm`;
+}
+
+/** What the person does on the page, over real HTTP. */
+async function visit(
+  url: string,
+  person: string | undefined,
+  approve?: 'yes' | 'no',
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const response = await fetch(approve === undefined ? url : `${url}?approve=${approve}`, {
+    method: approve === undefined ? 'GET' : 'POST',
+    headers: person === undefined ? {} : { 'x-person': person },
+  });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+async function setUp(
+  person: (params: ElicitRequest['params'], page: string) => ElicitResult | Promise<ElicitResult>,
+  options: { elicitTimeoutMs?: number; store?: KeyValueStore; subject?: string; elicitUrl?: boolean } = {},
+) {
+  const { tool, runs } = refundTool();
+  let confirm: ConfirmMiddleware | undefined;
+  const page = await confirmationPage(() => confirm!);
+  confirm = createConfirm({
+    secret: SECRET,
+    tools: { create_refund: { elicitTimeoutMs: options.elicitTimeoutMs ?? 5000 } },
+    url: { build: ({ id }) => `${page}/${id}`, pollMs: 20 },
+    ...(options.store === undefined ? {} : { store: options.store }),
+  });
+  const asked: ElicitRequest['params'][] = [];
+  const decisions: PolicyDecision[][] = [];
+  const client = await serveTools([tool], {
+    middleware: [decisionsOf(decisions), confirm],
+    authInfo: authAs(options.subject ?? 'alice'),
+    elicitUrl: options.elicitUrl ?? true,
+    onElicit: (params) => {
+      asked.push(params);
+      return person(params, page);
+    },
+  });
+  closers.push(() => client.close());
+  return { client, runs, asked, decisions, confirm, page };
+}
+
+const urlOf = (params: ElicitRequest['params']): string => (params as { url: string }).url;
+const DIGEST = expect.stringMatching(/^[0-9a-f]{32}$/);
+
+describe('confirm: URL mode (the person answers on the server’s page)', () => {
+  it('sends the person to the page; their approval there runs the handler once', async () => {
+    const seen: Record<string, unknown>[] = [];
+    const { client, runs, asked, decisions } = await setUp((params) => {
+      // The client opens the page; the person reads the call there and approves a little later.
+      setTimeout(() => {
+        void (async () => {
+          seen.push((await visit(urlOf(params), 'alice')).body);
+          seen.push((await visit(urlOf(params), 'alice', 'yes')).body);
+        })();
+      }, 50);
+      return { action: 'accept' };
+    });
+    const result = await client.callTool('create_refund', { order_id: 'A-1', amount: 25 });
+    expect(result.structuredContent).toEqual({ ok: true, refund_id: 'R-1' });
+    expect(runs.count).toBe(1);
+    const prompt = 'Run "Refund an order"?\nTool: create_refund\nArguments:\n  order_id: "A-1"\n  amount: 25';
+    expect(asked).toEqual([
+      {
+        mode: 'url',
+        message: prompt,
+        url: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+\/confirm\/[A-Za-z0-9_-]{22}$/),
+        elicitationId: expect.stringMatching(/^[A-Za-z0-9_-]{22}$/),
+      },
+    ]);
+    const { elicitationId } = asked[0] as { elicitationId: string };
+    expect(urlOf(asked[0]!).endsWith(`/${elicitationId}`)).toBe(true);
+    expect(seen).toEqual([
+      { id: elicitationId, tool: 'create_refund', prompt, expiresAt: expect.any(Number) },
+      { outcome: 'recorded' },
+    ]);
+    expect(client.notifications).toContainEqual({
+      jsonrpc: '2.0',
+      method: 'notifications/elicitation/complete',
+      params: { elicitationId },
+    });
+    expect(decisions).toEqual([[{ by: 'confirm', action: 'confirmed', detail: { digest: DIGEST } }]]);
+  });
+
+  it('a decline on the page refuses; the handler never runs and the first answer stands', async () => {
+    const urls: string[] = [];
+    const { client, runs, decisions } = await setUp((params) => {
+      urls.push(urlOf(params));
+      setTimeout(() => void visit(urlOf(params), 'alice', 'no'), 30);
+      return { action: 'accept' };
+    });
+    const envelope = expectFailure(await client.callTool('create_refund', { order_id: 'A-1', amount: 25 }));
+    expect(envelope).toMatchObject({
+      error: 'permission_denied',
+      message: 'The user declined this request.',
+      hint: DECLINED_HINT,
+    });
+    expect(runs.count).toBe(0);
+    expect(decisions).toEqual([
+      [{ by: 'confirm', action: 'declined', reason: 'page', detail: { digest: DIGEST } }],
+    ]);
+    expect((await visit(urls[0]!, 'alice', 'yes')).body).toEqual({ outcome: 'already answered' });
+    expect(runs.count).toBe(0);
+  });
+
+  it('someone else can neither read nor answer the call; it times out and nothing runs', async () => {
+    const tried: unknown[] = [];
+    const urls: string[] = [];
+    const { client, runs, decisions } = await setUp(
+      (params) => {
+        urls.push(urlOf(params));
+        setTimeout(() => {
+          void (async () => {
+            tried.push(await visit(urlOf(params), 'mallory'));
+            tried.push(await visit(urlOf(params), 'mallory', 'yes'));
+            tried.push(await visit(urlOf(params), undefined, 'yes'));
+          })();
+        }, 20);
+        return { action: 'accept' };
+      },
+      { elicitTimeoutMs: 400 },
+    );
+    const envelope = expectFailure(await client.callTool('create_refund', { order_id: 'A-1', amount: 25 }));
+    expect(envelope).toMatchObject({
+      error: 'timeout',
+      message: 'The user did not answer on the confirmation page in time.',
+      hint: 'Nothing was done. Ask the user whether they still want this; if so, call again.',
+    });
+    expect(tried).toEqual([
+      { status: 404, body: {} },
+      { status: 200, body: { outcome: 'forbidden' } },
+      { status: 200, body: { outcome: 'forbidden' } },
+    ]);
+    expect(runs.count).toBe(0);
+    expect(decisions).toEqual([
+      [{ by: 'confirm', action: 'refused', reason: 'timeout', detail: { digest: DIGEST } }],
+    ]);
+    // Too late for the caller too: the call gave up, its confirmation is gone.
+    expect((await visit(urls[0]!, 'alice', 'yes')).body).toEqual({ outcome: 'unknown' });
+    expect(runs.count).toBe(0);
+  });
+
+  it('a person who will not open the page in the client refuses; the page cannot approve it afterwards', async () => {
+    const urls: string[] = [];
+    const { client, runs, decisions } = await setUp((params) => {
+      urls.push(urlOf(params));
+      return { action: 'decline' };
+    });
+    expect(
+      expectFailure(await client.callTool('create_refund', { order_id: 'A-1', amount: 25 })),
+    ).toMatchObject({ error: 'permission_denied', message: 'The user declined this request.' });
+    expect(decisions).toEqual([
+      [{ by: 'confirm', action: 'declined', reason: 'decline', detail: { digest: DIGEST } }],
+    ]);
+    expect((await visit(urls[0]!, 'alice', 'yes')).body).toEqual({ outcome: 'already answered' });
+    expect(runs.count).toBe(0);
+  });
+
+  it('a call cancelled while it waits never runs, even when the page approves afterwards', async () => {
+    const urls: string[] = [];
+    const { client, runs } = await setUp((params) => {
+      urls.push(urlOf(params));
+      return { action: 'accept' };
+    });
+    const controller = new AbortController();
+    const call = client.callTool(
+      'create_refund',
+      { order_id: 'A-1', amount: 25 },
+      { signal: controller.signal },
+    );
+    await sleep(100);
+    controller.abort();
+    await expect(call).rejects.toThrow();
+    expect((await visit(urls[0]!, 'alice', 'yes')).body).toEqual({ outcome: 'recorded' });
+    await sleep(100);
+    expect(runs.count).toBe(0);
+  });
+
+  it('ids the server never issued are unknown to the page', async () => {
+    const { confirm, page } = await setUp(() => ({ action: 'accept' }));
+    expect(await visit(`${page}/AAAAAAAAAAAAAAAAAAAAAA`, 'alice')).toEqual({ status: 404, body: {} });
+    expect(await confirm.answer('AAAAAAAAAAAAAAAAAAAAAA', { approve: true, principal: 'alice' })).toBe(
+      'unknown',
+    );
+    expect(await confirm.answer('../../etc/passwd', { approve: true, principal: 'alice' })).toBe('unknown');
+    expect(await confirm.pending('x'.repeat(5000), 'alice')).toBeUndefined();
+  });
+
+  it('a client with form elicitation only is asked by form, as without URL mode', async () => {
+    const { client, runs, asked } = await setUp(() => ({ action: 'accept', content: {} }), {
+      elicitUrl: false,
+    });
+    expect(
+      (await client.callTool('create_refund', { order_id: 'A-1', amount: 25 })).structuredContent,
+    ).toEqual({
+      ok: true,
+      refund_id: 'R-1',
+    });
+    expect(asked.map((params) => params.mode)).toEqual(['form']);
+    expect(runs.count).toBe(1);
+  });
+
+  it('fails closed when the store cannot keep the pending call: unavailable, nothing asked, nothing run', async () => {
+    const memory = createMemoryStore();
+    const broken: KeyValueStore = {
+      ...memory,
+      set: async () => {
+        throw new Error('connect ECONNREFUSED 10.0.0.7:6379');
+      },
+    };
+    const { client, runs, asked, decisions } = await setUp(() => ({ action: 'accept' }), { store: broken });
+    const envelope = expectFailure(await client.callTool('create_refund', { order_id: 'A-1', amount: 25 }));
+    expect(envelope).toMatchObject({ error: 'unavailable', retryable: true });
+    expect(JSON.stringify(envelope)).not.toContain('10.0.0.7');
+    expect(asked).toEqual([]);
+    expect(runs.count).toBe(0);
+    expect(decisions).toEqual([
+      [{ by: 'confirm', action: 'refused', reason: 'store unavailable', detail: { digest: DIGEST } }],
+    ]);
+  });
+
+  it('refuses bad URL options at construction, and the page methods without URL mode', async () => {
+    expect(() => createConfirm({ secret: SECRET, url: {} as never })).toThrow(
+      /url\.build must be a function/,
+    );
+    expect(() =>
+      createConfirm({ secret: SECRET, url: { build: () => 'https://x.test/', pollMs: 0 } }),
+    ).toThrow(/url\.pollMs must be a positive integer/);
+    const plain = createConfirm({ secret: SECRET });
+    expect(() => plain.answer('AAAAAAAAAAAAAAAAAAAAAA', { approve: true, principal: 'a' })).toThrow(
+      /URL mode is off/,
+    );
+  });
+
+  it('a page address that is not absolute http(s) is the server’s bug: internal, nothing asked or run', async () => {
+    const { tool, runs } = refundTool();
+    const asked: unknown[] = [];
+    const confirm = createConfirm({
+      secret: SECRET,
+      tools: { create_refund: {} },
+      url: { build: ({ id }) => `javascript:alert('${id}')` },
+    });
+    const client = await serveTools([tool], {
+      middleware: [confirm],
+      authInfo: authAs('alice'),
+      elicitUrl: true,
+      onElicit: (params) => {
+        asked.push(params);
+        return { action: 'accept' };
+      },
+    });
+    closers.push(() => client.close());
+    expect(
+      expectFailure(await client.callTool('create_refund', { order_id: 'A-1', amount: 25 })),
+    ).toMatchObject({
+      error: 'internal',
+    });
+    expect(asked).toEqual([]);
+    expect(runs.count).toBe(0);
+  });
+});
