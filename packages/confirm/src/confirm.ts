@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import {
+  boundStore,
   callerScope,
-  createLogThrottle,
   createMemoryStore,
   fail,
   isPassThrough,
@@ -13,7 +13,6 @@ import {
   type ToolMiddleware,
   type ToolResult,
 } from '@toolgate/core';
-import { bounded } from './bounded.js';
 import {
   CONFIRMATION_ARGUMENT,
   CONFIRMATION_META,
@@ -79,8 +78,8 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     throw new RangeError('createConfirm: storeTimeoutMs must be a positive number of milliseconds');
   }
   const store = given ?? createMemoryStore();
-  const pages = url === undefined ? undefined : createUrlConfirmations(store, storeTimeoutMs, url);
-  const throttle = createLogThrottle({ intervalMs: 60_000 });
+  const bounded = boundStore(store, storeTimeoutMs, 'confirm');
+  const pages = url === undefined ? undefined : createUrlConfirmations(bounded, url);
 
   const decide = (ctx: ToolContext, action: string, digest: string, reason?: string): void => {
     ctx.decisions.push({
@@ -100,12 +99,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     retry: string,
   ): ToolResult => {
     if (ctx.signal.aborted) throw ctx.signal.reason;
-    throttle('confirm:store', (suppressed) =>
-      ctx.logger.warn(
-        { operation, err: error, ...(suppressed > 0 ? { repeated: suppressed } : {}) },
-        'confirm: the store failed; confirmations are refused unavailable until it answers',
-      ),
-    );
+    bounded.failed(operation, error, ctx.logger, 'confirmations are refused unavailable until it answers');
     decide(ctx, 'refused', digest, 'store unavailable');
     return fail('unavailable', 'The server cannot check this confirmation right now; nothing was done.', {
       hint: `Retry once in a few seconds ${retry}; if it fails again, tell the user the service is unavailable.`,
@@ -118,9 +112,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
   const consume = (ctx: ToolContext, nonce: string, expiresAt: number): Promise<boolean> => {
     const scope = createHash('sha256').update(callerScope(ctx)).digest('base64url').slice(0, 22);
     const ttl = Math.max(1, Math.ceil(expiresAt - Date.now()) + 1000);
-    return bounded(ctx.signal, storeTimeoutMs, (signal) =>
-      store.setIfAbsent(`confirm:used:{${scope}}:${nonce}`, '1', ttl, { signal }),
-    );
+    return bounded.setIfAbsent(`confirm:used:{${scope}}:${nonce}`, '1', ttl, ctx.signal);
   };
 
   const withConfirmation = async (ctx: ToolContext, next: NextFn, token: unknown): Promise<ToolResult> => {
@@ -284,7 +276,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
   middleware.pending = (id, principal) => (pages ?? withoutUrlMode()).pending(id, principal);
   middleware.answer = (id, answer) => (pages ?? withoutUrlMode()).answer(id, answer);
   middleware.close = async () => {
-    throttle.flush();
+    bounded.flush();
     if (given === undefined) await store.close?.();
   };
   return middleware;

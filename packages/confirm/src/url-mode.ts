@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type KeyValueStore, principalOf, type ToolContext, ToolError } from '@toolgate/core';
-import { bounded } from './bounded.js';
+import { type BoundedStore, principalOf, type ToolContext, ToolError } from '@toolgate/core';
 import type { ConfirmUrlOptions } from './options.js';
 
 /** What `confirm.pending(id, principal)` gives the page to show. */
@@ -43,7 +42,7 @@ const pendingKey = (id: string): string => `confirm:url:{${id}}`;
 const answerKey = (id: string): string => `confirm:url:{${id}}:answer`;
 
 /** URL mode's store side: a pending call, the page's answer, the call's wait for it. */
-export function createUrlConfirmations(store: KeyValueStore, storeTimeoutMs: number, url: ConfirmUrlOptions) {
+export function createUrlConfirmations(store: BoundedStore, url: ConfirmUrlOptions) {
   if (typeof url !== 'object' || url === null || typeof url.build !== 'function') {
     throw new TypeError(
       'createConfirm: url.build must be a function that returns the confirmation page address',
@@ -53,7 +52,6 @@ export function createUrlConfirmations(store: KeyValueStore, storeTimeoutMs: num
   if (!(Number.isInteger(pollMs) && pollMs >= 1)) {
     throw new RangeError('createConfirm: url.pollMs must be a positive integer');
   }
-  const noSignal = new AbortController().signal;
 
   /** A new confirmation's id, expiry and page address (a bad address is the server's bug: throws TypeError). */
   const prepare = (ctx: ToolContext, ttlMs: number): { id: string; url: string; expiresAt: number } => {
@@ -73,14 +71,11 @@ export function createUrlConfirmations(store: KeyValueStore, storeTimeoutMs: num
     expiresAt: number,
   ): Promise<void> => {
     const stored: Stored = { tool: ctx.toolName, prompt, expiresAt, principal: principalOf(ctx) ?? null };
-    return bounded(ctx.signal, storeTimeoutMs, (signal) =>
-      store.set(pendingKey(id), JSON.stringify(stored), ttlMs, { signal }),
-    );
+    return store.set(pendingKey(id), JSON.stringify(stored), ttlMs, ctx.signal);
   };
 
   /** Closes a confirmation nobody may answer any more (declined in the client, or out of time). */
-  const close = (id: string, why: string): Promise<boolean> =>
-    bounded(noSignal, storeTimeoutMs, (signal) => store.setIfAbsent(answerKey(id), why, 60_000, { signal }));
+  const close = (id: string, why: string): Promise<boolean> => store.setIfAbsent(answerKey(id), why, 60_000);
 
   /**
    * Waits for the page's answer until `expiresAt`, reading the store every pollMs (any replica may
@@ -88,9 +83,7 @@ export function createUrlConfirmations(store: KeyValueStore, storeTimeoutMs: num
    */
   const wait = async (ctx: ToolContext, id: string, expiresAt: number): Promise<PageVerdict> => {
     for (;;) {
-      const answer = await bounded(ctx.signal, storeTimeoutMs, (signal) =>
-        store.get(answerKey(id), { signal }),
-      );
+      const answer = await store.get(answerKey(id), ctx.signal);
       if (answer === 'approved' || answer === 'declined') return answer;
       const left = expiresAt - Date.now();
       if (left <= 0) {
@@ -128,15 +121,17 @@ export function createUrlConfirmations(store: KeyValueStore, storeTimeoutMs: num
     if (!samePerson(stored, given.principal)) return 'forbidden';
     const left = stored.expiresAt - Date.now();
     if (left <= 0) return 'unknown';
-    const recorded = await bounded(noSignal, storeTimeoutMs, (signal) =>
-      store.setIfAbsent(answerKey(id), given.approve ? 'approved' : 'declined', left + 60_000, { signal }),
+    const recorded = await store.setIfAbsent(
+      answerKey(id),
+      given.approve ? 'approved' : 'declined',
+      left + 60_000,
     );
     return recorded ? 'recorded' : 'already answered';
   };
 
   const read = async (id: string): Promise<Stored | undefined> => {
     if (typeof id !== 'string' || !ID.test(id)) return undefined;
-    const raw = await bounded(noSignal, storeTimeoutMs, (signal) => store.get(pendingKey(id), { signal }));
+    const raw = await store.get(pendingKey(id));
     if (raw === undefined) return undefined;
     const stored = JSON.parse(raw) as Stored;
     return stored.expiresAt > Date.now() ? stored : undefined;

@@ -1,4 +1,5 @@
 export type { ScrubText } from './boundary.js';
+export { type BoundedStore, boundStore } from './bounded-store.js';
 export { callerScope, callKey } from './call-key.js';
 export { canonicalJson } from './canonical-json.js';
 export { classifyFailure, type FailureClass } from './classify-failure.js';

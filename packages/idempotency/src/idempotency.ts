@@ -1,4 +1,5 @@
 import {
+  boundStore,
   createMemoryStore,
   fail,
   isPassThrough,
@@ -11,7 +12,6 @@ import {
   type ToolMiddleware,
   type ToolResult,
 } from '@toolgate/core';
-import { boundStore } from './bounded-store.js';
 import { type CallKeys, keysOf } from './call-keys.js';
 import {
   checkToolOptions,

@@ -1,4 +1,6 @@
-import { createLogThrottle, type KeyValueStore, type Logger } from '@toolgate/core';
+import type { KeyValueStore } from './key-value-store.js';
+import { createLogThrottle } from './log-throttle.js';
+import type { Logger } from './types.js';
 
 /** A store whose every operation is time-limited, follows a signal and logs failures once per incident. */
 export interface BoundedStore {
@@ -11,6 +13,10 @@ export interface BoundedStore {
   flush(): void;
 }
 
+/**
+ * Wraps a policy's store: each operation fails with a `TimeoutError` DOMException after `timeoutMs`, or
+ * with the signal's reason when it aborts (the store gets the signal too); `name` prefixes messages.
+ */
 export function boundStore(store: KeyValueStore, timeoutMs: number, name: string): BoundedStore {
   const throttle = createLogThrottle({ intervalMs: 60_000 });
   // One timer and one listener per operation: core's withDeadline builds AbortSignal.timeout + any per
