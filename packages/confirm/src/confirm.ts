@@ -220,33 +220,34 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     } catch (error) {
       return storeFailed(ctx, error, 'set', shown.digest, 'without a confirmation');
     }
-    let answer: Awaited<ReturnType<ToolContext['server']['elicit']>>;
-    try {
-      answer = await ctx.server.elicit(
-        { mode: 'url', message: prompt, url: opened.url, elicitationId: opened.id },
-        { timeoutMs: Math.max(1, opened.expiresAt - Date.now()) },
-      );
-    } catch (error) {
-      await urls.close(opened.id, 'withdrawn').catch(() => false);
-      if (isToolError(error) && error.code === 'unavailable') return required(ctx, opts, prompt);
-      decide(ctx, 'refused', shown.digest, isToolError(error) ? error.code : 'elicitation failed');
-      throw error;
-    }
-    if (answer.action !== 'accept') {
-      // The page must not approve what the person dismissed in the client.
-      await urls.close(opened.id, 'withdrawn').catch(() => false);
-      return declined(ctx, shown.digest, answer.action);
-    }
     let verdict: 'approved' | 'declined';
     try {
-      verdict = await urls.wait(ctx, opened.id, opened.expiresAt);
-    } catch (error) {
-      if (ctx.signal.aborted) throw ctx.signal.reason;
-      if (isToolError(error)) {
-        decide(ctx, 'refused', shown.digest, error.code);
+      let answer: Awaited<ReturnType<ToolContext['server']['elicit']>>;
+      try {
+        answer = await ctx.server.elicit(
+          { mode: 'url', message: prompt, url: opened.url, elicitationId: opened.id },
+          { timeoutMs: Math.max(1, opened.expiresAt - Date.now()) },
+        );
+      } catch (error) {
+        if (isToolError(error) && error.code === 'unavailable') return required(ctx, opts, prompt);
+        decide(ctx, 'refused', shown.digest, isToolError(error) ? error.code : 'elicitation failed');
         throw error;
       }
-      return storeFailed(ctx, error, 'get', shown.digest, 'without a confirmation');
+      if (answer.action !== 'accept') return declined(ctx, shown.digest, answer.action);
+      try {
+        verdict = await urls.wait(ctx, opened.id, opened.expiresAt);
+      } catch (error) {
+        if (ctx.signal.aborted) throw ctx.signal.reason;
+        if (isToolError(error)) {
+          decide(ctx, 'refused', shown.digest, error.code);
+          throw error;
+        }
+        return storeFailed(ctx, error, 'get', shown.digest, 'without a confirmation');
+      }
+    } finally {
+      // Whatever ended the wait (dismissed in the client, cancelled, failed), the page must not
+      // record an approval nothing waits for; a no-op once the page answered.
+      await urls.close(opened.id, opened.expiresAt).catch(() => false);
     }
     await ctx.server.elicitationComplete(opened.id).catch((error: unknown) => {
       ctx.logger.warn({ err: error }, 'confirm: could not tell the client the confirmation page is done');

@@ -16,9 +16,10 @@ export interface UrlConfirmationCall {
 
 /**
  * What `confirm.answer` did: `recorded` (the waiting call goes on), `unknown` (no such confirmation, or
- * it expired), `forbidden` (the person is not the caller), `already answered` (the first answer stands).
+ * it expired), `forbidden` (the person is not the caller), `already answered` (the first answer stands),
+ * `closed` (the call no longer waits: dismissed in the client, cancelled or failed).
  */
-export type UrlAnswerOutcome = 'recorded' | 'unknown' | 'forbidden' | 'already answered';
+export type UrlAnswerOutcome = 'recorded' | 'unknown' | 'forbidden' | 'already answered' | 'closed';
 
 /** The page's answer: the person's decision and who they signed in as (the caller's principal). */
 export interface UrlAnswer {
@@ -38,6 +39,9 @@ interface Stored {
 }
 
 const ID = /^[A-Za-z0-9_-]{22}$/;
+/** The answer key's value once the call stopped waiting; kept a minute past the expiry, so a late page says so. */
+const CLOSED = 'closed';
+const CLOSED_TTL_MS = 60_000;
 const pendingKey = (id: string): string => `confirm:url:{${id}}`;
 const answerKey = (id: string): string => `confirm:url:{${id}}:answer`;
 
@@ -74,8 +78,9 @@ export function createUrlConfirmations(store: BoundedStore, url: ConfirmUrlOptio
     return store.set(pendingKey(id), JSON.stringify(stored), ttlMs, ctx.signal);
   };
 
-  /** Closes a confirmation nobody may answer any more (declined in the client, or out of time). */
-  const close = (id: string, why: string): Promise<boolean> => store.setIfAbsent(answerKey(id), why, 60_000);
+  /** Closes a confirmation nothing waits for any more; false when the page answered first. */
+  const close = (id: string, expiresAt: number): Promise<boolean> =>
+    store.setIfAbsent(answerKey(id), CLOSED, Math.max(0, expiresAt - Date.now()) + CLOSED_TTL_MS);
 
   /**
    * Waits for the page's answer until `expiresAt`, reading the store every pollMs (any replica may
@@ -88,7 +93,7 @@ export function createUrlConfirmations(store: BoundedStore, url: ConfirmUrlOptio
       const left = expiresAt - Date.now();
       if (left <= 0) {
         // Closed first: an approval that lands now must not count for a call that already gave up.
-        if ((await close(id, 'expired')) === false) continue;
+        if ((await close(id, expiresAt)) === false) continue;
         throw new ToolError('timeout', 'The user did not answer on the confirmation page in time.', {
           hint: 'Nothing was done. Ask the user whether they still want this; if so, call again.',
         });
@@ -126,7 +131,8 @@ export function createUrlConfirmations(store: BoundedStore, url: ConfirmUrlOptio
       given.approve ? 'approved' : 'declined',
       left + 60_000,
     );
-    return recorded ? 'recorded' : 'already answered';
+    if (recorded) return 'recorded';
+    return (await store.get(answerKey(id))) === CLOSED ? 'closed' : 'already answered';
   };
 
   const read = async (id: string): Promise<Stored | undefined> => {

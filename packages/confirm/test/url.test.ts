@@ -158,7 +158,7 @@ describe('confirm: URL mode (the person answers on the server’s page)', () => 
         }, 20);
         return { action: 'accept' };
       },
-      { elicitTimeoutMs: 400 },
+      { elicitTimeoutMs: 1500 },
     );
     const envelope = expectFailure(await client.callTool('create_refund', { order_id: 'A-1', amount: 25 }));
     expect(envelope).toMatchObject({
@@ -192,13 +192,13 @@ describe('confirm: URL mode (the person answers on the server’s page)', () => 
     expect(decisions).toEqual([
       [{ by: 'confirm', action: 'declined', reason: 'decline', detail: { digest: DIGEST } }],
     ]);
-    expect((await visit(urls[0]!, 'alice', 'yes')).body).toEqual({ outcome: 'already answered' });
+    expect((await visit(urls[0]!, 'alice', 'yes')).body).toEqual({ outcome: 'closed' });
     expect(runs.count).toBe(0);
   });
 
   it('a call cancelled while it waits never runs, even when the page approves afterwards', async () => {
     const urls: string[] = [];
-    const { client, runs } = await setUp((params) => {
+    const { client, runs, decisions } = await setUp((params) => {
       urls.push(urlOf(params));
       return { action: 'accept' };
     });
@@ -211,7 +211,11 @@ describe('confirm: URL mode (the person answers on the server’s page)', () => 
     await sleep(100);
     controller.abort();
     await expect(call).rejects.toThrow();
-    expect((await visit(urls[0]!, 'alice', 'yes')).body).toEqual({ outcome: 'recorded' });
+    // The server's side of the call has ended once the outermost middleware saw it settle.
+    for (let waited = 0; decisions.length === 0 && waited < 5000; waited += 10) await sleep(10);
+    expect(decisions).toHaveLength(1);
+    // The call stopped waiting: the page says so rather than recording an approval nothing acts on.
+    expect((await visit(urls[0]!, 'alice', 'yes')).body).toEqual({ outcome: 'closed' });
     await sleep(100);
     expect(runs.count).toBe(0);
   });
@@ -253,6 +257,32 @@ describe('confirm: URL mode (the person answers on the server’s page)', () => 
     expect(envelope).toMatchObject({ error: 'unavailable', retryable: true });
     expect(JSON.stringify(envelope)).not.toContain('10.0.0.7');
     expect(asked).toEqual([]);
+    expect(runs.count).toBe(0);
+    expect(decisions).toEqual([
+      [{ by: 'confirm', action: 'refused', reason: 'store unavailable', detail: { digest: DIGEST } }],
+    ]);
+  });
+
+  it('fails closed when the store cannot tell the page’s answer: unavailable, nothing run', async () => {
+    const memory = createMemoryStore();
+    let failGets = false;
+    const flaky: KeyValueStore = {
+      ...memory,
+      get: async (key, options) => {
+        if (failGets) throw new Error('read ETIMEDOUT 10.0.0.7:6379');
+        return memory.get(key, options);
+      },
+    };
+    const { client, runs, decisions } = await setUp(
+      () => {
+        failGets = true;
+        return { action: 'accept' };
+      },
+      { store: flaky },
+    );
+    const envelope = expectFailure(await client.callTool('create_refund', { order_id: 'A-1', amount: 25 }));
+    expect(envelope).toMatchObject({ error: 'unavailable', retryable: true });
+    expect(JSON.stringify(envelope)).not.toContain('ETIMEDOUT');
     expect(runs.count).toBe(0);
     expect(decisions).toEqual([
       [{ by: 'confirm', action: 'refused', reason: 'store unavailable', detail: { digest: DIGEST } }],
