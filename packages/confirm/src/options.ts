@@ -1,4 +1,4 @@
-import type { KeyValueStore, PerToolOptions } from '@toolgate/core';
+import type { KeyValueStore, PerToolOptions, ToolContext } from '@toolgate/core';
 
 /** Options a tool may set for itself (under `tools`), or the server for every tool. */
 export interface ConfirmToolOptions {
@@ -34,6 +34,12 @@ export interface ConfirmUrlOptions {
   build: (pending: PendingUrlConfirmation) => string;
   /** How often a waiting call reads the store for the person's answer, in ms. @default 250 */
   pollMs?: number;
+  /**
+   * Who may read and answer a call's confirmation: a string from the call that your page produces for
+   * the person it signed in (pass it as `principal`). Servers that trust several issuers include the
+   * issuer (`${iss} ${sub}`), so equal subjects of two issuers are not one person. @default principalOf(ctx) (the token's sub, else its client id)
+   */
+  person?: (ctx: ToolContext) => string | undefined;
 }
 
 /** Options of `createConfirm`. */

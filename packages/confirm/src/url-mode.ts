@@ -52,6 +52,10 @@ export function createUrlConfirmations(store: BoundedStore, url: ConfirmUrlOptio
       'createConfirm: url.build must be a function that returns the confirmation page address',
     );
   }
+  if (url.person !== undefined && typeof url.person !== 'function') {
+    throw new TypeError('createConfirm: url.person must be a function of the call');
+  }
+  const personOf = url.person ?? principalOf;
   const pollMs = url.pollMs ?? 250;
   if (!(Number.isInteger(pollMs) && pollMs >= 1)) {
     throw new RangeError('createConfirm: url.pollMs must be a positive integer');
@@ -74,7 +78,7 @@ export function createUrlConfirmations(store: BoundedStore, url: ConfirmUrlOptio
     ttlMs: number,
     expiresAt: number,
   ): Promise<void> => {
-    const stored: Stored = { tool: ctx.toolName, prompt, expiresAt, principal: principalOf(ctx) ?? null };
+    const stored: Stored = { tool: ctx.toolName, prompt, expiresAt, principal: personOf(ctx) ?? null };
     return store.set(pendingKey(id), JSON.stringify(stored), ttlMs, ctx.signal);
   };
 

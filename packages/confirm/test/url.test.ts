@@ -289,6 +289,50 @@ describe('confirm: URL mode (the person answers on the server’s page)', () => 
     ]);
   });
 
+  it('url.person decides who may answer: equal subjects of two issuers are two people', async () => {
+    const { tool, runs } = refundTool();
+    const answers: unknown[] = [];
+    const confirm: ConfirmMiddleware = createConfirm({
+      secret: SECRET,
+      tools: { create_refund: {} },
+      url: {
+        build: ({ id }) => `https://orders.test/confirm/${id}`,
+        pollMs: 20,
+        person: (ctx) =>
+          `${String(ctx.request.authInfo?.extra?.iss)} ${String(ctx.request.authInfo?.extra?.sub)}`,
+      },
+    });
+    const client = await serveTools([tool], {
+      middleware: [confirm],
+      authInfo: authAs('alice'),
+      elicitUrl: true,
+      onElicit: (params) => {
+        const { elicitationId: id } = params as { elicitationId: string };
+        void (async () => {
+          await sleep(30);
+          answers.push(await confirm.pending(id, 'alice'));
+          answers.push(
+            await confirm.answer(id, { approve: true, principal: 'https://other-idp.test alice' }),
+          );
+          answers.push(await confirm.answer(id, { approve: true, principal: 'https://idp.test alice' }));
+        })();
+        return { action: 'accept' };
+      },
+    });
+    closers.push(() => client.close());
+    expect(
+      (await client.callTool('create_refund', { order_id: 'A-1', amount: 25 })).structuredContent,
+    ).toEqual({
+      ok: true,
+      refund_id: 'R-1',
+    });
+    expect(answers).toEqual([undefined, 'forbidden', 'recorded']);
+    expect(runs.count).toBe(1);
+    expect(() =>
+      createConfirm({ secret: SECRET, url: { build: () => 'https://x.test/', person: 'alice' as never } }),
+    ).toThrow(/url\.person must be a function/);
+  });
+
   it('refuses bad URL options at construction, and the page methods without URL mode', async () => {
     expect(() => createConfirm({ secret: SECRET, url: {} as never })).toThrow(
       /url\.build must be a function/,
