@@ -72,7 +72,12 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     'createConfirm',
     TOOL_DEFAULTS,
     { ...globals, tools: optInTools(tools) },
-    checkToolOptions,
+    (resolved, where) => {
+      checkToolOptions(resolved, where);
+      if (resolved.pageOnly && url === undefined) {
+        throw new TypeError(`${where}: pageOnly needs URL mode: createConfirm({ url: { build } })`);
+      }
+    },
   );
   if (!(Number.isFinite(storeTimeoutMs) && storeTimeoutMs > 0)) {
     throw new RangeError('createConfirm: storeTimeoutMs must be a positive number of milliseconds');
@@ -177,10 +182,12 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     opts: Readonly<ConfirmToolOptions>,
   ): Promise<ToolResult> => {
     const token = carriedConfirmation(ctx);
+    const page = pages !== undefined && ctx.server.supports('elicitation.url');
+    if (opts.pageOnly && (token !== undefined || !page)) return pageRequired(ctx, token !== undefined);
     if (token !== undefined) return withConfirmation(ctx, next, token);
     const tool = ctx.tool ?? { name: ctx.toolName, title: undefined };
     const prompt = renderPrompt(tool, coveredArguments(ctx.args), opts.describe, opts.maxPromptChars);
-    if (pages !== undefined && ctx.server.supports('elicitation.url')) return byPage(ctx, next, opts, prompt);
+    if (page) return byPage(ctx, next, opts, prompt);
     if (!ctx.server.supports('elicitation.form')) return required(ctx, opts, prompt);
     // The digest of what is shown, for audit: the same HMAC a two-step confirmation would carry.
     const shown = issue(secret, ctx, opts.elicitTimeoutMs);
@@ -256,6 +263,26 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     ctx.signal.throwIfAborted();
     decide(ctx, 'confirmed', shown.digest);
     return next();
+  };
+
+  /**
+   * A `pageOnly` tool the person cannot confirm on the page: this client cannot open it, or the call
+   * carries a two-step confirmation (which only the model vouches for). Nothing is asked, nothing runs.
+   */
+  const pageRequired = (ctx: ToolContext, carried: boolean): ToolResult => {
+    decide(ctx, 'refused', '', carried ? 'page only' : 'no page');
+    return carried
+      ? fail('permission_denied', 'This tool is confirmed on the confirmation page only.', {
+          hint: `Call ${ctx.toolName} again without a confirmation: the user will be sent to the confirmation page.`,
+        })
+      : fail(
+          'unavailable',
+          'This action needs the user to confirm on a confirmation page, which this client cannot open.',
+          {
+            hint: 'Nothing was done. Tell the user this needs an MCP client that supports URL elicitation; do not try another way.',
+            retryable: false,
+          },
+        );
   };
 
   const declined = (ctx: ToolContext, digest: string, reason: string): ToolResult => {

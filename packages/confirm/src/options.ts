@@ -12,6 +12,11 @@ export interface ConfirmToolOptions {
   elicitTimeoutMs: number;
   /** Longest prompt shown, in characters (a longer one is cut and says so). @default 1500 */
   maxPromptChars: number;
+  /**
+   * Only the confirmation page counts (URL mode, needs `url`): a client that cannot open it is refused
+   * rather than asked by form or in two steps, where the client or the model could answer for the person. @default false
+   */
+  pageOnly: boolean;
 }
 
 /** What `url.build` gets for a pending URL confirmation. */
@@ -63,6 +68,7 @@ export const TOOL_DEFAULTS: ConfirmToolOptions = Object.freeze({
   ttlMs: 300_000,
   elicitTimeoutMs: 120_000,
   maxPromptChars: 1500,
+  pageOnly: false,
 });
 
 export function checkToolOptions(resolved: Readonly<ConfirmToolOptions>, where: string): void {
@@ -72,6 +78,7 @@ export function checkToolOptions(resolved: Readonly<ConfirmToolOptions>, where: 
     }
   }
   if (resolved.maxPromptChars < 200) throw new RangeError(`${where}: maxPromptChars must be at least 200`);
+  if (typeof resolved.pageOnly !== 'boolean') throw new TypeError(`${where}: pageOnly must be a boolean`);
   if (resolved.describe !== undefined && typeof resolved.describe !== 'function') {
     throw new TypeError(`${where}: describe must be a function of the arguments`);
   }

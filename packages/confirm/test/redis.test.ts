@@ -93,7 +93,7 @@ if (TEST_REDIS_URL === undefined) {
         const result = await server.callTool('create_refund', { order_id: 'A-1', amount: 25 });
         expect(result.structuredContent).toEqual({ ok: true, refund_id: 'R-1' });
         expect(runs.count).toBe(1);
-        await sleep(50);
+        for (let waited = 0; seen.length < 4 && waited < 5000; waited += 10) await sleep(10);
         expect(seen).toEqual(['create_refund', 'forbidden', 'recorded', 'already answered']);
       } finally {
         await server.close();

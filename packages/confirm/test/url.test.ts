@@ -54,14 +54,25 @@ async function visit(
 
 async function setUp(
   person: (params: ElicitRequest['params'], page: string) => ElicitResult | Promise<ElicitResult>,
-  options: { elicitTimeoutMs?: number; store?: KeyValueStore; subject?: string; elicitUrl?: boolean } = {},
+  options: {
+    elicitTimeoutMs?: number;
+    store?: KeyValueStore;
+    subject?: string;
+    elicitUrl?: boolean;
+    pageOnly?: boolean;
+  } = {},
 ) {
   const { tool, runs } = refundTool();
   let confirm: ConfirmMiddleware | undefined;
   const page = await confirmationPage(() => confirm!);
   confirm = createConfirm({
     secret: SECRET,
-    tools: { create_refund: { elicitTimeoutMs: options.elicitTimeoutMs ?? 5000 } },
+    tools: {
+      create_refund: {
+        elicitTimeoutMs: options.elicitTimeoutMs ?? 5000,
+        pageOnly: options.pageOnly ?? false,
+      },
+    },
     url: { build: ({ id }) => `${page}/${id}`, pollMs: 20 },
     ...(options.store === undefined ? {} : { store: options.store }),
   });
@@ -110,6 +121,8 @@ describe('confirm: URL mode (the person answers on the server’s page)', () => 
     ]);
     const { elicitationId } = asked[0] as { elicitationId: string };
     expect(urlOf(asked[0]!).endsWith(`/${elicitationId}`)).toBe(true);
+    // The call may go on before the page's reply reaches the person's browser.
+    for (let waited = 0; seen.length < 2 && waited < 5000; waited += 10) await sleep(10);
     expect(seen).toEqual([
       { id: elicitationId, tool: 'create_refund', prompt, expiresAt: expect.any(Number) },
       { outcome: 'recorded' },
@@ -166,6 +179,7 @@ describe('confirm: URL mode (the person answers on the server’s page)', () => 
       message: 'The user did not answer on the confirmation page in time.',
       hint: 'Nothing was done. Ask the user whether they still want this; if so, call again.',
     });
+    for (let waited = 0; tried.length < 3 && waited < 5000; waited += 10) await sleep(10);
     expect(tried).toEqual([
       { status: 404, body: {} },
       { status: 200, body: { outcome: 'forbidden' } },
@@ -326,11 +340,77 @@ describe('confirm: URL mode (the person answers on the server’s page)', () => 
       ok: true,
       refund_id: 'R-1',
     });
+    for (let waited = 0; answers.length < 3 && waited < 5000; waited += 10) await sleep(10);
     expect(answers).toEqual([undefined, 'forbidden', 'recorded']);
     expect(runs.count).toBe(1);
     expect(() =>
       createConfirm({ secret: SECRET, url: { build: () => 'https://x.test/', person: 'alice' as never } }),
     ).toThrow(/url\.person must be a function/);
+  });
+
+  describe('pageOnly: only the page counts', () => {
+    it('a client that can open the page confirms there as usual', async () => {
+      const { client, runs } = await setUp(
+        (params) => {
+          setTimeout(() => void visit(urlOf(params), 'alice', 'yes'), 30);
+          return { action: 'accept' };
+        },
+        { pageOnly: true },
+      );
+      const result = await client.callTool('create_refund', { order_id: 'A-1', amount: 25 });
+      expect(result.structuredContent).toEqual({ ok: true, refund_id: 'R-1' });
+      expect(runs.count).toBe(1);
+    });
+
+    it('a client that cannot open it is refused, not asked by form: nothing runs', async () => {
+      const { client, runs, asked, decisions } = await setUp(() => ({ action: 'accept', content: {} }), {
+        pageOnly: true,
+        elicitUrl: false,
+      });
+      expect(expectFailure(await client.callTool('create_refund', { order_id: 'A-1', amount: 25 }))).toEqual({
+        ok: false,
+        error: 'unavailable',
+        message:
+          'This action needs the user to confirm on a confirmation page, which this client cannot open.',
+        hint: 'Nothing was done. Tell the user this needs an MCP client that supports URL elicitation; do not try another way.',
+        retryable: false,
+      });
+      expect(asked).toEqual([]);
+      expect(runs.count).toBe(0);
+      expect(decisions).toEqual([
+        [{ by: 'confirm', action: 'refused', reason: 'no page', detail: { digest: '' } }],
+      ]);
+    });
+
+    it('a two-step confirmation the model carries is refused, whatever it holds', async () => {
+      const { client, runs, asked, decisions } = await setUp(() => ({ action: 'accept' }), {
+        pageOnly: true,
+      });
+      const envelope = expectFailure(
+        await client.callTool('create_refund', { order_id: 'A-1', amount: 25, confirmation: 'c1.1.2.3' }),
+      );
+      expect(envelope).toMatchObject({
+        error: 'permission_denied',
+        message: 'This tool is confirmed on the confirmation page only.',
+      });
+      expect(asked).toEqual([]);
+      expect(runs.count).toBe(0);
+      expect(decisions).toEqual([
+        [{ by: 'confirm', action: 'refused', reason: 'page only', detail: { digest: '' } }],
+      ]);
+    });
+
+    it('needs URL mode: refused at construction without url', () => {
+      expect(() => createConfirm({ secret: SECRET, enabled: true, pageOnly: true })).toThrow(
+        /createConfirm: pageOnly needs URL mode/,
+      );
+      expect(() => createConfirm({ secret: SECRET, tools: { create_refund: { pageOnly: true } } })).toThrow(
+        /createConfirm: tools\.create_refund: pageOnly needs URL mode/,
+      );
+      expect(() =>
+        createConfirm({ secret: SECRET, tools: { create_refund: { pageOnly: 'yes' as never } } }),
+      ).toThrow(/pageOnly must be a boolean/);
+    });
   });
 
   it('refuses bad URL options at construction, and the page methods without URL mode', async () => {
