@@ -236,7 +236,10 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
           { timeoutMs: Math.max(1, opened.expiresAt - Date.now()) },
         );
       } catch (error) {
-        if (isToolError(error) && error.code === 'unavailable') return required(ctx, opts, prompt);
+        // The client lost the ability meanwhile: two steps, unless only the page counts.
+        if (isToolError(error) && error.code === 'unavailable') {
+          return opts.pageOnly ? pageRequired(ctx, false) : required(ctx, opts, prompt);
+        }
         decide(ctx, 'refused', shown.digest, isToolError(error) ? error.code : 'elicitation failed');
         throw error;
       }

@@ -1,7 +1,14 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { ElicitRequest, ElicitResult } from '@modelcontextprotocol/sdk/types.js';
-import { createMemoryStore, type KeyValueStore, type PolicyDecision } from '@toolgate/core';
+import {
+  createMemoryStore,
+  type KeyValueStore,
+  type PolicyDecision,
+  type ServerAccess,
+  ToolError,
+  type ToolMiddleware,
+} from '@toolgate/core';
 import { expectFailure, serveTools } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type ConfirmMiddleware, createConfirm, DECLINED_HINT } from '../src/index.js';
@@ -398,6 +405,38 @@ describe('confirm: URL mode (the person answers on the server’s page)', () => 
       expect(decisions).toEqual([
         [{ by: 'confirm', action: 'refused', reason: 'page only', detail: { digest: '' } }],
       ]);
+    });
+
+    it('a client that loses URL elicitation mid-call is refused, not sent to two steps', async () => {
+      const lost: ToolMiddleware = (ctx, next) => {
+        // The client could carry URL elicitation when asked, and cannot when the request goes out.
+        const server = ctx.server;
+        const wrapper: ServerAccess = {
+          ...server,
+          supports: () => true,
+          elicit: async () => {
+            throw new ToolError('unavailable', 'The server cannot send the user to a page: gone.');
+          },
+        };
+        // ctx.server is a getter on the call's context: an own property shadows it for this call.
+        Object.defineProperty(ctx, 'server', { value: wrapper });
+        return next();
+      };
+      for (const pageOnly of [true, false]) {
+        const { tool, runs } = refundTool();
+        const confirm = createConfirm({
+          secret: SECRET,
+          tools: { create_refund: { pageOnly } },
+          url: { build: ({ id }) => `https://orders.test/confirm/${id}` },
+        });
+        const client = await serveTools([tool], { middleware: [lost, confirm], authInfo: authAs('alice') });
+        closers.push(() => client.close());
+        const envelope = expectFailure(
+          await client.callTool('create_refund', { order_id: 'A-1', amount: 25 }),
+        );
+        expect(envelope.error).toBe(pageOnly ? 'unavailable' : 'confirmation_required');
+        expect(runs.count).toBe(0);
+      }
     });
 
     it('needs URL mode: refused at construction without url', () => {
