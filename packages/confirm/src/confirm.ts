@@ -223,7 +223,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     const shown = issue(secret, ctx, opts.elicitTimeoutMs);
     const opened = urls.prepare(ctx, opts.elicitTimeoutMs);
     try {
-      await urls.save(ctx, opened.id, prompt, opts.elicitTimeoutMs, opened.expiresAt);
+      await urls.save(ctx, opened, prompt);
     } catch (error) {
       return storeFailed(ctx, error, 'set', shown.digest, 'without a confirmation');
     }

@@ -39,9 +39,10 @@ interface Stored {
 }
 
 const ID = /^[A-Za-z0-9_-]{22}$/;
-/** The answer key's value once the call stopped waiting; kept a minute past the expiry, so a late page says so. */
+/** The answer key's value once the call stopped waiting. */
 const CLOSED = 'closed';
-const CLOSED_TTL_MS = 60_000;
+/** How long an answer (or CLOSED) outlives the confirmation, so a late page still learns it was taken. */
+const ANSWER_KEPT_MS = 60_000;
 const pendingKey = (id: string): string => `confirm:url:{${id}}`;
 const answerKey = (id: string): string => `confirm:url:{${id}}:answer`;
 
@@ -73,18 +74,17 @@ export function createUrlConfirmations(store: BoundedStore, url: ConfirmUrlOptio
   /** Stores the pending call, so the page (on any replica) can show and answer it. Throws when the store cannot. */
   const save = (
     ctx: ToolContext,
-    id: string,
+    opened: { id: string; expiresAt: number },
     prompt: string,
-    ttlMs: number,
-    expiresAt: number,
   ): Promise<void> => {
+    const { id, expiresAt } = opened;
     const stored: Stored = { tool: ctx.toolName, prompt, expiresAt, principal: personOf(ctx) ?? null };
-    return store.set(pendingKey(id), JSON.stringify(stored), ttlMs, ctx.signal);
+    return store.set(pendingKey(id), JSON.stringify(stored), Math.max(1, expiresAt - Date.now()), ctx.signal);
   };
 
   /** Closes a confirmation nothing waits for any more; false when the page answered first. */
   const close = (id: string, expiresAt: number): Promise<boolean> =>
-    store.setIfAbsent(answerKey(id), CLOSED, Math.max(0, expiresAt - Date.now()) + CLOSED_TTL_MS);
+    store.setIfAbsent(answerKey(id), CLOSED, Math.max(0, expiresAt - Date.now()) + ANSWER_KEPT_MS);
 
   /**
    * Waits for the page's answer until `expiresAt`, reading the store every pollMs (any replica may
@@ -133,7 +133,7 @@ export function createUrlConfirmations(store: BoundedStore, url: ConfirmUrlOptio
     const recorded = await store.setIfAbsent(
       answerKey(id),
       given.approve ? 'approved' : 'declined',
-      left + 60_000,
+      left + ANSWER_KEPT_MS,
     );
     if (recorded) return 'recorded';
     return (await store.get(answerKey(id))) === CLOSED ? 'closed' : 'already answered';
