@@ -13,6 +13,8 @@ const DASH_HINT =
   'Values are passed to the program as data and may not start with "-" (that would read as an option). Remove the leading "-".';
 const CONTROL_HINT = 'Remove NUL bytes and line breaks from the value and call again.';
 const EMPTY_HINT = 'This option needs a value: pass a non-empty one.';
+// How deep the input is indexed and probed; deeper input is refused (see `indexInputTexts`).
+const MAX_INPUT_DEPTH = 32;
 
 /** The declaration's entries for the probe inputs (`probeInputOf`, `dashlessInputOf`); undefined when one could not run. */
 export interface ArgProbes {
@@ -125,6 +127,14 @@ function refuseEmpty(path: string): void {
   });
 }
 
+function refuseDepth(path: string): never {
+  throw new ArgumentRefusal(
+    `Argument ${path || '(arguments)'} is nested too deeply.`,
+    `Pass flatter values: at most ${MAX_INPUT_DEPTH} levels of nesting.`,
+    { path: path || '(arguments)', expected: `at most ${MAX_INPUT_DEPTH} levels of nesting` },
+  );
+}
+
 function alignedWith(
   entries: readonly ArgEntry[],
   probe: readonly ArgEntry[] | undefined,
@@ -182,7 +192,7 @@ export function probeInputOf(input: unknown, depth = 0): unknown {
   if (typeof input === 'string') return 'x';
   if (typeof input === 'number') return 1;
   if (typeof input === 'bigint') return 1n;
-  if (typeof input !== 'object' || input === null || depth > 32) return input;
+  if (typeof input !== 'object' || input === null || depth > MAX_INPUT_DEPTH) return input;
   if (Array.isArray(input)) return input.map((item) => probeInputOf(item, depth + 1));
   return Object.fromEntries(
     Object.entries(input).map(([key, child]) => [key, probeInputOf(child, depth + 1)]),
@@ -196,7 +206,7 @@ export function probeInputOf(input: unknown, depth = 0): unknown {
  */
 export function dashlessInputOf(input: unknown, depth = 0): unknown {
   if (typeof input === 'string') return input.replaceAll('-', 'x');
-  if (typeof input !== 'object' || input === null || depth > 32) return input;
+  if (typeof input !== 'object' || input === null || depth > MAX_INPUT_DEPTH) return input;
   if (Array.isArray(input)) return input.map((item) => dashlessInputOf(item, depth + 1));
   return Object.fromEntries(
     Object.entries(input).map(([key, child]) => [
@@ -219,7 +229,10 @@ function indexInputTexts(input: unknown): Map<string, string> {
       if (!texts.has(text)) texts.set(text, path || '(arguments)');
       return;
     }
-    if (typeof node !== 'object' || node === null || depth > 32) return;
+    if (typeof node !== 'object' || node === null) return;
+    // Deeper than the probes look (`probeInputOf`, `dashlessInputOf` stop at the same depth): a value
+    // hidden there would be neither indexed nor probed, so a "-" it carries would pass unseen.
+    if (depth > MAX_INPUT_DEPTH) refuseDepth(path);
     for (const [key, child] of Object.entries(node)) {
       const childPath = path ? `${path}.${key}` : key;
       if (!Array.isArray(node)) keys.push([key, childPath]);
