@@ -15,7 +15,7 @@ export type AddressVerdict =
   | { readonly ok: false; readonly range: string };
 
 // Cloud metadata endpoints are refused even when `allowPrivate` names a range that holds them:
-// AWS/GCP/Azure/OpenStack, AWS ECS task and EKS pod identity, AWS IPv6, Alibaba Cloud, Tencent
+// AWS/GCP/Azure/OpenStack, AWS ECS task and EKS pod identity, AWS, GCP and OpenStack IPv6, Alibaba Cloud, Tencent
 // Cloud, Oracle Cloud (legacy), and Azure's WireServer, which sits in public address space where
 // no range check would catch it.
 const METADATA_ADDRESSES: readonly string[] = [
@@ -24,6 +24,9 @@ const METADATA_ADDRESSES: readonly string[] = [
   '169.254.170.23',
   'fd00:ec2::254',
   'fd00:ec2::23',
+  // GCP's metadata server over IPv6, and OpenStack's (Neutron) IPv6 metadata service.
+  'fd20:ce::254',
+  'fe80::a9fe:a9fe',
   '100.100.100.200',
   '169.254.0.23',
   '192.0.0.192',
@@ -33,6 +36,8 @@ const METADATA = new Set(METADATA_ADDRESSES.map((address) => ipaddr.parse(addres
 
 const GLOBAL_UNICAST_V6 = ipaddr.parseCIDR('2000::/3');
 const NAT64_WELL_KNOWN = ipaddr.parseCIDR('64:ff9b::/96');
+const SIX_TO_FOUR = ipaddr.parseCIDR('2002::/16');
+const TEREDO = ipaddr.parseCIDR('2001::/32');
 
 /**
  * Parses an address strictly. ipaddr.js alone is too lenient for a security check: it reads
@@ -83,7 +88,8 @@ export function checkAddress(text: string, allowPrivate: readonly Cidr[]): Addre
   const address = unwrapEmbeddedIPv4(parsed);
   if (
     METADATA.has(address.toNormalizedString()) ||
-    (address !== parsed && METADATA.has(parsed.toNormalizedString()))
+    (address !== parsed && METADATA.has(parsed.toNormalizedString())) ||
+    tunnelledIPv4(parsed).some((inner) => METADATA.has(inner.toNormalizedString()))
   ) {
     return { ok: false, range: 'metadata' };
   }
@@ -111,6 +117,22 @@ function unwrapEmbeddedIPv4(address: Address): Address {
     return new ipaddr.IPv4([high >> 8, high & 0xff, low >> 8, low & 0xff]);
   }
   return address;
+}
+
+/**
+ * The IPv4 addresses a 6to4 (2002:AABB:CCDD::/48) or Teredo (server in bits 32-63, client inverted in
+ * the last 32) address carries. Both ranges are refused unless `allowPrivate` opens them; metadata they
+ * carry stays refused even then.
+ */
+function tunnelledIPv4(address: Address): ipaddr.IPv4[] {
+  if (address.kind() !== 'ipv6') return [];
+  const v6 = address as ipaddr.IPv6;
+  const v4 = (high: number, low: number): ipaddr.IPv4 =>
+    new ipaddr.IPv4([(high >> 8) & 0xff, high & 0xff, (low >> 8) & 0xff, low & 0xff]);
+  const parts = v6.parts;
+  if (v6.match(SIX_TO_FOUR)) return [v4(parts[1]!, parts[2]!)];
+  if (v6.match(TEREDO)) return [v4(parts[2]!, parts[3]!), v4(~parts[6]!, ~parts[7]!)];
+  return [];
 }
 
 function matches(address: Address, [network, prefix]: Cidr): boolean {
