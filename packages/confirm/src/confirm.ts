@@ -50,6 +50,14 @@ export type ConfirmMiddleware = ToolMiddleware & {
   answer(id: string, answer: UrlAnswer): Promise<UrlAnswerOutcome>;
 };
 
+/**
+ * How long a used confirmation is remembered past its expiry. Each replica checks expiry by its own
+ * clock while a shared store (Redis) expires keys by its own: with a margin of one second, a replica
+ * whose clock lagged the consuming one's by more than that saw the confirmation still valid after the
+ * store had forgotten it was used, and ran the call again.
+ */
+const USED_KEPT_MS = 60_000;
+
 const ASK_AGAIN =
   'Do not change, reuse or invent a confirmation. Call again without it to ask the user to confirm this exact request.';
 
@@ -116,7 +124,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
   /** Marks a confirmation used; false when it already was. Throws when the store cannot answer. */
   const consume = (ctx: ToolContext, nonce: string, expiresAt: number): Promise<boolean> => {
     const scope = createHash('sha256').update(callerScope(ctx)).digest('base64url').slice(0, 22);
-    const ttl = Math.max(1, Math.ceil(expiresAt - Date.now()) + 1000);
+    const ttl = Math.max(1, Math.ceil(expiresAt - Date.now()) + USED_KEPT_MS);
     return bounded.setIfAbsent(`confirm:used:{${scope}}:${nonce}`, '1', ttl, ctx.signal);
   };
 

@@ -1,0 +1,447 @@
+// Red-team tests: a hostile model or MCP client tries to run a confirmed tool without the person's
+// confirmation of exactly that call. Every attack must fail; each test asserts what the attacker gets.
+import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
+import type { CallToolResult, ElicitRequest, ElicitResult } from '@modelcontextprotocol/sdk/types.js';
+import { createMemoryStore, defineTool, ok, type PolicyDecision, type ToolDefinition } from '@toolgate/core';
+import { expectFailure, recordingLogger, serveTools } from '@toolgate/core/testing';
+import { afterEach, describe, expect, it } from 'vitest';
+import * as z from 'zod';
+import { CONFIRM_META, type ConfirmMiddleware, confirmationArgument, createConfirm } from '../src/index.js';
+import { authAs, decisionsOf, refundTool, SECRET, sleep } from './fixtures.js';
+
+const closers: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  await Promise.all(closers.splice(0).map((close) => close()));
+});
+async function serve(...args: Parameters<typeof serveTools>) {
+  const client = await serveTools(...args);
+  closers.push(() => client.close());
+  return client;
+}
+
+const confirmationOf = (result: CallToolResult): string =>
+  (result._meta?.[CONFIRM_META] as { confirmation?: string } | undefined)?.confirmation ?? '';
+const MISMATCH =
+  'This confirmation does not match this call (other arguments, another caller or another tool).';
+const USED = 'This confirmation was already used.';
+const refund = { order_id: 'A-1', amount: 25 };
+
+const caller = (
+  sub: string | undefined,
+  extra: Record<string, unknown> = {},
+  iss = 'https://idp.test',
+): AuthInfo => ({
+  token: `token-${sub}`,
+  clientId: 'desk',
+  scopes: [],
+  extra: { iss, ...(sub === undefined ? {} : { sub }), ...extra },
+});
+
+describe('two steps: a confirmation is bound to the exact call', () => {
+  it('arguments that only look the same (unicode forms, look-alikes, an added optional) are other calls', async () => {
+    const { tool, runs } = refundTool();
+    const client = await serve([tool], {
+      middleware: [createConfirm({ secret: SECRET, tools: { create_refund: {} } })],
+      authInfo: authAs('alice'),
+    });
+    const shown = { order_id: 'Caf\u00e9-1', amount: 25 };
+    const confirmation = confirmationOf(await client.callTool('create_refund', shown));
+    for (const variant of [
+      { order_id: 'Cafe\u0301-1', amount: 25 }, // NFD of what was shown
+      { order_id: 'Caf\u00e9-\uff11', amount: 25 }, // fullwidth digit
+      { order_id: 'Caf\u00e9-1 ', amount: 25 },
+      { order_id: 'caf\u00e9-1', amount: 25 },
+      { order_id: 'Caf\u00e9-1', amount: 25.000001 },
+      { order_id: 'Caf\u00e9-1', amount: 25, note: '' },
+      { order_id: 'Caf\u00e9-1', amount: 250 },
+    ]) {
+      const result = await client.callTool('create_refund', { ...variant, confirmation });
+      expect(expectFailure(result).message).toBe(MISMATCH);
+    }
+    expect(runs.count).toBe(0);
+    // None of the refusals consumed it: the call that was shown still runs, once.
+    const accepted = await client.callTool('create_refund', {
+      amount: 25,
+      confirmation,
+      order_id: 'Caf\u00e9-1',
+    });
+    expect(accepted.structuredContent).toEqual({ ok: true, refund_id: 'R-1' });
+    expect(runs.args).toEqual([{ order_id: 'Caf\u00e9-1', amount: 25, confirmation }]);
+  });
+
+  it('reordered keys at any depth are the same call; a reordered list is another', async () => {
+    let runs = 0;
+    const ship = defineTool({
+      name: 'ship',
+      description: 'Ship items to an address.',
+      input: {
+        address: z.object({ street: z.string(), city: z.string() }),
+        items: z.array(z.string()),
+        confirmation: confirmationArgument,
+      },
+      handler: async () => {
+        runs += 1;
+        return ok({ shipped: true });
+      },
+    }) as ToolDefinition;
+    const client = await serve([ship], {
+      middleware: [createConfirm({ secret: SECRET, tools: { ship: {} } })],
+    });
+    const confirmation = confirmationOf(
+      await client.callTool('ship', { address: { street: 'Main 1', city: 'Oslo' }, items: ['a', 'b'] }),
+    );
+    const swapped = await client.callTool('ship', {
+      items: ['b', 'a'],
+      address: { city: 'Oslo', street: 'Main 1' },
+      confirmation,
+    });
+    expect(expectFailure(swapped).message).toBe(MISMATCH);
+    const reordered = await client.callTool('ship', {
+      confirmation,
+      items: ['a', 'b'],
+      address: { city: 'Oslo', street: 'Main 1' },
+    });
+    expect(reordered.structuredContent).toEqual({ ok: true, shipped: true });
+    expect(runs).toBe(1);
+  });
+
+  it('tampered confirmations are refused and do not consume the real one; a re-encoding is the same one', async () => {
+    const { tool, runs } = refundTool();
+    const client = await serve([tool], {
+      middleware: [createConfirm({ secret: SECRET, tools: { create_refund: {} } })],
+    });
+    const confirmation = confirmationOf(await client.callTool('create_refund', refund));
+    const other = confirmationOf(await client.callTool('create_refund', { ...refund, amount: 1 }));
+    const [, expiry, nonce, mac] = confirmation.split('.') as [string, string, string, string];
+    const [, , otherNonce, otherMac] = other.split('.') as [string, string, string, string];
+    const foreign = confirmationOf(
+      await (
+        await serve([refundTool().tool], {
+          middleware: [createConfirm({ secret: `${SECRET}-other-deployment`, tools: { create_refund: {} } })],
+        })
+      ).callTool('create_refund', refund),
+    );
+    for (const forged of [
+      `c1.${expiry}.${nonce}.${mac.toUpperCase()}`,
+      `c1.${expiry}.${otherNonce}.${mac}`,
+      `c1.${expiry}.${nonce}.${otherMac}`,
+      `c2.${expiry}.${nonce}.${mac}`,
+      `c1.${(Number.parseInt(expiry, 36) + 1).toString(36)}.${nonce}.${mac}`,
+      ` ${confirmation}`,
+      `${confirmation}\n`,
+      `${confirmation.slice(0, -1)}${mac.endsWith('0') ? '1' : '0'}`,
+      foreign,
+      '',
+    ]) {
+      expect(
+        expectFailure(await client.callTool('create_refund', { ...refund, confirmation: forged })).error,
+      ).toBe('permission_denied');
+    }
+    // Non-strings under _meta (a client can send any JSON there) are refused too.
+    const { tool: metaTool, runs: metaRuns } = refundTool('meta_refund', false);
+    const metaClient = await serve([metaTool], {
+      middleware: [createConfirm({ secret: SECRET, tools: { meta_refund: {} } })],
+    });
+    for (const value of [null, 0, true, [confirmation], { confirmation }]) {
+      const result = await metaClient.callTool('meta_refund', refund, {
+        meta: { 'toolgate/confirmation': value },
+      });
+      expect(expectFailure(result).error).toBe('permission_denied');
+    }
+    expect(runs.count + metaRuns.count).toBe(0);
+    // A leading zero re-encodes the same expiry: it is the same confirmation, usable once in total.
+    const reencoded = `c1.0${expiry}.${nonce}.${mac}`;
+    expect(
+      (await client.callTool('create_refund', { ...refund, confirmation: reencoded })).isError,
+    ).toBeFalsy();
+    expect(expectFailure(await client.callTool('create_refund', { ...refund, confirmation })).message).toBe(
+      USED,
+    );
+    expect(runs.count).toBe(1);
+  });
+
+  it('a confirmation in the arguments is the only one read: no fallback to another in _meta', async () => {
+    const { tool, runs } = refundTool();
+    const client = await serve([tool], {
+      middleware: [createConfirm({ secret: SECRET, tools: { create_refund: {} } })],
+    });
+    const confirmation = confirmationOf(await client.callTool('create_refund', refund));
+    const result = await client.callTool(
+      'create_refund',
+      {
+        ...refund,
+        confirmation: 'c1.zzzzzzzz.00000000000000000000000000000000.00000000000000000000000000000000',
+      },
+      { meta: { 'toolgate/confirmation': confirmation } },
+    );
+    expect(expectFailure(result).message).toBe(MISMATCH);
+    expect(runs.count).toBe(0);
+  });
+
+  it('racing one confirmation over two connections of the same caller runs the call once', async () => {
+    const { tool, runs } = refundTool();
+    const middleware = [createConfirm({ secret: SECRET, tools: { create_refund: {} } })];
+    const one = await serve([tool], { middleware, authInfo: caller('alice') });
+    const two = await serve([tool], { middleware, authInfo: caller('alice', { jti: 'refreshed' }) });
+    const confirmation = confirmationOf(await one.callTool('create_refund', refund));
+    const results = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        (i % 2 ? one : two).callTool('create_refund', { ...refund, confirmation }),
+      ),
+    );
+    expect(runs.count).toBe(1);
+    const refused = results.filter((result) => result.isError === true).map((r) => expectFailure(r).message);
+    expect(refused).toEqual(Array.from({ length: 9 }, () => USED));
+  });
+
+  it('callers that share a subject or a client id are still other callers', async () => {
+    const { tool, runs } = refundTool();
+    const middleware = [createConfirm({ secret: SECRET, tools: { create_refund: {} } })];
+    const alice = await serve([tool], { middleware, authInfo: caller('alice') });
+    const confirmation = confirmationOf(await alice.callTool('create_refund', refund));
+    const impostors = [
+      caller('alice', {}, 'https://other-idp.test'), // the same subject at another issuer
+      caller('Alice'),
+      caller('alice\u200b'),
+      caller(undefined, { customer: 'alice' }), // no subject: the client id and claims decide
+    ];
+    for (const authInfo of impostors) {
+      const mallory = await serve([tool], { middleware, authInfo });
+      const result = await mallory.callTool('create_refund', { ...refund, confirmation });
+      expect(expectFailure(result).message).toBe(MISMATCH);
+    }
+    const local = await serve([tool], { middleware });
+    expect(expectFailure(await local.callTool('create_refund', { ...refund, confirmation })).message).toBe(
+      MISMATCH,
+    );
+    // Two customers behind one client (no subject): one's confirmation is not the other's.
+    const acme = await serve([tool], { middleware, authInfo: caller(undefined, { customer: 'acme' }) });
+    const globex = await serve([tool], { middleware, authInfo: caller(undefined, { customer: 'globex' }) });
+    const acmes = confirmationOf(await acme.callTool('create_refund', refund));
+    expect(
+      expectFailure(await globex.callTool('create_refund', { ...refund, confirmation: acmes })).message,
+    ).toBe(MISMATCH);
+    expect(runs.count).toBe(0);
+  });
+
+  it('a replica whose clock lags cannot accept a confirmation another replica already used', async () => {
+    // The shared store keeps time by its own clock (Redis does), each replica checks expiry by its own.
+    // Replica one uses the confirmation; then the store's clock runs 5 s ahead of replica two's, which
+    // still sees the confirmation as valid: the store must still remember that it was used.
+    const { tool, runs } = refundTool();
+    let storeSkewMs = 0;
+    const store = createMemoryStore({ now: () => Date.now() + storeSkewMs });
+    const options = { secret: SECRET, store, tools: { create_refund: { ttlMs: 60_000 } } };
+    const one = await serve([tool], { middleware: [createConfirm(options)], authInfo: authAs('alice') });
+    const two = await serve([tool], { middleware: [createConfirm(options)], authInfo: authAs('alice') });
+    const confirmation = confirmationOf(await one.callTool('create_refund', refund));
+    expect((await one.callTool('create_refund', { ...refund, confirmation })).isError).toBeFalsy();
+    storeSkewMs = 60_000 + 5_000; // the token expired 5 s ago by the store's (and replica one's) time
+    const replay = await two.callTool('create_refund', { ...refund, confirmation });
+    expect(expectFailure(replay).message).toBe(USED);
+    expect(runs.count).toBe(1);
+  });
+});
+
+describe('hostile clients with elicitation', () => {
+  const withClient = async (
+    onElicit: (params: ElicitRequest['params']) => ElicitResult | Promise<ElicitResult>,
+  ) => {
+    const { tool, runs } = refundTool();
+    const decisions: PolicyDecision[][] = [];
+    const client = await serve([tool], {
+      middleware: [decisionsOf(decisions), createConfirm({ secret: SECRET, tools: { create_refund: {} } })],
+      authInfo: authAs('alice'),
+      logger: recordingLogger([]),
+      onElicit,
+    });
+    return { client, runs, decisions };
+  };
+
+  it('an answer that is not a well-formed accept never runs the call', async () => {
+    for (const answer of [
+      { action: 'ACCEPT' },
+      { action: 'yes' },
+      { action: 'accept ' },
+      {},
+      { approved: true },
+    ]) {
+      const { client, runs } = await withClient(() => answer as unknown as ElicitResult);
+      const result = await client.callTool('create_refund', refund).catch((error: unknown) => error);
+      expect((result as CallToolResult).isError ?? true).toBe(true);
+      expect(runs.count).toBe(0);
+    }
+  });
+
+  it('a client that declares elicitation but answers with an error neither runs nor gets a confirmation', async () => {
+    const { client, runs } = await withClient(() => {
+      throw new Error('not implemented');
+    });
+    const result = await client.callTool('create_refund', refund);
+    expect(result.isError).toBe(true);
+    expect(result._meta?.[CONFIRM_META]).toBeUndefined();
+    expect(JSON.stringify(result)).not.toMatch(/c1\.[0-9a-z]+\.[0-9a-f]{32}/);
+    expect(runs.count).toBe(0);
+  });
+
+  it('a client that answers elicitation cannot also skip it with a forged or carried confirmation', async () => {
+    const { client, runs } = await withClient(() => ({ action: 'decline' }));
+    expect(expectFailure(await client.callTool('create_refund', refund)).message).toBe(
+      'The user declined this request.',
+    );
+    const forged = `c1.${(Date.now() + 60_000).toString(36)}.${'a'.repeat(32)}.${'b'.repeat(32)}`;
+    expect(
+      expectFailure(await client.callTool('create_refund', { ...refund, confirmation: forged })).message,
+    ).toBe(MISMATCH);
+    expect(runs.count).toBe(0);
+  });
+});
+
+describe('URL mode against a hostile client', () => {
+  async function setUp(
+    onElicit: (params: ElicitRequest['params']) => ElicitResult | Promise<ElicitResult>,
+    options: { elicitTimeoutMs?: number; pageOnly?: boolean; authInfo?: AuthInfo } = {},
+  ) {
+    const { tool, runs } = refundTool();
+    const confirm: ConfirmMiddleware = createConfirm({
+      secret: SECRET,
+      tools: {
+        create_refund: {
+          elicitTimeoutMs: options.elicitTimeoutMs ?? 2000,
+          pageOnly: options.pageOnly ?? false,
+        },
+      },
+      url: { build: ({ id }) => `https://page.test/confirm/${id}`, pollMs: 10 },
+    });
+    const client = await serve([tool], {
+      middleware: [confirm],
+      authInfo: options.authInfo ?? authAs('alice'),
+      elicitUrl: true,
+      onElicit,
+    });
+    return { client, runs, confirm };
+  }
+  const idOf = (params: ElicitRequest['params']) => (params as { elicitationId: string }).elicitationId;
+
+  it('an accept with forged content is not an approval: the call waits for the page, then gives up', async () => {
+    const ids: string[] = [];
+    const { client, runs, confirm } = await setUp(
+      (params) => {
+        ids.push(idOf(params));
+        return { action: 'accept', content: { approved: true, approve: 'yes' } } as ElicitResult;
+      },
+      { elicitTimeoutMs: 300 },
+    );
+    expect(expectFailure(await client.callTool('create_refund', refund)).error).toBe('timeout');
+    expect(runs.count).toBe(0);
+    // The person answering afterwards changes nothing.
+    expect(await confirm.answer(ids[0]!, { approve: true, principal: 'alice' })).toBe('unknown');
+    expect(runs.count).toBe(0);
+  });
+
+  it('the client knows the id, but answering needs the person: another principal, none, or a look-alike is forbidden', async () => {
+    const outcomes: unknown[] = [];
+    let confirmRef: ConfirmMiddleware | undefined;
+    const { client, runs, confirm } = await setUp(
+      async (params) => {
+        const id = idOf(params);
+        for (const principal of [undefined, 'mallory', 'Alice', 'alice ', 'https://idp.test alice', 'desk'])
+          outcomes.push(await confirmRef!.answer(id, { approve: true, principal }));
+        outcomes.push(await confirmRef!.pending(id, 'mallory'));
+        // The client answers for the person in every way it can: only accept reaches the page.
+        return { action: 'accept', content: {} };
+      },
+      { elicitTimeoutMs: 400 },
+    );
+    confirmRef = confirm;
+    expect(expectFailure(await client.callTool('create_refund', refund)).error).toBe('timeout');
+    expect(outcomes).toEqual([...Array.from({ length: 6 }, () => 'forbidden'), undefined]);
+    expect(runs.count).toBe(0);
+  });
+
+  it('a page answer for one call never approves another call of the same person', async () => {
+    const ids: string[] = [];
+    let confirmRef: ConfirmMiddleware | undefined;
+    const { client, runs, confirm } = await setUp(
+      async (params) => {
+        ids.push(idOf(params));
+        // The person approves the first (small) refund; the second (large) one waits for its own answer.
+        if (ids.length === 1) await confirmRef!.answer(ids[0]!, { approve: true, principal: 'alice' });
+        return { action: 'accept' };
+      },
+      { elicitTimeoutMs: 400 },
+    );
+    confirmRef = confirm;
+    expect((await client.callTool('create_refund', { ...refund, amount: 1 })).isError).toBeFalsy();
+    // Answering the used page again changes nothing either.
+    expect(await confirm.answer(ids[0]!, { approve: true, principal: 'alice' })).toBe('already answered');
+    expect(expectFailure(await client.callTool('create_refund', { ...refund, amount: 9999 })).error).toBe(
+      'timeout',
+    );
+    expect(ids[0]).not.toBe(ids[1]);
+    expect(runs.args).toEqual([{ ...refund, amount: 1 }]);
+  });
+
+  it('pageOnly: a client that hides its URL support or carries a confirmation gets nothing run', async () => {
+    const { tool, runs } = refundTool();
+    const confirm = createConfirm({
+      secret: SECRET,
+      tools: { create_refund: { pageOnly: true } },
+      url: { build: ({ id }) => `https://page.test/confirm/${id}` },
+    });
+    const formOnly = await serve([tool], {
+      middleware: [confirm],
+      authInfo: authAs('alice'),
+      onElicit: () => ({ action: 'accept', content: {} }),
+    });
+    expect(expectFailure(await formOnly.callTool('create_refund', refund)).error).toBe('unavailable');
+    // A confirmation minted by a non-pageOnly server with the same secret does not open a pageOnly tool.
+    const twoStep = await serve([refundTool().tool], {
+      middleware: [createConfirm({ secret: SECRET, tools: { create_refund: {} } })],
+      authInfo: authAs('alice'),
+    });
+    const confirmation = confirmationOf(await twoStep.callTool('create_refund', refund));
+    const bare = await serve([tool], { middleware: [confirm], authInfo: authAs('alice') });
+    expect(expectFailure(await bare.callTool('create_refund', { ...refund, confirmation })).error).toBe(
+      'permission_denied',
+    );
+    expect(runs.count).toBe(0);
+  });
+});
+
+describe('what the model and client see', () => {
+  it('no result reveals the secret, the expected MAC or another caller’s call', async () => {
+    const { tool } = refundTool();
+    const middleware = [createConfirm({ secret: SECRET, tools: { create_refund: { ttlMs: 50 } } })];
+    const alice = await serve([tool], { middleware, authInfo: authAs('alice') });
+    const mallory = await serve([tool], { middleware, authInfo: authAs('mallory') });
+    const alicesCall = { order_id: 'ALICE-SECRET-ORDER', amount: 77 };
+    const alicesFirst = await alice.callTool('create_refund', alicesCall);
+    const alices = confirmationOf(alicesFirst);
+    const seen: CallToolResult[] = [];
+    const mine = await mallory.callTool('create_refund', refund);
+    seen.push(mine);
+    const [, expiry, nonce] = alices.split('.') as [string, string, string];
+    for (const confirmation of [alices, `c1.${expiry}.${nonce}.${'0'.repeat(32)}`, 'garbage']) {
+      seen.push(await mallory.callTool('create_refund', { ...alicesCall, confirmation }));
+      seen.push(await mallory.callTool('create_refund', { ...refund, confirmation }));
+    }
+    await sleep(80);
+    seen.push(await alice.callTool('create_refund', { ...alicesCall, confirmation: alices })); // expired
+    const text = JSON.stringify(seen);
+    expect(text).not.toContain(SECRET);
+    expect(text).not.toContain(Buffer.from(SECRET).toString('hex'));
+    expect(text).not.toContain(Buffer.from(SECRET).toString('base64'));
+    // The only confirmations any result carries are the one issued to mallory and those sent in.
+    const tokens = new Set(text.match(/c1\.[0-9a-z]+\.[0-9a-f]{32}\.[0-9a-f]{32}/g));
+    expect([...tokens].sort()).toEqual([confirmationOf(mine)].sort());
+    expect(JSON.stringify(seen.slice(0, 1))).not.toContain('ALICE-SECRET-ORDER');
+    // Refusals are one fixed text each: nothing about what was expected.
+    for (const result of seen.slice(1)) {
+      expect(expectFailure(result).message).toMatch(
+        /^This confirmation (does not match this call|has expired)/,
+      );
+    }
+    expect(alicesFirst.isError).toBe(true);
+  });
+});
