@@ -59,8 +59,16 @@ function identifyToken(auth: AuthInfo): CallerIdentity {
 
 function deriveIdentity(auth: AuthInfo): CallerIdentity {
   const extra = auth.extra ?? {};
-  const subject = typeof extra.sub === 'string' && extra.sub !== '' ? extra.sub : undefined;
-  const issuer = typeof extra.iss === 'string' && extra.iss !== '' ? extra.iss : undefined;
+  // Own claims only: a verifier that copied a token's claims with Object.assign has given a
+  // `__proto__` claim the object's prototype, and `sub` or `iss` read through it would be the token's
+  // invented identity.
+  const sub = ownClaim(extra, 'sub');
+  const iss = ownClaim(extra, 'iss');
+  const subject = typeof sub === 'string' && sub !== '' ? sub : undefined;
+  // An issuer that is not a string (an array, a number) is written as its canonical JSON: dropped, it
+  // would make `alice` at `["https://a"]` the same caller as `alice` at no issuer.
+  const issuer =
+    typeof iss === 'string' ? (iss === '' ? undefined : iss) : iss == null ? undefined : canonicalJson(iss);
   const clientId = auth.clientId || undefined;
   if (subject !== undefined) {
     return Object.freeze({
@@ -86,6 +94,11 @@ function deriveIdentity(auth: AuthInfo): CallerIdentity {
     ...(issuer === undefined ? {} : { issuer }),
     ...(clientId === undefined ? {} : { clientId }),
   });
+}
+
+/** A claim the token itself holds, never one inherited through the claims object's prototype. */
+export function ownClaim(extra: Readonly<Record<string, unknown>>, name: string): unknown {
+  return Object.hasOwn(extra, name) ? extra[name] : undefined;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { ownClaim } from './identity.js';
 import type { ToolContext } from './types.js';
 
 /**
@@ -7,7 +8,7 @@ import type { ToolContext } from './types.js';
 export function principalOf(ctx: Pick<ToolContext, 'request'>): string | undefined {
   const auth = ctx.request.authInfo;
   if (!auth) return undefined;
-  const sub = auth.extra?.sub;
+  const sub = auth.extra === undefined ? undefined : ownClaim(auth.extra, 'sub');
   if (typeof sub === 'string' && sub !== '') return sub;
   return auth.clientId || undefined;
 }

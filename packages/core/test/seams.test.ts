@@ -14,6 +14,7 @@ import {
   type NextFn,
   ok,
   optInTools,
+  principalOf,
   raceAbort,
   resolveToolOptions,
   type ToolContext,
@@ -113,6 +114,29 @@ describe('caller identity', () => {
     expect(new Set([a.id, b.id, plain.id]).size).toBe(3);
     // Keys made before this stay valid: without such a claim the digest is what it always was.
     expect(plain.id).toBe(identifyCaller(requestWith(token('portal', { customerId: 42 }))).id);
+  });
+
+  it('reads sub and iss from the token alone, never through a prototype a copied __proto__ claim set', () => {
+    // A verifier that copies claims with Object.assign turns a `__proto__` claim into the prototype.
+    const copied = Object.assign(
+      {},
+      JSON.parse('{"customerId":7,"__proto__":{"sub":"victim","iss":"https://id"}}'),
+    );
+    expect((copied as { sub?: unknown }).sub).toBe('victim');
+    const caller = identifyCaller(requestWith(token('portal', copied)));
+    expect(caller.kind).toBe('client');
+    expect(caller.id).not.toBe(
+      identifyCaller(requestWith(token('portal', { iss: 'https://id', sub: 'victim' }))).id,
+    );
+    expect(principalOf({ request: requestWith(token('portal', copied)) })).toBe('portal');
+  });
+
+  it('writes an issuer that is not a string as JSON, so it is not the same caller as no issuer', () => {
+    const id = (claims: Record<string, unknown>) => identifyCaller(requestWith(token('portal', claims))).id;
+    expect(id({ iss: ['https://a'], sub: 'alice' })).toBe('sub:["https://a"]|alice');
+    expect(id({ iss: ['https://a'], sub: 'alice' })).not.toBe(id({ sub: 'alice' }));
+    expect(id({ iss: 7, sub: 'alice' })).not.toBe(id({ iss: '7x', sub: 'alice' }));
+    expect(id({ iss: '', sub: 'alice' })).toBe(id({ sub: 'alice' }));
   });
 
   it('is local on stdio, the session over HTTP with sessions, anonymous over HTTP without either', () => {
