@@ -1,3 +1,5 @@
+import { redactSecretsInText } from '@toolgate/core';
+
 // Portable variable names only: `=` or NUL in a name would rewrite another variable.
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const CONTROL = /[\0\n\r]/;
@@ -40,4 +42,31 @@ function checkName(name: unknown): void {
   if (typeof name !== 'string' || !ENV_NAME.test(name)) {
     throw new TypeError(`exec: ${JSON.stringify(name)} is not a valid environment variable name`);
   }
+}
+
+/** Names whose values are credentials by convention (`CARRIER_KEY`, `GITHUB_TOKEN`, `PGPASSWORD`, ...). */
+const SECRET_NAME = /KEY|TOKEN|SECRET|PASS|CRED|AUTH|PRIVATE|COOKIE|SESSION|DSN/i;
+/** Shorter values are left alone: replacing every `1` or `abc` in the output would hide what it says. */
+const MIN_SECRET_VALUE = 6;
+
+/**
+ * The values of the environment's variables named like credentials, longest first: a program that
+ * prints its own key (an error echoing it, `env`) must not hand it to the model when the value matches
+ * none of core's secret patterns (an opaque key).
+ */
+export function secretValuesOf(env: Readonly<Record<string, string>>): readonly string[] {
+  const values = new Set<string>();
+  for (const [name, value] of Object.entries(env)) {
+    if (SECRET_NAME.test(name) && value.length >= MIN_SECRET_VALUE) values.add(value);
+  }
+  return Object.freeze([...values].sort((a, b) => b.length - a.length));
+}
+
+/** Core's secret patterns, then every exact value of `secretValues` replaced by `[REDACTED]`. */
+export function scrubOutput(text: string, secretValues: readonly string[]): string {
+  let scrubbed = redactSecretsInText(text);
+  for (const value of secretValues) {
+    if (scrubbed.includes(value)) scrubbed = scrubbed.replaceAll(value, '[REDACTED]');
+  }
+  return scrubbed;
 }

@@ -6,7 +6,6 @@ import {
   isErrorCode,
   isToolError,
   ok,
-  redactSecretsInText,
   type ToolContext,
   type ToolDefinition,
   type ToolResult,
@@ -15,6 +14,7 @@ import * as z from 'zod';
 import type { ArgEntry } from './arg-spec.js';
 import { ArgumentRefusal } from './argument-refusal.js';
 import { buildArgv, dashlessInputOf, probeInputOf } from './argv.js';
+import { scrubOutput } from './environment.js';
 import { type NormalisedExecOptions, normaliseExecOptions } from './options.js';
 import { runProcess } from './run-process.js';
 import type { ExecOutcome, ExecToolOptions, ExitCodeMapping } from './types.js';
@@ -105,8 +105,8 @@ function resultOf(
   // Program output reaches the model on success too: scrub it with the one rule the rest of toolgate uses.
   const data = {
     exitCode: outcome.exitCode,
-    stdout: redactSecretsInText(outcome.stdout),
-    stderr: redactSecretsInText(outcome.stderr),
+    stdout: scrubOutput(outcome.stdout, options.secretValues),
+    stderr: scrubOutput(outcome.stderr, options.secretValues),
     truncated: outcome.truncated,
   };
   if (outcome.stoppedForOutput) {
@@ -131,7 +131,7 @@ function resultOf(
     `exec: the program ${ended}`,
   );
   // runProcess scrubs the tail already; scrubbing again here keeps the model-facing rule in one file.
-  const tail = redactSecretsInText(outcome.stderrTail).trim();
+  const tail = scrubOutput(outcome.stderrTail, options.secretValues).trim();
   const detail = tail === '' ? '' : ` stderr (last ${options.stderrTailBytes} bytes): ${tail}`;
   const mapped = outcome.exitCode === null ? undefined : exitCodes.get(outcome.exitCode);
   if (mapped !== undefined) {

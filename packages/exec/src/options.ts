@@ -1,5 +1,5 @@
 import { type ResolvedCommand, resolveCommand, resolveWorkingDirectory } from './command.js';
-import { buildEnvironment } from './environment.js';
+import { buildEnvironment, secretValuesOf } from './environment.js';
 import type { ExecOptions } from './types.js';
 
 /** Every option checked and defaulted once, at creation. */
@@ -7,6 +7,8 @@ export interface NormalisedExecOptions {
   readonly command: ResolvedCommand;
   readonly cwd: string;
   readonly env: Readonly<Record<string, string>>;
+  /** Values of `env` named like credentials, scrubbed from what the model sees (`scrubOutput`). */
+  readonly secretValues: readonly string[];
   readonly timeoutMs: number;
   readonly maxOutputBytes: number;
   readonly killAfterOutputBytes: number;
@@ -32,10 +34,12 @@ export function normaliseExecOptions(command: string, options: ExecOptions): Nor
   if (killAfterOutputBytes < maxOutputBytes) {
     throw new TypeError('exec: killAfterOutputBytes must be at least maxOutputBytes');
   }
+  const env = buildEnvironment(options.env, options.inheritEnv);
   return Object.freeze({
     command: resolveCommand(command, options.allow),
     cwd: resolveWorkingDirectory(options.cwd),
-    env: buildEnvironment(options.env, options.inheritEnv),
+    env,
+    secretValues: secretValuesOf(env),
     timeoutMs: positive(options.timeoutMs, DEFAULT_TIMEOUT_MS, 'timeoutMs'),
     maxOutputBytes,
     killAfterOutputBytes,

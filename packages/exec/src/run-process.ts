@@ -1,5 +1,6 @@
 import { type ChildProcess, type SpawnOptions, spawn } from 'node:child_process';
-import { deadlineSignal, type Logger, redactSecretsInText, ToolError } from '@toolgate/core';
+import { deadlineSignal, type Logger, ToolError } from '@toolgate/core';
+import { scrubOutput } from './environment.js';
 import type { NormalisedExecOptions } from './options.js';
 import { OutputCapture } from './output-capture.js';
 import { signalProcessTree } from './process-tree.js';
@@ -126,7 +127,7 @@ export function runProcess(
         stderrBytes: stderr.total,
         truncated: stdout.truncated || stderr.truncated,
         stoppedForOutput: stopReason === 'output',
-        stderrTail: redactSecretsInText(stderr.tailText()),
+        stderrTail: scrubOutput(stderr.tailText(), options.secretValues),
         durationMs: performance.now() - started,
       });
     });
