@@ -21,7 +21,13 @@ import {
   issue,
   verify,
 } from './confirmation.js';
-import { type ConfirmOptions, type ConfirmToolOptions, checkToolOptions, TOOL_DEFAULTS } from './options.js';
+import {
+  type ConfirmOptions,
+  type ConfirmToolOptions,
+  checkToolOptions,
+  KEPT_PAST_EXPIRY_MS,
+  TOOL_DEFAULTS,
+} from './options.js';
 import { renderPrompt } from './prompt.js';
 import {
   createUrlConfirmations,
@@ -49,14 +55,6 @@ export type ConfirmMiddleware = ToolMiddleware & {
   /** URL mode, for your confirmation page: records the person's answer; the waiting call goes on. */
   answer(id: string, answer: UrlAnswer): Promise<UrlAnswerOutcome>;
 };
-
-/**
- * How long a used confirmation is remembered past its expiry. Each replica checks expiry by its own
- * clock while a shared store (Redis) expires keys by its own: with a margin of one second, a replica
- * whose clock lagged the consuming one's by more than that saw the confirmation still valid after the
- * store had forgotten it was used, and ran the call again.
- */
-const USED_KEPT_MS = 60_000;
 
 const ASK_AGAIN =
   'Do not change, reuse or invent a confirmation. Call again without it to ask the user to confirm this exact request.';
@@ -124,7 +122,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
   /** Marks a confirmation used; false when it already was. Throws when the store cannot answer. */
   const consume = (ctx: ToolContext, nonce: string, expiresAt: number): Promise<boolean> => {
     const scope = createHash('sha256').update(callerScope(ctx)).digest('base64url').slice(0, 22);
-    const ttl = Math.max(1, Math.ceil(expiresAt - Date.now()) + USED_KEPT_MS);
+    const ttl = Math.max(1, Math.ceil(expiresAt - Date.now()) + KEPT_PAST_EXPIRY_MS);
     return bounded.setIfAbsent(`confirm:used:{${scope}}:${nonce}`, '1', ttl, ctx.signal);
   };
 

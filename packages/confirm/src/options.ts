@@ -83,3 +83,12 @@ export function checkToolOptions(resolved: Readonly<ConfirmToolOptions>, where: 
     throw new TypeError(`${where}: describe must be a function of the arguments`);
   }
 }
+
+/**
+ * How long what the store remembers about a confirmation (that a two-step one was used, a page's answer
+ * or that the call stopped waiting) outlives the confirmation's expiry. Replicas check expiry by their
+ * own clocks while a shared store expires keys by its own: a replica whose clock lags must still find
+ * the record (with a second's margin, one more than a second behind ran a used confirmation again), and
+ * a late page still learns the confirmation was taken.
+ */
+export const KEPT_PAST_EXPIRY_MS = 60_000;

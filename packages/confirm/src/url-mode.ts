@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type BoundedStore, principalOf, type ToolContext, ToolError } from '@toolgate/core';
-import type { ConfirmUrlOptions } from './options.js';
+import { type ConfirmUrlOptions, KEPT_PAST_EXPIRY_MS } from './options.js';
 
 /** What `confirm.pending(id, principal)` gives the page to show. */
 export interface UrlConfirmationCall {
@@ -41,8 +41,6 @@ interface Stored {
 const ID = /^[A-Za-z0-9_-]{22}$/;
 /** The answer key's value once the call stopped waiting. */
 const CLOSED = 'closed';
-/** How long an answer (or CLOSED) outlives the confirmation, so a late page still learns it was taken. */
-const ANSWER_KEPT_MS = 60_000;
 const pendingKey = (id: string): string => `confirm:url:{${id}}`;
 const answerKey = (id: string): string => `confirm:url:{${id}}:answer`;
 
@@ -84,7 +82,7 @@ export function createUrlConfirmations(store: BoundedStore, url: ConfirmUrlOptio
 
   /** Closes a confirmation nothing waits for any more; false when the page answered first. */
   const close = (id: string, expiresAt: number): Promise<boolean> =>
-    store.setIfAbsent(answerKey(id), CLOSED, Math.max(0, expiresAt - Date.now()) + ANSWER_KEPT_MS);
+    store.setIfAbsent(answerKey(id), CLOSED, Math.max(0, expiresAt - Date.now()) + KEPT_PAST_EXPIRY_MS);
 
   /**
    * Waits for the page's answer until `expiresAt`, reading the store every pollMs (any replica may
@@ -133,7 +131,7 @@ export function createUrlConfirmations(store: BoundedStore, url: ConfirmUrlOptio
     const recorded = await store.setIfAbsent(
       answerKey(id),
       given.approve ? 'approved' : 'declined',
-      left + ANSWER_KEPT_MS,
+      left + KEPT_PAST_EXPIRY_MS,
     );
     if (recorded) return 'recorded';
     return (await store.get(answerKey(id))) === CLOSED ? 'closed' : 'already answered';
