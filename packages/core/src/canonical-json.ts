@@ -1,7 +1,10 @@
+import { types } from 'node:util';
+
 /**
  * JSON with object keys sorted at every depth, so equal values always give equal text. The one helper
  * every package uses for cache keys and hashes. `undefined` members are dropped as JSON.stringify
- * drops them; a cycle throws.
+ * drops them; a cycle throws, and so does a Map, a Set, a WeakMap or a WeakSet (JSON.stringify writes
+ * each as `{}`, so two different ones would give one key: convert it to an array or a plain object).
  */
 export function canonicalJson(value: unknown): string {
   // Most values keys are made of (validated arguments, identities) are plain data whose keys are
@@ -74,6 +77,12 @@ function write(value: unknown, depth: number, path: Set<object> | undefined): st
   }
   const object = value as { toJSON?: () => unknown };
   if (typeof object.toJSON === 'function') return write(object.toJSON(), depth + 1, path);
+  const unwritable = unwritableKind(object);
+  if (unwritable !== undefined) {
+    throw new TypeError(
+      `canonicalJson: cannot serialise a ${unwritable}: its entries are not JSON and it would be written as {}; convert it to an array or a plain object first`,
+    );
+  }
   let tracked: Set<object> | undefined;
   if (depth >= TRACK_FROM_DEPTH) {
     tracked = path ?? new Set();
@@ -103,4 +112,13 @@ function write(value: unknown, depth: number, path: Set<object> | undefined): st
   } finally {
     tracked?.delete(object);
   }
+}
+
+/** The name of a collection whose contents JSON cannot see (any realm), or undefined. */
+function unwritableKind(object: object): string | undefined {
+  if (types.isMap(object)) return 'Map';
+  if (types.isSet(object)) return 'Set';
+  if (types.isWeakMap(object)) return 'WeakMap';
+  if (types.isWeakSet(object)) return 'WeakSet';
+  return undefined;
 }

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import * as z from 'zod';
 import {
   callerScope,
   callKey,
@@ -9,7 +10,7 @@ import {
   type ToolContext,
   type ToolMiddleware,
 } from '../src/index.js';
-import { serveTools } from '../src/testing.js';
+import { expectFailure, serveTools } from '../src/testing.js';
 
 describe('canonicalJson', () => {
   it('sorts keys at every depth so equal values give equal text', () => {
@@ -27,6 +28,28 @@ describe('canonicalJson', () => {
     expect(canonicalJson({ at: new Date('2026-01-02T03:04:05.000Z'), n: 10n })).toBe(
       '{"at":"2026-01-02T03:04:05.000Z","n":"10"}',
     );
+  });
+
+  it('refuses a Map, a Set, a WeakMap or a WeakSet at any depth: JSON would write each as {}, one key for different values', () => {
+    // Two bindings that differ only in a Map's entries would otherwise give one cache key.
+    expect(JSON.stringify({ tenant: new Map([['id', 'a']]) })).toBe(
+      JSON.stringify({ tenant: new Map([['id', 'b']]) }),
+    );
+    for (const value of [
+      new Map([['id', 'a']]),
+      { tenant: new Set(['a']) },
+      [1, { deep: [new WeakMap()] }],
+      { z: 1, a: new WeakSet() },
+    ]) {
+      expect(() => canonicalJson(value)).toThrow(TypeError);
+    }
+    expect(() => canonicalJson({ tenant: new Map() })).toThrow('cannot serialise a Map');
+    expect(() => canonicalJson([new Set()])).toThrow('convert it to an array or a plain object first');
+    // The plain forms an author converts to are written as usual
+    expect(canonicalJson({ tenant: Object.fromEntries(new Map([['id', 'a']])) })).toBe(
+      '{"tenant":{"id":"a"}}',
+    );
+    expect(canonicalJson([...new Set(['b', 'a'])])).toBe('["b","a"]');
   });
 
   it('escapes keys and strings as JSON does', () => {
@@ -151,5 +174,39 @@ describe('callerScope of a call that binds nothing (core shares one frozen bindi
       expect(callerScope({ caller: ctx.caller, bindings: {} })).toBe(scope);
     }
     expect(new Set(seen.map(({ scope }) => scope)).size).toBe(ids.length);
+  });
+});
+
+describe('a key derived from bindings that hold a Map', () => {
+  it('fails the call closed (internal error, incident id) instead of giving two tenants one key', async () => {
+    const keys: string[] = [];
+    const keyed: ToolMiddleware = (ctx, next) => {
+      keys.push(callKey(ctx));
+      return next();
+    };
+    let runs = 0;
+    const tool = defineTool({
+      name: 'tenant_report',
+      description: 'Report.',
+      input: { tenant: z.string() },
+      bind: (request) => ({ settings: new Map([['request', String(request.id)]]) }),
+      handler: () => {
+        runs += 1;
+        return ok({ done: true });
+      },
+    });
+    const client = await serveTools([tool], { middleware: [keyed] });
+    try {
+      for (const tenant of ['acme', 'globex']) {
+        const failure = expectFailure(await client.callTool('tenant_report', { tenant }));
+        expect(failure.error).toBe('internal');
+        expect(failure.incidentId).toMatch(/\S/);
+        expect(JSON.stringify(failure)).not.toContain('Map');
+      }
+    } finally {
+      await client.close();
+    }
+    expect(keys).toEqual([]);
+    expect(runs).toBe(0);
   });
 });
