@@ -120,9 +120,10 @@ function unwrapEmbeddedIPv4(address: Address): Address {
 }
 
 /**
- * The IPv4 addresses a 6to4 (2002:AABB:CCDD::/48) or Teredo (server in bits 32-63, client inverted in
- * the last 32) address carries. Both ranges are refused unless `allowPrivate` opens them; metadata they
- * carry stays refused even then.
+ * The IPv4 addresses a 6to4 (2002:AABB:CCDD::/48), Teredo (server in bits 32-63, client inverted in
+ * the last 32) or ISATAP (interface identifier `0:5efe:AABB:CCDD` or `200:5efe:AABB:CCDD`, under any
+ * prefix, global ones included) address carries. 6to4 and Teredo are refused unless `allowPrivate`
+ * opens them; metadata any of them carries stays refused even then.
  */
 function tunnelledIPv4(address: Address): ipaddr.IPv4[] {
   if (address.kind() !== 'ipv6') return [];
@@ -132,6 +133,7 @@ function tunnelledIPv4(address: Address): ipaddr.IPv4[] {
   const parts = v6.parts;
   if (v6.match(SIX_TO_FOUR)) return [v4(parts[1]!, parts[2]!)];
   if (v6.match(TEREDO)) return [v4(parts[2]!, parts[3]!), v4(~parts[6]!, ~parts[7]!)];
+  if (parts[5] === 0x5efe && (parts[4] === 0 || parts[4] === 0x200)) return [v4(parts[6]!, parts[7]!)];
   return [];
 }
 

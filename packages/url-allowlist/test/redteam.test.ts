@@ -86,6 +86,10 @@ describe('cloud metadata stays refused even where allowPrivate opens the range a
         '[2002:a9fe:a9fe::1]',
         '[2001:0:4136:e378:8000:63bf:5601:5601]',
         '[2001:0:a9fe:a9fe::1]',
+        '[2600:1f18:42::5efe:a9fe:a9fe]',
+        '[2a05:d018:1::5efe:a9fe:a9fe]',
+        '[2600:1f18:42::200:5efe:a9fe:a9fe]',
+        '[fe80::5efe:a9fe:a9fe]',
       ],
       ports: [80],
       allowPrivate: [
@@ -114,6 +118,13 @@ describe('cloud metadata stays refused even where allowPrivate opens the range a
     ['AWS metadata inside 6to4', 'http://[2002:a9fe:a9fe::1]/'],
     ['AWS metadata as a Teredo client (inverted)', 'http://[2001:0:4136:e378:8000:63bf:5601:5601]/'],
     ['AWS metadata as a Teredo server', 'http://[2001:0:a9fe:a9fe::1]/'],
+    [
+      'AWS metadata as an ISATAP interface id under a global prefix',
+      'http://[2600:1f18:42::5efe:a9fe:a9fe]/',
+    ],
+    ['AWS metadata as an ISATAP id, dotted tail', 'http://[2a05:d018:1::5efe:169.254.169.254]/'],
+    ['AWS metadata as a universal ISATAP id', 'http://[2600:1f18:42::200:5efe:a9fe:a9fe]/'],
+    ['AWS metadata as a link-local ISATAP id', 'http://[fe80::5efe:a9fe:a9fe]/'],
   ])('%s: %s', async (_what, url) => {
     const { policy } = open();
     const error = await refusalOf(policy.check(url));
