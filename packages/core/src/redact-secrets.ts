@@ -37,9 +37,10 @@ const SECRET_KEY_SUFFIX =
   '(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|account[_-]?key|client[_-]?secret|credentials?|signature|session[_-]?(?:id|key))';
 const SECRET_KEY_WHOLE = '(?:pass|pwd|pin|sig|_auth)';
 // The key as written: an optional prefix of name characters, the secret word, an optional closing
-// quote (JSON), then `=`, `:` or `=>` (PHP and Ruby hashes). Not preceded by a name character, so the
-// whole name is matched.
-const SECRET_KEY = `(?<![A-Za-z0-9_.-])(?:[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}|${SECRET_KEY_WHOLE})["']?[ \\t]*(?:=>|[=:])[ \\t]*`;
+// quote (JSON, also escaped as `\"` when JSON sits inside a JSON string, or URL-encoded as `%22`), then
+// `=`, `:` or `=>` (PHP and Ruby hashes), or `%3D`/`%3A` (a URL-encoded query or JSON). Not preceded by
+// a name character (except the `2` of an encoded quote), so the whole name is matched.
+const SECRET_KEY = `(?:(?<![A-Za-z0-9_.-])|(?<=%22))(?:[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}|${SECRET_KEY_WHOLE})(?:\\\\?["']|%22)?[ \\t]*(?:=>|[=:]|%3[DdAa])[ \\t]*`;
 
 /**
  * Secrets recognised inside any string, whatever its key: private key blocks, password hashes,
@@ -124,6 +125,16 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     replace: REDACTED,
   },
   {
+    // More providers' key shapes, each behind its fixed prefix: DigitalOcean, Shopify, age, Postman,
+    // Square, Grafana, GitLab's other token kinds, HashiCorp Vault, Google OAuth client secrets, PyPI,
+    // Databricks, Sentry, Linear, Atlassian, New Relic, Heroku, Supabase, Doppler, Notion, Twilio API
+    // keys, Telegram bot tokens, Mailgun, and Azure AD client secrets (`…8Q~…`).
+    name: 'api-key-prefix',
+    pattern:
+      /\b(?:do[opr]_v1_[a-f0-9]{64}|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}|AGE-SECRET-KEY-1[0-9A-Z]{58}|PMAK-[a-f0-9]{24}-[a-f0-9]{34}|sq0(?:atp|csp)-[0-9A-Za-z_-]{22,}|gl(?:sa|c)_[A-Za-z0-9_=+/-]{20,}|gl(?:oas|rt|dt|ptt|ft|imt|agent|cbt|soat)-[A-Za-z0-9_-]{16,}|hv[sbr]\.[A-Za-z0-9_-]{24,}|GOCSPX-[A-Za-z0-9_-]{20,}|pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{32,}|dapi[a-f0-9]{32}|sntr[yu]s_[A-Za-z0-9+/=_-]{20,}|lin_api_[A-Za-z0-9]{32,}|ATATT3[A-Za-z0-9_=-]{20,}|NRAK-[A-Z0-9]{27}|HRKU-[A-Za-z0-9_-]{20,}|sbp_[a-f0-9]{40}|dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{20,}|ntn_[A-Za-z0-9]{40,}|SK[0-9a-fA-F]{32}|\d{8,10}:AA[0-9A-Za-z_-]{33}|key-[0-9a-f]{32}|[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34})(?![A-Za-z0-9_-])/g,
+    replace: REDACTED,
+  },
+  {
     // `scheme://user:password@host`: the userinfo up to the LAST `@` before the host, so a password
     // holding `@` does not leave its tail behind.
     name: 'url-credentials',
@@ -139,10 +150,18 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     replace: `$1$2${REDACTED}$2`,
   },
   {
-    // `DB_PASSWORD=hunter2`, `AccountKey=abc==;`, `//registry/:_authToken=npm_x`, `password: hunter2`.
+    // JSON inside a JSON string (an upstream body quoted into an error): `\"password\":\"x y\"`, the
+    // value up to the next escaped double quote. (No back reference: audit's pre-test joins it.)
+    name: 'key-value-secret',
+    pattern: new RegExp(`(${SECRET_KEY})\\\\"(?!\\[REDACTED\\]\\\\")(?:(?!\\\\")[^\\r\\n])*\\\\"`, 'gi'),
+    replace: `$1\\"${REDACTED}\\"`,
+  },
+  {
+    // `DB_PASSWORD=hunter2`, `AccountKey=abc==;`, `//registry/:_authToken=npm_x`, `password: hunter2`,
+    // `password%3Dhunter2` and `%22client_secret%22%3A%22abc%22` (URL-encoded: the value runs to `&`).
     name: 'key-value-secret',
     pattern: new RegExp(
-      `(${SECRET_KEY})(?!\\[REDACTED\\]|(?:null|true|false|undefined)\\b)(?!["'\\s])[^\\s&;,'"<>)}\\]]+`,
+      `(${SECRET_KEY})(?!\\[REDACTED\\]|(?:null|true|false|undefined)\\b)(?!\\\\?["'\\s])[^\\s&;,'"<>)}\\]]+`,
       'gi',
     ),
     replace: `$1${REDACTED}`,

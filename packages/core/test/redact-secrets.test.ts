@@ -55,6 +55,31 @@ const SECRETS: readonly (readonly [string, string])[] = [
   // URL-encoded and lower-case schemes (a query string, a log that lower-cased its headers).
   ['GET /x?auth=Bearer%20abcdef0123456789 200', `GET /x?auth=Bearer ${R} 200`],
   ['sent basic dXNlcjpwYXNzd29yZA== upstream', `sent basic ${R} upstream`],
+  // JSON quoted inside a JSON string (an upstream body in an error), and URL-encoded keys and values.
+  [
+    'upstream said {\\"password\\":\\"hunter2 x\\",\\"user\\":\\"ann\\"}',
+    `upstream said {\\"password\\":\\"${R}\\",\\"user\\":\\"ann\\"}`,
+  ],
+  ['body: {\\"api_key\\": \\"abc DEF\\"}', `body: {\\"api_key\\": \\"${R}\\"}`],
+  ['next=%2Fcb%3Fpassword%3Dhunter2&x=1', `next=%2Fcb%3Fpassword%3D${R}&x=1`],
+  ['q=%7B%22client_secret%22%3A%22abc123%22%7D&y=2', `q=%7B%22client_secret%22%3A${R}&y=2`],
+  // Further providers' fixed prefixes, each in its real shape.
+  [`do ${'dop_v1_'}${'a1'.repeat(32)} end`, `do ${R} end`],
+  [`shop shpat_${'0f'.repeat(16)} end`, `shop ${R} end`],
+  [`age AGE-SECRET-KEY-1${'QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L'.repeat(2).slice(0, 58)}`, `age ${R}`],
+  [`postman PMAK-${'a1'.repeat(12)}-${'b2'.repeat(17)} end`, `postman ${R} end`],
+  ['square sq0atp-abcdefghijklmnopqrstuv end', `square ${R} end`],
+  ['vault hvs.CAESIJlWh0aTrCa7WZ6lXQ1ZrXk3 end', `vault ${R} end`],
+  ['google GOCSPX-abcdefghijklmnopqrstuvwx end', `google ${R} end`],
+  [`databricks dapi${'0a'.repeat(16)} end`, `databricks ${R} end`],
+  [`twilio SK${'0a'.repeat(16)} end`, `twilio ${R} end`],
+  ['bot 123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0 end', `bot ${R} end`],
+  [`mailgun key-${'3f'.repeat(16)} end`, `mailgun ${R} end`],
+  ['azure abc8Q~defghijklmnopqrstuvwxyz0123456789 end', `azure ${R} end`],
+  [
+    'gitlab glrt-abcdefghijklmnopqrst and glsa_abcdefghijklmnopqrstuvwxyz012345_0a1b2c3d',
+    `gitlab ${R} and ${R}`,
+  ],
   // PHP and Ruby hashes.
   ["config ['password' => 'hunter2', 'user' => 'app']", `config ['password' => '${R}', 'user' => 'app']`],
   [':api_key => "k-123456" end', `:api_key => "${R}" end`],
@@ -126,6 +151,23 @@ describe('redactSecrets', () => {
       `${'a.'.repeat(25_000)} postgres://${R}@h/db`,
     );
     expect(performance.now() - started).toBeLessThan(1_500);
+  });
+
+  it('scans escaped and URL-encoded keys without a secret after them once (no retry from every key)', () => {
+    // As above, the bound tells a linear scan from a quadratic one; the texts are 200-340 KB.
+    const started = performance.now();
+    const texts = [
+      'password\\":\\"'.repeat(20_000),
+      `password\\":\\"${'a'.repeat(200_000)}`,
+      '%22password%22%3A'.repeat(20_000),
+      '%22'.repeat(100_000),
+      'token\\" : \\'.repeat(30_000),
+      '1234567890:AA'.repeat(20_000),
+      'abc8Q~'.repeat(40_000),
+    ];
+    for (const text of texts) expect(redactSecretsInText(text).length).toBeGreaterThan(0);
+    expect(redactSecretsInText(`password\\":\\"${'a'.repeat(200_000)}\\"`)).toBe(`password\\":\\"${R}\\"`);
+    expect(performance.now() - started).toBeLessThan(3_000);
   });
 
   it.each(ORDINARY)('leaves ordinary text alone: %j', (text) => {
