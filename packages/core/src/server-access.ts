@@ -9,6 +9,7 @@ import {
   type LoggingLevel,
 } from '@modelcontextprotocol/sdk/types.js';
 import { ToolError } from './errors.js';
+import { createSecretRedactor, redactSecretsInText } from './redact-secrets.js';
 
 /** What a call may ask of the client beyond its answer. */
 export type ClientFeature = 'elicitation.form' | 'elicitation.url' | 'sampling';
@@ -25,12 +26,14 @@ export interface ClientRequestOptions {
 export interface ServerAccess {
   /**
    * Sends `notifications/progress` when the request carried a progress token; resolves false (and sends
-   * nothing) when it did not.
+   * nothing) when it did not. Secrets in `message` are redacted (core's secret patterns).
    */
   progress(progress: number, total?: number, message?: string): Promise<boolean>;
   /**
    * Sends `notifications/message` unless the client set a higher level with `logging/setLevel`. Resolves
-   * false when the message was filtered out. Never put secrets or internals in `data`: the model may see it.
+   * false when the message was filtered out. The client (and through it the model) reads `data`: secrets
+   * in it are redacted as the boundary redacts them (values under secret-named keys, secret patterns in
+   * every string and key, `loggerName` too), but internals (paths, SQL, hosts) are not: never put them there.
    */
   log(level: LoggingLevel, data: unknown, loggerName?: string): Promise<boolean>;
   /** Whether this client and transport can carry `feature` now (checked before asking). */
@@ -93,6 +96,9 @@ const LEVEL_ORDER: readonly LoggingLevel[] = [
   'emergency',
 ];
 
+// What the client reads of a log message's data: the boundary's redaction of secrets.
+const redactForClient = createSecretRedactor();
+
 const FEATURE_WORDS: Record<ClientFeature, string> = {
   'elicitation.form': 'ask the user a question (form elicitation)',
   'elicitation.url': 'send the user to a page (URL elicitation)',
@@ -147,7 +153,7 @@ export function createServerAccess(source: ServerAccessSource): ServerAccess {
       if (source.progressToken === undefined) return false;
       const params: Record<string, unknown> = { progressToken: source.progressToken, progress };
       if (total !== undefined) params.total = total;
-      if (message !== undefined) params.message = message;
+      if (message !== undefined) params.message = redactSecretsInText(message);
       await source.sendNotification({ method: 'notifications/progress', params });
       return true;
     },
@@ -155,8 +161,8 @@ export function createServerAccess(source: ServerAccessSource): ServerAccess {
       const threshold = source.logLevel();
       if (threshold !== undefined && LEVEL_ORDER.indexOf(level) < LEVEL_ORDER.indexOf(threshold))
         return false;
-      const params: Record<string, unknown> = { level, data };
-      if (loggerName !== undefined) params.logger = loggerName;
+      const params: Record<string, unknown> = { level, data: redactForClient(data) };
+      if (loggerName !== undefined) params.logger = redactSecretsInText(loggerName);
       await source.sendNotification({ method: 'notifications/message', params });
       return true;
     },

@@ -403,6 +403,57 @@ describe('server access from a call', () => {
     ]);
   });
 
+  it('redacts secrets from what log messages and progress carry to the client', async () => {
+    const leaky = defineTool({
+      name: 'leaky_steps',
+      description: 'Logs what an upstream said.',
+      input: {},
+      handler: async (_args, ctx) => {
+        await ctx.server.progress(1, 2, 'retrying with Authorization: Bearer tok_live_8f7e6d5c4b3a');
+        await ctx.server.log('error', {
+          upstream: 'postgres://app:s3cret-pw@db.internal/orders refused',
+          headers: { 'x-api-key': 'k-91827364', accept: 'application/json' },
+          'password=hunter2': 'a key that spells a secret',
+        });
+        await ctx.server.log('warning', 'token=abc123def456 expired', 'sk-abcdefghijklmnopqrstuvwx');
+        return ok({ done: true });
+      },
+    });
+    const progress: unknown[] = [];
+    client = await serveTools([leaky]);
+    await client.callTool('leaky_steps', {}, { onProgress: (p) => progress.push(p) });
+    expect(progress).toEqual([
+      { progress: 1, total: 2, message: 'retrying with Authorization: Bearer [REDACTED]' },
+    ]);
+    expect(client.notifications).toEqual([
+      {
+        method: 'notifications/message',
+        params: {
+          level: 'error',
+          data: {
+            upstream: 'postgres://[REDACTED]@db.internal/orders refused',
+            headers: { 'x-api-key': '[REDACTED]', accept: 'application/json' },
+            'password=[REDACTED]': '[REDACTED]',
+          },
+        },
+      },
+      {
+        method: 'notifications/message',
+        params: { level: 'warning', data: 'token=[REDACTED] expired', logger: '[REDACTED]' },
+      },
+    ]);
+    for (const secret of [
+      'tok_live_8f7e6d5c4b3a',
+      's3cret-pw',
+      'k-91827364',
+      'hunter2',
+      'abc123def456',
+      'sk-abc',
+    ]) {
+      expect(JSON.stringify([progress, client.notifications])).not.toContain(secret);
+    }
+  });
+
   it('sends no progress without a token', async () => {
     client = await serveTools([steps]);
     expect(parseResultText(await client.callTool('steps', {}))).toEqual({
