@@ -244,7 +244,13 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
   ),
   rule('unc-path', `(?<![\\w\\\\])\\\\\\\\[\\w.$-]+\\\\(?:[^\\s'"<>|]*[^\\s'"<>|.,;])?`, PATH),
   // `/srv/app/db.js:10:5`, `~/.ssh/id_rsa`, `./src/x.ts`, and one segment with an extension (`/app.js`).
-  rule('posix-path', `${NOT_AFTER_WORD}(?:~|\\.{1,2})?\\/(?:${SEG}+\\/)+${LAST_SEG}${LINE_COL}`, PATH),
+  rule(
+    'posix-path',
+    `${NOT_AFTER_WORD}(?:~[A-Za-z_][\\w.-]*|~|\\.{1,2})?\\/(?:${SEG}+\\/)+${LAST_SEG}${LINE_COL}`,
+    PATH,
+  ),
+  // Another user's home with one segment after it: `~alice/.ssh`, `~deploy/app.env`.
+  rule('posix-path', `${NOT_AFTER_WORD}~[A-Za-z_][\\w.-]*\\/${SEG}*[\\w@+%~-]`, PATH),
   rule('posix-path', `${NOT_AFTER_WORD}\\/[\\w@+%-]+\\.[A-Za-z]\\w{0,7}${LINE_COL}(?![\\w/])`, PATH),
   // What the resolver failed to find is a host name whatever its shape: `getaddrinfo ENOTFOUND orders-db`,
   // `querySrv ENOTFOUND _mongodb._tcp.x`, libpq's `could not translate host name "db-primary"`.
@@ -273,12 +279,13 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
     `$1$2$3${NAME}$3`,
   ),
   // IPv6: bracketed (`[2001:db8::1]:8443`), full, or compressed with `::` (`::1:5432`, `fe80::1%eth0`,
-  // `::ffff:10.0.0.1`). Times such as 12:30:45 have no `::` and fewer than eight groups.
+  // `::ffff:10.0.0.1`, and with Node's port after a mapped address, `::ffff:10.0.0.1:5432`). Times such
+  // as 12:30:45 have no `::` and fewer than eight groups.
   rule('ipv6', '\\[[0-9A-Fa-f]*:[0-9A-Fa-f:.]*(?:%[\\w.]+)?\\](?::\\d{1,5})?', HOST),
   rule('ipv6', `(?<![\\w:.])(?:${HEX}:){7}${HEX}(?:%[\\w.]+)?(?![\\w:])`, HOST),
   rule(
     'ipv6',
-    `(?<![\\w:.])(?=[0-9A-Fa-f:.]*[0-9A-Fa-f])(?:${HEX}(?::${HEX}){0,6})?::(?:(?:${HEX}:){0,6}${IPV4}|${HEX}(?::${HEX}){0,6})?(?:%[\\w.]+)?(?![\\w:])`,
+    `(?<![\\w:.])(?=[0-9A-Fa-f:.]*[0-9A-Fa-f])(?:${HEX}(?::${HEX}){0,6})?::(?:(?:${HEX}:){0,6}${IPV4}(?::\\d{1,5}(?![\\w:]))?|${HEX}(?::${HEX}){0,6})?(?:%[\\w.]+)?(?![\\w:])`,
     HOST,
   ),
   rule('ipv4', `(?<![\\w.])${IPV4}(?![\\w]|\\.\\d)${PORT_PATH}`, HOST),

@@ -65,6 +65,10 @@ const HOSTILE: readonly (readonly [string, string])[] = [
   ['upstream [2001:db8::1]:8443 failed', 'upstream [host] failed'],
   ['link fe80::1ff:fe23:4567:890a%eth0 down', 'link [host] down'],
   ['mapped ::ffff:10.0.0.1 refused', 'mapped [host] refused'],
+  // Node's dual-stack sockets name a mapped address with its port after it.
+  ['connect ECONNREFUSED ::ffff:10.0.0.5:5432', 'connect ECONNREFUSED [host]'],
+  ['read ETIMEDOUT ::ffff:192.168.7.20:6379 (cache)', 'read ETIMEDOUT [host] (cache)'],
+  ['keys in ~alice/.ssh and ~deploy/.config/app/env.json', 'keys in [path] and [path]'],
   ['full 2001:0db8:85a3:0000:0000:8a2e:0370:7334 ok', 'full [host] ok'],
   ['redis-cache.prod.svc.cluster.local:6379 timed out', '[host] timed out'],
   ['getaddrinfo ENOTFOUND orders-db.internal', 'getaddrinfo ENOTFOUND [host]'],
