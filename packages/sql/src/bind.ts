@@ -27,7 +27,8 @@ export function bindValues(
  * The condition a bound value adds: `=` for one value, `= ANY` for a list where the binding is
  * declared `list: true`, none for an optional binding left out. Anything else refuses the call:
  * the value comes from a token the tenant may shape, and a list where one id was meant (or an
- * object, NaN, a NUL) would widen the scope or fail inside the database.
+ * object, NaN, a NUL, an integer JSON could not hold exactly) would widen the scope, point it at
+ * another id or fail inside the database.
  */
 export function boundCondition(binding: CompiledBinding, value: unknown): Condition | undefined {
   if (isMissing(value)) {
@@ -53,8 +54,15 @@ function isScalar(value: unknown): boolean {
   return isListItem(value) || typeof value === 'boolean' || typeof value === 'bigint';
 }
 
-// PostgreSQL text cannot hold NUL, and NaN or Infinity compare with nothing a claim meant.
+// PostgreSQL text cannot hold NUL, and NaN or Infinity compare with nothing a claim meant. An integer
+// past 2^53 is not the id the token's JSON spelled (JSON.parse rounded 1234567890123456789 to
+// ...768, which several ids share), so it would scope the call to whichever of them the double equals:
+// such ids must come as strings (or bigints).
 function isListItem(value: unknown): boolean {
   if (typeof value === 'string') return !value.includes('\u0000');
-  return typeof value === 'number' && Number.isFinite(value);
+  return (
+    typeof value === 'number' &&
+    Number.isFinite(value) &&
+    (Number.isSafeInteger(value) || !Number.isInteger(value))
+  );
 }

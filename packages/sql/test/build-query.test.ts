@@ -171,6 +171,7 @@ describe('buildQuery: bound parameters', () => {
       { customer_id: { id: 1 } as never },
       { customer_id: Number.NaN },
       { customer_id: 'a\u0000b' },
+      { customer_id: 2 ** 53 + 2 },
     ]) {
       expect(() => buildQuery(myOrdersDeclaration, {}, bound)).toThrow(
         "This tool cannot use the caller's credentials.",

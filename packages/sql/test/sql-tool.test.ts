@@ -489,6 +489,10 @@ describe.each(ENGINES)('sqlTool on $name', (engine) => {
         Number.POSITIVE_INFINITY,
         '1\u0000',
         () => 1,
+        // A token's JSON said 1234567890123456789; JSON.parse made it ...768, an id several share.
+        JSON.parse('1234567890123456789'),
+        2 ** 53,
+        1e300,
       ]);
       const listed = () => {
         db = recording(database.db);
@@ -505,7 +509,14 @@ describe.each(ENGINES)('sqlTool on $name', (engine) => {
           db,
         });
       };
-      await expectRefusedClaims(listed, [[[1, 2]], [{}], [1, Number.NaN], ['a\u0000'], [null]]);
+      await expectRefusedClaims(listed, [
+        [[1, 2]],
+        [{}],
+        [1, Number.NaN],
+        ['a\u0000'],
+        [null],
+        [1, JSON.parse('9007199254740993')],
+      ]);
     });
 
     it('a claim the database cannot read as the column type is the credentials’ fault, not the model’s', async () => {
