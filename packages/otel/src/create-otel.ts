@@ -9,14 +9,16 @@ import {
   type SpanOptions,
   trace,
 } from '@opentelemetry/api';
-import type {
-  Logger,
-  NextFn,
-  PolicyDecision,
-  ToolContext,
-  ToolDefinition,
-  ToolMiddleware,
-  ToolResult,
+import {
+  createLogThrottle,
+  type Logger,
+  type LogThrottle,
+  type NextFn,
+  type PolicyDecision,
+  type ToolContext,
+  type ToolDefinition,
+  type ToolMiddleware,
+  type ToolResult,
 } from '@toolgate/core';
 import { startAttributes } from './call-attributes.js';
 import { extractParent } from './carrier.js';
@@ -50,6 +52,7 @@ const NO_ATTRIBUTES: SpanOptions = { kind: SpanKind.SERVER };
  */
 export function createOtel(options: OtelOptions = {}): ToolMiddleware {
   const config = normaliseOptions(options);
+  const sdkFailure = sdkFailureReporter();
   // Not async itself: the untraced path hands next()'s promise straight back, with no await of its own.
   return function otelMiddleware(ctx, next) {
     const rules = config.rules.forTool(ctx.toolName);
@@ -57,10 +60,18 @@ export function createOtel(options: OtelOptions = {}): ToolMiddleware {
     const logger = config.logger ?? ctx.logger;
     const active = context.active();
     const parent = extractParent(config.propagator, ctx.request.meta, active, logger);
-    const tracing = config.tracing();
-    const histogram = config.durationHistogram();
+    let tracing: boolean;
+    let histogram: Histogram | undefined;
+    try {
+      tracing = config.tracing();
+      histogram = config.durationHistogram();
+    } catch (error) {
+      // A provider that throws must not fail the call: it runs as with no SDK at all.
+      sdkFailure(logger, 'providers', error);
+      return untraced(ctx, next, parent, active);
+    }
     if (!tracing && histogram === undefined) return untraced(ctx, next, parent, active);
-    return traced(config, rules, tracing, histogram, ctx, next, parent, active, logger);
+    return traced(config, rules, tracing, histogram, ctx, next, parent, active, logger, sdkFailure);
   };
 }
 
@@ -78,9 +89,9 @@ function traced(
   parent: Context,
   active: Context,
   logger: Logger,
+  sdkFailure: SdkFailureReporter,
 ): Promise<ToolResult> {
   let span: Span;
-  let below: Promise<ToolResult>;
   try {
     // A name from the client that matches no tool must not become a span name (cardinality).
     const name = ctx.tool === undefined ? MCP_METHOD_TOOLS_CALL : `${MCP_METHOD_TOOLS_CALL} ${ctx.tool.name}`;
@@ -91,15 +102,23 @@ function traced(
       parent,
     );
   } catch (error) {
-    return Promise.reject(error);
+    // A tracer, sampler or span processor that throws must not fail the call: it runs untraced.
+    sdkFailure(logger, 'start', error);
+    return untraced(ctx, next, parent, active);
   }
+  let valid = false;
   try {
     const spanContext = span.spanContext();
-    const valid = isSpanContextValid(spanContext);
+    valid = isSpanContextValid(spanContext);
     if (valid) ctx.state.trace = { traceId: spanContext.traceId, spanId: spanContext.spanId };
     if (rules.recordArguments && span.isRecording()) {
       span.setAttribute(ATTR_GEN_AI_TOOL_CALL_ARGUMENTS, config.recorder.json(ctx.rawArgs));
     }
+  } catch (error) {
+    sdkFailure(logger, 'record', error);
+  }
+  let below: Promise<ToolResult>;
+  try {
     // An invalid span (no SDK and no parent) has nothing to hand down: skip the context copy.
     below = valid
       ? context.with(trace.setSpan(parent, span), next)
@@ -107,19 +126,39 @@ function traced(
         ? next()
         : context.with(parent, next);
   } catch (error) {
-    finish(config, rules, span, histogram, ctx, { thrown: error }, logger);
+    finish(config, rules, span, histogram, ctx, { thrown: error }, logger, sdkFailure);
     return Promise.reject(error);
   }
   return below.then(
     (result) => {
-      finish(config, rules, span, histogram, ctx, { result }, logger);
+      finish(config, rules, span, histogram, ctx, { result }, logger, sdkFailure);
       return result;
     },
     (error: unknown) => {
-      finish(config, rules, span, histogram, ctx, { thrown: error }, logger);
+      finish(config, rules, span, histogram, ctx, { thrown: error }, logger, sdkFailure);
       throw error;
     },
   );
+}
+
+/** Reports an SDK (tracer, span, processor, meter) that threw; one line a minute per stage, with counts. */
+type SdkFailureReporter = (
+  logger: Logger,
+  stage: 'providers' | 'start' | 'record' | 'end' | 'metric',
+  error: unknown,
+) => void;
+
+function sdkFailureReporter(): SdkFailureReporter {
+  let throttle: LogThrottle | undefined;
+  return (logger, stage, error) => {
+    throttle ??= createLogThrottle();
+    throttle(stage, (suppressed) => {
+      logger.warn(
+        { err: error, stage, ...(suppressed > 0 && { suppressed }) },
+        'otel: the OpenTelemetry SDK threw; the call goes on without that part of its telemetry',
+      );
+    });
+  };
 }
 
 /** @deprecated Renamed `createOtel`; this alias stays for one release. */
@@ -146,6 +185,7 @@ function finish(
   ctx: ToolContext,
   ending: Ending,
   logger: Logger,
+  sdkFailure: SdkFailureReporter,
 ): void {
   let errorType: string | undefined;
   try {
@@ -161,10 +201,19 @@ function finish(
   } catch (error) {
     logger.warn({ err: error, tool: ctx.toolName }, 'otel: recording the call on its span failed');
   } finally {
-    span.end();
+    try {
+      span.end();
+    } catch (error) {
+      // A span processor's onEnd (or an exporter it calls) threw: the call's outcome stands.
+      sdkFailure(logger, 'end', error);
+    }
   }
   if (histogram !== undefined) {
-    histogram.record((performance.now() - ctx.startTime) / 1000, metricAttributes(ctx.tool, errorType));
+    try {
+      histogram.record((performance.now() - ctx.startTime) / 1000, metricAttributes(ctx.tool, errorType));
+    } catch (error) {
+      sdkFailure(logger, 'metric', error);
+    }
   }
 }
 

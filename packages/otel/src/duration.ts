@@ -35,7 +35,9 @@ export function createDurationHistogram(provider: MeterProvider | undefined): Du
   return () => {
     const global = metrics.getMeterProvider();
     if (global !== current) {
+      // Noted first: a provider that throws here is reported once, then read as having no histogram.
       current = global;
+      histogram = undefined;
       histogram = createHistogram(global);
     }
     return histogram;
