@@ -191,7 +191,7 @@ function finish(
   try {
     errorType =
       'thrown' in ending
-        ? recordThrownOutcome(span, ctx, ending.thrown, settings, config.recorder)
+        ? recordThrownOutcome(span, ctx, ending.thrown, settings, config.recorder, config.errorType)
         : recordResultOutcome(span, ctx, ending.result, settings, config.recorder);
     if (span.isRecording()) {
       // Added now, not before next(): inner middleware push decisions while the chain runs.

@@ -1,3 +1,4 @@
+import { type RedactSecretsOptions, redactSecretsInText } from '@toolgate/core';
 import { OTHER } from './semconv.js';
 
 // A type name or code: short, no spaces, nothing that could carry a message, path or value.
@@ -21,4 +22,25 @@ export function errorTypeOf(error: unknown): string {
     // A hostile getter on name or code.
     return OTHER;
   }
+}
+
+/** Distinct `error.type` values one middleware records; a type first seen after them is `_OTHER`. */
+export const MAX_ERROR_TYPES = 100;
+
+/**
+ * `errorTypeOf`, bounded for a hostile upstream: a name or code is what the thrower chose (an API client
+ * copies the service's error code, a relayed error its name), so a type shaped like a secret (an access key
+ * id, a provider's token) is `_OTHER`, and past `MAX_ERROR_TYPES` distinct types every new one is `_OTHER`,
+ * so one upstream cannot mint a metric series (or a span-metrics dimension) per call. Thrown errors only.
+ */
+export function createErrorTypes(redact: RedactSecretsOptions | undefined): (error: unknown) => string {
+  const patterns = redact?.patterns;
+  const known = new Set<string>();
+  return (error) => {
+    const type = errorTypeOf(error);
+    if (type === OTHER || known.has(type)) return type;
+    if (redactSecretsInText(type, patterns) !== type || known.size >= MAX_ERROR_TYPES) return OTHER;
+    known.add(type);
+    return type;
+  };
 }

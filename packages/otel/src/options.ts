@@ -1,6 +1,7 @@
 import { propagation, type TextMapPropagator, type Tracer, trace } from '@opentelemetry/api';
 import { type Logger, resolveToolOptions, type ToolOptionsResolver } from '@toolgate/core';
 import { createDurationHistogram, type DurationHistogram } from './duration.js';
+import { createErrorTypes } from './error-type.js';
 import { createTextRecorder, type TextRecorder } from './recorded-text.js';
 import { createTracingCheck } from './tracing-check.js';
 import type { OtelOptions, OtelRules } from './types.js';
@@ -16,6 +17,8 @@ export interface OtelConfig {
   readonly transport: 'pipe' | 'tcp' | undefined;
   readonly protocolVersion: string | undefined;
   readonly recorder: TextRecorder;
+  /** A thrown error's `error.type`: never secret-shaped, at most `MAX_ERROR_TYPES` distinct values. */
+  readonly errorType: (error: unknown) => string;
   readonly logger: Logger | undefined;
   /** Each tool's rules (core's merge rule); `undefined` when the tool opted out. */
   readonly rules: ToolOptionsResolver<OtelRules>;
@@ -54,6 +57,7 @@ export function normaliseOptions(options: OtelOptions): OtelConfig {
     transport: options.transport,
     protocolVersion: options.protocolVersion,
     recorder: createTextRecorder(options.redact, max),
+    errorType: createErrorTypes(options.redact),
     logger: options.logger,
     rules: resolveToolOptions('createOtel', DEFAULTS, options, checkRules),
   };

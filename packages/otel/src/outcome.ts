@@ -1,6 +1,5 @@
 import { type Span, SpanStatusCode } from '@opentelemetry/api';
 import { errorOf, isToolError, newIncidentId, type ToolContext, type ToolResult } from '@toolgate/core';
-import { errorTypeOf } from './error-type.js';
 import type { TextRecorder } from './recorded-text.js';
 import {
   ATTR_ERROR_TYPE,
@@ -67,6 +66,7 @@ export function recordThrownOutcome(
   error: unknown,
   settings: Readonly<OtelRules>,
   recorder: TextRecorder,
+  errorTypeOf: (error: unknown) => string,
 ): string {
   if (isToolError(error)) {
     span.setAttribute(ATTR_ERROR_TYPE, ERROR_TYPE_TOOL_ERROR);
