@@ -1,7 +1,7 @@
 import type { Attributes } from '@opentelemetry/api';
 import type { ToolContext } from '@toolgate/core';
 import type { OtelConfig } from './options.js';
-import { clip } from './recorded-text.js';
+import { clip, wellFormed } from './recorded-text.js';
 import {
   ATTR_GEN_AI_OPERATION_NAME,
   ATTR_GEN_AI_TOOL_NAME,
@@ -31,20 +31,26 @@ export function startAttributes(
   const attributes: Attributes = {
     [ATTR_MCP_METHOD_NAME]: MCP_METHOD_TOOLS_CALL,
     [ATTR_GEN_AI_OPERATION_NAME]: GEN_AI_OPERATION_EXECUTE_TOOL,
-    [ATTR_GEN_AI_TOOL_NAME]: clip(ctx.toolName, MAX_ID_LENGTH),
-    [ATTR_JSONRPC_REQUEST_ID]: clip(String(ctx.request.id), MAX_ID_LENGTH),
+    // A registered tool's name is the server's own; any other name is the client's (well-formed, capped).
+    [ATTR_GEN_AI_TOOL_NAME]: ctx.tool === undefined ? clientText(ctx.toolName) : ctx.toolName,
+    [ATTR_JSONRPC_REQUEST_ID]: clientText(String(ctx.request.id)),
     // The kind only: the id names a person or a client (personal data), so it is opt-in.
     [ATTR_TOOLGATE_CALLER_KIND]: ctx.caller.kind,
   };
-  if (rules.recordCallerId) attributes[ATTR_TOOLGATE_CALLER_ID] = clip(ctx.caller.id, MAX_ID_LENGTH);
+  if (rules.recordCallerId) attributes[ATTR_TOOLGATE_CALLER_ID] = clientText(ctx.caller.id);
   const sessionId = ctx.request.sessionId;
   if (typeof sessionId === 'string' && sessionId !== '') {
-    attributes[ATTR_MCP_SESSION_ID] = clip(sessionId, MAX_ID_LENGTH);
+    attributes[ATTR_MCP_SESSION_ID] = clientText(sessionId);
   }
   const version = protocolVersionOf(ctx) ?? config.protocolVersion;
   if (version !== undefined) attributes[ATTR_MCP_PROTOCOL_VERSION] = version;
   if (config.transport !== undefined) attributes[ATTR_NETWORK_TRANSPORT] = config.transport;
   return attributes;
+}
+
+/** A string the client chose: capped, and well-formed so that no exporter batch is refused for it. */
+function clientText(text: string): string {
+  return clip(wellFormed(text), MAX_ID_LENGTH);
 }
 
 function protocolVersionOf(ctx: ToolContext): string | undefined {
