@@ -31,8 +31,10 @@ export function startAttributes(
   const attributes: Attributes = {
     [ATTR_MCP_METHOD_NAME]: MCP_METHOD_TOOLS_CALL,
     [ATTR_GEN_AI_OPERATION_NAME]: GEN_AI_OPERATION_EXECUTE_TOOL,
-    // A registered tool's name is the server's own; any other name is the client's (well-formed, capped).
-    [ATTR_GEN_AI_TOOL_NAME]: ctx.tool === undefined ? clientText(ctx.toolName) : ctx.toolName,
+    // A registered tool's name is the server's own. Any other name is what the model typed: it may quote
+    // a secret it has seen, so it passes the secret patterns like every other recorded text (and is capped).
+    [ATTR_GEN_AI_TOOL_NAME]:
+      ctx.tool === undefined ? config.recorder.text(ctx.toolName, MAX_ID_LENGTH) : ctx.toolName,
     [ATTR_JSONRPC_REQUEST_ID]: clientText(String(ctx.request.id)),
     // The kind only: the id names a person or a client (personal data), so it is opt-in.
     [ATTR_TOOLGATE_CALLER_KIND]: ctx.caller.kind,
