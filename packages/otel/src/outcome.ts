@@ -1,5 +1,15 @@
 import { type Span, SpanStatusCode } from '@opentelemetry/api';
-import { errorOf, isToolError, newIncidentId, type ToolContext, type ToolResult } from '@toolgate/core';
+import {
+  ERROR_CODE_DEFAULTS,
+  ERROR_META_KEY,
+  type ErrorEnvelope,
+  errorOf,
+  isErrorCode,
+  isToolError,
+  newIncidentId,
+  type ToolContext,
+  type ToolResult,
+} from '@toolgate/core';
 import type { TextRecorder } from './recorded-text.js';
 import {
   ATTR_ERROR_TYPE,
@@ -32,7 +42,8 @@ export function recordResultOutcome(
   settings: Readonly<OtelRules>,
   recorder: TextRecorder,
 ): string | undefined {
-  const envelope = errorOf(result);
+  let envelope = errorOf(result);
+  if (envelope !== undefined && ctx.tool !== undefined) envelope = asModelSees(ctx, result, envelope);
   if (settings.recordResult && span.isRecording()) {
     const value = envelope ?? result.structuredContent ?? result.content;
     span.setAttribute(ATTR_GEN_AI_TOOL_CALL_RESULT, recorder.json(value));
@@ -53,6 +64,34 @@ export function recordResultOutcome(
     message: statusMessage(envelope.error, envelope.message, recorder),
   });
   return ERROR_TYPE_TOOL_ERROR;
+}
+
+// The incident ids core passes on to the model; any other value in an envelope is dropped there.
+const INCIDENT_ID = /^inc_[A-Za-z0-9_-]{1,32}$/;
+
+/**
+ * The failure as core's boundary will hand it to the model. A result built by middleware inside otel has
+ * not passed that boundary yet: one without a well-formed envelope (a raw `isError` result, a relayed
+ * envelope whose message is not a string) becomes `internal` with `Internal error.` there, its raw text
+ * going to the log only, under an incident id set here so the span, the answer and the log share it; an
+ * incident id that core would drop is not recorded either.
+ */
+function asModelSees(ctx: ToolContext, result: ToolResult, envelope: ErrorEnvelope): ErrorEnvelope {
+  const meta = result._meta?.[ERROR_META_KEY] as Partial<ErrorEnvelope> | undefined;
+  if (meta !== undefined && isErrorCode(meta.error) && typeof meta.message === 'string') {
+    if (envelope.incidentId === undefined || INCIDENT_ID.test(String(envelope.incidentId))) return envelope;
+    const { incidentId: _dropped, ...kept } = envelope;
+    return kept;
+  }
+  ctx.incidentId ??= newIncidentId();
+  return {
+    ok: false,
+    error: 'internal',
+    message: THROWN_STATUS_MESSAGE,
+    hint: ERROR_CODE_DEFAULTS.internal.hint,
+    retryable: false,
+    incidentId: ctx.incidentId,
+  };
 }
 
 /**
