@@ -1,5 +1,5 @@
 import { ERROR_CODE_DEFAULTS, isErrorCode } from './codes.js';
-import { newIncidentId } from './incident.js';
+import { isIncidentId, newIncidentId } from './incident.js';
 import { mapStrings } from './map-strings.js';
 import { createSecretRedactor } from './redact-secrets.js';
 import {
@@ -109,8 +109,7 @@ function envelopeOf(value: unknown): ErrorEnvelope | undefined {
   if (typeof v.retryAfterMs === 'number' && Number.isFinite(v.retryAfterMs) && v.retryAfterMs >= 0) {
     envelope.retryAfterMs = Math.ceil(v.retryAfterMs);
   }
-  if (typeof v.incidentId === 'string' && /^inc_[A-Za-z0-9_-]{1,32}$/.test(v.incidentId))
-    envelope.incidentId = v.incidentId;
+  if (isIncidentId(v.incidentId)) envelope.incidentId = v.incidentId;
   if (Array.isArray(v.fields)) {
     envelope.fields = v.fields
       .filter(

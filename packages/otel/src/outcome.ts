@@ -5,6 +5,7 @@ import {
   type ErrorEnvelope,
   errorOf,
   isErrorCode,
+  isIncidentId,
   isToolError,
   newIncidentId,
   type ToolContext,
@@ -66,9 +67,6 @@ export function recordResultOutcome(
   return ERROR_TYPE_TOOL_ERROR;
 }
 
-// The incident ids core passes on to the model; any other value in an envelope is dropped there.
-const INCIDENT_ID = /^inc_[A-Za-z0-9_-]{1,32}$/;
-
 /**
  * The failure as core's boundary will hand it to the model. A result built by middleware inside otel has
  * not passed that boundary yet: one without a well-formed envelope (a raw `isError` result, a relayed
@@ -79,7 +77,8 @@ const INCIDENT_ID = /^inc_[A-Za-z0-9_-]{1,32}$/;
 function asModelSees(ctx: ToolContext, result: ToolResult, envelope: ErrorEnvelope): ErrorEnvelope {
   const meta = result._meta?.[ERROR_META_KEY] as Partial<ErrorEnvelope> | undefined;
   if (meta !== undefined && isErrorCode(meta.error) && typeof meta.message === 'string') {
-    if (envelope.incidentId === undefined || INCIDENT_ID.test(String(envelope.incidentId))) return envelope;
+    // Core passes on only incident ids of its form; any other value in an envelope is dropped there.
+    if (envelope.incidentId === undefined || isIncidentId(envelope.incidentId)) return envelope;
     const { incidentId: _dropped, ...kept } = envelope;
     return kept;
   }
