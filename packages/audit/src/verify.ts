@@ -49,7 +49,22 @@ export type VerifyResult =
 
 interface ChainState {
   previous: AuditRecord | undefined;
+  /** The line (or a table chain's record number) of `previous`. */
+  line: number;
   count: number;
+  /** Hashes and lines of the current run's records by seq, kept when an anchor may name them (see `Anchors`). */
+  kept: Map<number, { readonly hash: string; readonly line: number }> | undefined;
+}
+
+/**
+ * How a pass over lines checks an `after` that names a record its chain has since gone past (lines of
+ * writers that wrote at once): `keep` says which records' hashes are remembered (every one, or those a
+ * first pass found named); an anchor whose record was not remembered is added to `unresolved`, for a
+ * second pass that remembers exactly those.
+ */
+interface Anchors {
+  readonly keep: 'all' | ReadonlyMap<string, ReadonlySet<number>> | undefined;
+  readonly unresolved: Map<string, Set<number>>;
 }
 
 /**
@@ -60,12 +75,32 @@ interface ChainState {
 export async function verifyAuditLines(
   lines: Iterable<string> | AsyncIterable<string>,
 ): Promise<VerifyResult> {
+  // An array can be read twice; any other source once, remembering every hash an anchor may name.
+  if (Array.isArray(lines)) return verifyTwice(() => lines);
+  return verifyPass(lines, { keep: 'all', unresolved: new Map() });
+}
+
+/**
+ * Verifies the lines `read` gives; when an anchor names a record its chain went past (which one pass
+ * does not remember), reads them again remembering exactly the named records.
+ */
+async function verifyTwice(read: () => Iterable<string> | AsyncIterable<string>): Promise<VerifyResult> {
+  const unresolved = new Map<string, Set<number>>();
+  const first = await verifyPass(read(), { keep: undefined, unresolved });
+  if (unresolved.size === 0) return first;
+  return verifyPass(read(), { keep: unresolved, unresolved: new Map() });
+}
+
+async function verifyPass(
+  lines: Iterable<string> | AsyncIterable<string>,
+  anchors: Anchors,
+): Promise<VerifyResult> {
   const chains = new Map<string, ChainState>();
   let number = 0;
   let last: string | undefined;
   for await (const line of lines) {
     number += 1;
-    const checked = checkLine(line, number, chains);
+    const checked = checkLine(line, number, chains, anchors);
     if (typeof checked === 'string') return broken(chains, chainOfLine(line), number, checked);
     last = checked.hash;
   }
@@ -74,6 +109,13 @@ export async function verifyAuditLines(
 
 /** `verifyAuditLines` over a JSON-lines file written by `createFileSink`, streamed. */
 export async function verifyAuditFile(path: string): Promise<VerifyResult> {
+  const unresolved = new Map<string, Set<number>>();
+  const first = await verifyFilePass(path, { keep: undefined, unresolved });
+  if (unresolved.size === 0) return first;
+  return verifyFilePass(path, { keep: unresolved, unresolved: new Map() });
+}
+
+async function verifyFilePass(path: string, anchors: Anchors): Promise<VerifyResult> {
   const stream = createReadStream(path, { encoding: 'utf8' });
   const lines = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY });
   let endsWithNewline = true;
@@ -84,7 +126,7 @@ export async function verifyAuditFile(path: string): Promise<VerifyResult> {
   // A wrapper, so that the verifier stopping early leaves `source` open to ask whether lines follow.
   const unclosed = { [Symbol.asyncIterator]: () => ({ next: () => source.next() }) };
   try {
-    const result = await verifyAuditLines(unclosed);
+    const result = await verifyPass(unclosed, anchors);
     if (result.intact || result.reason !== notRecordReason(result.brokenAt)) return result;
     // The failing line is the last one and no newline ends it: a write cut short (a crash mid-write;
     // a sink reopening the file closes such a line and chains on from the record before it).
@@ -148,7 +190,7 @@ export async function verifyAuditTable(options: VerifyTableOptions): Promise<Ver
   const chains = new Map<string, ChainState>();
   let last: string | undefined;
   for (const chain of names) {
-    chains.set(chain, { previous: undefined, count: 0 });
+    chains.set(chain, { previous: undefined, line: 0, count: 0, kept: undefined });
     let after = '0';
     for (;;) {
       const { rows } = await client.query(
@@ -161,7 +203,7 @@ export async function verifyAuditTable(options: VerifyTableOptions): Promise<Ver
       for (const row of rows as TableRow[]) {
         const state = chains.get(chain)!;
         const number = state.count + 1;
-        const checked = checkLine(row.record, number, chains, chain);
+        const checked = checkLine(row.record, number, chains, TABLE_ANCHORS, chain);
         if (typeof checked === 'string') return broken(chains, chain, number, checked);
         if (checked.seq === 1 && checked.after !== undefined) {
           const missing = await missingAnchorInTable(client, table.sql, checked.after);
@@ -188,6 +230,9 @@ export async function verifyAuditTable(options: VerifyTableOptions): Promise<Ver
   }
   return intact(chains, last);
 }
+
+/** A table is read chain by chain: `verifyAuditTable` looks each named record up itself. */
+const TABLE_ANCHORS: Anchors = { keep: undefined, unresolved: new Map() };
 
 const anchorMissing = (after: ChainAnchor): string =>
   `starts after record ${after.seq} of chain ${after.chainId}, which is missing: a chain or its last records were deleted`;
@@ -245,6 +290,7 @@ function checkLine(
   line: string,
   number: number,
   chains: Map<string, ChainState>,
+  anchors: Anchors,
   expectedChain?: string,
 ): AuditRecord | string {
   const record = parseRecordLine(line);
@@ -266,11 +312,17 @@ function checkLine(
   }
   let state = chains.get(chain);
   if (!state) {
-    state = { previous: undefined, count: 0 };
+    state = { previous: undefined, line: 0, count: 0, kept: undefined };
     chains.set(chain, state);
   }
   const { previous } = state;
-  if (!previous) {
+  // A file sink whose chain id comes back after another writer's records (a stable chainId) cannot
+  // continue its chain from there: it starts it again at seq 1, after the record it found last. That
+  // record must come after this chain's previous one, so a copy of an earlier first record is no restart.
+  const restart =
+    previous !== undefined && expectedChain === undefined && restartOf(record, chain, state, chains, anchors);
+  if (typeof restart === 'string') return `record ${number} (seq 1) ${restart}`;
+  if (!previous || restart) {
     if (record.prevHash !== GENESIS_HASH || record.seq !== 1) {
       return `record ${number} (seq ${record.seq}) does not start the chain: the records before it were deleted`;
     }
@@ -279,10 +331,11 @@ function checkLine(
         return `record ${number} (seq 1) names a malformed earlier record in after`;
       // A table is read chain by chain: verifyAuditTable looks the named record up itself.
       if (expectedChain === undefined) {
-        const missing = missingAnchor(record.after, chains);
-        if (missing !== undefined) return `record ${number} (seq 1) ${missing}`;
+        const named = namedRecord(record.after, chains, anchors);
+        if (typeof named === 'string') return `record ${number} (seq 1) ${named}`;
       }
     }
+    state.kept?.clear();
   } else if (record.prevHash !== previous.hash || record.seq !== previous.seq + 1) {
     if (record.seq <= previous.seq) {
       return `record ${number} is out of order: seq ${record.seq} after seq ${previous.seq} (a record was inserted or moved)`;
@@ -293,19 +346,62 @@ function checkLine(
     return `record ${number} (seq ${record.seq}) does not link to the previous record of its chain: its prevHash differs (a record was inserted or replaced)`;
   }
   state.previous = record;
+  state.line = number;
   state.count += 1;
+  const { keep } = anchors;
+  if (keep === 'all' || keep?.get(chain)?.has(record.seq)) {
+    state.kept ??= new Map();
+    state.kept.set(record.seq, { hash: record.hash, line: number });
+  }
   return record;
 }
 
 /**
- * Why the record a chain's first record names (`after`) is not in the lines read before it, or
- * undefined when it is. A chain that went on past it (lines of several writers interleaved) proves the
- * record by its own links; otherwise the named record must be its chain's last one read, hash and all.
+ * Whether a record starts its chain again (see `checkLine`): seq 1 after the genesis hash, naming
+ * another chain's record that came after this chain's last one; else false (the line is a copy or
+ * forgery, refused as out of order), or why the named record is missing. A pass that cannot tell yet
+ * lets the second decide.
  */
-function missingAnchor(after: ChainAnchor, chains: Map<string, ChainState>): string | undefined {
-  const named = chains.get(after.chainId)?.previous;
-  if (named === undefined || named.seq < after.seq) return anchorMissing(after);
-  return named.seq === after.seq && named.hash !== after.hash ? anchorReplaced(after) : undefined;
+function restartOf(
+  record: AuditRecord,
+  chain: string,
+  state: ChainState,
+  chains: Map<string, ChainState>,
+  anchors: Anchors,
+): boolean | string {
+  if (record.seq !== 1 || record.prevHash !== GENESIS_HASH || !isChainAnchor(record.after)) return false;
+  if (record.after.chainId === chain) return false;
+  const named = namedRecord(record.after, chains, anchors);
+  if (typeof named === 'string') return named;
+  return named === UNRESOLVED || named > state.line;
+}
+
+const UNRESOLVED = Symbol('unresolved');
+
+/**
+ * The line of the record a first record names (`after`), or why it is not in the lines read before
+ * it. A chain that went on past it is asked for the hash it remembered of it; when this pass did not
+ * remember it, the anchor is noted for a second pass and taken as found (UNRESOLVED) for now.
+ */
+function namedRecord(
+  after: ChainAnchor,
+  chains: Map<string, ChainState>,
+  anchors: Anchors,
+): number | string | typeof UNRESOLVED {
+  const state = chains.get(after.chainId);
+  const last = state?.previous;
+  if (state === undefined || last === undefined || last.seq < after.seq) return anchorMissing(after);
+  const named = last.seq === after.seq ? { hash: last.hash, line: state.line } : state.kept?.get(after.seq);
+  if (named === undefined) {
+    let seqs = anchors.unresolved.get(after.chainId);
+    if (seqs === undefined) {
+      seqs = new Set();
+      anchors.unresolved.set(after.chainId, seqs);
+    }
+    seqs.add(after.seq);
+    return UNRESOLVED;
+  }
+  return named.hash === after.hash ? named.line : anchorReplaced(after);
 }
 
 function summary(chains: Map<string, ChainState>): ChainVerifyResult[] {
