@@ -2,7 +2,7 @@ import { writeSync } from 'node:fs';
 import { constants, type FileHandle, open } from 'node:fs/promises';
 import { doneWithBytesWhenSettled } from './batch-bytes.js';
 import { parseRecordLine } from './chain.js';
-import { AuditSinkError } from './sink-errors.js';
+import { AuditSinkError, isPermanentSinkError } from './sink-errors.js';
 import type { AuditBatch, AuditSink, ChainAnchor, ChainHead } from './types.js';
 
 export interface FileSinkOptions {
@@ -85,25 +85,37 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
         partial = { batch, bytes, offset: 0 };
       }
       const current = partial;
-      // A small batch: written now, synchronously (a partial write resumes below, on the pool).
-      if (current.bytes.length - current.offset <= syncWriteMaxBytes) {
-        current.offset += writeSync(
-          handle.fd,
-          current.bytes,
-          current.offset,
-          current.bytes.length - current.offset,
-        );
+      try {
+        // A small batch: written now, synchronously (a partial write resumes below, on the pool).
+        if (current.bytes.length - current.offset <= syncWriteMaxBytes) {
+          current.offset += writeSync(
+            handle.fd,
+            current.bytes,
+            current.offset,
+            current.bytes.length - current.offset,
+          );
+        }
+        while (current.offset < current.bytes.length) {
+          const { bytesWritten } = await handle.write(
+            current.bytes,
+            current.offset,
+            current.bytes.length - current.offset,
+          );
+          current.offset += bytesWritten;
+        }
+        tornTail = false;
+        if (settings.fsync) await handle.datasync();
+      } catch (error) {
+        // Once part of the batch is in the file it can only be finished: dropped, its records would
+        // stay in the file while the next batch reused their seqs, or glue onto the cut line.
+        if (current.offset > 0 && isPermanentSinkError(error)) {
+          throw new AuditSinkError(`audit file ${path}: a batch failed after part of it was written`, {
+            permanent: false,
+            cause: error,
+          });
+        }
+        throw error;
       }
-      while (current.offset < current.bytes.length) {
-        const { bytesWritten } = await handle.write(
-          current.bytes,
-          current.offset,
-          current.bytes.length - current.offset,
-        );
-        current.offset += bytesWritten;
-      }
-      tornTail = false;
-      if (settings.fsync) await handle.datasync();
       partial = undefined;
     },
     async close(): Promise<void> {
