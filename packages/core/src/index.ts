@@ -32,6 +32,7 @@ export {
   redactSecretsInText,
   SECRET_PATTERNS,
   type SecretPattern,
+  WHOLE_SECRET_KEYS,
 } from './redact-secrets.js';
 export { type RegisterToolsOptions, registerTools } from './register.js';
 export {

@@ -191,17 +191,34 @@ export function redactSecretsInText(
 }
 
 /**
+ * Short key names that hold a secret only as the whole name (as substrings they are in `shipping`,
+ * `passenger`, `author`, `design`): matched after the same normalisation, whatever `keys` says.
+ */
+export const WHOLE_SECRET_KEYS: readonly string[] = [
+  'pwd',
+  'pass',
+  'pin',
+  'auth',
+  'sig',
+  'otp',
+  'cvv',
+  'cvc',
+];
+
+/**
  * Whether a key name holds a secret: `keys` fragments (default `DEFAULT_SECRET_KEYS`) matched as
- * substrings after lower-casing and removing `-`, `_`, `.` and spaces, so `X-Api-Key` and
- * `db_password` match. The one rule every package uses for secret-looking keys.
+ * substrings, and `WHOLE_SECRET_KEYS` as the whole name, after folding compatibility forms (full-width
+ * `ＰＡＳＳＷＯＲＤ`), lower-casing and removing `-`, `_`, `.` and spaces, so `X-Api-Key`, `db_password`
+ * and `PIN` match. The one rule every package uses for secret-looking keys.
  */
 export function createSecretKeyMatcher(
   keys: readonly string[] = DEFAULT_SECRET_KEYS,
 ): (key: string) => boolean {
   const fragments = keys.map(normaliseKey);
+  const whole = new Set(WHOLE_SECRET_KEYS);
   return (key) => {
     const normal = normaliseKey(key);
-    return fragments.some((fragment) => normal.includes(fragment));
+    return whole.has(normal) || fragments.some((fragment) => normal.includes(fragment));
   };
 }
 
@@ -230,5 +247,7 @@ export function redactSecrets(value: unknown, options?: RedactSecretsOptions): u
 }
 
 function normaliseKey(key: string): string {
-  return key.toLowerCase().replace(/[-_.\s]/g, '');
+  // NFKC only when a character outside ASCII could fold (full-width letters): keys are mostly ASCII.
+  const folded = /[\u0080-\uffff]/.test(key) ? key.normalize('NFKC') : key;
+  return folded.toLowerCase().replace(/[-_.\s]/g, '');
 }

@@ -119,6 +119,35 @@ describe('redactSecrets', () => {
     });
   });
 
+  it('replaces values under short secret names only when they are the whole key, and under full-width keys', () => {
+    expect(
+      redactSecrets({
+        pwd: 'hunter2',
+        PIN: '4921',
+        card: { cvv: '123', Pass: 'p', OTP: '889911', auth: 'Bearer-less-credential' },
+        ＰＡＳＳＷＯＲＤ: 'wide',
+        ａｐｉ＿ｋｅｙ: 'wide-key',
+        // Substrings of these names in ordinary keys stay.
+        shipping: 'express',
+        passenger: 'ann',
+        author: 'bob',
+        design: 'blue',
+        pinned: true,
+      }),
+    ).toEqual({
+      pwd: REDACTED,
+      PIN: REDACTED,
+      card: { cvv: REDACTED, Pass: REDACTED, OTP: REDACTED, auth: REDACTED },
+      ＰＡＳＳＷＯＲＤ: REDACTED,
+      ａｐｉ＿ｋｅｙ: REDACTED,
+      shipping: 'express',
+      passenger: 'ann',
+      author: 'bob',
+      design: 'blue',
+      pinned: true,
+    });
+  });
+
   it('finds secret patterns inside ordinary values', () => {
     const jwt =
       'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U';
