@@ -14,7 +14,8 @@ import {
 import { shapeOf } from './args-shape.js';
 import type { ArgsMode } from './types.js';
 
-const MAX_TOOL_CHARS = 256;
+// Longest tool name and string request id recorded: both are what the client sent.
+const MAX_CLIENT_CHARS = 256;
 
 /** How one tool's records are made, resolved once at factory time. */
 export interface RecordSettings {
@@ -90,7 +91,7 @@ export function captureCall(
   // A name the server does not know is the client's free text: redacted like an argument string,
   // before the cut, so a cut cannot leave half a secret the patterns no longer recognise.
   const toolName = unknownTool ? (JSON.parse(settings.redactedJson(ctx.toolName)) as string) : ctx.toolName;
-  const tool = toolName.length > MAX_TOOL_CHARS ? `${toolName.slice(0, MAX_TOOL_CHARS)}...` : toolName;
+  const tool = capped(toolName);
   let args =
     settings.args === 'shape' ? canonicalJson(shapeOf(ctx.rawArgs)) : settings.redactedJson(ctx.rawArgs);
   // Keeps a hostile megabyte argument from becoming a megabyte record; everything else stays.
@@ -101,7 +102,8 @@ export function captureCall(
   const decisions = ctx.decisions.length > 0 ? decisionsJson(ctx.decisions, settings) : '[]';
   const caller = ctx.caller.id;
   const sessionId = request.sessionId;
-  const requestId = request.id;
+  // A string id is the client's free text: a megabyte id would make a megabyte record.
+  const requestId = typeof request.id === 'string' ? capped(request.id) : request.id;
   const trace = ctx.state.trace;
   const spanId = trace?.spanId;
   const traceId = trace?.traceId;
@@ -206,4 +208,9 @@ function decisionsJson(decisions: readonly PolicyDecision[], settings: RecordSet
     out += text;
   }
   return `${out}]`;
+}
+
+/** Client text cut to `MAX_CLIENT_CHARS`, marked with `...` where it was cut. */
+function capped(text: string): string {
+  return text.length > MAX_CLIENT_CHARS ? `${text.slice(0, MAX_CLIENT_CHARS)}...` : text;
 }

@@ -10,7 +10,11 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { canonicalJson } from '@toolgate/core';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { canonicalJson, registerTools } from '@toolgate/core';
 import {
   type LogEntry,
   recordingLogger,
@@ -29,7 +33,7 @@ import {
   verifyAuditTable,
 } from '../src/index.js';
 import { databases, suiteDatabase } from './database.js';
-import { closeConnections, serve } from './helpers.js';
+import { closeConnections, echo, serve } from './helpers.js';
 
 // A disk that fails on cue: the next datasync, or the next write after a short one, fails with EIO.
 // Everything else passes through to the real file system.
@@ -455,6 +459,46 @@ describe('an insider with write access to the file', () => {
       reason:
         'record 3 (seq 3) does not link to the previous record of its chain: its prevHash differs (a record was inserted or replaced)',
     });
+  });
+});
+
+describe('a client that chooses its own request ids', () => {
+  it('a megabyte string request id is recorded cut at 256 characters, and the chain verifies', async () => {
+    const path = join(dir, 'ids.jsonl');
+    const audit = createAudit({ sink: createFileSink(path), chainId: 'ids' });
+    const server = new McpServer({ name: 'audit-ids', version: '1.0.0' });
+    registerTools(server, [echo], { middleware: [audit] });
+    const [clientTransport, serverTransport] = InMemoryTransport.createLinkedPair();
+    // The client's ids travel as megabyte strings, mapped back on the way in so the SDK client matches.
+    const long = (id: unknown): string => `${'r'.repeat(1_000_000)}-${String(id)}`;
+    const send = clientTransport.send.bind(clientTransport);
+    clientTransport.send = (message, options) => {
+      const out = 'id' in message && 'method' in message ? { ...message, id: long(message.id) } : message;
+      return send(out as JSONRPCMessage, options);
+    };
+    const client = new Client({ name: 'hostile-ids', version: '0.0.0' });
+    await server.connect(serverTransport);
+    const receive = () => {
+      const inbound = clientTransport.onmessage!;
+      clientTransport.onmessage = (message, extra) => {
+        if ('id' in message && typeof message.id === 'string' && !('method' in message)) {
+          const original = message.id.slice(message.id.lastIndexOf('-') + 1);
+          inbound({ ...message, id: Number(original) } as JSONRPCMessage, extra);
+        } else inbound(message, extra);
+      };
+    };
+    const connecting = client.connect(clientTransport);
+    receive();
+    await connecting;
+    await client.callTool({ name: 'echo', arguments: { value: 'v' } });
+    await client.close();
+    await audit.close();
+    const [record] = (await readFile(path, 'utf8'))
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => JSON.parse(line) as AuditRecord);
+    expect(record!.requestId).toBe(`${'r'.repeat(256)}...`);
+    await expect(verifyAuditFile(path)).resolves.toMatchObject({ intact: true, records: 1 });
   });
 });
 
