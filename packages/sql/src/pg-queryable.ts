@@ -213,7 +213,14 @@ async function runTransaction<T>(
     // No parameters, so pg sends both statements in one simple-protocol round trip.
     await client.query({ text: `BEGIN READ ONLY; ${settings}` });
   } catch (error) {
-    throw isBroken(error) ? markConnectionFailure(error) : error;
+    if (isBroken(error)) {
+      outcome.rolledBack = false;
+      throw markConnectionFailure(error);
+    }
+    // BEGIN may have run before the SET failed (a cancel landing between them): the connection then
+    // sits in an aborted transaction block that would refuse every later caller with 25P02.
+    await rollBack(client, outcome);
+    throw error;
   }
   try {
     const result = await work({
@@ -225,15 +232,20 @@ async function runTransaction<T>(
     if (isBroken(error)) {
       outcome.rolledBack = false;
     } else {
-      await client.query({ text: 'ROLLBACK' }).then(
-        () => undefined,
-        () => {
-          outcome.rolledBack = false;
-        },
-      );
+      await rollBack(client, outcome);
     }
     throw error;
   }
+}
+
+// A ROLLBACK outside a transaction only warns; one that fails leaves the connection unfit for reuse.
+async function rollBack(client: PgClientLike, outcome: { rolledBack: boolean }): Promise<void> {
+  await client.query({ text: 'ROLLBACK' }).then(
+    () => undefined,
+    () => {
+      outcome.rolledBack = false;
+    },
+  );
 }
 
 /**

@@ -1,6 +1,7 @@
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import {
+  type PgQueryableOptions,
   pgliteQueryable,
   pgQueryable,
   type Queryable,
@@ -27,8 +28,35 @@ export interface TestDatabase {
   rows(text: string, values?: unknown[]): Promise<Record<string, unknown>[]>;
   /** A Queryable whose connection is dead (on PGlite the database itself is closed: call it last). */
   deadQueryable(): Promise<Queryable>;
+  /** A Queryable over one connection of its own (a pool of one on PostgreSQL, the same PGlite). */
+  oneConnection(options?: OneConnectionOptions): Promise<OneConnection>;
   close(): Promise<void>;
 }
+
+export interface OneConnectionOptions {
+  /** Holds the first statement that opens a call's transaction this long, so an abort lands inside it. */
+  readonly holdFirstTransactionStartMs?: number;
+  /** `pgQueryable` options (PostgreSQL only). */
+  readonly pg?: PgQueryableOptions;
+}
+
+/** One connection, and what a plain statement outside any tool sees on it. */
+export interface OneConnection {
+  readonly db: Queryable;
+  /** Resolves once a statement of this connection sleeps on the server (PGlite: a transaction started). */
+  holding(): Promise<void>;
+  /**
+   * The connection's settings, read by a plain statement: inside a call's transaction `readOnly` is
+   * `on`, and in a transaction a cancel broke the statement fails (25P02).
+   */
+  settings(): Promise<{ readOnly: string; statementTimeout: string }>;
+  close(): Promise<void>;
+}
+
+const SETTINGS = `SELECT current_setting('transaction_read_only') AS "readOnly",
+  current_setting('statement_timeout') AS "statementTimeout"`;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export interface Engine {
   readonly name: string;
@@ -80,12 +108,50 @@ const pgliteEngine: Engine = {
         await database.close();
         return pgliteQueryable(database);
       },
+      async oneConnection(options = {}) {
+        // PGlite is one connection already; the hold sits in front of the statement opening it.
+        let holdMs = options.holdFirstTransactionStartMs;
+        let held: () => void = () => undefined;
+        const holding = new Promise<void>((resolve) => {
+          held = resolve;
+        });
+        const db = pgliteQueryable({
+          get closed() {
+            return database.closed;
+          },
+          transaction: (callback) =>
+            database.transaction((tx) =>
+              callback({
+                query: (text, values) => tx.query(text, values),
+                async exec(text) {
+                  if (text.startsWith('SET TRANSACTION READ ONLY')) {
+                    held();
+                    const ms = holdMs;
+                    holdMs = undefined;
+                    if (ms !== undefined) await sleep(ms);
+                  }
+                  return tx.exec(text);
+                },
+              }),
+            ),
+        });
+        return {
+          db,
+          holding: () => holding,
+          async settings() {
+            return (await database.query<{ readOnly: string; statementTimeout: string }>(SETTINGS)).rows[0]!;
+          },
+          async close() {},
+        };
+      },
       async close() {
         if (!database.closed) await database.close();
       },
     };
   },
 };
+
+let oneConnections = 0;
 
 const postgresEngine = (url: string): Engine => ({
   name: 'postgresql',
@@ -108,6 +174,56 @@ const postgresEngine = (url: string): Engine => ({
         const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
         await pool.query('SELECT pg_terminate_backend($1)', [rows[0]!.pid]);
         return pgQueryable(client);
+      },
+      async oneConnection(options = {}) {
+        oneConnections += 1;
+        const name = `toolgate_sql_one_${process.pid}_${oneConnections}`;
+        const one = new pg.Pool({ connectionString: url, max: 1, application_name: name });
+        let holdMs = options.holdFirstTransactionStartMs;
+        // The first statement opening a call's transaction gets a pg_sleep between BEGIN and SET LOCAL:
+        // a cancel then lands after BEGIN ran, as it can (rarely) in the real statement.
+        const held = (text: string): string => {
+          if (holdMs === undefined || !text.startsWith('BEGIN READ ONLY; ')) return text;
+          const seconds = holdMs / 1000;
+          holdMs = undefined;
+          return text.replace('; ', `; SELECT pg_sleep(${seconds}); `);
+        };
+        const poolLike = {
+          get totalCount() {
+            return one.totalCount;
+          },
+          query: (text: string, values?: unknown[]) => one.query(text, values),
+          async connect() {
+            const client = await one.connect();
+            return new Proxy(client, {
+              get(target, property, receiver) {
+                if (property === 'query') {
+                  return (config: { name?: string; text: string; values?: unknown[] }) =>
+                    target.query({ ...config, text: held(config.text) });
+                }
+                return Reflect.get(target, property, receiver);
+              },
+            });
+          },
+        };
+        return {
+          db: pgQueryable(poolLike as never, options.pg),
+          async holding() {
+            for (let i = 0; i < 500; i += 1) {
+              const { rows } = await pool.query(
+                `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event = 'PgSleep'`,
+                [name],
+              );
+              if (rows.length > 0) return;
+              await sleep(10);
+            }
+            throw new Error('the held transaction start never ran');
+          },
+          async settings() {
+            return (await one.query(SETTINGS)).rows[0];
+          },
+          close: () => one.end(),
+        };
       },
       async close() {
         await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);

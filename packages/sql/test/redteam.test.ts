@@ -1,16 +1,29 @@
 // Red-team tests: a hostile model fills a declared SQL tool with every argument it controls and tries to
 // change the statement, read rows or columns the declaration does not expose, escape the read-only
-// transaction, or learn the schema from what comes back. Each test drives real tools/call round trips on
-// embedded PGlite (and on PostgreSQL when TEST_DATABASE_URL is set) and asserts what the attacker gets
-// instead; after every attack the table is checked intact.
+// transaction or its statement timeout, learn the schema or other callers' rows from what comes back, or
+// leave a connection behind that hurts the next caller (a cancel, a timeout, a refused value). Each test
+// drives real tools/call round trips on embedded PGlite (and on PostgreSQL when TEST_DATABASE_URL is set)
+// and asserts what the attacker gets instead; after every attack the table is checked intact, and after
+// every fault the connection it ran on is checked out of any transaction with its own settings.
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { createSilentLogger, registerTools, type ToolDefinition } from '@toolgate/core';
-import { connectTestClient, expectFailure, type TestClient } from '@toolgate/core/testing';
+import { createSilentLogger, type ToolDefinition } from '@toolgate/core';
+import { expectFailure, serveTools, type TestClient } from '@toolgate/core/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { sqlTool } from '../src/index.js';
-import { exploreOrdersDeclaration, myOrdersDeclaration, searchOrdersOptions } from './declarations.js';
-import { ENGINES, type RecordingQueryable, recording, SCHEMA, type TestDatabase } from './engines.js';
+import { type Queryable, sqlTool } from '../src/index.js';
+import {
+  exploreOrdersDeclaration,
+  myOrdersDeclaration,
+  searchOrdersDeclaration,
+  searchOrdersOptions,
+} from './declarations.js';
+import {
+  ENGINES,
+  type OneConnection,
+  type RecordingQueryable,
+  recording,
+  SCHEMA,
+  type TestDatabase,
+} from './engines.js';
 
 const INJECTIONS = [
   "x' OR '1'='1",
@@ -28,6 +41,8 @@ describe.each(ENGINES)('red team: sqlTool on $name', (engine) => {
   let database: TestDatabase;
   let db: RecordingQueryable;
   let client: TestClient | undefined;
+  const clients: TestClient[] = [];
+  const connections: OneConnection[] = [];
 
   beforeAll(async () => {
     database = await engine.open();
@@ -38,6 +53,8 @@ describe.each(ENGINES)('red team: sqlTool on $name', (engine) => {
   afterEach(async () => {
     await client?.close();
     client = undefined;
+    await Promise.all(clients.splice(0).map((c) => c.close()));
+    await Promise.all(connections.splice(0).map((c) => c.close()));
     // Whatever the attack, the table holds its eight rows afterwards.
     const rows = await database.db.readOnly({ timeoutMs: 2000 }, (runner) =>
       runner.query(`SELECT count(*)::int AS n FROM ${SCHEMA}.orders`, []),
@@ -46,11 +63,46 @@ describe.each(ENGINES)('red team: sqlTool on $name', (engine) => {
   });
 
   async function serve(tools: ToolDefinition[], authInfo?: AuthInfo): Promise<TestClient> {
-    const server = new McpServer({ name: 'sql-redteam', version: '1.0.0' });
-    registerTools(server, tools, { logger: createSilentLogger() });
-    client = await connectTestClient(server, authInfo === undefined ? {} : { authInfo });
+    client = await serveTools(tools, {
+      logger: createSilentLogger(),
+      ...(authInfo === undefined ? {} : { authInfo }),
+    });
     return client;
   }
+
+  /** Another client of its own (another caller), closed after the test. */
+  async function serveAnother(tools: ToolDefinition[], authInfo: AuthInfo): Promise<TestClient> {
+    const other = await serveTools(tools, { logger: createSilentLogger(), authInfo });
+    clients.push(other);
+    return other;
+  }
+
+  async function oneConnection(options?: Parameters<TestDatabase['oneConnection']>[0]) {
+    const one = await database.oneConnection(options);
+    connections.push(one);
+    return one;
+  }
+
+  const ordersOn = (on: Queryable, table = 'orders', timeoutMs?: number): ToolDefinition =>
+    sqlTool({
+      ...searchOrdersDeclaration,
+      from: { schema: SCHEMA, table },
+      name: `search_${table}`,
+      description: `Search ${table}.`,
+      db: on,
+      noun: 'orders',
+      ...(timeoutMs === undefined ? {} : { timeoutMs }),
+    }) as ToolDefinition;
+
+  const customer = (customerId: unknown): AuthInfo => ({
+    token: `t-${String(customerId)}`,
+    clientId: 'desk',
+    scopes: [],
+    extra: { sub: `customer-${String(customerId)}`, customerId },
+  });
+
+  const itemIds = (result: { structuredContent?: unknown }): number[] =>
+    (result.structuredContent as { items: { id: number }[] }).items.map((item) => item.id);
 
   function search(): ToolDefinition {
     db = recording(database.db);
@@ -199,5 +251,22 @@ describe.each(ENGINES)('red team: sqlTool on $name', (engine) => {
     for (const internal of ['secret_internal_column', SCHEMA, 'SELECT', 'LIKE', "x' OR 1=1"]) {
       expect(seen).not.toContain(internal);
     }
+  });
+
+  it('a cancel that lands while the call opens its transaction leaves the connection out of any transaction: the next caller is served', async () => {
+    // PostgreSQL: the cancel stops the statement after BEGIN ran, so the connection sits in an aborted
+    // transaction block unless the adapter rolls it back; PGlite: the abort lands before the first statement.
+    const one = await oneConnection({ holdFirstTransactionStartMs: 2000 });
+    const before = await one.settings();
+    expect(before.readOnly).toBe('off');
+    const c = await serve([ordersOn(one.db)]);
+    const controller = new AbortController();
+    const call = c.callTool('search_orders', { days: 365 }, { signal: controller.signal });
+    await one.holding();
+    controller.abort();
+    await expect(call).rejects.toThrow(/abort/i);
+    expect(await one.settings()).toEqual(before);
+    const next = await c.callTool('search_orders', { customer_email: 'alice', sort: 'total_asc' });
+    expect([next.isError, itemIds(next)]).toEqual([undefined, [1, 2]]);
   });
 });
