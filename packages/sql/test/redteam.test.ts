@@ -83,11 +83,16 @@ describe.each(ENGINES)('red team: sqlTool on $name', (engine) => {
     return one;
   }
 
-  const ordersOn = (on: Queryable, table = 'orders', timeoutMs?: number): ToolDefinition =>
+  const ordersOn = (
+    on: Queryable,
+    table = 'orders',
+    timeoutMs?: number,
+    name = `search_${table}`,
+  ): ToolDefinition =>
     sqlTool({
       ...searchOrdersDeclaration,
       from: { schema: SCHEMA, table },
-      name: `search_${table}`,
+      name,
       description: `Search ${table}.`,
       db: on,
       noun: 'orders',
@@ -189,6 +194,14 @@ describe.each(ENGINES)('red team: sqlTool on $name', (engine) => {
       ['search_orders', { days: '30; DROP TABLE orders' }],
       ['search_orders', { days: 1e9 }],
       ['search_orders', { limit: '10 UNION SELECT 1' }],
+      ['search_orders', { limit: 0 }],
+      ['search_orders', { limit: -1 }],
+      ['search_orders', { limit: 2.5 }],
+      ['search_orders', { limit: 51 }],
+      ['search_orders', { offset: 5 }],
+      ['search_orders', { days: 0 }],
+      ['search_orders', { days: -30 }],
+      ['search_orders', { status: null }],
       ['search_orders', { customer_email: ['a', 'b'] }],
       ['search_orders', { customer_email: { $ne: null } }],
       ['search_orders', { constructor: { prototype: { x: 1 } } }],
@@ -268,5 +281,207 @@ describe.each(ENGINES)('red team: sqlTool on $name', (engine) => {
     expect(await one.settings()).toEqual(before);
     const next = await c.callTool('search_orders', { customer_email: 'alice', sort: 'total_asc' });
     expect([next.isError, itemIds(next)]).toEqual([undefined, [1, 2]]);
+  });
+
+  it('a statement cut by its timeout answers timeout naming no SQL, and its connection serves the next caller with its own settings', async () => {
+    const one = await oneConnection();
+    const before = await one.settings();
+    // slow_orders sleeps 0.3 s per statement: past the tool's 100 ms on both engines (PGlite after the fact).
+    const c = await serve([ordersOn(one.db, 'slow_orders', 100), ordersOn(one.db)]);
+    const result = await c.callTool('search_slow_orders', { days: 365 });
+    const failure = expectFailure(result);
+    expect([failure.error, failure.message, failure.retryable]).toEqual([
+      'timeout',
+      'The query ran past its 100 ms limit.',
+      true,
+    ]);
+    const seen = JSON.stringify(result);
+    for (const internal of ['slow_orders', 'pg_sleep', 'SELECT', SCHEMA, 'canceling', '57014']) {
+      expect([internal, seen.includes(internal)]).toEqual([internal, false]);
+    }
+    // The tool's SET LOCAL ended with its transaction: the connection has its own timeout again.
+    expect(await one.settings()).toEqual(before);
+    const next = await c.callTool('search_orders', { customer_email: 'bob', days: 365, sort: 'total_asc' });
+    expect([next.isError, itemIds(next)]).toEqual([undefined, [3, 4]]);
+  });
+
+  it('a client that aborts a running statement gets no rows, and the connection comes back clean for the next caller', async () => {
+    const one = await oneConnection();
+    const before = await one.settings();
+    // PostgreSQL cancels the running statement (a 5 s sleep); PGlite notices the abort after its 0.3 s one.
+    const table = engine.cancelsRunningStatements ? 'very_slow_orders' : 'slow_orders';
+    const c = await serve([ordersOn(one.db, table), ordersOn(one.db)]);
+    const controller = new AbortController();
+    const call = c.callTool(`search_${table}`, { days: 365 }, { signal: controller.signal });
+    await one.holding();
+    controller.abort();
+    await expect(call).rejects.toThrow(/abort/i);
+    expect(await one.settings()).toEqual(before);
+    const next = await c.callTool('search_orders', { customer_email: 'carol', days: 365 });
+    expect([next.isError, itemIds(next)]).toEqual([undefined, [7]]);
+  });
+
+  it('a value the column cannot hold answers invalid_argument (PGlite: no rows) naming no type, column, value or parameter', async () => {
+    db = recording(database.db);
+    const lookup = sqlTool({
+      from: { schema: SCHEMA, table: 'orders' },
+      columns: ['id'],
+      filters: {
+        // No bounds: the schema lets through any safe integer, an int4 column holds far fewer.
+        order_id: { kind: 'equals', type: 'integer', column: 'id', description: 'One order id.' },
+        // A free string compared with a date column.
+        placed: { kind: 'equals', type: 'string', column: 'placed_on', description: 'Day placed.' },
+      },
+      limit: { default: 5, max: 5 },
+      name: 'lookup_orders',
+      description: 'Look orders up.',
+      db,
+    }) as ToolDefinition;
+    const c = await serve([lookup]);
+    for (const args of [
+      { order_id: 2 ** 40 },
+      { order_id: -(2 ** 53 - 1) },
+      { placed: 'yesterday; DROP TABLE orders' },
+      { placed: '2024-02-30' },
+      { placed: '5874898-01-01' },
+    ]) {
+      const result = await c.callTool('lookup_orders', args);
+      // PostgreSQL refuses the value (22003, 22007, 22008); PGlite may send a number typed as it is and
+      // find no row. Either way the attacker learns nothing about the column.
+      const answer =
+        result.isError === true
+          ? [expectFailure(result).error, expectFailure(result).message]
+          : ['no rows', itemIds(result)];
+      expect([args, answer]).toEqual([
+        args,
+        answer[0] === 'no rows' && engine.name === 'pglite'
+          ? ['no rows', []]
+          : ['invalid_argument', 'An argument is outside what the data can hold.'],
+      ]);
+      const seen = JSON.stringify(result);
+      for (const internal of [
+        'integer',
+        'date',
+        'placed_on',
+        'portal',
+        '$1',
+        'range',
+        'syntax',
+        SCHEMA,
+        String(Object.values(args)[0]),
+      ]) {
+        expect([args, internal, seen.includes(internal)]).toEqual([args, internal, false]);
+      }
+    }
+    const ok = await c.callTool('lookup_orders', { order_id: 3 });
+    expect(itemIds(ok)).toEqual([3]);
+  });
+
+  it('callers bound to different customers, interleaved on one connection with prepared statements, never see each other’s rows', async () => {
+    const one = await oneConnection({ pg: { preparedStatements: true } });
+    const mine = (): ToolDefinition =>
+      sqlTool({
+        ...myOrdersDeclaration,
+        name: 'my_orders',
+        description: 'My orders.',
+        db: one.db,
+      }) as ToolDefinition;
+    const alice = await serveAnother([mine()], customer(1));
+    const carol = await serveAnother([mine()], customer(4));
+    const calls = Array.from({ length: 12 }, (_, i) =>
+      i % 2 === 0
+        ? alice.callTool('my_orders', i % 4 === 0 ? {} : { status: 'pending' })
+        : carol.callTool('my_orders', i % 4 === 1 ? {} : { status: 'paid' }),
+    );
+    const seen = (await Promise.all(calls)).map(itemIds);
+    expect(seen).toEqual(
+      Array.from({ length: 12 }, (_, i) =>
+        i % 2 === 0 ? (i % 4 === 0 ? [1, 2] : [2]) : i % 4 === 1 ? [7, 8] : [8],
+      ),
+    );
+  });
+
+  it('a claim the tenant shaped to widen or break its scope refuses the call with permission_denied and no rows', async () => {
+    for (const claim of [
+      [1, 4],
+      '1 OR 1=1',
+      '1; SET default_transaction_read_only = off',
+      { $gt: 0 },
+      1.5,
+      'x\u0000',
+      2 ** 60,
+    ]) {
+      db = recording(database.db);
+      const mine = sqlTool({
+        ...myOrdersDeclaration,
+        name: 'my_orders',
+        description: 'My orders.',
+        db,
+      }) as ToolDefinition;
+      const c = await serveAnother([mine], customer(claim));
+      const result = await c.callTool('my_orders', {});
+      const failure = expectFailure(result);
+      expect([claim, failure.error, failure.message]).toEqual([
+        claim,
+        'permission_denied',
+        "This tool cannot use the caller's credentials.",
+      ]);
+      expect([claim, JSON.stringify(result).includes('customer_id')]).toEqual([claim, false]);
+    }
+  });
+
+  it('on a pool dedicated to read-only tools, a timeout, a cancel and another tool’s SET LOCAL never change the session the next caller gets', async () => {
+    const one = await oneConnection({
+      pg: { readOnlySession: { timeoutMs: 2000 }, preparedStatements: true },
+    });
+    const c = await serve([
+      ordersOn(one.db, 'orders', 2000),
+      ordersOn(one.db, 'slow_orders', 100),
+      ordersOn(
+        one.db,
+        engine.cancelsRunningStatements ? 'very_slow_orders' : 'slow_orders',
+        2000,
+        'search_slowly',
+      ),
+    ]);
+    const first = await c.callTool('search_orders', { customer_email: 'alice' });
+    expect(itemIds(first)).toEqual([1, 2]);
+    // PostgreSQL: the connection now runs read-only with the session's timeout (on purpose); PGlite has
+    // no session path and stays as it was.
+    const session = await one.settings();
+    expect(session).toEqual(
+      engine.cancelsRunningStatements
+        ? { readOnly: 'on', statementTimeout: '2s' }
+        : { readOnly: 'off', statementTimeout: '0' },
+    );
+    expect(expectFailure(await c.callTool('search_slow_orders', { days: 365 })).error).toBe('timeout');
+    expect(await one.settings()).toEqual(session);
+    const controller = new AbortController();
+    const call = c.callTool('search_slowly', { days: 365 }, { signal: controller.signal });
+    await one.holding();
+    controller.abort();
+    await expect(call).rejects.toThrow(/abort/i);
+    expect(await one.settings()).toEqual(session);
+    const next = await c.callTool('search_orders', { customer_email: 'alice' });
+    expect(itemIds(next)).toEqual([1, 2]);
+  });
+
+  it('a list argument cannot smuggle values past its enum, its length or its element type', async () => {
+    const c = await serve([explore()]);
+    for (const statuses of [
+      [],
+      ['paid', 'paid', 'paid', 'paid', 'paid', 'paid'],
+      ['paid', "paid' OR '1'='1"],
+      ['paid', null],
+      [['paid']],
+      'paid',
+      { 0: 'paid', length: 1 },
+    ]) {
+      const failure = expectFailure(await c.callTool('explore_orders', { statuses }));
+      expect([statuses, failure.error]).toEqual([statuses, 'invalid_argument']);
+    }
+    expect(db.statements).toEqual([]);
+    const allowed = await c.callTool('explore_orders', { statuses: ['paid', 'paid'] });
+    expect(itemIds(allowed)).toEqual([6, 8]);
   });
 });
