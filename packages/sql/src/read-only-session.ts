@@ -1,3 +1,5 @@
+import { isTimeoutMs, MAX_TIMEOUT_MS } from './transaction-start.js';
+
 /** Options of `pgQueryable`. */
 export interface PgQueryableOptions {
   /**
@@ -40,8 +42,10 @@ export function sessionSettings(options: PgQueryableOptions): SessionSettings | 
   const session = options.readOnlySession;
   if (session === undefined) return undefined;
   const timeoutMs = session?.timeoutMs;
-  if (typeof timeoutMs !== 'number' || !Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
-    throw new TypeError('pgQueryable: readOnlySession.timeoutMs must be a positive integer (ms)');
+  if (!isTimeoutMs(timeoutMs)) {
+    throw new TypeError(
+      `pgQueryable: readOnlySession.timeoutMs must be a positive integer (ms) no larger than ${MAX_TIMEOUT_MS}`,
+    );
   }
   return {
     timeoutMs,

@@ -6,6 +6,7 @@ import { toToolError } from './database-error.js';
 import { inputShape, outputShape } from './input-schema.js';
 import { resultNote } from './note.js';
 import { readRows } from './rows.js';
+import { isTimeoutMs, MAX_TIMEOUT_MS } from './transaction-start.js';
 import type { BindValue, SqlToolOptions } from './types.js';
 
 const DEFAULT_TIMEOUT_MS = 5000;
@@ -22,8 +23,10 @@ export function sqlTool(options: SqlToolOptions): ToolDefinition {
     throw new TypeError(`${what}: db must be a Queryable, e.g. pgQueryable(pool) or pgliteQueryable(db)`);
   }
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
-    throw new TypeError(`${what}: timeoutMs must be a positive integer`);
+  if (!isTimeoutMs(timeoutMs)) {
+    throw new TypeError(
+      `${what}: timeoutMs must be a positive integer no larger than ${MAX_TIMEOUT_MS} (PostgreSQL's statement_timeout limit)`,
+    );
   }
   const compiled = compileDeclaration(options, what);
   const noun = options.noun ?? 'rows';

@@ -109,6 +109,9 @@ describe('sqlTool: identifiers are checked when the tool is defined', () => {
       );
     }
     expect(define({ timeoutMs: 0 })).toThrow('timeoutMs must be a positive integer');
+    // PostgreSQL refuses a statement_timeout past INT_MAX ms: such a tool would fail every call.
+    expect(define({ timeoutMs: 2_147_483_648 })).toThrow('no larger than 2147483647');
+    expect(define({ timeoutMs: 2_147_483_647 })).not.toThrow();
     expect(define({ db: {} as Queryable })).toThrow('db must be a Queryable');
     expect(define({ name: 'search orders' })).toThrow('invalid tool name');
   });

@@ -83,7 +83,7 @@ describe('pgQueryable readOnlySession: round trips per tool call', () => {
 
   it('refuses a readOnlySession timeout that is not a positive integer', () => {
     const { pool } = fakePool();
-    for (const timeoutMs of [0, -1, 1.5, Number.NaN, '2000']) {
+    for (const timeoutMs of [0, -1, 1.5, Number.NaN, '2000', 2_147_483_648]) {
       expect(() => pgQueryable(pool, { readOnlySession: { timeoutMs: timeoutMs as number } })).toThrow(
         'pgQueryable: readOnlySession.timeoutMs must be a positive integer (ms)',
       );
