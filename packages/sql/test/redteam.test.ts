@@ -8,6 +8,7 @@
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import { createSilentLogger, type ToolDefinition } from '@toolgate/core';
 import { expectFailure, serveTools, type TestClient } from '@toolgate/core/testing';
+import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Queryable, sqlTool } from '../src/index.js';
 import {
@@ -283,7 +284,7 @@ describe.each(ENGINES)('red team: sqlTool on $name', (engine) => {
     expect([next.isError, itemIds(next)]).toEqual([undefined, [1, 2]]);
   });
 
-  it('a statement cut by its timeout answers timeout naming no SQL, and its connection serves the next caller with its own settings', async () => {
+  it('a statement cut by its timeout (on PostgreSQL a lock wait too) answers timeout naming no SQL, and its connection serves the next caller with its own settings', async () => {
     const one = await oneConnection();
     const before = await one.settings();
     // slow_orders sleeps 0.3 s per statement: past the tool's 100 ms on both engines (PGlite after the fact).
@@ -301,6 +302,21 @@ describe.each(ENGINES)('red team: sqlTool on $name', (engine) => {
     }
     // The tool's SET LOCAL ended with its transaction: the connection has its own timeout again.
     expect(await one.settings()).toEqual(before);
+    if (engine.cancelsRunningStatements) {
+      // A lock wait counts against the timeout too: another session holds the table exclusively.
+      const locker = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
+      await locker.connect();
+      try {
+        await locker.query(`BEGIN; LOCK TABLE ${SCHEMA}.orders IN ACCESS EXCLUSIVE MODE`);
+        const c2 = await serveAnother([ordersOn(one.db, 'orders', 100, 'search_briefly')], customer(0));
+        const waited = expectFailure(await c2.callTool('search_briefly', { days: 365 }));
+        expect([waited.error, waited.message]).toEqual(['timeout', 'The query ran past its 100 ms limit.']);
+      } finally {
+        await locker.query('ROLLBACK');
+        await locker.end();
+      }
+      expect(await one.settings()).toEqual(before);
+    }
     const next = await c.callTool('search_orders', { customer_email: 'bob', days: 365, sort: 'total_asc' });
     expect([next.isError, itemIds(next)]).toEqual([undefined, [3, 4]]);
   });
