@@ -54,12 +54,13 @@ function isScalar(value: unknown): boolean {
   return isListItem(value) || typeof value === 'boolean' || typeof value === 'bigint';
 }
 
-// PostgreSQL text cannot hold NUL, and NaN or Infinity compare with nothing a claim meant. An integer
-// past 2^53 is not the id the token's JSON spelled (JSON.parse rounded 1234567890123456789 to
-// ...768, which several ids share), so it would scope the call to whichever of them the double equals:
-// such ids must come as strings (or bigints).
+// PostgreSQL text cannot hold NUL, and NaN or Infinity compare with nothing a claim meant. A lone
+// surrogate (JSON's "\ud800") is no character: the driver sends U+FFFD in its place, an id the token
+// never spelled. An integer past 2^53 is not the id the token's JSON spelled either (JSON.parse rounded
+// 1234567890123456789 to ...768, which several ids share), so it would scope the call to whichever of
+// them the double equals: such ids must come as strings (or bigints).
 function isListItem(value: unknown): boolean {
-  if (typeof value === 'string') return !value.includes('\u0000');
+  if (typeof value === 'string') return !value.includes('\u0000') && value.isWellFormed();
   return (
     typeof value === 'number' &&
     Number.isFinite(value) &&

@@ -446,6 +446,25 @@ describe.each(ENGINES)('red team: sqlTool on $name', (engine) => {
     }
   });
 
+  it('a claim with a lone surrogate is refused before SQL: the driver would send U+FFFD, an id the token never spelled', async () => {
+    db = recording(database.db);
+    const byEmail = sqlTool({
+      ...myOrdersDeclaration,
+      bind: { customer_email: (ctx) => ctx.request.authInfo?.extra?.email as string | undefined },
+      name: 'my_orders',
+      description: 'My orders.',
+      db,
+    }) as ToolDefinition;
+    for (const email of ['alice@example.com\uD800', '\uDFFFalice@example.com']) {
+      const c = await serveAnother([byEmail], { ...customer(1), extra: { email } });
+      const failure = expectFailure(await c.callTool('my_orders', {}));
+      expect([email, failure.error]).toEqual([email, 'permission_denied']);
+    }
+    expect(db.statements).toEqual([]);
+    const c = await serveAnother([byEmail], { ...customer(1), extra: { email: 'alice@example.com' } });
+    expect(itemIds(await c.callTool('my_orders', {}))).toEqual([1, 2]);
+  });
+
   it('on a pool dedicated to read-only tools, a timeout, a cancel and another tool’s SET LOCAL never change the session the next caller gets', async () => {
     const one = await oneConnection({
       pg: { readOnlySession: { timeoutMs: 2000 }, preparedStatements: true },
