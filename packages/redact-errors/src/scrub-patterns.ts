@@ -35,6 +35,7 @@ const HOST_TLDS =
 const IPV4_OCTET = '(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)';
 const IPV4 = `(?:${IPV4_OCTET}\\.){3}${IPV4_OCTET}`;
 const HEX = '[0-9A-Fa-f]{1,4}';
+const LIBPQ_KEY = '(?:host|hostaddr|port|dbname|user|password|sslmode|application_name|connect_timeout)';
 // Optional `:port` and path after a host.
 const PORT_PATH = `(?::\\d{1,5})?(?:\\/${LAST_SEG})*`;
 
@@ -55,10 +56,13 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
   // `[cause]` dumps included.
   // The line is taken whole and given back to where it ends in `)` or `:line`, so a long line costs
   // one pass (a lazy scan for the location took seconds on 50 KB), and eval frames' nested
-  // parentheses (`at eval (eval at f (/x.js:1:1), <anonymous>:1:1)`) end the same way.
+  // parentheses (`at eval (eval at f (/x.js:1:1), <anonymous>:1:1)`) end the same way. A dump is its
+  // indented lines, closed by a `}` line or not (a dump that had to close was scanned again from every
+  // frame above it); a dump line is one blank then anything (`[ \t]+[^\n]*` split each indent two
+  // ways: 26 lines of `  at f (x) {` took seconds).
   rule(
     'stack-frame',
-    '(?:\\r?\\n|^)[ \\t]*at [^\\n]*(?<=\\)|:\\d{1,10}|:0x[0-9A-Fa-f]{1,16})(?:[ \\t]+\\{(?:\\r?\\n[ \\t]+[^\\n]*)*\\r?\\n[ \\t]*\\})?[ \\t]*(?=\\r?\\n|$)',
+    '(?:\\r?\\n|^)[ \\t]*at [^\\n]*(?<=\\)|:\\d{1,10}|:0x[0-9A-Fa-f]{1,16})(?:[ \\t]+\\{(?:\\r?\\n[ \\t][^\\n]*)*(?:\\r?\\n[ \\t]*\\})?)?[ \\t]*(?=\\r?\\n|$)',
     '',
   ),
   // A stack inside JSON text (`"stack":"Error: x\\n    at f (/x.js:1:1)"`): its newlines are `\\n`.
@@ -84,8 +88,14 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
     '',
   ),
   // Row values a constraint violation echoes (emails, password hashes, names): `Failing row contains
-  // (...)` and `Key (email)=(ann@example.com)`.
-  rule('pg-row', 'Failing row contains \\([^\\n]*\\)', `Failing row contains ${ROW}`),
+  // (...)` and `Key (email)=(ann@example.com)`. Here and below, a scan that may fail never runs past
+  // the next place the same rule could start (`(?:(?!start)[^\n])*`): a line of a thousand unclosed
+  // starts would otherwise be scanned once from each, quadratic in its length.
+  rule(
+    'pg-row',
+    '\\bFailing row contains \\((?:(?!Failing row contains)[^\\n])*\\)',
+    `Failing row contains ${ROW}`,
+  ),
   rule(
     'pg-row',
     '\\bKey \\([^()\\n]*(?:\\([^()\\n]*\\)[^()\\n]*)*\\)=\\((?:[^()\\n]|\\([^()\\n]*\\))*\\)',
@@ -128,9 +138,17 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
   rule('pg-name', '\\b(at or near)[ \\t]+"[^"\\n]*"', `$1 ${SQL}`, 'gi'),
   // MySQL: `Duplicate entry 'ann@example.com' for key 'users.email'`, `... to use near 'FORM users' at
   // line 1`; SQLite: `near "FORM": syntax error`.
-  rule('db-row', "\\b(Duplicate entry)[ \\t]+'[^\\n]*?'(?=[ \\t]+for key\\b)", `$1 ${ROW}`),
+  rule(
+    'db-row',
+    "\\b(Duplicate entry)[ \\t]+'(?:(?!Duplicate entry)[^\\n])*?'(?=[ \\t]+for key\\b)",
+    `$1 ${ROW}`,
+  ),
   rule('db-name', "\\b(for key)[ \\t]+'[^'\\n]*'", `$1 ${NAME}`),
-  rule('db-name', '\\b(near)[ \\t]+(?:\'[^\\n]*?\'(?=[ \\t]+at line \\d)|"[^"\\n]*"(?=:))', `$1 ${SQL}`),
+  rule(
+    'db-name',
+    '\\b(near)[ \\t]+(?:\'(?:(?!\\bnear[ \\t]+\')[^\\n])*?\'(?=[ \\t]+at line \\d)|"[^"\\n]*"(?=:))',
+    `$1 ${SQL}`,
+  ),
   // SQLite: `UNIQUE constraint failed: users.email`, `no such table: payroll`, `table users has no
   // column named ssn`.
   rule(
@@ -173,15 +191,16 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
   // Not `\\b`: a match starts only where a scheme can (a run like `a.a.a.` was scanned from each dot).
   rule('url', `(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*:\\/\\/${URL_BODY}`, URL, 'gi'),
   // libpq keyword form: `host=db01 port=5432 dbname=orders user=app password=...` (two pairs or more).
+  // The first value stops before the next keyword (`password=password=...` is one start per keyword).
   rule(
     'connection-keywords',
-    '\\b(?:host|hostaddr|port|dbname|user|password|sslmode|application_name|connect_timeout)=\\S+(?:\\s+(?:host|hostaddr|port|dbname|user|password|sslmode|application_name|connect_timeout)=\\S+)+',
+    `\\b${LIBPQ_KEY}=(?:(?!\\b${LIBPQ_KEY}=)\\S)+(?:\\s+${LIBPQ_KEY}=\\S+)+`,
     CONNECTION,
   ),
   // ADO.NET / ODBC form: `Server=sql01;Database=orders;User Id=sa;Password=...;`.
   rule(
     'connection-semicolon',
-    '\\b(?:Server|Data Source|Host|Address|Addr)\\s*=\\s*[^;\\n]+;(?:[ \\t]*[A-Za-z][\\w ]*=[^;\\n]*(?:;|$))+',
+    '\\b(?:Server|Data Source|Host|Address|Addr)\\s*=\\s*(?:(?!\\b(?:Server|Data Source|Host|Address|Addr)\\s*=)[^;\\n])+;(?:[ \\t]*[A-Za-z][\\w ]*=[^;\\n]*(?:;|$))+',
     CONNECTION,
     'gi',
   ),
