@@ -136,6 +136,10 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
     'gi',
   ),
   rule('pg-name', '\\b(at or near)[ \\t]+"[^"\\n]*"', `$1 ${SQL}`, 'gi'),
+  // pg's `where` names the statement and function a PL/pgSQL error came from: `SQL statement "SELECT
+  // 1/0"`, `PL/pgSQL function vault_guard(integer) line 3 at PERFORM`.
+  rule('pg-name', '\\b(SQL statement)[ \\t]+"[^"\\n]*"', `$1 ${SQL}`),
+  rule('pg-name', '\\b((?:PL/pgSQL|SQL) function)[ \\t]+[\\w$."]+(?:\\([^()\\n]*\\))?', `$1 ${NAME}`),
   // MySQL: `Duplicate entry 'ann@example.com' for key 'users.email'`, `... to use near 'FORM users' at
   // line 1`; SQLite: `near "FORM": syntax error`.
   rule(
@@ -297,6 +301,8 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
     `\\b(database|dbname)(["']?[ \\t]*[:=][ \\t]*)(["'])(?!\\[)[^"'\\s]+\\3`,
     `$1$2$3${NAME}$3`,
   ),
+  // The port beside them, unquoted in JSON (`JSON.stringify(err)`: `"address":"10.0.0.5","port":5432`).
+  rule('hostname', `\\b((?:port|localPort|remotePort)["']?[ \\t]*[:=][ \\t]*)\\d{1,5}(?!\\d)`, `$1${HOST}`),
   // IPv6: bracketed (`[2001:db8::1]:8443`), full, or compressed with `::` (`::1:5432`, `fe80::1%eth0`,
   // `::ffff:10.0.0.1`, and with Node's port after a mapped address, `::ffff:10.0.0.1:5432`). Times such
   // as 12:30:45 have no `::` and fewer than eight groups.

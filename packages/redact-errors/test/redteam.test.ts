@@ -174,6 +174,17 @@ describe('real internals around attacker-chosen text', () => {
     expect(seen(result).split('ann-rt@example.com').length - 1).toBeLessThanOrEqual(4 * 2);
     expectNone(result, ['vault_owner_key', 'Key (owner)']);
   });
+
+  it('a PL/pgSQL failure with its `where`: no statement and no function name', async () => {
+    const e = pgFailures.trigger as Error & { where: string };
+    expect(e.where).toContain('SQL statement');
+    const { client } = await serve([echoTool((note) => `${note} ${e.message} (${e.where})`)]);
+    const result = await client.callTool('echo_failure', { note: 'why?' });
+    expect(expectFailure(result).message).toBe(
+      'upstream said: why? division by zero (SQL statement [sql]\nPL/pgSQL function [name] line 1 at PERFORM)',
+    );
+    expectNone(result, ['vault_guard_fn', '1/0', 'NEW.owner']);
+  });
 });
 
 describe('hostile throwables: the model sees only the designed envelope, the log the whole error', () => {
@@ -236,4 +247,21 @@ describe('hostile throwables: the model sees only the designed envelope, the log
       expect(line?.fields.error).toBeDefined();
     });
   }
+});
+describe('real Node errors echoed with the model’s text', () => {
+  it('ECONNREFUSED with address and port, ENOENT with an absolute path', async () => {
+    const port = await closedPort();
+    const { client } = await serve([
+      echoTool(async (note) => {
+        const refused = await new Promise<Error>((resolve) =>
+          connect({ host: '127.0.0.1', port }).on('error', resolve),
+        );
+        const missing = (await rejection(() => fs.readFile('/srv/rt-app/config/db.env'))) as Error;
+        return `${note} ${refused.message} ${JSON.stringify(refused)} ${missing.message} ${refused.stack}`;
+      }),
+    ]);
+    const result = await client.callTool('echo_failure', { note: 'ok?' });
+    expectFailure(result);
+    expectNone(result, ['127.0.0.1', `${port}`, '/srv/rt-app', 'db.env', 'node:net', 'redteam.test']);
+  });
 });

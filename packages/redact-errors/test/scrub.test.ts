@@ -172,7 +172,7 @@ const HOSTILE: readonly (readonly [string, string])[] = [
   // Connection settings in a util.inspect or JSON dump, whatever the first key.
   [
     "{ host: 'db-prod-1', port: 5432, database: 'orders', user: 'admin' }",
-    "{ host: '[host]', port: 5432, database: '[name]', user: 'admin' }",
+    "{ host: '[host]', port: [host], database: '[name]', user: 'admin' }",
   ],
   ["{ code: 'ECONNREFUSED', address: 'pg-primary' }", "{ code: 'ECONNREFUSED', address: '[host]' }"],
   ['{"hostname":"billing-db","servername":"billing-db"}', '{"hostname":"[host]","servername":"[host]"}'],
