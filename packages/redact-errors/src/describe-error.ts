@@ -20,35 +20,53 @@ export function describeError(error: unknown, depth = 0, seen: Set<unknown> = ne
   if (typeof error !== 'object' || error === null) return { message: String(error) };
   if (seen.has(error) || depth >= MAX_DEPTH) return { message: '[Circular or too deep]' };
   seen.add(error);
-  const source = error as {
-    name?: unknown;
-    message?: unknown;
-    stack?: unknown;
-    cause?: unknown;
-    errors?: unknown;
+  // Every read is guarded: a throwing getter or proxy trap (an upstream library's error object) must
+  // cost that one field, not the whole log line under the incident id the model was given.
+  const read = (key: PropertyKey): unknown => {
+    try {
+      return (error as Record<PropertyKey, unknown>)[key];
+    } catch {
+      return UNREADABLE;
+    }
   };
-  const out: ErrorDescription = {
-    message: typeof source.message === 'string' ? source.message : safeJson(error),
-  };
-  if (typeof source.name === 'string') out.name = source.name;
-  if (typeof source.stack === 'string') out.stack = source.stack;
+  const message = read('message');
+  const out: ErrorDescription = { message: typeof message === 'string' ? message : safeJson(error) };
+  const name = read('name');
+  if (typeof name === 'string') out.name = name;
+  const stack = read('stack');
+  if (typeof stack === 'string') out.stack = stack;
   const fields: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(error)) {
+  let keys: string[] = [];
+  try {
+    keys = Object.keys(error);
+  } catch {
+    fields.keys = UNREADABLE;
+  }
+  for (const key of keys) {
     if (key === 'cause' || key === 'errors' || key === 'message' || key === 'stack') continue;
+    const value = read(key);
     if (value === null || ['string', 'number', 'boolean'].includes(typeof value)) fields[key] = value;
   }
   if (Object.keys(fields).length > 0) out.fields = fields;
-  if (source.cause !== undefined) out.cause = describeError(source.cause, depth + 1, seen);
-  if (Array.isArray(source.errors)) {
-    out.errors = source.errors.slice(0, 16).map((item) => describeError(item, depth + 1, seen));
+  const cause = read('cause');
+  if (cause !== undefined) out.cause = describeError(cause, depth + 1, seen);
+  const errors = read('errors');
+  if (Array.isArray(errors)) {
+    out.errors = errors.slice(0, 16).map((item) => describeError(item, depth + 1, seen));
   }
   return out;
 }
+
+const UNREADABLE = '[Unreadable]';
 
 function safeJson(value: unknown): string {
   try {
     return JSON.stringify(value) ?? String(value);
   } catch {
-    return String(value);
+    try {
+      return String(value);
+    } catch {
+      return UNREADABLE;
+    }
   }
 }

@@ -265,3 +265,46 @@ describe('real Node errors echoed with the model’s text', () => {
     expectNone(result, ['127.0.0.1', `${port}`, '/srv/rt-app', 'db.env', 'node:net', 'redteam.test']);
   });
 });
+
+describe('the log side: every incident id the model sees has a record', () => {
+  const hostileTool = (make: () => unknown): ToolDefinition =>
+    defineTool({
+      name: 'hostile',
+      description: 'Throws an error object an upstream library built (test).',
+      input: {},
+      handler: async () => {
+        throw make();
+      },
+    }) as ToolDefinition;
+
+  const trap = () => {
+    throw new Error('trap');
+  };
+  const cases: Array<[string, () => unknown]> = [
+    [
+      'an error whose message, name, stack and code getters throw',
+      () => {
+        const e = new Error('x');
+        for (const key of ['message', 'name', 'stack', 'code']) Object.defineProperty(e, key, { get: trap });
+        return e;
+      },
+    ],
+    [
+      'an error with an enumerable throwing getter',
+      () => Object.defineProperty(new Error('db-rt down'), 'detail', { get: trap, enumerable: true }),
+    ],
+    ['a Proxy whose every trap throws', () => new Proxy({}, { get: trap, ownKeys: trap, has: trap })],
+  ];
+  for (const [name, make] of cases) {
+    it(`${name}: internal, and the log line under its incident id is written`, async () => {
+      const { client, entries } = await serve([hostileTool(make)]);
+      const envelope = expectFailure(await client.callTool('hostile', {}));
+      expect(envelope).toMatchObject({ error: 'internal', message: 'Internal error.' });
+      expect(envelope.incidentId).toMatch(INCIDENT_ID);
+      const line = entries.find(
+        (entry) => entry.fields.incidentId === envelope.incidentId && entry.level === 'error',
+      );
+      expect(line?.fields.error).toBeDefined();
+    });
+  }
+});
