@@ -26,8 +26,9 @@ export type FailureLog = ((line: FailureLine) => void) & {
  * ids are written at once in a line of their own, so every id the model saw is in the log.
  */
 export const MAX_LISTED_INCIDENTS = 200;
-// Failure classes whose repeats are tracked at once. Past it the oldest class is forgotten: its next
-// summary still has the count, but not the ids. A thousand distinct classes in one interval is no flood.
+// Failure classes whose repeats are tracked at once. Past it the oldest class is forgotten, its pending
+// ids written first (an upstream choosing a new error code per call must not push a real incident's ids
+// out of the log); its next summary still has the count.
 const MAX_CLASSES = 1000;
 
 interface Repeats {
@@ -35,6 +36,18 @@ interface Repeats {
   readonly firstIncidentId: string | undefined;
   /** Incident ids of repeats not yet written. */
   ids: string[];
+  /** The class's first line: where and how its ids are written. */
+  readonly line: FailureLine;
+}
+
+/** Writes a class's pending incident ids at once, in a line of their own. */
+function writeIds(key: string, state: Repeats): void {
+  const { line } = state;
+  line.logger[line.level](
+    { ...line.common, failure: key, firstIncidentId: state.firstIncidentId, incidentIds: state.ids },
+    `${line.message} (repeated: incident ids)`,
+  );
+  state.ids = [];
 }
 
 /**
@@ -52,25 +65,18 @@ export function createFailureLog(intervalMs: number): FailureLog {
     // Counted first: if this turns out to be the first of a new window, its state is replaced below.
     const pending = repeats.get(line.key);
     if (pending !== undefined && line.incidentId !== undefined) {
-      if (pending.ids.length >= MAX_LISTED_INCIDENTS) {
-        line.logger[line.level](
-          {
-            ...line.common,
-            failure: line.key,
-            firstIncidentId: pending.firstIncidentId,
-            incidentIds: pending.ids,
-          },
-          `${line.message} (repeated: incident ids)`,
-        );
-        pending.ids = [];
-      }
+      if (pending.ids.length >= MAX_LISTED_INCIDENTS) writeIds(line.key, pending);
       pending.ids.push(line.incidentId);
     }
     throttle(line.key, (suppressed) => {
       if (suppressed === 0) {
         repeats.delete(line.key);
-        if (repeats.size >= MAX_CLASSES) repeats.delete(repeats.keys().next().value as string);
-        repeats.set(line.key, { firstIncidentId: line.incidentId, ids: [] });
+        if (repeats.size >= MAX_CLASSES) {
+          const [oldest, state] = repeats.entries().next().value as [string, Repeats];
+          repeats.delete(oldest);
+          if (state.ids.length > 0) writeIds(oldest, state);
+        }
+        repeats.set(line.key, { firstIncidentId: line.incidentId, ids: [], line });
         line.logger[line.level]({ ...line.fields(), failure: line.key }, line.message);
         return;
       }

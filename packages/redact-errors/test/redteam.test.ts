@@ -307,4 +307,26 @@ describe('the log side: every incident id the model sees has a record', () => {
       expect(line?.fields.error).toBeDefined();
     });
   }
+
+  it('an upstream that picks a new error code per call cannot push a real incident out of the log', async () => {
+    let calls = 0;
+    const flaky = defineTool({
+      name: 'flaky',
+      description: 'Calls an upstream whose error codes the attacker chooses (test).',
+      input: { code: z.string() },
+      handler: async ({ code }) => {
+        calls += 1;
+        throw Object.assign(new Error(`upstream failed (${calls})`), { code });
+      },
+    }) as ToolDefinition;
+    const { client, entries, redact } = await serve([flaky], { logIntervalMs: 3_600_000 });
+    // The real incident: the same failure twice; the second is only counted until the summary.
+    await client.callTool('flaky', { code: 'EREAL' });
+    const real = expectFailure(await client.callTool('flaky', { code: 'EREAL' })).incidentId;
+    // The flood: 1,100 distinct classes within one interval.
+    for (let i = 0; i < 1_100; i += 1) await client.callTool('flaky', { code: `EFLOOD${i}` });
+    redact.close();
+    const logged = JSON.stringify(entries.filter((entry) => entry.level !== 'debug'));
+    expect(logged).toContain(real);
+  }, 20_000);
 });
