@@ -39,8 +39,9 @@ const SECRET_KEY_WHOLE = '(?:pass|pwd|pin|sig|_auth)';
 // The key as written: an optional prefix of name characters, the secret word, an optional closing
 // quote (JSON, also escaped as `\"` when JSON sits inside a JSON string, or URL-encoded as `%22`), then
 // `=`, `:` or `=>` (PHP and Ruby hashes), or `%3D`/`%3A` (a URL-encoded query or JSON). Not preceded by
-// a name character (except the `2` of an encoded quote), so the whole name is matched.
-const SECRET_KEY = `(?:(?<![A-Za-z0-9_.-])|(?<=%22))(?:[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}|${SECRET_KEY_WHOLE})(?:\\\\?["']|%22)?[ \\t]*(?:=>|[=:]|%3[DdAa])[ \\t]*`;
+// a name character, so the whole name is matched (after `%22` or `%3F` the prefix holds the code's
+// digits and letters: `22client_secret`, which still ends in the secret word).
+const SECRET_KEY = `(?<![A-Za-z0-9_.-])(?:[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}|${SECRET_KEY_WHOLE})(?:\\\\?["']|%22)?[ \\t]*(?:=>|[=:]|%3[DdAa])[ \\t]*`;
 
 /**
  * Secrets recognised inside any string, whatever its key: private key blocks, password hashes,
@@ -144,17 +145,15 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     replace: `$1${REDACTED}@`,
   },
   {
-    // `"password": "x y"`, `token='abc'`: the quoted value, quotes kept (JSON stays JSON).
+    // `"password": "x y"`, `token='abc'`: the quoted value, quotes kept (JSON stays JSON); also JSON
+    // quoted inside a JSON string (an upstream body in an error), `\"password\":\"x y\"`, whose value
+    // runs to the next escaped quote. One expression for both: every string is tested against it once.
     name: 'key-value-secret',
-    pattern: new RegExp(`(${SECRET_KEY})(["'])(?!\\[REDACTED\\]\\2)(?:\\\\.|(?!\\2)[^\\\\\\r\\n])*\\2`, 'gi'),
+    pattern: new RegExp(
+      `(${SECRET_KEY})(\\\\?["'])(?!\\[REDACTED\\]\\2)(?:(?!\\2)(?:\\\\.|[^\\\\\\r\\n]))*\\2`,
+      'gi',
+    ),
     replace: `$1$2${REDACTED}$2`,
-  },
-  {
-    // JSON inside a JSON string (an upstream body quoted into an error): `\"password\":\"x y\"`, the
-    // value up to the next escaped double quote. (No back reference: audit's pre-test joins it.)
-    name: 'key-value-secret',
-    pattern: new RegExp(`(${SECRET_KEY})\\\\"(?!\\[REDACTED\\]\\\\")(?:(?!\\\\")[^\\r\\n])*\\\\"`, 'gi'),
-    replace: `$1\\"${REDACTED}\\"`,
   },
   {
     // `DB_PASSWORD=hunter2`, `AccountKey=abc==;`, `//registry/:_authToken=npm_x`, `password: hunter2`,
