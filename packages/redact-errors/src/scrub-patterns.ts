@@ -216,7 +216,11 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
   ),
   // SQL: upper-case keywords are taken as SQL; lower-case only with SQL's shape (a column list,
   // `=`, a clause), so "select a size from the list" stays.
-  rule('sql', `\\bSELECT\\s[^;]*?\\bFROM\\b${SQL_TAIL}`, SQL),
+  // The lazy scan for FROM never crosses another SELECT: from each SELECT of a long run of them
+  // ("SELECT SELECT ...", a model's text quoted back) it would otherwise scan to the end (seconds on 200 KB).
+  rule('sql', `\\bSELECT\\s(?:(?!SELECT\\b)[^;])*?\\bFROM\\b${SQL_TAIL}`, SQL),
+  // What a nested SELECT left before it (`SELECT id, (` of `SELECT id, (SELECT ...) FROM t`), within a line.
+  rule('sql', '\\bSELECT\\s[^;\\n]{0,200}?\\[sql\\]', SQL),
   rule(
     'sql',
     `\\bselect\\s+(?:distinct\\s+)?(?:\\*|${SQL_ITEM}(?:\\s*,\\s*${SQL_ITEM})+)\\s+from\\s+[\\w."]+${SQL_TAIL}`,

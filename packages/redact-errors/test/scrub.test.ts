@@ -65,6 +65,8 @@ const HOSTILE: readonly (readonly [string, string])[] = [
   ['upstream [2001:db8::1]:8443 failed', 'upstream [host] failed'],
   ['link fe80::1ff:fe23:4567:890a%eth0 down', 'link [host] down'],
   ['mapped ::ffff:10.0.0.1 refused', 'mapped [host] refused'],
+  // A subquery in the column list: the outer SELECT and its columns go too.
+  ['query failed: SELECT id, (SELECT max(x) FROM t2) FROM customers WHERE id = $1', 'query failed: [sql]'],
   // Node's dual-stack sockets name a mapped address with its port after it.
   ['connect ECONNREFUSED ::ffff:10.0.0.5:5432', 'connect ECONNREFUSED [host]'],
   ['read ETIMEDOUT ::ffff:192.168.7.20:6379 (cache)', 'read ETIMEDOUT [host] (cache)'],
