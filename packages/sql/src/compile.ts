@@ -165,6 +165,12 @@ function compileColumns(
     const alias = quoteIdentifier(key, `${label}.as`);
     if (key === TOTAL_COLUMN)
       throw new TypeError(`${label}: ${TOTAL_COLUMN} is reserved for the total count`);
+    // A row is a plain object: `row.__proto__ = value` would set its prototype (a json column's
+    // object) or be dropped (any other value), and reading it back would find Object.prototype.
+    if (key === '__proto__')
+      throw new TypeError(
+        `${label}: the output key __proto__ cannot be a property of a row; name it with \`as\``,
+      );
     if (keys.has(key)) throw new TypeError(`${label}: the output key ${key} appears twice`);
     keys.add(key);
     parts.push(column === key ? quoted : `${quoted} AS ${alias}`);

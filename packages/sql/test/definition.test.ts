@@ -50,6 +50,13 @@ describe('sqlTool: identifiers are checked when the tool is defined', () => {
     expect(define({ columns: ['id', { column: 'status', as: 'id' }] })).toThrow(
       'the output key id appears twice',
     );
+    expect(define({ columns: ['id', '__proto__'] })).toThrow(
+      'columns[1]: the output key __proto__ cannot be a property of a row',
+    );
+    expect(define({ columns: [{ column: 'id', as: '__proto__' }] })).toThrow(
+      'columns[0]: the output key __proto__ cannot be a property of a row',
+    );
+    expect(define({ columns: [{ column: '__proto__', as: 'proto' }] })).not.toThrow();
     expect(define({ columns: [{ column: 'id', as: '_toolgate_total' }] })).toThrow(
       'reserved for the total count',
     );
