@@ -271,7 +271,14 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
   const gate = createDrainGate();
   const middleware: ToolMiddleware[] = [
     gate.middleware,
-    createOtel({ transport: config.transport, logger }),
+    // Over HTTP the clients are tenants, not ours: their traceparent is a link, never the parent (it
+    // would pick the trace and, under a ParentBased sampler, whether the call is sampled). Over stdio
+    // the client is the host that started this process.
+    createOtel({
+      transport: config.transport,
+      clientContext: config.transport === 'tcp' ? 'link' : 'parent',
+      logger,
+    }),
     audit,
     redact,
     authz,

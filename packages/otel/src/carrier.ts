@@ -1,4 +1,12 @@
-import type { Context, TextMapGetter, TextMapPropagator } from '@opentelemetry/api';
+import {
+  type Context,
+  isSpanContextValid,
+  ROOT_CONTEXT,
+  type SpanContext,
+  type TextMapGetter,
+  type TextMapPropagator,
+  trace,
+} from '@opentelemetry/api';
 import type { Logger } from '@toolgate/core';
 
 type Meta = Readonly<Record<string, unknown>>;
@@ -36,4 +44,19 @@ export function extractParent(
     );
     return active;
   }
+}
+
+/**
+ * The span a client named in `params._meta` (`clientContext: 'link'`), for a span link: read over an
+ * empty context, so neither the client's baggage nor its trace reaches the call's own context.
+ */
+export function extractLink(
+  propagator: TextMapPropagator,
+  meta: Meta | undefined,
+  logger: Logger,
+): SpanContext | undefined {
+  const remote = extractParent(propagator, meta, ROOT_CONTEXT, logger);
+  if (remote === ROOT_CONTEXT) return undefined;
+  const spanContext = trace.getSpanContext(remote);
+  return spanContext !== undefined && isSpanContextValid(spanContext) ? spanContext : undefined;
 }

@@ -5,6 +5,7 @@ import {
   type Histogram,
   isSpanContextValid,
   type Span,
+  type SpanContext,
   SpanKind,
   type SpanOptions,
   trace,
@@ -21,7 +22,7 @@ import {
   type ToolResult,
 } from '@toolgate/core';
 import { startAttributes } from './call-attributes.js';
-import { extractParent } from './carrier.js';
+import { extractLink, extractParent } from './carrier.js';
 import { normaliseOptions, type OtelConfig } from './options.js';
 import { recordResultOutcome, recordThrownOutcome } from './outcome.js';
 import { clip, type TextRecorder } from './recorded-text.js';
@@ -59,7 +60,10 @@ export function createOtel(options: OtelOptions = {}): ToolMiddleware {
     if (rules === undefined) return next();
     const logger = config.logger ?? ctx.logger;
     const active = context.active();
-    const parent = extractParent(config.propagator, ctx.request.meta, active, logger);
+    // `parent` (the default): the client's context is the span's parent; otherwise the server's own is.
+    const mode = config.clientContext;
+    const parent =
+      mode === 'parent' ? extractParent(config.propagator, ctx.request.meta, active, logger) : active;
     let tracing: boolean;
     let histogram: Histogram | undefined;
     try {
@@ -71,7 +75,8 @@ export function createOtel(options: OtelOptions = {}): ToolMiddleware {
       return untraced(ctx, next, parent, active);
     }
     if (!tracing && histogram === undefined) return untraced(ctx, next, parent, active);
-    return traced(config, rules, tracing, histogram, ctx, next, parent, active, logger, sdkFailure);
+    const link = mode === 'link' ? extractLink(config.propagator, ctx.request.meta, logger) : undefined;
+    return traced(config, rules, tracing, histogram, ctx, next, parent, active, link, logger, sdkFailure);
   };
 }
 
@@ -88,6 +93,7 @@ function traced(
   next: NextFn,
   parent: Context,
   active: Context,
+  link: SpanContext | undefined,
   logger: Logger,
   sdkFailure: SdkFailureReporter,
 ): Promise<ToolResult> {
@@ -98,7 +104,13 @@ function traced(
     // Attributes are built only for a provider that records them; given at start so samplers see them.
     span = config.tracer.startSpan(
       name,
-      tracing ? { kind: SpanKind.SERVER, attributes: startAttributes(ctx, config, rules) } : NO_ATTRIBUTES,
+      tracing
+        ? {
+            kind: SpanKind.SERVER,
+            attributes: startAttributes(ctx, config, rules),
+            ...(link !== undefined && { links: [{ context: link }] }),
+          }
+        : NO_ATTRIBUTES,
       parent,
     );
   } catch (error) {

@@ -1,4 +1,4 @@
 // Public face of @toolgate/otel: explicit named exports only.
 export { createOtel, otel } from './create-otel.js';
 export * as semconv from './semconv.js';
-export type { OnSpanHook, OtelOptions, OtelRules, ToolOtelOptions } from './types.js';
+export type { ClientContextMode, OnSpanHook, OtelOptions, OtelRules, ToolOtelOptions } from './types.js';

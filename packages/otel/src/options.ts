@@ -4,7 +4,7 @@ import { createDurationHistogram, type DurationHistogram } from './duration.js';
 import { createErrorTypes } from './error-type.js';
 import { createTextRecorder, type TextRecorder } from './recorded-text.js';
 import { createTracingCheck } from './tracing-check.js';
-import type { OtelOptions, OtelRules } from './types.js';
+import type { ClientContextMode, OtelOptions, OtelRules } from './types.js';
 import { SCOPE_NAME, SCOPE_VERSION } from './version.js';
 
 /** The options, checked and resolved once at factory time. */
@@ -13,6 +13,7 @@ export interface OtelConfig {
   /** False while no tracer provider is registered (the API's no-op): no span attributes are built then. */
   readonly tracing: () => boolean;
   readonly propagator: TextMapPropagator;
+  readonly clientContext: ClientContextMode;
   readonly durationHistogram: DurationHistogram;
   readonly transport: 'pipe' | 'tcp' | undefined;
   readonly protocolVersion: string | undefined;
@@ -43,6 +44,12 @@ export function normaliseOptions(options: OtelOptions): OtelConfig {
   if (options.transport !== undefined && options.transport !== 'pipe' && options.transport !== 'tcp') {
     throw new TypeError(`createOtel: transport must be 'pipe' or 'tcp', got ${String(options.transport)}`);
   }
+  const clientContext = options.clientContext ?? 'parent';
+  if (clientContext !== 'parent' && clientContext !== 'link' && clientContext !== 'ignore') {
+    throw new TypeError(
+      `createOtel: clientContext must be 'parent', 'link' or 'ignore', got ${String(options.clientContext)}`,
+    );
+  }
   const max = options.maxRecordedLength ?? DEFAULT_MAX_RECORDED_LENGTH;
   if (!Number.isInteger(max) || max < 32) {
     throw new TypeError('createOtel: maxRecordedLength must be an integer of at least 32');
@@ -53,6 +60,7 @@ export function normaliseOptions(options: OtelOptions): OtelConfig {
     tracing: createTracingCheck(options.tracerProvider),
     // The global propagation API delegates at call time, so late registration works here too.
     propagator: options.propagator ?? propagation,
+    clientContext,
     durationHistogram: createDurationHistogram(options.meterProvider),
     transport: options.transport,
     protocolVersion: options.protocolVersion,

@@ -25,6 +25,9 @@ export interface OtelRules {
 /** @deprecated Use `Partial<OtelRules>`; kept for one release. */
 export type ToolOtelOptions = Partial<OtelRules>;
 
+/** How a client's trace context from `params._meta` is used (see `OtelOptions.clientContext`). */
+export type ClientContextMode = 'parent' | 'link' | 'ignore';
+
 /** Options of `createOtel`: rules for all tools, per-tool overrides, and where telemetry goes. */
 export interface OtelOptions extends Partial<OtelRules>, PerToolOptions<OtelRules> {
   /** Where spans go. @default the global tracer provider (`trace`), resolved on each call until one is registered */
@@ -33,6 +36,15 @@ export interface OtelOptions extends Partial<OtelRules>, PerToolOptions<OtelRule
   meterProvider?: MeterProvider;
   /** Reads `traceparent` / `tracestate` / `baggage` from `params._meta`. @default the global propagator (`propagation`) */
   propagator?: TextMapPropagator;
+  /**
+   * What the trace context a client sent in `params._meta` may do. `parent`: the tool span joins the
+   * client's trace (its trace id and, under a `ParentBased` sampler, its sampling decision) and the
+   * client's baggage is active in the handler. `link`: the span starts from the server's own context
+   * (the HTTP server span, else a new root) with a span link to the client's span; no client baggage.
+   * `ignore`: `_meta` is not read. Use `link` or `ignore` when the clients are not yours.
+   * @default 'parent'
+   */
+  clientContext?: ClientContextMode;
   /** The server's transport, recorded as `network.transport`: `pipe` for stdio, `tcp` for HTTP. @default undefined (not recorded) */
   transport?: 'pipe' | 'tcp';
   /** The MCP protocol version to record when the request carries no `mcp-protocol-version` header. @default undefined */

@@ -1,7 +1,14 @@
 import { context, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
-import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import {
+  AlwaysOffSampler,
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  ParentBasedSampler,
+  type ReadableSpan,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
 import { defineTool, fail, ok, ToolError, type ToolMiddleware } from '@toolgate/core';
 import { expectFailure, type LogEntry, parseResultText, recordingLogger } from '@toolgate/core/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -351,6 +358,90 @@ describe('otel: context propagation', () => {
     expect(span.spanContext().traceId).toBe(traceId);
     expect(span.parentSpanContext?.traceState?.get('vendor')).toBe('abc');
     expect(baggageSeen).toBe('acme');
+  });
+
+  it("clientContext 'link': the span starts from the server's context and links the client's span; no client baggage", async () => {
+    let baggageSeen: unknown = 'unread';
+    const probe: ToolMiddleware = async (_ctx, next) => {
+      baggageSeen = propagation.getActiveBaggage()?.getAllEntries();
+      return next();
+    };
+    const c = await serve([traced({ clientContext: 'link' }), probe]);
+    const { meta, traceId, spanId } = injectedMeta();
+    meta.baggage = 'tenant=other-tenant,role=admin';
+    const outer = clientTracer.startSpan('server-side outer');
+    await context.with(trace.setSpan(context.active(), outer), () =>
+      c.callTool('get_order', { id: 'A-1' }, { meta }),
+    );
+    outer.end();
+    const span = onlyToolSpan();
+    // The server's own context is the parent (the HTTP server span in a deployment)...
+    expect(span.parentSpanContext?.spanId).toBe(outer.spanContext().spanId);
+    expect(span.spanContext().traceId).toBe(outer.spanContext().traceId);
+    expect(span.spanContext().traceId).not.toBe(traceId);
+    // ...the client's span is a link, and its baggage never becomes active.
+    expect(span.links).toHaveLength(1);
+    expect(span.links[0]!.context).toMatchObject({ traceId, spanId, isRemote: true });
+    expect(baggageSeen).toBeUndefined();
+    expect(seen.state?.trace).toEqual({
+      traceId: outer.spanContext().traceId,
+      spanId: span.spanContext().spanId,
+    });
+  });
+
+  it("clientContext 'link': a client's sampled flag does not decide sampling; no link for garbage", async () => {
+    const exporterOff = new InMemorySpanExporter();
+    const sampledOff = new BasicTracerProvider({
+      sampler: new ParentBasedSampler({ root: new AlwaysOffSampler() }),
+      spanProcessors: [new SimpleSpanProcessor(exporterOff)],
+    });
+    try {
+      const { meta } = injectedMeta();
+      expect(String(meta.traceparent).endsWith('-01')).toBe(true);
+      // Joined as the parent, the client's sampled flag samples the call under ParentBased...
+      const joined = await serve([createOtel({ tracerProvider: sampledOff, meterProvider })]);
+      await joined.callTool('get_order', { id: 'A-1' }, { meta });
+      expect(exporterOff.getFinishedSpans()).toHaveLength(1);
+      exporterOff.reset();
+      // ...linked, the server's own sampler decides (here: never), and ignored likewise.
+      for (const clientContext of ['link', 'ignore'] as const) {
+        const c = await serve([createOtel({ tracerProvider: sampledOff, meterProvider, clientContext })]);
+        await c.callTool('get_order', { id: 'A-1' }, { meta });
+        await c.callTool('get_order', { id: 'A-2' }, { meta: { traceparent: 'garbage' } });
+      }
+      expect(exporterOff.getFinishedSpans()).toHaveLength(0);
+    } finally {
+      await sampledOff.shutdown();
+    }
+    // With the always-on provider, a garbage traceparent gives a root span without links.
+    const c = await serve([traced({ clientContext: 'link' })]);
+    await c.callTool('get_order', { id: 'A-1' }, { meta: { traceparent: 'not-a-traceparent' } });
+    const span = onlyToolSpan();
+    expect(span.parentSpanContext).toBeUndefined();
+    expect(span.links).toHaveLength(0);
+  });
+
+  it("clientContext 'ignore': _meta is not read at all", async () => {
+    let baggageSeen: unknown = 'unread';
+    const probe: ToolMiddleware = async (_ctx, next) => {
+      baggageSeen = propagation.getActiveBaggage()?.getAllEntries();
+      return next();
+    };
+    const c = await serve([traced({ clientContext: 'ignore' }), probe]);
+    const { meta, traceId } = injectedMeta();
+    meta.baggage = 'tenant=other-tenant';
+    await c.callTool('get_order', { id: 'A-1' }, { meta });
+    const span = onlyToolSpan();
+    expect(span.parentSpanContext).toBeUndefined();
+    expect(span.spanContext().traceId).not.toBe(traceId);
+    expect(span.links).toHaveLength(0);
+    expect(baggageSeen).toBeUndefined();
+  });
+
+  it('clientContext: anything else is refused when the middleware is made', () => {
+    expect(() => createOtel({ clientContext: 'trust' as never })).toThrow(
+      "createOtel: clientContext must be 'parent', 'link' or 'ignore', got trust",
+    );
   });
 
   it('falls back to the active context when _meta has no trace context', async () => {
