@@ -20,7 +20,7 @@ import { stackNames } from './middleware.bench.js';
  * generation makes every scavenge depend on bytes allocated alone. Loaded through tsx, two identical
  * runs differed by 157 M instructions (its loader thread); bundled first, by 0.4-2 M (whole runs).
  */
-const V8_FLAGS = [
+export const V8_FLAGS = [
   '--predictable',
   '--hash-seed=1',
   '--random-seed=1',
