@@ -104,13 +104,7 @@ function traced(
     // Attributes are built only for a provider that records them; given at start so samplers see them.
     span = config.tracer.startSpan(
       name,
-      tracing
-        ? {
-            kind: SpanKind.SERVER,
-            attributes: startAttributes(ctx, config, rules),
-            ...(link !== undefined && { links: [{ context: link }] }),
-          }
-        : NO_ATTRIBUTES,
+      tracing ? spanOptions(ctx, config, rules, link) : NO_ATTRIBUTES,
       parent,
     );
   } catch (error) {
@@ -151,6 +145,18 @@ function traced(
       throw error;
     },
   );
+}
+
+/** A recorded span's start options: its attributes (samplers see them) and the client's span as a link. */
+function spanOptions(
+  ctx: ToolContext,
+  config: OtelConfig,
+  rules: Readonly<OtelRules>,
+  link: SpanContext | undefined,
+): SpanOptions {
+  const options: SpanOptions = { kind: SpanKind.SERVER, attributes: startAttributes(ctx, config, rules) };
+  if (link !== undefined) options.links = [{ context: link }];
+  return options;
 }
 
 /** Reports an SDK (tracer, span, processor, meter) that threw; one line a minute per stage, with counts. */
