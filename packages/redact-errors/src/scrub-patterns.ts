@@ -1,4 +1,4 @@
-import { SECRET_PATTERNS, type SecretPattern } from '@toolgate/core';
+import { REDACTED, SECRET_PATTERNS, type SecretPattern } from '@toolgate/core';
 
 // Markers the model sees in place of what was removed: short, bracketed, and matched by no pattern.
 const PATH = '[path]';
@@ -38,6 +38,24 @@ const HEX = '[0-9A-Fa-f]{1,4}';
 const LIBPQ_KEY = '(?:host|hostaddr|port|dbname|user|password|sslmode|application_name|connect_timeout)';
 // Optional `:port` and path after a host.
 const PORT_PATH = `(?::\\d{1,5})?(?:\\/${LAST_SEG})*`;
+// Node's syscall errors: `<CODE>: <description>, <syscall>` before the quoted path(s).
+const SYSCALL_ERROR = "\\b((?:(?!ERROR:)E[A-Z]{2,15}|UNKNOWN): [a-z][^,'\\n]{0,200}, [a-z][a-z0-9_]{0,24})";
+// A path Node quotes, whatever it holds: it ends at a quote followed by a space, punctuation, a quote
+// or the end. A quote followed by anything else is the path's own (`it's/x`), at most four of them,
+// so a line of quotes is scanned a bounded number of times from each start.
+const QUOTED_PATH = `[^'\\n]*(?:'(?=[^\\s,.;:!?)\\]}"'\\\\])[^'\\n]*){0,4}`;
+// The same paths as fields of the error's JSON (`JSON.stringify(err)`): a key in quotes, or in `\\"`
+// when that JSON is quoted in a JSON string, then a value up to its closing quote.
+const JSON_KEY = (key: string): string => `\\\\?"${key}\\\\?":[ \\t]?\\\\?"`;
+const JSON_NEXT = ',(?:\\r?\\n)?[ \\t]*';
+const JSON_VALUE = '(?:[^"\\\\\\n]|\\\\[^"\\n])*';
+// Media types look like relative paths (`application/vnd.oasis.opendocument.text`).
+const MEDIA_TYPE =
+  '(?:application|audio|font|image|message|model|multipart|text|video)\\/[\\w.+-]+(?![\\w.@+%~\\/-])';
+// Base64 and the line breaks of a key body: real ones, or `\\n` written inside JSON text (`\\\\n` when
+// that JSON is itself quoted in a JSON string).
+const B64 = '[A-Za-z0-9+/]';
+const B64_BREAK = '(?:\\r?\\n|(?:\\\\{1,2}r)?\\\\{1,2}n)';
 
 function rule(name: string, source: string, replace: string, flags = 'g'): SecretPattern {
   return { name, pattern: new RegExp(source, flags), replace };
@@ -50,6 +68,18 @@ function rule(name: string, source: string, replace: string, flags = 'g'): Secre
  * a match. Tuned not to touch ordinary text: ids, dates, times, versions, prices, sentences.
  */
 export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
+  // A private key's base64 (DER) body without its PEM header (core's rule takes a whole block): a
+  // message cut mid-key, a key pasted into a JSON field. PKCS#8 and PKCS#1 RSA keys open with `MII`
+  // (`MIIEvQIBADANBgkqhkiG9w0BAQEFAASC…`, `MIIEpAIBAAKCAQEA…`), EC and Ed25519 keys with `MIGHAgEA…`,
+  // `MHcCAQEE…`, `MC4CAQAw…`; certificates and public keys share `MII` and go too. The following lines
+  // go with it when each is a whole line of base64. First, before a path rule can cut a `+/a/b` out of
+  // it. A match starts only where a base64 run does (or right after a JSON `\\n`), so a 200 KB run is
+  // one scan, and each line ends at a break no base64 character can be: no ambiguous split.
+  rule(
+    'der-key',
+    `(?:(?<![A-Za-z0-9+/])|(?<=\\\\[rn]))(?:MII${B64}{57,}|(?:MIG${B64}AgE[AB]|MHcCAQEE|MC4CAQAw)${B64}{40,})={0,2}(?:${B64_BREAK}${B64}+={0,2}(?=[ \\t]*(?:\\r?\\n|$)|\\\\{1,2}[rn]|\\\\{0,2}["'\`]))*`,
+    REDACTED,
+  ),
   // `    at fn (/srv/app/x.js:10:5)`, `at new Promise (<anonymous>)`, `at com.x.Y.m(Y.java:12)`,
   // `at wasm://wasm/0a1b:wasm-function[9]:0x4dd44f`; and the property dump util.inspect() prints
   // after the last frame (` {\n  errno: -111,\n  code: 'ECONNREFUSED', ... address, port\n}`), nested
@@ -78,6 +108,36 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
     'inspect-dump',
     `(?<![ \\t])[ \\t]*\\{[ \\t]*(?:\\r?\\n[ \\t]+)?(?:errno|length|severity|syscall|\\[cause\\]|\\[errors\\]): (?:[^{}]|\\{[^{}]*\\})*\\}`,
     '',
+  ),
+  // Node's syscall errors quote every path whatever it looks like (relative, one segment, spaces):
+  // `ENOENT: no such file or directory, open 'config/secrets.json'`, `EACCES: permission denied, mkdir
+  // 'my uploads'`, and for two paths `ENOENT: ..., rename 'a b/x.csv' -> 'it's/y.csv'` (link, symlink,
+  // copyfile, chdir). The arrow form first; the one-path form then skips what it left. The description
+  // holds no comma, so it ends at the first one, and a quoted path at its quote (or four of its own).
+  rule('syscall-path', `${SYSCALL_ERROR} '${QUOTED_PATH}' -> '${QUOTED_PATH}'`, `$1 '${PATH}' -> '${PATH}'`),
+  rule('syscall-path', `${SYSCALL_ERROR} '(?!\\[path\\]')${QUOTED_PATH}'`, `$1 '${PATH}'`),
+  // `JSON.stringify(err)` of the same error: `{"errno":-2,"code":"ENOENT","syscall":"rename",
+  // "path":"a b/x.csv","dest":"archive"}`, and child_process's `"syscall":"spawn bin/tool",
+  // "path":"bin/tool"`. A path only after `syscall`, so a validation error's `"path":"items.0.id"`
+  // stays. Each value stops at the first quote, so a run of starts costs one step each.
+  rule('syscall-path', `(${JSON_KEY('syscall')}spawn(?:Sync)? )(?!\\[path\\])${JSON_VALUE}`, `$1${PATH}`),
+  rule(
+    'syscall-path',
+    `(${JSON_KEY('syscall')}[a-z][a-z0-9_]{0,24}(?: \\[path\\])?\\\\?"${JSON_NEXT}${JSON_KEY('path')})(?!\\[path\\])${JSON_VALUE}`,
+    `$1${PATH}`,
+  ),
+  rule(
+    'syscall-path',
+    `(${JSON_KEY('path')}\\[path\\]\\\\?"${JSON_NEXT}${JSON_KEY('dest')})(?!\\[path\\])${JSON_VALUE}`,
+    `$1${PATH}`,
+  ),
+  // child_process names the command it could not start: `spawn bin/tool ENOENT`, `spawnSync ./x EACCES`,
+  // `spawn C:\tools\x.exe ENOENT`; a bare command (`spawn git ENOENT`) stays. Both scans are bounded
+  // (`{0,200}`) and the first stops at an error code, so a line of `spawn a/` costs 200 steps a start.
+  rule(
+    'syscall-path',
+    `\\b(spawn(?:Sync)?) (?:(?! E[A-Z]{2,15}\\b)[^\\n/\\\\]){0,200}[/\\\\][^\\n]{0,200}? (E[A-Z]{2,15}|UNKNOWN)\\b`,
+    `$1 ${PATH} $2`,
   ),
   // PostgreSQL's report fields as psql and the server log print them (`DETAIL:  Key (email)=(...)`,
   // `CONTEXT:`, `HINT:`, `QUERY:`, `STATEMENT:`, `LINE 1: SELECT ...` and its caret line), to the end
@@ -331,6 +391,19 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
     `(?<![\\w.@/-])(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\\.)+${HOST_TLDS}(?![\\w-]|\\.[a-z0-9])${PORT_PATH}`,
     HOST,
     'gi',
+  ),
+  // A relative path of two segments or more ending in a file name with an extension, with or without
+  // `:line:col`: `config/secrets.json`, `error in src/db/pool.ts:42:13`, `./x.ts`, `see docs/setup.md.`
+  // (the full stop stays). Not `and/or`, `km/h`, `TCP/IP` (no extension), `12/05/2024`, `1/2.5`,
+  // `node/20.1.0`, `v1.2/3.4` (none led by a letter), `18.x/20.x` (a version range),
+  // `application/vnd.api+json` (`+json` after it) nor any two-segment media type. Last, after the host
+  // rules: `example.com/a/b.js` is a host.
+  // A match starts only where a segment run does (not after a segment character, `/`, `:` or `\`),
+  // and no segment holds a `/`, so a 200 KB run of `a/` is scanned once.
+  rule(
+    'posix-path',
+    `(?<![\\w.@+%~/:\\\\-])(?!${MEDIA_TYPE})(?:${SEG}+\\/)+[\\w.@+%~-]*\\.[A-Za-z][A-Za-z0-9]{0,7}(?<!\\d\\.[xX])${LINE_COL}(?![\\w@+%~/-]|\\.[\\w@+%~-])`,
+    PATH,
   ),
 ];
 

@@ -93,6 +93,19 @@ describe('regular-expression denial of service', () => {
     '-----BEGIN PRIVATE KEY-----',
     'Bearer ',
     'eyJaaaa.',
+    'a/',
+    'a/a.a',
+    "ENOENT: x, open '",
+    "ENOENT: x, rename 'a' -> '",
+    "EACCES: x, open 'a'b",
+    '"syscall":"a","path":"',
+    '"syscall":"spawn ',
+    '\\"syscall\\":\\"a\\",\\"path\\":\\"',
+    'spawn a/',
+    'spawn ',
+    'MII',
+    'MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\n',
+    'MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\\n',
   ];
   const SUFFIXES = ['', '!', ' x', '\n', ':1', ')'];
   // Runs every default pattern over `text` in a fresh context with a watchdog: a pattern that

@@ -1,3 +1,4 @@
+import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { defineTool, ERROR_CODE_DEFAULTS, REDACTED, redactSecretsInText, ToolError } from '@toolgate/core';
 import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -31,6 +32,15 @@ const ORDINARY: readonly string[] = [
   'Café “Zürich” at ½ price, № 5™; the team 👩‍💻 says hi.',
   'Table 4 is reserved; column B is blank; no such luck.',
   'The host said the user left early.',
+  // Slashes and dots that are not paths: alternatives, units, dates, fractions, media types, versions.
+  'Pick one and/or both; max 30 km/h; due 12/05/2024; add 1/2.5 more.',
+  'Send application/json or application/vnd.api+json, not text/html; charset=utf-8.',
+  'Upload it as application/vnd.openxmlformats-officedocument.spreadsheetml.sheet over TCP/IP.',
+  'Needs node/20.1.0 or v1.2/3.4; Node 18.x/20.x works.',
+  // A command without a path is the tool's own word; base64 that is not a key body stays.
+  'spawn git ENOENT: install git first.',
+  'MIIx and MII are words; cursor dGhpcyBpcyBhIGN1cnNvciwgbm90IGEga2V5LCBvbmx5IGEgbG9uZyBpZCBmb3IgcGFnZSAy.',
+  'ref eyxMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7aaaaaaaa is an id.',
   ...Object.values(ERROR_CODE_DEFAULTS).map((defaults) => defaults.hint),
 ];
 
@@ -202,6 +212,58 @@ const HOSTILE: readonly (readonly [string, string])[] = [
   ['connect ECONNREFUSED 10.0.\u20603.7:5432', 'connect ECONNREFUSED [host]'],
   ['\uff50\uff41\uff53\uff53\uff57\uff4f\uff52\uff44\uff1dhunter2', `password=${REDACTED}`],
   ["open '\uff0fsrv\uff0fapp\uff0fx.js'", "open '[path]'"],
+  // Node's fs errors quote every path whatever it looks like (relative, one segment, spaces, a quote),
+  // and both paths of a two-path call; JSON.stringify(err) repeats them as fields.
+  [
+    "ENOENT: no such file or directory, open 'config/secrets.json'",
+    "ENOENT: no such file or directory, open '[path]'",
+  ],
+  [
+    "ENOENT: no such file or directory, open 'secrets.json'",
+    "ENOENT: no such file or directory, open '[path]'",
+  ],
+  [
+    "EACCES: permission denied, mkdir 'monthly uploads'. Retry.",
+    "EACCES: permission denied, mkdir '[path]'. Retry.",
+  ],
+  [
+    "ENOENT: no such file or directory, rename 'exports/a b.csv' -> 'archive'",
+    "ENOENT: no such file or directory, rename '[path]' -> '[path]'",
+  ],
+  [
+    "EEXIST: file already exists, symlink 'target' -> 'it's/link'",
+    "EEXIST: file already exists, symlink '[path]' -> '[path]'",
+  ],
+  [
+    "Error: ENOENT: no such file or directory, copyfile 'x/y.txt' -> 'z'",
+    "Error: ENOENT: no such file or directory, copyfile '[path]' -> '[path]'",
+  ],
+  [
+    '{"message":"ENOENT: no such file or directory, open \'data/orders.db\'"}',
+    '{"message":"ENOENT: no such file or directory, open \'[path]\'"}',
+  ],
+  [
+    '{"errno":-2,"code":"ENOENT","syscall":"rename","path":"a b/x.csv","dest":"archive"}',
+    '{"errno":-2,"code":"ENOENT","syscall":"rename","path":"[path]","dest":"[path]"}',
+  ],
+  [
+    '{"errno":-2,"code":"ENOENT","syscall":"spawn bin/tool","path":"bin/tool","spawnargs":[]}',
+    '{"errno":-2,"code":"ENOENT","syscall":"spawn [path]","path":"[path]","spawnargs":[]}',
+  ],
+  // child_process: the command when it has a path.
+  ['spawn bin/tool ENOENT', 'spawn [path] ENOENT'],
+  ['spawnSync ./x EACCES', 'spawnSync [path] EACCES'],
+  ['spawn ./my tools/run ENOENT', 'spawn [path] ENOENT'],
+  ['spawn C:\\tools\\x.exe ENOENT', 'spawn [path] ENOENT'],
+  // Relative paths ending in a file name outside quotes, with or without a line and column.
+  ['failed to load config/secrets.json', 'failed to load [path]'],
+  ['error in src/db/pool.ts:42:13', 'error in [path]'],
+  ['at Object.<anonymous> (src/db/pool.ts:42:13)', ''],
+  ['see docs/setup.md.', 'see [path].'],
+  ['missing config/.env and ./x.ts', 'missing [path] and [path]'],
+  ['loaded node_modules/.pnpm/pg@8.23.1/node_modules/pg/lib/client.js', 'loaded [path]'],
+  // A host with a path after it is a host.
+  ['fetch example.com/a/b.js failed', 'fetch [host] failed'],
 ];
 
 describe('scrubErrorText: the default patterns', () => {
@@ -216,6 +278,58 @@ describe('scrubErrorText: the default patterns', () => {
   it('with its own patterns, applies only those', () => {
     const patterns = [{ name: 'order-ref', pattern: /ORD-\d+/, replace: '[order]' }];
     expect(scrubErrorText('ORD-1 and ORD-2 at /srv/x/y', patterns)).toBe('[order] and [order] at /srv/x/y');
+  });
+});
+
+describe('scrubErrorText: a private key body without its PEM header', () => {
+  // Real keys from node:crypto, as base64 DER: RSA (PKCS#8 and PKCS#1), EC (PKCS#8 and SEC1), Ed25519.
+  const der = (key: KeyObject, type: 'pkcs8' | 'pkcs1' | 'sec1'): string =>
+    key.export({ format: 'der', type }).toString('base64');
+  const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey;
+  const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey;
+  const KEYS: readonly (readonly [string, string])[] = [
+    ['RSA PKCS#8', der(rsa, 'pkcs8')],
+    ['RSA PKCS#1', der(rsa, 'pkcs1')],
+    ['EC PKCS#8', der(ec, 'pkcs8')],
+    ['EC SEC1', der(ec, 'sec1')],
+    ['Ed25519 PKCS#8', der(generateKeyPairSync('ed25519').privateKey, 'pkcs8')],
+  ];
+  /** PEM's 64-character lines. */
+  const lines = (body: string): string[] => body.match(/.{1,64}/g) ?? [];
+
+  it.each(KEYS)('%s: on one line, cut short in a message', (_kind, body) => {
+    expect(scrubErrorText(`bad key ${body.slice(0, 60)}... (cut)`)).toBe(`bad key ${REDACTED}... (cut)`);
+    expect(scrubErrorText(`bad key ${body}`)).toBe(`bad key ${REDACTED}`);
+  });
+
+  it.each(KEYS)('%s: in PEM lines, the text after it kept', (_kind, body) => {
+    expect(scrubErrorText(`key:\n${lines(body).join('\n')}\nRetry later.`)).toBe(
+      `key:\n${REDACTED}\nRetry later.`,
+    );
+    expect(scrubErrorText(`key:\r\n${lines(body).join('\r\n')}\r\n`)).toBe(`key:\r\n${REDACTED}\r\n`);
+  });
+
+  it.each(KEYS)(
+    '%s: in a JSON field, its lines joined by \\n, also in JSON quoted in JSON',
+    (_kind, body) => {
+      const field = `${lines(body).join('\n')}\n`;
+      expect(scrubErrorText(JSON.stringify({ signingKey: field, kid: 'k1' }))).toBe(
+        JSON.stringify({ signingKey: `${REDACTED}\n`, kid: 'k1' }),
+      );
+      expect(scrubErrorText(JSON.stringify({ body: JSON.stringify({ der: lines(body).join('\n') }) }))).toBe(
+        JSON.stringify({ body: JSON.stringify({ der: REDACTED }) }),
+      );
+      expect(scrubErrorText(JSON.stringify({ pem: `-----\n${field}` }))).toBe(
+        JSON.stringify({ pem: `-----\n${REDACTED}\n` }),
+      );
+    },
+  );
+
+  it('short MII words, and base64 not starting with a key prefix, stay', () => {
+    const inside = `xMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7${'a'.repeat(40)}`;
+    for (const text of ['MII', 'MIIx is a word', `MII${'A'.repeat(50)}`, inside]) {
+      expect(scrubErrorText(text)).toBe(text);
+    }
   });
 });
 
