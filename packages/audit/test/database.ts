@@ -76,3 +76,21 @@ export function suiteDatabase(open: () => Promise<Database>): SuiteDatabase {
     },
   };
 }
+
+/**
+ * A client whose first INSERT runs and then has its reply "lost" as a reset connection (ECONNRESET),
+ * as PGlite (which has no socket) can show a lost acknowledgement.
+ */
+export function losingFirstInsertReply(client: AuditQueryable): AuditQueryable {
+  let lost = false;
+  return {
+    async query(text, params) {
+      const result = await client.query(text, params);
+      if (!lost && text.startsWith('INSERT')) {
+        lost = true;
+        throw Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+      }
+      return result;
+    },
+  };
+}

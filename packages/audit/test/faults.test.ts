@@ -3,30 +3,14 @@ import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import {
-  type AuditQueryable,
   type AuditSink,
   createAudit,
   createFunctionSink,
   createPostgresSink,
   verifyAuditTable,
 } from '../src/index.js';
-import { databases, suiteDatabase } from './database.js';
+import { databases, losingFirstInsertReply, suiteDatabase } from './database.js';
 import { closeConnections, serve } from './helpers.js';
-
-/** PGlite has no socket: its INSERT runs, then the reply is "lost" as a reset connection (ECONNRESET). */
-function losingFirstInsertReply(client: AuditQueryable): AuditQueryable {
-  let lost = false;
-  return {
-    async query(text, params) {
-      const result = await client.query(text, params);
-      if (!lost && text.startsWith('INSERT')) {
-        lost = true;
-        throw Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
-      }
-      return result;
-    },
-  };
-}
 
 /** The frontend's CopyDone message: the end of a COPY's data, after which the server commits it. */
 const COPY_DONE = Buffer.from([0x63, 0, 0, 0, 4]);

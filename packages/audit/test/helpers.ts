@@ -1,3 +1,6 @@
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import {
   createSilentLogger,
@@ -69,4 +72,28 @@ export async function serve(
 
 export async function closeConnections(): Promise<void> {
   for (const connection of openConnections.splice(0)) await connection.close();
+}
+
+const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+const run = promisify(execFile);
+
+/** Runs the built CLI (`toolgate-audit`); resolves with its exit code and output whatever the code. */
+export async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return cliWithEnv({}, ...args);
+}
+
+/** `cli` with variables added to the environment. */
+export async function cliWithEnv(
+  env: Record<string, string>,
+  ...args: string[]
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [CLI, ...args], {
+      env: { ...process.env, ...env },
+    });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
+  }
 }

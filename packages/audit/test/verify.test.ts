@@ -1,9 +1,6 @@
-import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createAudit,
@@ -13,25 +10,11 @@ import {
   verifyAuditLines,
 } from '../src/index.js';
 import { databases, uniqueTable } from './database.js';
-import { closeConnections, serve } from './helpers.js';
-
-const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
-const run = promisify(execFile);
+import { cli, closeConnections, serve } from './helpers.js';
 
 let dir: string;
 let path: string;
 let original: string[];
-
-/** Runs the built CLI; resolves with its exit code and output whatever the code. */
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [CLI, ...args]);
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const failed = error as { code: number; stdout: string; stderr: string };
-    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
-  }
-}
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'toolgate-audit-verify-'));
