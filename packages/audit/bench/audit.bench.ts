@@ -39,11 +39,13 @@ async function serverWith(middleware: ToolMiddleware[]): Promise<TestClient> {
   return connectTestClient(server);
 }
 
-function audits(): { noop: AuditMiddleware; file: AuditMiddleware; path: string } {
+function audits(): { noop: AuditMiddleware; file: AuditMiddleware; keyed: AuditMiddleware; path: string } {
   const path = join(dir, `audit-${Math.random().toString(36).slice(2)}.jsonl`);
   return {
     noop: createAudit({ sink: createFunctionSink(() => {}), logger }),
     file: createAudit({ sink: createFileSink(path), logger }),
+    // HMAC-SHA256 under a key instead of SHA-256.
+    keyed: createAudit({ sink: createFileSink(`${path}.keyed`), logger, key: 'k'.repeat(32) }),
     path,
   };
 }
@@ -70,7 +72,7 @@ const contextFor = (index: number): ToolContext =>
 
 // 1. Round trip through a real client.
 {
-  const { noop, file, path } = audits();
+  const { noop, file, keyed, path } = audits();
   const bare = await serverWith([]);
   const withNoop = await serverWith([noop]);
   const withFile = await serverWith([file]);
@@ -85,16 +87,24 @@ const contextFor = (index: number): ToolContext =>
   );
   console.log('\n### @toolgate/audit: tools/call round trip\n');
   console.log(formatBenchTable(rows));
-  await Promise.all([noop.close(), file.close(), bare.close(), withNoop.close(), withFile.close()]);
+  await Promise.all([
+    noop.close(),
+    file.close(),
+    keyed.close(),
+    bare.close(),
+    withNoop.close(),
+    withFile.close(),
+  ]);
   console.log(`\n(file sink wrote ${(await stat(path)).size} bytes)`);
 }
 
 // 2. The chain alone, no transport.
 {
-  const { noop, file } = audits();
+  const { noop, file, keyed } = audits();
   const bareChain = compose([]);
   const noopChain = compose([noop]);
   const fileChain = compose([file]);
+  const keyedChain = compose([keyed]);
   const rows = await compareCalls(
     [
       { name: 'core chain, no audit', call: (i) => bareChain(contextFor(i), handlerStep) },
@@ -106,12 +116,16 @@ const contextFor = (index: number): ToolContext =>
         name: 'core + audit → file sink',
         call: flushing(file, (i) => fileChain(contextFor(i), handlerStep)),
       },
+      {
+        name: 'core + audit → file sink, keyed',
+        call: flushing(keyed, (i) => keyedChain(contextFor(i), handlerStep)),
+      },
     ],
     { rounds: 15, callsPerRound: 20_000, warmup: 5000 },
   );
   console.log('\n### @toolgate/audit: the chain alone (no transport)\n');
   console.log(formatBenchTable(rows));
-  await Promise.all([noop.close(), file.close()]);
+  await Promise.all([noop.close(), file.close(), keyed.close()]);
 }
 // 3. Durable mode's cost: the answer waits for the sink's acknowledgement of its batch. Sequential
 // calls pay a whole batch cycle each (batchDelayMs + one write); concurrent calls share batches.

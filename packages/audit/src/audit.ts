@@ -8,10 +8,11 @@ import {
   type ToolResult,
 } from '@toolgate/core';
 import { checkChainId, defaultChainId } from './chain-id.js';
+import { chainKeyOf } from './chain-key.js';
 import { type CapturedRecord, captureCall, type RecordSettings, resultOfThrow } from './record.js';
 import { createRedactedJson } from './redacted-json.js';
 import { createStderrSink } from './stderr-sink.js';
-import type { AuditMiddleware, AuditOptions, AuditStats, AuditToolOptions } from './types.js';
+import type { AuditHead, AuditMiddleware, AuditOptions, AuditStats, AuditToolOptions } from './types.js';
 import { AuditWriter } from './writer.js';
 
 /**
@@ -26,8 +27,10 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
   const maxArgsChars = positive(options.maxArgsChars ?? 65_536, 'maxArgsChars');
   const chainId = options.chainId === undefined ? defaultChainId() : checkChainId(options.chainId);
   const durable = options.durable ?? false;
+  const key = options.key === undefined ? undefined : chainKeyOf(options.key, 'createAudit: key');
   const writer = new AuditWriter(options.sink ?? createStderrSink(), {
     chainId,
+    key,
     batchSize: positive(options.batchSize ?? 4096, 'batchSize'),
     // Durable calls wait for their batch: a timer would add a millisecond to each, and batches form
     // anyway while the previous write is in flight.
@@ -172,6 +175,7 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
     drain,
     close,
     stats: (): AuditStats => writer.stats(),
+    head: (): AuditHead | undefined => writer.head(),
   });
 }
 

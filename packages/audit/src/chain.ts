@@ -1,5 +1,6 @@
 import { hash as digest } from 'node:crypto';
 import { canonicalJson } from '@toolgate/core';
+import type { ChainKey } from './chain-key.js';
 import { createQuoted } from './quoted.js';
 import type { CapturedRecord } from './record.js';
 import type { AuditRecord, AuditRow, ChainAnchor, ChainHead } from './types.js';
@@ -22,17 +23,20 @@ export function hashOfCanonical(canonical: string | Uint8Array): string {
 }
 
 /**
- * Links a captured record after `head` in chain `chainId` (see `canonicalOf`), and gives its row.
- * The writer seals whole batches with `canonicalOf` directly and builds rows only when a sink asks.
+ * Links a captured record after `head` in chain `chainId` (see `canonicalOf`), and gives its row;
+ * with `key`, the record names it and is hashed under it. The writer seals whole batches with
+ * `canonicalOf` directly and builds rows only when a sink asks.
  */
 export function sealRecord(
   captured: CapturedRecord,
   head: ChainHead | undefined,
   chainId: string,
+  key?: ChainKey,
 ): SealedRecord {
   const seq = (head?.seq ?? 0) + 1;
-  const canonical = canonicalOf(captured, head?.hash ?? GENESIS_HASH, seq, chainIdField(chainId));
-  const hash = hashOfCanonical(canonical);
+  const prevHash = head?.hash ?? GENESIS_HASH;
+  const canonical = canonicalOf(captured, prevHash, seq, chainIdField(chainId), undefined, key?.field);
+  const hash = key === undefined ? hashOfCanonical(canonical) : key.hash(canonical);
   return { line: lineOf(canonical, hash), row: rowOf(captured, chainId, seq, hash) };
 }
 
@@ -74,6 +78,9 @@ export function chainIdField(chainId: string): string {
  * repeat (caller to decisions, outcome, principal, session, tool): each run's text is kept from the
  * record before while its values are the same (`CallerRun`, `FieldRun`), so a record is a dozen
  * pieces, not 35.
+ *
+ * `keyField` (a keyed chain's `,"keyId":"..."`, see `ChainKey`) goes in its sorted place, after
+ * `incidentId`.
  */
 export function canonicalOf(
   captured: CapturedRecord,
@@ -81,6 +88,7 @@ export function canonicalOf(
   seq: number,
   chainField: string,
   after?: string,
+  keyField?: string,
 ): string {
   let s = captured.aborted ? '{"aborted":true,' : '{';
   if (after !== undefined) s += `"after":${after},`;
@@ -96,6 +104,7 @@ export function canonicalOf(
     s += ',"incidentId":';
     s += JSON.stringify(captured.incidentId);
   }
+  if (keyField !== undefined) s += keyField;
   s += outcomeRun.text(captured.outcome);
   s += prevHash;
   s += principalRun.text(captured.principal);

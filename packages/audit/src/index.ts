@@ -10,6 +10,8 @@ export { createStderrSink, type StderrSinkOptions } from './stderr-sink.js';
 export type {
   ArgsMode,
   AuditBatch,
+  AuditHead,
+  AuditKey,
   AuditMiddleware,
   AuditOptions,
   AuditQueryable,
@@ -23,6 +25,7 @@ export type {
 } from './types.js';
 export {
   type ChainVerifyResult,
+  type VerifyOptions,
   type VerifyResult,
   type VerifyTableOptions,
   verifyAuditFile,

@@ -39,6 +39,11 @@ export interface AuditRecord {
   outcome: 'ok' | ErrorCode;
   /** The incident id the client saw, when there is one. */
   incidentId?: string;
+  /**
+   * Which key hashed this record (see `AuditOptions.key`): 16 hex digits that name the key without
+   * revealing it. Absent on an unkeyed chain, whose `hash` is plain SHA-256.
+   */
+  keyId?: string;
   /** Present (true) when the call's signal was aborted (client cancel, deadline). */
   aborted?: true;
   /** Time spent in the chain inside audit, in milliseconds (µs precision). */
@@ -53,8 +58,28 @@ export interface AuditRecord {
   decisions: PolicyDecision[];
   /** `hash` of the previous record in this chain; 64 zeros for the first. */
   prevHash: string;
-  /** SHA-256 (hex) of this record's canonical JSON without `hash`. */
+  /**
+   * Hex SHA-256 of this record's canonical JSON without `hash`; HMAC-SHA256 under the chain's key
+   * when the record has a `keyId`.
+   */
   hash: string;
+}
+
+/**
+ * A secret that keys a chain: its bytes (a Buffer or Uint8Array) or a string (its UTF-8 bytes), at
+ * least 32 bytes. Records are then hashed with HMAC-SHA256 under it, which nobody without it can
+ * recompute.
+ */
+export type AuditKey = string | Uint8Array;
+
+/**
+ * One record of a chain, named by chain id, seq and hash: what `head()` returns, for the application
+ * to keep elsewhere, and what a verifier's `expect` asks the chain to still contain.
+ */
+export interface AuditHead {
+  readonly chainId: string;
+  readonly seq: number;
+  readonly hash: string;
 }
 
 /** The last record of a chain: where the next record links. */
@@ -163,6 +188,15 @@ export interface AuditOptions extends Partial<AuditToolOptions> {
    * @default false
    */
   durable?: boolean;
+  /**
+   * A secret (at least 32 bytes) that keys the chain: each record's `hash` is HMAC-SHA256 under it
+   * instead of SHA-256, and each record names the key by `keyId`. Someone who can write the file or
+   * table but has not got the key can then no longer rewrite records and recompute the hashes after
+   * them, or forge a chain. Verify with the same key (`keys`). Without it, records are hashed as
+   * before, with plain SHA-256.
+   * @default undefined (no key: plain SHA-256)
+   */
+  key?: AuditKey;
   /** Most records per sink write (one file write, one INSERT). @default 4096 */
   batchSize?: number;
   /**
@@ -228,6 +262,12 @@ export interface AuditMiddleware extends ToolMiddleware {
   /** Stops taking records (later ones are dropped and counted), flushes within `closeTimeoutMs`, closes the sink. Idempotent. Call it after the app drained its calls. */
   close(): Promise<void>;
   stats(): AuditStats;
+  /**
+   * The last record of this writer's chain that the sink has stored (acknowledged, not merely
+   * queued), or undefined before any. Keep it somewhere an insider cannot rewrite (another database,
+   * a log shipper) and verify with `expect: head`: records cut off the end of the chain are found.
+   */
+  head(): AuditHead | undefined;
 }
 
 /** What the PostgreSQL sink needs of a client: `pg.Pool`, `pg.Client` and PGlite all fit. */

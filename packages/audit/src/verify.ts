@@ -2,9 +2,36 @@ import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { canonicalJson } from '@toolgate/core';
 import { GENESIS_HASH, hashOfCanonical, isChainAnchor, lineOf, parseRecordLine } from './chain.js';
+import { type ChainKey, chainKeysOf, isKeyId } from './chain-key.js';
 import { parseTableName } from './pg-table.js';
 import { textColumn } from './postgres-sink.js';
-import type { AuditQueryable, AuditRecord, ChainAnchor } from './types.js';
+import type { AuditHead, AuditKey, AuditQueryable, AuditRecord, ChainAnchor } from './types.js';
+
+/** What every verifier takes beside its source. */
+export interface VerifyOptions {
+  /**
+   * The key the chains were written with (`createAudit({ key })`), or a list of keys (rotation): a
+   * record is checked with the key its `keyId` names. A keyed record whose key is not given is
+   * reported, and once keys are given so is a record without `keyId` (someone who stripped the keys
+   * and recomputed plain SHA-256), unless `allowUnkeyed`.
+   * @default none: unkeyed records verify, keyed ones are reported
+   */
+  keys?: AuditKey | readonly AuditKey[];
+  /**
+   * With `keys`: accept unkeyed records that come before their chain's first keyed record (a log
+   * begun without a key, continued with one). An unkeyed record after a keyed one is still reported,
+   * and a chain with no keyed record at all is as forgeable as any unkeyed chain.
+   * @default false
+   */
+  allowUnkeyed?: boolean;
+  /**
+   * Records the chains must still hold, e.g. heads an application kept elsewhere (`audit.head()`):
+   * each chain named must contain that seq with that hash. Finds records cut off a chain's end, a
+   * chain deleted whole and a chain rewritten by someone holding the key.
+   * @default none
+   */
+  expect?: AuditHead | readonly AuditHead[];
+}
 
 /** What the verifier found about one chain: intact, or its first broken link. */
 export type ChainVerifyResult =
@@ -49,6 +76,8 @@ export type VerifyResult =
 
 interface ChainState {
   previous: AuditRecord | undefined;
+  /** Whether a record of this chain had a `keyId`: an unkeyed one after it is a downgrade. */
+  keyed: boolean;
   /** The line (or a table chain's record number) of `previous`. */
   line: number;
   count: number;
@@ -67,55 +96,105 @@ interface Anchors {
   readonly unresolved: Map<string, Set<number>>;
 }
 
+/** The verifier options, checked once: keys by id, and the expected heads. */
+interface Checks {
+  readonly keys: ReadonlyMap<string, ChainKey> | undefined;
+  readonly allowUnkeyed: boolean;
+  readonly expect: readonly AuditHead[];
+}
+
+/** What one pass over a source checks with. */
+interface Pass {
+  readonly anchors: Anchors;
+  readonly checks: Checks;
+  /** The expected heads' state, undefined when none are expected. */
+  readonly expected: ExpectedHeads | undefined;
+}
+
+function checksOf(options: VerifyOptions | undefined, caller: string): Checks {
+  const expect = options?.expect;
+  const heads: readonly AuditHead[] = expect === undefined ? [] : Array.isArray(expect) ? expect : [expect];
+  for (const head of heads) {
+    if (!isChainAnchor(head)) {
+      throw new RangeError(
+        `${caller}: expect must be { chainId, seq, hash } (a string, a positive integer and 64 hex digits)`,
+      );
+    }
+  }
+  return {
+    keys: options?.keys === undefined ? undefined : chainKeysOf(options.keys, `${caller}: keys`),
+    allowUnkeyed: options?.allowUnkeyed ?? false,
+    expect: heads,
+  };
+}
+
+function passOf(anchors: Anchors, checks: Checks): Pass {
+  return {
+    anchors,
+    checks,
+    expected: checks.expect.length === 0 ? undefined : new ExpectedHeads(checks.expect),
+  };
+}
+
 /**
  * Checks the chains of a stream of lines (several chains may follow or interleave): each record
- * must hash to its `hash`, link to the one before in its chain by `prevHash` and continue its `seq`;
- * each chain must start at seq 1. Stops at the first failure.
+ * must hash to its `hash` (under the key its `keyId` names, see `keys`), link to the one before in
+ * its chain by `prevHash` and continue its `seq`; each chain must start at seq 1 and hold every
+ * record `expect` names. Stops at the first failure.
  */
 export async function verifyAuditLines(
   lines: Iterable<string> | AsyncIterable<string>,
+  options?: VerifyOptions,
 ): Promise<VerifyResult> {
+  const checks = checksOf(options, 'verifyAuditLines');
   // An array can be read twice; any other source once, remembering every hash an anchor may name.
-  if (Array.isArray(lines)) return verifyTwice(() => lines);
-  return verifyPass(lines, { keep: 'all', unresolved: new Map() });
+  if (Array.isArray(lines)) return verifyTwice(() => lines, checks);
+  return verifyPass(lines, passOf({ keep: 'all', unresolved: new Map() }, checks));
 }
 
 /**
  * Verifies the lines `read` gives; when an anchor names a record its chain went past (which one pass
  * does not remember), reads them again remembering exactly the named records.
  */
-async function verifyTwice(read: () => Iterable<string> | AsyncIterable<string>): Promise<VerifyResult> {
+async function verifyTwice(
+  read: () => Iterable<string> | AsyncIterable<string>,
+  checks: Checks,
+): Promise<VerifyResult> {
   const unresolved = new Map<string, Set<number>>();
-  const first = await verifyPass(read(), { keep: undefined, unresolved });
+  const first = await verifyPass(read(), passOf({ keep: undefined, unresolved }, checks));
   if (unresolved.size === 0) return first;
-  return verifyPass(read(), { keep: unresolved, unresolved: new Map() });
+  return verifyPass(read(), passOf({ keep: unresolved, unresolved: new Map() }, checks));
 }
 
 async function verifyPass(
   lines: Iterable<string> | AsyncIterable<string>,
-  anchors: Anchors,
+  pass: Pass,
 ): Promise<VerifyResult> {
   const chains = new Map<string, ChainState>();
   let number = 0;
   let last: string | undefined;
   for await (const line of lines) {
     number += 1;
-    const checked = checkLine(line, number, chains, anchors);
+    const checked = checkLine(line, number, chains, pass);
     if (typeof checked === 'string') return broken(chains, chainOfLine(line), number, checked);
     last = checked.hash;
   }
+  // A missing record has no line: it is reported at the line after the last.
+  const missed = pass.expected?.firstMissed(chains, () => number + 1);
+  if (missed !== undefined) return broken(chains, missed.chain, missed.brokenAt, missed.reason);
   return intact(chains, last);
 }
 
 /** `verifyAuditLines` over a JSON-lines file written by `createFileSink`, streamed. */
-export async function verifyAuditFile(path: string): Promise<VerifyResult> {
+export async function verifyAuditFile(path: string, options?: VerifyOptions): Promise<VerifyResult> {
+  const checks = checksOf(options, 'verifyAuditFile');
   const unresolved = new Map<string, Set<number>>();
-  const first = await verifyFilePass(path, { keep: undefined, unresolved });
+  const first = await verifyFilePass(path, passOf({ keep: undefined, unresolved }, checks));
   if (unresolved.size === 0) return first;
-  return verifyFilePass(path, { keep: unresolved, unresolved: new Map() });
+  return verifyFilePass(path, passOf({ keep: unresolved, unresolved: new Map() }, checks));
 }
 
-async function verifyFilePass(path: string, anchors: Anchors): Promise<VerifyResult> {
+async function verifyFilePass(path: string, pass: Pass): Promise<VerifyResult> {
   const stream = createReadStream(path, { encoding: 'utf8' });
   const lines = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY });
   let endsWithNewline = true;
@@ -126,7 +205,7 @@ async function verifyFilePass(path: string, anchors: Anchors): Promise<VerifyRes
   // A wrapper, so that the verifier stopping early leaves `source` open to ask whether lines follow.
   const unclosed = { [Symbol.asyncIterator]: () => ({ next: () => source.next() }) };
   try {
-    const result = await verifyPass(unclosed, anchors);
+    const result = await verifyPass(unclosed, pass);
     if (result.intact || result.reason !== notRecordReason(result.brokenAt)) return result;
     // The failing line is the last one and no newline ends it: a write cut short (a crash mid-write;
     // a sink reopening the file closes such a line and chains on from the record before it).
@@ -148,7 +227,7 @@ function tornReason(line: number): string {
   return `record ${line} is torn: the file ends inside it (a write cut short, e.g. by a crash); the records before it are intact`;
 }
 
-export interface VerifyTableOptions {
+export interface VerifyTableOptions extends VerifyOptions {
   client: AuditQueryable;
   /** @default 'toolgate_audit' */
   table?: string;
@@ -180,8 +259,16 @@ interface TableRow {
 export async function verifyAuditTable(options: VerifyTableOptions): Promise<VerifyResult> {
   const table = parseTableName(options.table ?? 'toolgate_audit');
   const { client } = options;
+  const checks = checksOf(options, 'verifyAuditTable');
+  const pass = passOf(TABLE_ANCHORS, checks);
   let names: string[];
   if (options.chain !== undefined) {
+    const other = checks.expect.find((head) => head.chainId !== options.chain);
+    if (other !== undefined) {
+      throw new RangeError(
+        `verifyAuditTable: expect names chain ${JSON.stringify(other.chainId)}, but only chain ${JSON.stringify(options.chain)} is verified`,
+      );
+    }
     names = [options.chain];
   } else {
     const { rows } = await client.query(`SELECT DISTINCT chain FROM ${table.sql} ORDER BY chain`);
@@ -190,7 +277,7 @@ export async function verifyAuditTable(options: VerifyTableOptions): Promise<Ver
   const chains = new Map<string, ChainState>();
   let last: string | undefined;
   for (const chain of names) {
-    chains.set(chain, { previous: undefined, line: 0, count: 0, kept: undefined });
+    chains.set(chain, { previous: undefined, keyed: false, line: 0, count: 0, kept: undefined });
     let after = '0';
     for (;;) {
       const { rows } = await client.query(
@@ -203,7 +290,7 @@ export async function verifyAuditTable(options: VerifyTableOptions): Promise<Ver
       for (const row of rows as TableRow[]) {
         const state = chains.get(chain)!;
         const number = state.count + 1;
-        const checked = checkLine(row.record, number, chains, TABLE_ANCHORS, chain);
+        const checked = checkLine(row.record, number, chains, pass, chain);
         if (typeof checked === 'string') return broken(chains, chain, number, checked);
         if (checked.seq === 1 && checked.after !== undefined) {
           const missing = await missingAnchorInTable(client, table.sql, checked.after);
@@ -228,6 +315,9 @@ export async function verifyAuditTable(options: VerifyTableOptions): Promise<Ver
       after = (rows.at(-1) as TableRow).page_key;
     }
   }
+  // A missing record is reported at the number after its chain's last record.
+  const missed = pass.expected?.firstMissed(chains, (chain) => (chains.get(chain)?.count ?? 0) + 1);
+  if (missed !== undefined) return broken(chains, missed.chain, missed.brokenAt, missed.reason);
   return intact(chains, last);
 }
 
@@ -290,14 +380,28 @@ function checkLine(
   line: string,
   number: number,
   chains: Map<string, ChainState>,
-  anchors: Anchors,
+  pass: Pass,
   expectedChain?: string,
 ): AuditRecord | string {
   const record = parseRecordLine(line);
   if (!record) return notRecordReason(number);
   const { hash, ...rest } = record;
+  const { keyId } = record;
+  const { keys } = pass.checks;
+  let key: ChainKey | undefined;
+  if (keyId !== undefined) {
+    if (!isKeyId(keyId)) return `record ${number} (seq ${record.seq}) has a malformed keyId`;
+    key = keys?.get(keyId);
+    if (key === undefined) {
+      return `record ${number} (seq ${record.seq}) is keyed with key ${keyId}: pass its key to verify`;
+    }
+  } else if (keys !== undefined && !pass.checks.allowUnkeyed) {
+    // Keys given, a record without one: its plain SHA-256 is what anyone who strips the keyId and
+    // recomputes the hashes would write (a downgrade).
+    return `record ${number} (seq ${record.seq}) is not keyed: its hash is plain SHA-256, which anyone can recompute (a log begun without a key is verified with allowUnkeyed)`;
+  }
   const canonical = canonicalJson(rest);
-  if (hashOfCanonical(canonical) !== hash) {
+  if ((key === undefined ? hashOfCanonical(canonical) : key.hash(canonical)) !== hash) {
     return `record ${number} (seq ${record.seq}) was altered: its content does not match its hash`;
   }
   // The writer stores exactly this text (`hash` last; a row written by hand may have it in its sorted
@@ -312,15 +416,20 @@ function checkLine(
   }
   let state = chains.get(chain);
   if (!state) {
-    state = { previous: undefined, line: 0, count: 0, kept: undefined };
+    state = { previous: undefined, keyed: false, line: 0, count: 0, kept: undefined };
     chains.set(chain, state);
+  }
+  if (key === undefined && state.keyed) {
+    return `record ${number} (seq ${record.seq}) is not keyed, after keyed records of its chain: its keyId was stripped (a downgrade)`;
   }
   const { previous } = state;
   // A file sink whose chain id comes back after another writer's records (a stable chainId) cannot
   // continue its chain from there: it starts it again at seq 1, after the record it found last. That
   // record must come after this chain's previous one, so a copy of an earlier first record is no restart.
   const restart =
-    previous !== undefined && expectedChain === undefined && restartOf(record, chain, state, chains, anchors);
+    previous !== undefined &&
+    expectedChain === undefined &&
+    restartOf(record, chain, state, chains, pass.anchors);
   if (typeof restart === 'string') return `record ${number} (seq 1) ${restart}`;
   if (!previous || restart) {
     if (record.prevHash !== GENESIS_HASH || record.seq !== 1) {
@@ -331,7 +440,7 @@ function checkLine(
         return `record ${number} (seq 1) names a malformed earlier record in after`;
       // A table is read chain by chain: verifyAuditTable looks the named record up itself.
       if (expectedChain === undefined) {
-        const named = namedRecord(record.after, chains, anchors);
+        const named = namedRecord(record.after, chains, pass.anchors);
         if (typeof named === 'string') return `record ${number} (seq 1) ${named}`;
       }
     }
@@ -346,9 +455,11 @@ function checkLine(
     return `record ${number} (seq ${record.seq}) does not link to the previous record of its chain: its prevHash differs (a record was inserted or replaced)`;
   }
   state.previous = record;
+  if (key !== undefined) state.keyed = true;
   state.line = number;
   state.count += 1;
-  const { keep } = anchors;
+  pass.expected?.see(chain, record, number);
+  const { keep } = pass.anchors;
   if (keep === 'all' || keep?.get(chain)?.has(record.seq)) {
     state.kept ??= new Map();
     state.kept.set(record.seq, { hash: record.hash, line: number });
@@ -402,6 +513,79 @@ function namedRecord(
     return UNRESOLVED;
   }
   return named.hash === after.hash ? named.line : anchorReplaced(after);
+}
+
+/** An expected head not found, and where to report it. */
+interface MissedHead {
+  readonly chain: string;
+  readonly brokenAt: number;
+  readonly reason: string;
+}
+
+/**
+ * The records `expect` names, by chain and seq, and what one pass found of each: a record at that
+ * seq with that hash, or only with another hash (the line of the last one). A chain a file restarts
+ * holds a seq more than once: any one of them with the hash is the record.
+ */
+class ExpectedHeads {
+  readonly #heads: readonly AuditHead[];
+  readonly #found = new Map<
+    string,
+    Map<number, { readonly hash: string; matched: boolean; differsAt: number }>
+  >();
+
+  constructor(heads: readonly AuditHead[]) {
+    this.#heads = heads;
+    for (const { chainId, seq, hash } of heads) {
+      let bySeq = this.#found.get(chainId);
+      if (bySeq === undefined) {
+        bySeq = new Map();
+        this.#found.set(chainId, bySeq);
+      }
+      bySeq.set(seq, { hash, matched: false, differsAt: 0 });
+    }
+  }
+
+  /** Notes a verified record of `chain` read at `number`. */
+  see(chain: string, record: AuditRecord, number: number): void {
+    const wanted = this.#found.get(chain)?.get(record.seq);
+    if (wanted === undefined) return;
+    if (record.hash === wanted.hash) wanted.matched = true;
+    else wanted.differsAt = number;
+  }
+
+  /** The first expected head (in the order given) the chains do not hold; `end` numbers a chain's missing record. */
+  firstMissed(chains: Map<string, ChainState>, end: (chain: string) => number): MissedHead | undefined {
+    for (const { chainId, seq, hash } of this.#heads) {
+      const found = this.#found.get(chainId)!.get(seq)!;
+      if (found.hash !== hash) {
+        // Two expectations of one record with different hashes: both cannot hold.
+        return {
+          chain: chainId,
+          brokenAt: end(chainId),
+          reason: `chain ${chainId} seq ${seq} was expected with two different hashes`,
+        };
+      }
+      if (found.matched) continue;
+      if (found.differsAt > 0) {
+        return {
+          chain: chainId,
+          brokenAt: found.differsAt,
+          reason: `record ${found.differsAt} (seq ${seq}) of chain ${chainId} has a different hash than the expected ${hash}: the chain was rewritten`,
+        };
+      }
+      const last = chains.get(chainId)?.previous;
+      return {
+        chain: chainId,
+        brokenAt: end(chainId),
+        reason:
+          last === undefined
+            ? `chain ${chainId} has no records but seq ${seq} (hash ${hash}) was expected: the chain was deleted`
+            : `chain ${chainId} ends at seq ${last.seq} but seq ${seq} (hash ${hash}) was expected: records were cut off the end`,
+      };
+    }
+    return undefined;
+  }
 }
 
 function summary(chains: Map<string, ChainState>): ChainVerifyResult[] {

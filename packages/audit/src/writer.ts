@@ -11,13 +11,24 @@ import {
   parseRecordLine,
   rowOf,
 } from './chain.js';
+import type { ChainKey } from './chain-key.js';
 import { IncidentLog } from './incident-log.js';
 import type { CapturedRecord } from './record.js';
 import { isPermanentSinkError } from './sink-errors.js';
-import type { AuditBatch, AuditRecord, AuditRow, AuditSink, AuditStats, ChainHead } from './types.js';
+import type {
+  AuditBatch,
+  AuditHead,
+  AuditRecord,
+  AuditRow,
+  AuditSink,
+  AuditStats,
+  ChainHead,
+} from './types.js';
 
 export interface WriterSettings {
   readonly chainId: string;
+  /** Hashes records with HMAC-SHA256 under it, each naming it by `keyId`; undefined: plain SHA-256. */
+  readonly key: ChainKey | undefined;
   readonly batchSize: number;
   readonly batchDelayMs: number;
   readonly maxBufferBytes: number;
@@ -60,6 +71,7 @@ export class AuditWriter {
   readonly #settings: WriterSettings;
   /** `,"chainId":...`, escaped once for every record this writer seals. */
   readonly #chainField: string;
+  readonly #key: ChainKey | undefined;
   /**
    * The buffer the last batch was sealed into, sealed into again by the next batch when the sink is
    * done with a batch's bytes once its write settles (this package's file and PostgreSQL sinks):
@@ -98,6 +110,7 @@ export class AuditWriter {
     this.#sink = sink;
     this.#settings = settings;
     this.#chainField = chainIdField(settings.chainId);
+    this.#key = settings.key;
     this.#reusesBytes = isDoneWithBytesWhenSettled(sink);
     const { logger } = settings;
     this.#dropLog = new IncidentLog(logger, 'warn', 'audit records dropped', LOG_INTERVAL_MS);
@@ -252,6 +265,14 @@ export class AuditWriter {
     };
   }
 
+  /** The chain's last stored record: the head the sink gave at start, then each acknowledged batch's last. */
+  head(): AuditHead | undefined {
+    const head = this.#head;
+    return head === undefined
+      ? undefined
+      : { chainId: this.#settings.chainId, seq: head.seq, hash: head.hash };
+  }
+
   #hasRoom(bytes: number): boolean {
     const used = this.#bufferBytes + this.#inFlightBytes;
     // One record larger than the whole bound still goes through, alone, rather than never.
@@ -347,10 +368,6 @@ export class AuditWriter {
     return entries;
   }
 
-  /**
-   * Links a batch onto the chain: each record's line is built from its captured fields and hashed
-   * here, on the writer's path, never on a call's. Rows are built only if the sink reads them.
-   */
   /** The chain's head, and for a new chain the anchor its first record names (when the sink gives one). */
   async #loadHead(): Promise<{ head: ChainHead | undefined; after: string | undefined }> {
     const chainId = this.#settings.chainId;
@@ -361,6 +378,11 @@ export class AuditWriter {
     return { head, after: isChainAnchor(anchor) ? anchorJson(anchor) : undefined };
   }
 
+  /**
+   * Links a batch onto the chain: each record's line is built from its captured fields and hashed
+   * here (under the chain's key, when it has one), on the writer's path, never on a call's. Rows
+   * are built only if the sink reads them.
+   */
   #seal(entries: readonly CapturedRecord[]): {
     batch: AuditBatch;
     head: ChainHead | undefined;
@@ -381,6 +403,7 @@ export class AuditWriter {
       bytes = Buffer.allocUnsafe(Math.max(capacity, this.#reusesBytes ? MIN_KEPT_BATCH_BUFFER : 1024));
     }
     let at = 0;
+    const key = this.#key;
     for (let index = 0; index < n; index += 1) {
       const seq = firstSeq + index;
       const canonical = canonicalOf(
@@ -389,10 +412,12 @@ export class AuditWriter {
         seq,
         this.#chainField,
         seq === 1 ? this.#after : undefined,
+        key?.field,
       );
       bytes = ensureRoom(bytes, at, canonical);
       const length = bytes.write(canonical, at, 'utf8');
-      prevHash = hashOfCanonical(bytes.subarray(at, at + length));
+      const encoded = bytes.subarray(at, at + length);
+      prevHash = key === undefined ? hashOfCanonical(encoded) : key.hash(encoded);
       // The hash goes in as the last (sorted) key, over the canonical JSON's closing brace.
       at += length - 1;
       at += bytes.write(`${hashTail(prevHash)}\n`, at, 'latin1');
