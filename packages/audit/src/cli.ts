@@ -1,13 +1,27 @@
 #!/usr/bin/env node
 // toolgate-audit: checks an audit chain. The report goes to stdout (this is a CLI, not a server).
+import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { type VerifyResult, verifyAuditFile, verifyAuditTable } from './verify.js';
+import { MIN_KEY_BYTES } from './chain-key.js';
+import type { AuditHead } from './types.js';
+import { type VerifyOptions, type VerifyResult, verifyAuditFile, verifyAuditTable } from './verify.js';
 
 const USAGE = `usage:
-  toolgate-audit verify FILE
-  toolgate-audit verify --table NAME [--chain ID] [--database-url URL]   (default: $DATABASE_URL; every chain unless --chain)
+  toolgate-audit verify FILE [options]
+  toolgate-audit verify --table NAME [--chain ID] [--database-url URL] [options]
+      (default: $DATABASE_URL; every chain unless --chain)
+
+options:
+  --key-file PATH        a chain key: the file's bytes, less one trailing newline (repeat for rotated keys)
+  --key-env NAME         a chain key: the value of $NAME (repeatable)
+  --allow-unkeyed        with keys: accept unkeyed records before a chain's first keyed one
+  --expect-head CHAIN:SEQ:HASH
+                         the chain must still hold that record (a head kept elsewhere; repeatable)
 
 Exit status: 0 intact, 1 broken, 2 usage or read error.`;
+
+/** A usage error: reported with its message, exit status 2. */
+class UsageError extends Error {}
 
 async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -17,6 +31,10 @@ async function main(argv: string[]): Promise<number> {
       table: { type: 'string' },
       chain: { type: 'string' },
       'database-url': { type: 'string' },
+      'key-file': { type: 'string', multiple: true },
+      'key-env': { type: 'string', multiple: true },
+      'allow-unkeyed': { type: 'boolean' },
+      'expect-head': { type: 'string', multiple: true },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -30,9 +48,17 @@ async function main(argv: string[]): Promise<number> {
     console.error(USAGE);
     return 2;
   }
+  let options: VerifyOptions;
+  try {
+    options = await verifyOptionsOf(values);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    console.error(`toolgate-audit: ${error.message}`);
+    return 2;
+  }
   let result: VerifyResult;
   if (file !== undefined) {
-    result = await verifyAuditFile(file);
+    result = await verifyAuditFile(file, options);
   } else {
     const url = values['database-url'] ?? process.env.DATABASE_URL;
     if (!url) {
@@ -44,6 +70,7 @@ async function main(argv: string[]): Promise<number> {
     await client.connect();
     try {
       result = await verifyAuditTable({
+        ...options,
         client,
         ...(values.table !== undefined && { table: values.table }),
         ...(values.chain !== undefined && { chain: values.chain }),
@@ -66,6 +93,57 @@ async function main(argv: string[]): Promise<number> {
   }
   console.log(`broken at record ${result.brokenAt}: ${printable(result.reason)}`);
   return 1;
+}
+
+/** The keys and expected heads the flags name. A key is never printed, only the flag that gave it. */
+async function verifyOptionsOf(values: {
+  'key-file'?: string[];
+  'key-env'?: string[];
+  'allow-unkeyed'?: boolean;
+  'expect-head'?: string[];
+}): Promise<VerifyOptions> {
+  const keys: Buffer[] = [];
+  const addKey = (key: Buffer, flag: string): void => {
+    if (key.length < MIN_KEY_BYTES) {
+      throw new UsageError(`${flag}: a key must be at least ${MIN_KEY_BYTES} bytes (got ${key.length})`);
+    }
+    keys.push(key);
+  };
+  for (const path of values['key-file'] ?? []) {
+    // The file's bytes, less one trailing newline (what `echo` or an editor adds).
+    addKey(withoutTrailingNewline(await readFile(path)), `--key-file ${printable(path)}`);
+  }
+  for (const name of values['key-env'] ?? []) {
+    const value = process.env[name];
+    if (value === undefined || value === '') throw new UsageError(`--key-env ${name}: $${name} is not set`);
+    addKey(Buffer.from(value, 'utf8'), `--key-env ${name}`);
+  }
+  const expect = (values['expect-head'] ?? []).map(parseHead);
+  if (values['allow-unkeyed'] && keys.length === 0) {
+    throw new UsageError('--allow-unkeyed needs a key (--key-file or --key-env)');
+  }
+  return {
+    ...(keys.length > 0 && { keys }),
+    ...(values['allow-unkeyed'] && { allowUnkeyed: true }),
+    ...(expect.length > 0 && { expect }),
+  };
+}
+
+function withoutTrailingNewline(bytes: Buffer): Buffer {
+  if (bytes[bytes.length - 1] !== 0x0a) return bytes;
+  return bytes.subarray(0, bytes.length - (bytes[bytes.length - 2] === 0x0d ? 2 : 1));
+}
+
+/** `CHAIN:SEQ:HASH`, split from the right: a chain id may hold colons. */
+function parseHead(text: string): AuditHead {
+  const match = /^(.*):([1-9][0-9]*):([0-9a-f]{64})$/.exec(text);
+  const seq = Number(match?.[2]);
+  if (match === null || !Number.isSafeInteger(seq)) {
+    throw new UsageError(
+      `--expect-head ${printable(text)}: expected CHAIN:SEQ:HASH (a seq from 1, a hash of 64 lower-case hex digits)`,
+    );
+  }
+  return { chainId: match[1]!, seq, hash: match[3]! };
 }
 
 /** A chain id as the writer makes them (printable ASCII) as is; any other text from the file as escaped JSON. */
