@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 const read = (path: string): string => readFileSync(new URL(path, import.meta.url), 'utf8');
 
 describe('README', () => {
-  it.each(['usage', 'postgres', 'shutdown'])(
+  it.each(['usage', 'postgres', 'shutdown', 'keyed'])(
     'shows examples/%s.ts exactly, importing the published name',
     (name) => {
       const example = read(`../examples/${name}.ts`)
