@@ -1,14 +1,16 @@
 // Development only: where two in-process cases' instructions differ, by function. Each case runs under
 // callgrind as section 1b counts it (same child, flags, warm-up and counted calls), with V8 writing a
 // perf map (`--perf-basic-prof`) so that JIT code, which callgrind knows only by address, is named.
-// Prints the functions whose self instructions per call differ most between the two cases.
+// Prints the functions whose self instructions per call differ most between the two cases. V8 can
+// reuse a code address after flushing a function, and the perf map then names it after the first
+// owner: a line naming a function the case never runs (a module's top level) is such a stale name.
 // npx tsx benchmarks/instr-functions.ts [base case] [other case] [rows]
 import { execFile } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { bundleChild, COUNTED_CALLS, TIME_DILATION, V8_FLAGS, WARMUP_CALLS } from './instructions.js';
+import { bundleChild, COUNTED_CALLS, runCounted } from './instructions.js';
 
 const execFileAsync = promisify(execFile);
 const MAX_OUTPUT = 256 * 2 ** 20;
@@ -28,24 +30,7 @@ async function profile(child: string, which: string): Promise<Map<string, number
   const dir = await mkdtemp(join(tmpdir(), 'toolgate-instr-fn-'));
   const out = join(dir, 'callgrind.out');
   try {
-    const run = execFileAsync(
-      'valgrind',
-      [
-        '--tool=callgrind',
-        `--callgrind-out-file=${out}`,
-        '--zero-before=node::CPUUsage(*',
-        '--dump-before=node::ResourceUsage(*',
-        process.execPath,
-        ...V8_FLAGS,
-        '--perf-basic-prof',
-        child,
-        which,
-        String(WARMUP_CALLS),
-        String(COUNTED_CALLS),
-        '1',
-      ],
-      { env: { ...process.env, TOOLGATE_BENCH_TIME_DILATION: String(TIME_DILATION) }, maxBuffer: MAX_OUTPUT },
-    );
+    const run = runCounted(out, child, which, 1, ['--perf-basic-prof']);
     const pid = run.child.pid;
     await run;
     const { stdout } = await execFileAsync(
@@ -107,7 +92,10 @@ const total = (m: Map<string, number>) => [...m.values()].reduce((sum, v) => sum
 process.stdout.write(
   `${base}: ${total(a).toFixed(0)} a call; ${other}: ${total(b).toFixed(0)} (+${(total(b) - total(a)).toFixed(0)})\n`,
 );
-for (const { name, a: x, b: y } of diffs.slice(0, rows)) {
+// callgrind_annotate's listing starts with the program's total and the frames every instruction lies
+// under (main, the event loop): not functions of their own.
+const frames = (entry: { a: number; b: number }): boolean => entry.b > total(b) * 0.5;
+for (const { name, a: x, b: y } of diffs.filter((entry) => !frames(entry)).slice(0, rows)) {
   process.stdout.write(
     `${(y - x).toFixed(0).padStart(8)} ${x.toFixed(0).padStart(8)} ${y.toFixed(0).padStart(8)}  ${name.slice(0, 150)}\n`,
   );

@@ -5,7 +5,7 @@
 // (system calls, page faults) and what an instruction costs (a cache miss counts as one).
 //
 // npx tsx benchmarks/instructions.ts [case,case|all] [concurrency]
-import { execFile } from 'node:child_process';
+import { execFile, type PromiseWithChild } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,7 +20,7 @@ import { stackNames } from './middleware.bench.js';
  * generation makes every scavenge depend on bytes allocated alone. Loaded through tsx, two identical
  * runs differed by 157 M instructions (its loader thread); bundled first, by 0.4-2 M (whole runs).
  */
-export const V8_FLAGS = [
+const V8_FLAGS = [
   '--predictable',
   '--hash-seed=1',
   '--random-seed=1',
@@ -110,24 +110,7 @@ export async function countInstructions(child: string, which: string, concurrenc
   const dir = await mkdtemp(join(tmpdir(), 'toolgate-callgrind-'));
   const out = join(dir, 'callgrind.out');
   try {
-    const { stderr } = await execFileAsync(
-      'valgrind',
-      [
-        '--tool=callgrind',
-        `--callgrind-out-file=${out}`,
-        '--zero-before=node::CPUUsage(*',
-        '--dump-before=node::ResourceUsage(*',
-        process.execPath,
-        ...V8_FLAGS,
-        child,
-        which,
-        String(WARMUP_CALLS),
-        String(COUNTED_CALLS),
-        String(concurrency),
-      ],
-      // The bundle's imports resolve from where it lies, in bench/node_modules.
-      { env: { ...process.env, TOOLGATE_BENCH_TIME_DILATION: String(TIME_DILATION) }, maxBuffer: MAX_OUTPUT },
-    );
+    const { stderr } = await runCounted(out, child, which, concurrency);
     // The counted calls' dump is part 1; the rest of the process (closing) is the final part.
     const files = (await readdir(dir)).filter((name) => name.startsWith('callgrind.out')).sort();
     if (files.length !== 2) {
@@ -157,6 +140,42 @@ export async function countInstructions(child: string, which: string, concurrenc
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * Runs case `which` of the bundled child under callgrind, its counted calls dumped to `${out}.1`
+ * (`nodeFlags`: more V8 flags, such as `--perf-basic-prof`). The child process is `.child`.
+ */
+export function runCounted(
+  out: string,
+  child: string,
+  which: string,
+  concurrency: number,
+  nodeFlags: readonly string[] = [],
+): PromiseWithChild<{ stdout: string; stderr: string }> {
+  return execFileAsync(
+    'valgrind',
+    [
+      '--tool=callgrind',
+      `--callgrind-out-file=${out}`,
+      '--zero-before=node::CPUUsage(*',
+      '--dump-before=node::ResourceUsage(*',
+      process.execPath,
+      ...V8_FLAGS,
+      ...nodeFlags,
+      child,
+      which,
+      String(WARMUP_CALLS),
+      String(COUNTED_CALLS),
+      String(concurrency),
+    ],
+    // The bundle's imports resolve from where it lies, in bench/node_modules.
+    {
+      env: { ...process.env, TOOLGATE_BENCH_TIME_DILATION: String(TIME_DILATION) },
+      maxBuffer: MAX_OUTPUT,
+      encoding: 'utf8',
+    },
+  );
 }
 
 /** V8's mark-compact collector's own functions (the scavenger's are left out: they run every few calls). */
