@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { readAuditKeyFile } from '@toolgate/audit';
 import { type TokenConfig, TokenConfigSchema } from './auth.js';
 
 export interface CliConfig {
@@ -28,6 +29,8 @@ export interface CliConfig {
   replicaId: string | undefined;
   confirmSecret: string | undefined;
   durableAudit: boolean;
+  /** The audit chain's HMAC key, read from TOOLGATE_AUDIT_KEY_FILE (its bytes less one trailing newline). */
+  auditKey: Buffer | undefined;
   /** request_refund/cancel_order calls per caller and tool per minute (TOOLGATE_WRITES_PER_MINUTE). */
   writesPerMinute: number | undefined;
   /** Calls per caller per minute, all tools together (TOOLGATE_CALLS_PER_MINUTE). */
@@ -61,6 +64,8 @@ Environment:
   AUDIT_DATABASE_URL            audit to this PostgreSQL table (one hash chain per replica) instead of AUDIT_FILE
   TOOLGATE_REPLICA_ID           this replica's audit chain id (default: host name, pid, random suffix)
   TOOLGATE_DURABLE_AUDIT=1      release an answer only after its audit record is stored
+  TOOLGATE_AUDIT_KEY_FILE       key the audit chain with HMAC-SHA256: a file of >= 32 bytes (less one trailing
+                                newline, as toolgate-audit verify --key-file reads it)
   TOOLGATE_CONFIRM_SECRET       HMAC key of two-step confirmations (>= 32 bytes; the same on every replica;
                                 default: random per process)
   TOOLGATE_WRITES_PER_MINUTE    request_refund/cancel_order calls per caller and tool per minute (default 10)
@@ -124,6 +129,7 @@ export function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Cli
   if (env.TOOLGATE_CONFIRM_SECRET !== undefined && Buffer.byteLength(env.TOOLGATE_CONFIRM_SECRET) < 32) {
     throw new UsageError('TOOLGATE_CONFIRM_SECRET must be at least 32 bytes');
   }
+  const auditKey = readAuditKey(env.TOOLGATE_AUDIT_KEY_FILE);
   if (values.http && !tokens && !jwt && !values['insecure-no-auth'] && !values.help) {
     throw new UsageError(
       '--http needs TOOLGATE_TOKENS_FILE (or TOOLGATE_TOKENS), JWT mode (TOOLGATE_JWKS_URL...), or --insecure-no-auth on 127.0.0.1',
@@ -168,10 +174,29 @@ export function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Cli
     replicaId: env.TOOLGATE_REPLICA_ID || undefined,
     confirmSecret: env.TOOLGATE_CONFIRM_SECRET || undefined,
     durableAudit: env.TOOLGATE_DURABLE_AUDIT === '1',
+    auditKey,
     writesPerMinute,
     callsPerMinute,
     jwt,
   };
+}
+
+/**
+ * The audit key from its file, read as `toolgate-audit verify --key-file` reads it (audit's
+ * `readAuditKeyFile`). Never logged; an unreadable or short file stops start-up.
+ */
+function readAuditKey(path: string | undefined): Buffer | undefined {
+  if (!path) return undefined;
+  let key: Buffer;
+  try {
+    key = readAuditKeyFile(path);
+  } catch (error) {
+    throw new UsageError(
+      `TOOLGATE_AUDIT_KEY_FILE cannot be read: ${(error as NodeJS.ErrnoException).code ?? 'error'}`,
+    );
+  }
+  if (key.length < 32) throw new UsageError('TOOLGATE_AUDIT_KEY_FILE must hold at least 32 bytes');
+  return key;
 }
 
 export class UsageError extends Error {

@@ -69,6 +69,7 @@ async function main(): Promise<void> {
       auditDatabaseUrl: config.auditDatabaseUrl,
       replicaId: config.replicaId,
       durableAudit: config.durableAudit,
+      auditKey: config.auditKey,
       confirmSecret: config.confirmSecret,
       writesPerMinute: config.writesPerMinute,
       callsPerMinute: config.callsPerMinute,

@@ -82,6 +82,8 @@ export interface OrderServiceConfig {
   replicaId?: string | undefined;
   /** Release an answer only after its audit record is stored. @default false */
   durableAudit?: boolean;
+  /** Key the audit chain with HMAC-SHA256 (at least 32 bytes). @default none: plain SHA-256 */
+  auditKey?: Uint8Array | undefined;
   /** HMAC key of two-step confirmations; the same on every replica. @default random per process */
   confirmSecret?: string | undefined;
   /** request_refund and cancel_order calls each caller may make per tool and minute. @default 10 */
@@ -207,6 +209,7 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
     logger,
     ...(config.replicaId ? { chainId: config.replicaId } : {}),
     ...(config.durableAudit ? { durable: true } : {}),
+    ...(config.auditKey ? { key: config.auditKey } : {}),
   });
   const redact = createRedactErrors({ logger });
   // Who may see and call what: reading orders needs orders:read, the policies docs:read, and the two

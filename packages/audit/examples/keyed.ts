@@ -1,9 +1,14 @@
 // The README's keyed-chain example, typechecked with the package (see usage.ts).
-import { readFileSync } from 'node:fs';
-import { type AuditHead, createAudit, createFileSink, verifyAuditFile } from '../src/index.js';
+import {
+  type AuditHead,
+  createAudit,
+  createFileSink,
+  readAuditKeyFile,
+  verifyAuditFile,
+} from '../src/index.js';
 
-// The key file as the CLI reads it: its text, less one trailing newline (`openssl rand -hex 32 > ...`).
-const key = readFileSync('/run/secrets/audit.key', 'utf8').replace(/\r?\n$/, '');
+// The key file as the CLI reads it: its bytes, less one trailing newline (`openssl rand -hex 32 > ...`).
+const key = readAuditKeyFile('/run/secrets/audit.key');
 declare const heads: { save(head: AuditHead): Promise<void>; load(): Promise<AuditHead> };
 
 export const audit = createAudit({

@@ -1,4 +1,5 @@
 import { createHmac, createSecretKey, hash as digest, type KeyObject } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import type { AuditKey } from './types.js';
 
 /** Fewest bytes a chain key may have: HMAC-SHA256's own output size. */
@@ -62,4 +63,16 @@ export function chainKeysOf(keys: AuditKey | readonly AuditKey[], name: string):
 /** Whether a record's `keyId` is the form a key id takes (16 lower-case hex digits). */
 export function isKeyId(value: unknown): value is string {
   return typeof value === 'string' && KEY_ID.test(value);
+}
+
+/**
+ * A chain key from a file, read the one way the application and `toolgate-audit verify --key-file`
+ * both read it: the file's bytes, less one trailing newline (`\n` or `\r\n`, what `echo`, an editor or
+ * `openssl rand -hex 32 > file` adds). A text key's characters are the key, not decoded. Throws when
+ * the file cannot be read; `createAudit` and the verifiers refuse a key shorter than 32 bytes.
+ */
+export function readAuditKeyFile(path: string): Buffer {
+  const bytes = readFileSync(path);
+  if (bytes[bytes.length - 1] !== 0x0a) return bytes;
+  return bytes.subarray(0, bytes.length - (bytes[bytes.length - 2] === 0x0d ? 2 : 1));
 }

@@ -1,8 +1,7 @@
 #!/usr/bin/env node
 // toolgate-audit: checks an audit chain. The report goes to stdout (this is a CLI, not a server).
-import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { MIN_KEY_BYTES } from './chain-key.js';
+import { MIN_KEY_BYTES, readAuditKeyFile } from './chain-key.js';
 import type { AuditHead } from './types.js';
 import { type VerifyOptions, type VerifyResult, verifyAuditFile, verifyAuditTable } from './verify.js';
 
@@ -110,8 +109,7 @@ async function verifyOptionsOf(values: {
     keys.push(key);
   };
   for (const path of values['key-file'] ?? []) {
-    // The file's bytes, less one trailing newline (what `echo` or an editor adds).
-    addKey(withoutTrailingNewline(await readFile(path)), `--key-file ${printable(path)}`);
+    addKey(readAuditKeyFile(path), `--key-file ${printable(path)}`);
   }
   for (const name of values['key-env'] ?? []) {
     const value = process.env[name];
@@ -127,11 +125,6 @@ async function verifyOptionsOf(values: {
     ...(values['allow-unkeyed'] && { allowUnkeyed: true }),
     ...(expect.length > 0 && { expect }),
   };
-}
-
-function withoutTrailingNewline(bytes: Buffer): Buffer {
-  if (bytes[bytes.length - 1] !== 0x0a) return bytes;
-  return bytes.subarray(0, bytes.length - (bytes[bytes.length - 2] === 0x0d ? 2 : 1));
 }
 
 /** `CHAIN:SEQ:HASH`, split from the right: a chain id may hold colons. */

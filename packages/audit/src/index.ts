@@ -2,6 +2,7 @@
 export { createAudit } from './audit.js';
 export { GENESIS_HASH } from './chain.js';
 export { defaultChainId } from './chain-id.js';
+export { readAuditKeyFile } from './chain-key.js';
 export { createFileSink, type FileSinkOptions } from './file-sink.js';
 export { createFunctionSink, type FunctionSinkOptions } from './function-sink.js';
 export { createPostgresSink, type PostgresSinkOptions } from './postgres-sink.js';

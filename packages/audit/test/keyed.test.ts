@@ -2,7 +2,7 @@
 // trips into a real file or table, then attacked by someone who can write the file but has not got
 // the key.
 import { createHash, createHmac, randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { canonicalJson } from '@toolgate/core';
@@ -14,6 +14,7 @@ import {
   createAudit,
   createFileSink,
   createPostgresSink,
+  readAuditKeyFile,
   verifyAuditFile,
   verifyAuditLines,
   verifyAuditTable,
@@ -121,6 +122,32 @@ describe('createAudit({ key })', () => {
       expect(hash).toBe(sha256(canonicalJson(rest)));
     }
     await expect(verifyAuditLines(lines)).resolves.toMatchObject({ intact: true, records: 2 });
+  });
+});
+
+describe('readAuditKeyFile', () => {
+  it('gives the file bytes less exactly one trailing LF or CRLF, and throws ENOENT for a missing file', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'toolgate-audit-keyfile-'));
+    try {
+      const cases: Array<[string, Buffer, Buffer]> = [
+        ['plain', Buffer.from(KEY), Buffer.from(KEY)],
+        ['lf', Buffer.from(`${KEY}\n`), Buffer.from(KEY)],
+        ['crlf', Buffer.from(`${KEY}\r\n`), Buffer.from(KEY)],
+        ['two newlines', Buffer.from(`${KEY}\n\n`), Buffer.from(`${KEY}\n`)],
+        ['a lone CR', Buffer.from(`${KEY}\r`), Buffer.from(`${KEY}\r`)],
+        ['binary', Buffer.concat([OTHER_KEY, Buffer.from([0x0a])]), OTHER_KEY],
+      ];
+      for (const [name, bytes, expected] of cases) {
+        const path = join(dir, `${name}.key`);
+        await writeFile(path, bytes);
+        expect(readAuditKeyFile(path).equals(expected), name).toBe(true);
+      }
+      expect(() => readAuditKeyFile(join(dir, 'absent.key'))).toThrow(
+        expect.objectContaining({ code: 'ENOENT' }),
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 
