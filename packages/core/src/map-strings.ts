@@ -5,10 +5,11 @@ export interface MapStringsOptions {
   /**
    * Called for every own key of every object before its value is walked. A string return replaces the
    * value wholesale (not passed to `fn`); `undefined` walks the value as usual. Lets a redactor blank
-   * values under secret-looking keys in the same walk.
+   * values under secret-looking keys in the same walk. `parent` is the object the entry belongs to (the
+   * original, not the copy), for rules that depend on its other keys.
    * @default undefined (every value is walked)
    */
-  replaceEntry?: (key: string, value: unknown) => string | undefined;
+  replaceEntry?: (key: string, value: unknown, parent: object) => string | undefined;
   /**
    * Maps each object key too (after `replaceEntry` saw the original). Two keys mapped to the same
    * name keep the later value.
@@ -92,7 +93,7 @@ export function mapStrings(
     if (!plain && typeof toJSON === 'function') return walk(toJSON.call(object), depth);
     const out: Record<string, unknown> = {};
     for (const [key, entry] of Object.entries(object)) {
-      const replaced = replaceEntry?.(key, entry);
+      const replaced = replaceEntry?.(key, entry, object);
       const mapped = replaced ?? walk(entry, depth + 1);
       if (mapped === undefined) continue;
       // defineProperty, not assignment: a hostile "__proto__" key must stay a key, not set the prototype.

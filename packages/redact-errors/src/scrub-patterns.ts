@@ -131,6 +131,14 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
     `(${JSON_KEY('path')}\\[path\\]\\\\?"${JSON_NEXT}${JSON_KEY('dest')})(?!\\[path\\])${JSON_VALUE}`,
     `$1${PATH}`,
   ),
+  // The arguments child_process lists in `JSON.stringify(err)` (`"spawnargs":["--token","…"]`): a
+  // command line's arguments may hold anything (a token, a customer's file), so the list goes whole.
+  // Each item stops at its closing quote; an empty list stays.
+  rule(
+    'spawn-args',
+    `(\\\\?)"spawnargs\\1":[ \\t]?\\[[ \\t]*\\1"${JSON_VALUE}\\1"(?:[ \\t]*,[ \\t]*\\1"${JSON_VALUE}\\1")*[ \\t]*\\]`,
+    `$1"spawnargs$1":[$1"${REDACTED}$1"]`,
+  ),
   // child_process names the command it could not start: `spawn bin/tool ENOENT`, `spawnSync ./x EACCES`,
   // `spawn C:\tools\x.exe ENOENT`; a bare command (`spawn git ENOENT`) stays. Both scans are bounded
   // (`{0,200}`) and the first stops at an error code, so a line of `spawn a/` costs 200 steps a start.

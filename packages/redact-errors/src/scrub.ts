@@ -1,4 +1,5 @@
 import { createSecretKeyMatcher, mapStrings, REDACTED, type SecretPattern } from '@toolgate/core';
+import { fieldReplacement } from './field-rules.js';
 import { ERROR_SCRUB_PATTERNS } from './scrub-patterns.js';
 
 /** How many matches of each pattern were removed, by pattern name (for the server log). */
@@ -30,8 +31,9 @@ export function asGlobal(pattern: SecretPattern): SecretPattern {
 
 /**
  * A scrubber over `patterns`, applied in order. Nested values keep their shape: every string (keys
- * included) is scrubbed, and values under secret-looking keys (`password`, `token`, ...) are
- * replaced whole, as core's secret redaction does.
+ * included) is scrubbed, values under secret-looking keys (`password`, `token`, ...) are replaced
+ * whole, as core's secret redaction does, and so are hosts, ports, database names and a Node error's
+ * paths and spawn arguments under the keys that name them (`fieldReplacement`).
  */
 export function createScrubber(patterns: readonly SecretPattern[]): Scrubber {
   const rules = patterns.map(asGlobal);
@@ -63,10 +65,16 @@ export function createScrubber(patterns: readonly SecretPattern[]): Scrubber {
     mapStrings(input, (s) => text(s, removed), {
       maxDepth: MAX_DEPTH,
       mapKey: (key) => text(key, removed),
-      replaceEntry: (key, item) => {
-        if (!isSecretKey(key) || item === null || item === undefined) return undefined;
-        removed['secret-key'] = (removed['secret-key'] ?? 0) + 1;
-        return REDACTED;
+      replaceEntry: (key, item, parent) => {
+        if (item === null || item === undefined) return undefined;
+        if (isSecretKey(key)) {
+          removed['secret-key'] = (removed['secret-key'] ?? 0) + 1;
+          return REDACTED;
+        }
+        const field = fieldReplacement(key, item, parent);
+        if (field === undefined) return undefined;
+        removed[field.name] = (removed[field.name] ?? 0) + 1;
+        return field.replace;
       },
     });
   // Only when undoing the disguise uncovers something is the text changed: ordinary text keeps its

@@ -246,6 +246,53 @@ describe('every string of a failure is scrubbed with core’s walk', () => {
     });
   });
 
+  it('a value alone under a key that names it: hosts, ports, databases, a Node error’s paths and arguments', () => {
+    const removed: Record<string, number> = {};
+    const meta = {
+      // A connection's settings copied into _meta: no value has a shape a text pattern knows.
+      db: { host: 'orders-primary', port: 5432, database: 'orders', user_note: 'see host docs' },
+      socket: { remoteAddress: 'cache-2', remotePort: '6379', localAddress: '[host]' },
+      // `{ ...error }` of Node's fs and child_process errors.
+      read: { errno: -2, code: 'ENOENT', syscall: 'open', path: 'secrets' },
+      rename: { errno: -2, code: 'ENOENT', syscall: 'rename', path: 'a b', dest: 'archive' },
+      spawn: { syscall: 'spawn bin/tool', path: 'bin/tool', spawnargs: ['--token', 'tok_live_4f9a'] },
+      spawnSync: { syscall: 'spawnSync ./run', path: './run', spawnargs: [] },
+      bare: { syscall: 'spawn git', path: 'git', spawnargs: [] },
+      // Not a system error, not a host: left as they are.
+      validation: { path: 'items.0.id', dest: 'warehouse B' },
+      shipping: { address: '221B Baker Street', port: 'Port of Rotterdam' },
+    };
+    const out = scrubber.value(meta, removed);
+    const expected = {
+      db: { host: '[host]', port: '[host]', database: '[name]', user_note: 'see host docs' },
+      socket: { remoteAddress: '[host]', remotePort: '[host]', localAddress: '[host]' },
+      read: { errno: -2, code: 'ENOENT', syscall: 'open', path: '[path]' },
+      rename: { errno: -2, code: 'ENOENT', syscall: 'rename', path: '[path]', dest: '[path]' },
+      spawn: { syscall: 'spawn [path]', path: '[path]', spawnargs: '[REDACTED]' },
+      spawnSync: { syscall: 'spawnSync [path]', path: '[path]', spawnargs: [] },
+      bare: { syscall: 'spawn [path]', path: '[path]', spawnargs: [] },
+      validation: { path: 'items.0.id', dest: 'warehouse B' },
+      shipping: { address: '221B Baker Street', port: 'Port of Rotterdam' },
+    };
+    expect(out).toEqual(expected);
+    expect(removed).toEqual({ hostname: 4, 'db-name': 1, 'syscall-path': 9, 'spawn-args': 1 });
+    // A second pass (core's boundary scrubs again where the result leaves the chain) reads the same.
+    const again: Record<string, number> = {};
+    expect(scrubber.value(out, again)).toEqual(expected);
+    expect(again).toEqual({});
+  });
+
+  it('spawnargs in JSON text (plain, and escaped inside a JSON string) go whole; an empty list stays', () => {
+    expect(
+      scrubErrorText('{"errno":-2,"syscall":"spawn git","path":"git","spawnargs":["--token","tok_4f9a"]}'),
+    ).toBe('{"errno":-2,"syscall":"spawn [path]","path":"[path]","spawnargs":["[REDACTED]"]}');
+    const escaped = JSON.stringify({ json: '{"spawnargs":["-c","cat customer-42.csv"],"code":"ENOENT"}' });
+    expect(scrubErrorText(escaped)).toBe(
+      JSON.stringify({ json: '{"spawnargs":["[REDACTED]"],"code":"ENOENT"}' }),
+    );
+    expect(scrubErrorText('{"code":"ENOENT","spawnargs":[]}')).toBe('{"code":"ENOENT","spawnargs":[]}');
+  });
+
   it('a hostile "__proto__" key in _meta stays a key and never sets a prototype', async () => {
     const hostile = JSON.parse(
       '{"__proto__":{"polluted":"yes","path":"/srv/app/x.js"},"note":"see /srv/app/y.js"}',

@@ -20,7 +20,7 @@ import { closeAll, INCIDENT_ID, rejection, seenEnvelope, serve } from './helpers
 
 let scratch: string;
 let unique: string;
-const paths = { read: '', from: '', to: '', command: '' };
+const paths = { read: '', from: '', to: '', command: '', argument: '' };
 
 beforeAll(async () => {
   scratch = await fs.mkdtemp(join(tmpdir(), 'redact-rel-'));
@@ -29,6 +29,7 @@ beforeAll(async () => {
   paths.from = `${unique}-gone/monthly report.csv`;
   paths.to = `${unique}-archive`;
   paths.command = `bin/${unique}/tool`;
+  paths.argument = `--config=${unique}.ini`;
 });
 afterAll(async () => {
   await fs.rm(scratch, { recursive: true, force: true });
@@ -41,12 +42,15 @@ async function nodeFailure(kind: 'read' | 'rename' | 'spawn'): Promise<NodeError
   if (kind === 'read') return (await rejection(() => fs.readFile(paths.read, 'utf8'))) as NodeError;
   if (kind === 'rename') return (await rejection(() => fs.rename(paths.from, paths.to))) as NodeError;
   return (await rejection(
-    () => new Promise((resolve, reject) => spawn(paths.command).on('error', reject).on('exit', resolve)),
+    () =>
+      new Promise((resolve, reject) =>
+        spawn(paths.command, [paths.argument]).on('error', reject).on('exit', resolve),
+      ),
   )) as NodeError;
 }
 
-// A careless handler: the caught error's message in the failure, its JSON in `_meta`, both in
-// structuredContent; or the error thrown as it is.
+// A careless handler: the caught error's message in the failure, its JSON and its fields (`{ ...error }`)
+// in `_meta`, both in structuredContent; or the error thrown as it is.
 const loadSettings = defineTool({
   name: 'load_settings',
   description: 'Loads settings from disk (test).',
@@ -55,7 +59,10 @@ const loadSettings = defineTool({
     const error = await nodeFailure(kind);
     if (mode === 'thrown') throw error;
     const result = fail('internal', `could not load settings: ${error.message}`);
-    result._meta = { ...result._meta, 'acme/fs': { message: error.message, json: JSON.stringify(error) } };
+    result._meta = {
+      ...result._meta,
+      'acme/fs': { message: error.message, json: JSON.stringify(error), fields: { ...error } },
+    };
     result.structuredContent = { message: error.message, json: JSON.stringify(error) };
     return result;
   },
@@ -95,6 +102,7 @@ describe('real Node errors with relative paths, through a real client', () => {
     expect(await nodeFailure('spawn')).toMatchObject({
       code: 'ENOENT',
       message: `spawn ${paths.command} ENOENT`,
+      spawnargs: [paths.argument],
     });
   });
 
@@ -108,6 +116,7 @@ describe('real Node errors with relative paths, through a real client', () => {
     expect(result._meta?.['acme/fs']).toEqual({
       message: "ENOENT: no such file or directory, open '[path]'",
       json: '{"errno":-2,"code":"ENOENT","syscall":"open","path":"[path]"}',
+      fields: { errno: -2, code: 'ENOENT', syscall: 'open', path: '[path]' },
     });
     expectNoPath(result);
     expect(logged).toContain(paths.read);
@@ -121,6 +130,7 @@ describe('real Node errors with relative paths, through a real client', () => {
     expect(result._meta?.['acme/fs']).toEqual({
       message: "ENOENT: no such file or directory, rename '[path]' -> '[path]'",
       json: '{"errno":-2,"code":"ENOENT","syscall":"rename","path":"[path]","dest":"[path]"}',
+      fields: { errno: -2, code: 'ENOENT', syscall: 'rename', path: '[path]', dest: '[path]' },
     });
     // Core's boundary rebuilds a failure from its envelope: the structuredContent never arrives.
     expect(result.structuredContent).toBeUndefined();
@@ -130,14 +140,22 @@ describe('real Node errors with relative paths, through a real client', () => {
     expect(logged).toContain(paths.to);
   });
 
-  it('a returned spawn of a relative command: the command path goes', async () => {
+  it('a returned spawn of a relative command: the command path and its arguments go', async () => {
     const { result, envelope, logged } = await call('spawn', 'returned');
     expect(envelope.message).toBe('could not load settings: spawn [path] ENOENT');
     expect(result._meta?.['acme/fs']).toEqual({
       message: 'spawn [path] ENOENT',
-      json: '{"errno":-2,"code":"ENOENT","syscall":"spawn [path]","path":"[path]","spawnargs":[]}',
+      json: '{"errno":-2,"code":"ENOENT","syscall":"spawn [path]","path":"[path]","spawnargs":["[REDACTED]"]}',
+      fields: {
+        errno: -2,
+        code: 'ENOENT',
+        syscall: 'spawn [path]',
+        path: '[path]',
+        spawnargs: '[REDACTED]',
+      },
     });
     expectNoPath(result);
+    expect(JSON.stringify(result)).not.toContain('--config');
     expect(logged).toContain(paths.command);
   });
 
