@@ -1,10 +1,10 @@
-import { createHash } from 'node:crypto';
 import {
   boundStore,
-  callerScope,
+  callerTag,
   createMemoryStore,
   fail,
   isPassThrough,
+  isStoreFullError,
   isToolError,
   type NextFn,
   optInTools,
@@ -101,7 +101,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     });
   };
 
-  /** The store could not answer: nothing runs (fail closed), logged at most once a minute. */
+  /** The store could not answer, or is full: nothing runs (fail closed), logged at most once a minute. */
   const storeFailed = (
     ctx: ToolContext,
     error: unknown,
@@ -110,6 +110,29 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     retry: string,
   ): ToolResult => {
     if (ctx.signal.aborted) throw ctx.signal.reason;
+    // A full store is a flood (this caller's, or many callers'), not an outage: too many calls.
+    if (isStoreFullError(error)) {
+      bounded.failed(
+        operation,
+        error,
+        ctx.logger,
+        'confirmations that need a new key are refused rate_limited',
+      );
+      ctx.decisions.push({
+        by: 'confirm',
+        action: 'refused',
+        reason: 'store full',
+        detail: { digest, full: error.reason },
+      });
+      return fail(
+        'rate_limited',
+        'The server is keeping track of too many confirmations right now; nothing was done.',
+        {
+          hint: `Finish or wait for your earlier calls before making new ones, then retry this one ${retry}.`,
+          retryable: true,
+        },
+      );
+    }
     bounded.failed(operation, error, ctx.logger, 'confirmations are refused unavailable until it answers');
     decide(ctx, 'refused', digest, 'store unavailable');
     return fail('unavailable', 'The server cannot check this confirmation right now; nothing was done.', {
@@ -121,7 +144,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
 
   /** Marks a confirmation used; false when it already was. Throws when the store cannot answer. */
   const consume = (ctx: ToolContext, nonce: string, expiresAt: number): Promise<boolean> => {
-    const scope = createHash('sha256').update(callerScope(ctx)).digest('base64url').slice(0, 22);
+    const scope = callerTag(ctx);
     const ttl = Math.max(1, Math.ceil(expiresAt - Date.now()) + KEPT_PAST_EXPIRY_MS);
     return bounded.setIfAbsent(`confirm:used:{${scope}}:${nonce}`, '1', ttl, ctx.signal);
   };

@@ -3,7 +3,7 @@
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import type { CallToolResult, ElicitRequest, ElicitResult } from '@modelcontextprotocol/sdk/types.js';
 import { createMemoryStore, defineTool, ok, type PolicyDecision, type ToolDefinition } from '@toolgate/core';
-import { expectFailure, recordingLogger, serveTools } from '@toolgate/core/testing';
+import { expectFailure, type LogEntry, recordingLogger, serveTools } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { CONFIRM_META, type ConfirmMiddleware, confirmationArgument, createConfirm } from '../src/index.js';
@@ -240,6 +240,111 @@ describe('two steps: a confirmation is bound to the exact call', () => {
     const replay = await two.callTool('create_refund', { ...refund, confirmation });
     expect(expectFailure(replay).message).toBe(USED);
     expect(runs.count).toBe(1);
+  });
+});
+
+describe('a flood of confirmations cannot push out another caller’s used one (memory store)', () => {
+  const full = (retry: string) => ({
+    ok: false,
+    error: 'rate_limited',
+    message: 'The server is keeping track of too many confirmations right now; nothing was done.',
+    hint: `Finish or wait for your earlier calls before making new ones, then retry this one ${retry}.`,
+    retryable: true,
+  });
+  // The attacker's own scope fills first (maxEntriesPerScope), or the whole store does (maxEntries,
+  // which several identities of one tenant could reach).
+  const limits = [
+    { name: 'its own scope', store: { maxEntriesPerScope: 3 }, full: 'scope', attackers: 1 },
+    { name: 'the whole store', store: { maxEntries: 4, maxEntriesPerScope: 2 }, full: 'store', attackers: 2 },
+  ] as const;
+  for (const limit of limits) {
+    it(`an attacker who fills ${limit.name} is refused rate_limited, unrun; the victim’s used confirmation stays used`, async () => {
+      const { tool, runs } = refundTool();
+      const decisions: PolicyDecision[][] = [];
+      const logs: LogEntry[] = [];
+      const middleware = [
+        decisionsOf(decisions),
+        createConfirm({
+          secret: SECRET,
+          store: createMemoryStore(limit.store),
+          tools: { create_refund: {} },
+        }),
+      ];
+      const bob = await serve([tool], { middleware, authInfo: caller('bob'), logger: recordingLogger(logs) });
+      const bobs = confirmationOf(await bob.callTool('create_refund', refund));
+      expect((await bob.callTool('create_refund', { ...refund, confirmation: bobs })).isError).toBeFalsy();
+
+      // Each attacker confirms call after call (a new used-confirmation key each) until refused.
+      const refusals: CallToolResult[] = [];
+      let ran = 0;
+      for (let a = 0; a < limit.attackers; a += 1) {
+        const mallory = await serve([tool], {
+          middleware,
+          authInfo: caller(`mallory-${a}`),
+          logger: recordingLogger(logs),
+        });
+        for (let i = 0; i < 8; i += 1) {
+          const call = { order_id: `M-${a}-${i}`, amount: 1 };
+          const confirmation = confirmationOf(await mallory.callTool('create_refund', call));
+          const result = await mallory.callTool('create_refund', { ...call, confirmation });
+          if (result.isError === true) refusals.push(result);
+          else ran += 1;
+        }
+      }
+      // Three ran: the attacker's scope holds three; or two in the first attacker's scope and one in
+      // the second's, until the store holds four with the victim's. Nothing else ran.
+      expect(ran).toBe(3);
+      expect(refusals).toHaveLength(8 * limit.attackers - ran);
+      for (const refusal of refusals)
+        expect(expectFailure(refusal)).toEqual(full('with the same confirmation'));
+      expect(runs.count).toBe(1 + ran);
+      expect(decisions.at(-1)).toEqual([
+        {
+          by: 'confirm',
+          action: 'refused',
+          reason: 'store full',
+          detail: { digest: expect.any(String), full: limit.full },
+        },
+      ]);
+      expect(logs.map((entry) => entry.message)).toContain(
+        `confirm: the store is full (setIfAbsent, ${limit.full === 'scope' ? 'per scope' : 'in total'}); confirmations that need a new key are refused rate_limited`,
+      );
+
+      // Bob's confirmation is still known as used: replaying it is refused, his refund ran once.
+      const replay = await bob.callTool('create_refund', { ...refund, confirmation: bobs });
+      expect(expectFailure(replay).message).toBe(USED);
+      expect(
+        runs.args.filter((args) => (args as { order_id: string }).order_id === refund.order_id),
+      ).toHaveLength(1);
+    });
+  }
+
+  it('URL mode: a call whose pending confirmation finds the store full is refused before anyone is asked', async () => {
+    const { tool, runs } = refundTool();
+    const store = createMemoryStore({ maxEntries: 1 });
+    await store.set('confirm:used:{someone}:n', '1', 60_000);
+    const asked: unknown[] = [];
+    const client = await serve([tool], {
+      middleware: [
+        createConfirm({
+          secret: SECRET,
+          store,
+          tools: { create_refund: {} },
+          url: { build: ({ id }) => `https://page.test/confirm/${id}` },
+        }),
+      ],
+      authInfo: caller('alice'),
+      elicitUrl: true,
+      onElicit: (params) => {
+        asked.push(params);
+        return { action: 'accept' };
+      },
+      logger: recordingLogger([]),
+    });
+    const result = await client.callTool('create_refund', refund);
+    expect(expectFailure(result)).toEqual(full('without a confirmation'));
+    expect(asked).toEqual([]);
+    expect(runs.count).toBe(0);
   });
 });
 

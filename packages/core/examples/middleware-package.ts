@@ -1,6 +1,7 @@
 // The convention every middleware package follows, as a compiled example: createX(options) returns
 // a ToolMiddleware; options are resolved once (core's merge rule), outside the per-call closure.
 import {
+  callerTag,
   callKey,
   createMemoryStore,
   isPassThrough,
@@ -35,7 +36,10 @@ export function createSeenBefore(options: SeenBeforeOptions = {}): ToolMiddlewar
     const own = isPassThrough(ctx) ? undefined : rules.forTool(ctx.toolName);
     if (own === undefined) return next();
     const first = await withDeadline(
-      (signal) => store.setIfAbsent(callKey(ctx), '1', own.windowMs, { signal }),
+      // The caller's tag first, between braces: one Redis Cluster slot and one memory-store quota per
+      // caller, so one caller's flood fills its own share, never another's.
+      (signal) =>
+        store.setIfAbsent(`seen:{${callerTag(ctx)}}:${callKey(ctx)}`, '1', own.windowMs, { signal }),
       { signal: ctx.signal, timeoutMs: own.storeTimeoutMs },
     );
     if (!first) ctx.decisions.push({ by: 'seen-before', action: 'note' });

@@ -1,4 +1,4 @@
-import type { KeyValueStore } from './key-value-store.js';
+import { isStoreFullError, type KeyValueStore } from './key-value-store.js';
 import { createLogThrottle } from './log-throttle.js';
 import type { Logger } from './types.js';
 
@@ -8,7 +8,7 @@ export interface BoundedStore {
   set(key: string, value: string, ttlMs: number, signal?: AbortSignal): Promise<void>;
   get(key: string, signal?: AbortSignal): Promise<string | undefined>;
   delete(key: string, signal?: AbortSignal): Promise<boolean>;
-  /** Logs a failed operation (throttled: one line per incident, then a count). */
+  /** Logs a failed operation (throttled: one line per incident, then a count), a `StoreFullError` as a full store. */
   failed(operation: string, error: unknown, logger: Logger, outcome: string): void;
   flush(): void;
 }
@@ -65,12 +65,17 @@ export function boundStore(store: KeyValueStore, timeoutMs: number, name: string
     get: (key, signal) => run(signal, (s) => store.get(key, s && { signal: s })),
     delete: (key, signal) => run(signal, (s) => store.delete(key, s && { signal: s })),
     failed(operation, error, logger, outcome) {
-      throttle(`${name}:store:${operation}`, (suppressed) =>
+      // A full store is a flood, not an outage: lines of its own (per limit), so that neither holds
+      // back the other's first line.
+      const limit = isStoreFullError(error) ? (error.reason === 'scope' ? 'per scope' : 'in total') : '';
+      const where = limit === '' ? operation : `${operation}, ${limit}`;
+      const [is, was] = limit === '' ? ['failed', 'failed'] : ['is full', 'was full'];
+      throttle(`${name}:store:${where}`, (suppressed) =>
         logger.warn(
           { operation, err: error, ...(suppressed > 0 ? { repeated: suppressed } : {}) },
           suppressed > 0
-            ? `${name}: the store failed ${suppressed} more times (${operation}); ${outcome}`
-            : `${name}: the store failed (${operation}); ${outcome}`,
+            ? `${name}: the store ${was} ${suppressed} more times (${where}); ${outcome}`
+            : `${name}: the store ${is} (${where}); ${outcome}`,
         ),
       );
     },

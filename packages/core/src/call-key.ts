@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { canonicalJson } from './canonical-json.js';
 import type { ToolContext } from './types.js';
 
@@ -108,4 +109,26 @@ export function callKey(ctx: CallParts): string {
   if (hasSlot) slots[CALL_KEY_SLOT] = entry;
   else calls.set(ctx, entry);
   return key;
+}
+
+// A server sees few callers and many calls: tags are kept (bounded) rather than rehashed per call.
+const MAX_CACHED_TAGS = 4096;
+const tags = new Map<string, string>();
+
+/**
+ * A short digest of `callerScope(ctx)` (22 base64url characters of its SHA-256) for a store key's
+ * hash tag: `prefix:{tag}:rest`. The one per-caller tag every package puts in its shared-state keys:
+ * in Redis Cluster each caller's keys share a slot, and core's memory store counts them against one
+ * caller's `maxEntriesPerScope`. A digest, never the scope itself: a scope is JSON, and a `}` in it
+ * would end the tag early, letting arguments or claims choose it.
+ */
+export function callerTag(ctx: ScopeParts): string {
+  const scope = callerScope(ctx);
+  let tag = tags.get(scope);
+  if (tag === undefined) {
+    tag = createHash('sha256').update(scope).digest('base64url').slice(0, 22);
+    if (tags.size >= MAX_CACHED_TAGS) tags.clear();
+    tags.set(scope, tag);
+  }
+  return tag;
 }

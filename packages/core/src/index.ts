@@ -1,6 +1,6 @@
 export type { ScrubText } from './boundary.js';
 export { type BoundedStore, boundStore } from './bounded-store.js';
-export { callerScope, callKey } from './call-key.js';
+export { callerScope, callerTag, callKey } from './call-key.js';
 export { canonicalJson } from './canonical-json.js';
 export { classifyFailure, type FailureClass } from './classify-failure.js';
 export { ERROR_CODE_DEFAULTS, ERROR_CODES, type ErrorCode, isErrorCode } from './codes.js';
@@ -13,9 +13,11 @@ export { type CallerIdentity, type IdentifyCaller, identifyCaller } from './iden
 export { isIncidentId, newIncidentId } from './incident.js';
 export {
   createMemoryStore,
+  isStoreFullError,
   type KeyValueStore,
   limitStore,
   type MemoryStoreOptions,
+  StoreFullError,
   type StoreOperationOptions,
 } from './key-value-store.js';
 export { createLogThrottle, type LogThrottle, type LogThrottleOptions } from './log-throttle.js';

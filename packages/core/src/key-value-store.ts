@@ -26,98 +26,210 @@ export interface KeyValueStore {
 }
 
 export interface MemoryStoreOptions {
-  /** Most entries kept; the oldest are dropped first past it. @default 100000 */
+  /**
+   * Most entries held in all. A live entry is never evicted: past this, a new key is refused with a
+   * `StoreFullError` (reason `'store'`); an expired entry stops counting within 100 ms. @default 100000
+   */
   maxEntries?: number;
+  /**
+   * Most live entries of one scope: a key's Redis Cluster hash tag (the text between its first `{` and
+   * the next `}`), or, for keys without one, one scope they all share. A new key past it is refused
+   * with a `StoreFullError` (reason `'scope'`); replacing a key is always allowed. @default 10000
+   */
+  maxEntriesPerScope?: number;
   /** The clock, for tests. @default Date.now */
   now?: () => number;
+}
+
+// A registry symbol, so the brand survives two copies of this package in one process.
+const STORE_FULL_BRAND = Symbol.for('toolgate.StoreFullError');
+
+/**
+ * A store refused a new key: the key's scope (`reason: 'scope'`) or the whole store (`'store'`) holds as
+ * many live entries as it may. Not an outage: someone is filling the store, so a policy refuses the call
+ * rather than running it unguarded. The message never names the key (keys carry callers' digests).
+ */
+export class StoreFullError extends Error {
+  readonly reason: 'scope' | 'store';
+  /** The limit that was reached: `maxEntriesPerScope` or `maxEntries`. */
+  readonly limit: number;
+
+  constructor(reason: 'scope' | 'store', limit: number) {
+    super(
+      reason === 'scope'
+        ? `KeyValueStore: a new key was refused: its scope holds maxEntriesPerScope (${limit}) live entries`
+        : `KeyValueStore: a new key was refused: the store holds maxEntries (${limit}) live entries`,
+    );
+    this.name = 'StoreFullError';
+    this.reason = reason;
+    this.limit = limit;
+    Object.defineProperty(this, STORE_FULL_BRAND, { value: true });
+  }
+}
+
+/** True for a StoreFullError from any copy of @toolgate/core (`instanceof` is not). */
+export function isStoreFullError(value: unknown): value is StoreFullError {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    (value as Record<symbol, unknown>)[STORE_FULL_BRAND] === true
+  );
 }
 
 interface Entry {
   value: string;
   expiresAt: number;
-  /** The write's sequence number (see `order` in createMemoryStore). */
-  seq: number;
+  scope: string;
+  /** The expiry bucket whose list holds this key (see `buckets` in createMemoryStore). */
+  bucket: number;
 }
 
-/** A `KeyValueStore` in this process's memory: bounded, expiring, synchronous underneath. */
+/** Width of an expiry bucket: an expired entry stops counting against a limit within this. */
+const BUCKET_MS = 100;
+
+/**
+ * A `KeyValueStore` in this process's memory: bounded, expiring, synchronous underneath. It never
+ * evicts a live entry (one caller's flood would otherwise drop another's claim or used confirmation):
+ * past a limit, a new key is refused with a `StoreFullError`.
+ */
 export function createMemoryStore(options: MemoryStoreOptions = {}): KeyValueStore {
-  const maxEntries = options.maxEntries ?? 100_000;
-  if (!(Number.isInteger(maxEntries) && maxEntries >= 1)) {
-    throw new RangeError('createMemoryStore: maxEntries must be a positive integer');
-  }
+  const maxEntries = positiveCount('maxEntries', options.maxEntries ?? 100_000);
+  const maxEntriesPerScope = positiveCount('maxEntriesPerScope', options.maxEntriesPerScope ?? 10_000);
   const now = options.now ?? Date.now;
   const entries = new Map<string, Entry>();
-  // Write order, oldest first, for eviction: each write appends its key and sequence number; a slot
-  // whose entry was rewritten or deleted since is skipped. (Evicting with `entries.keys().next()`
-  // walks the holes deletions leave at the front of a Map: thousands per eviction once full.)
-  let order: string[] = [];
-  let orderSeqs: number[] = [];
-  let head = 0;
-  let sequence = 0;
-  const evictOldest = (): void => {
-    while (head < order.length) {
-      const key = order[head]!;
-      const seq = orderSeqs[head]!;
-      head += 1;
-      if (entries.get(key)?.seq === seq) {
-        entries.delete(key);
-        return;
-      }
+  /** Entries held per scope; a scope holding none has no slot. */
+  const perScope = new Map<string, number>();
+  // Expired entries are found by expiry time, not by a scan: each write files its key under the bucket
+  // its entry has expired by (expiresAt rounded up to BUCKET_MS), and every bucket whose time has
+  // passed is dropped on the next write. A slot whose entry was deleted, or rewritten into another
+  // bucket, is skipped; `slots` counts them all, for compaction.
+  let buckets = new Map<number, string[]>();
+  let slots = 0;
+  /** Every bucket below this was dropped. */
+  let nextBucket = Number.NEGATIVE_INFINITY;
+
+  const remove = (key: string, entry: Entry): void => {
+    entries.delete(key);
+    const held = perScope.get(entry.scope)! - 1;
+    if (held === 0) perScope.delete(entry.scope);
+    else perScope.set(entry.scope, held);
+  };
+  const dropBucket = (bucket: number, keys: string[]): void => {
+    buckets.delete(bucket);
+    slots -= keys.length;
+    for (const key of keys) {
+      const entry = entries.get(key);
+      if (entry !== undefined && entry.bucket === bucket) remove(key, entry);
     }
   };
-  const compactOrder = (): void => {
-    // The Map's own order is write order too (put deletes before it sets).
-    order = [...entries.keys()];
-    orderSeqs = order.map((key) => entries.get(key)!.seq);
-    head = 0;
+  const dropExpired = (time: number): void => {
+    const last = Math.floor(time / BUCKET_MS);
+    if (last < nextBucket) return;
+    // Bucket by bucket, or (after an idle spell longer than there are buckets) over the buckets held.
+    if (last - nextBucket < buckets.size) {
+      for (let bucket = nextBucket; bucket <= last; bucket += 1) {
+        const keys = buckets.get(bucket);
+        if (keys !== undefined) dropBucket(bucket, keys);
+      }
+    } else {
+      for (const [bucket, keys] of buckets) if (bucket <= last) dropBucket(bucket, keys);
+    }
+    nextBucket = last + 1;
   };
-  const live = (key: string): Entry | undefined => {
+  const push = (key: string, bucket: number): void => {
+    const keys = buckets.get(bucket);
+    if (keys === undefined) buckets.set(bucket, [key]);
+    else keys.push(key);
+    slots += 1;
+  };
+  const file = (key: string, bucket: number): void => {
+    push(key, bucket);
+    // Skipped slots are dropped once they outnumber the entries (a rebuild per that many writes).
+    if (slots > 2 * entries.size + 1024) {
+      buckets = new Map();
+      slots = 0;
+      for (const [held, entry] of entries) push(held, entry.bucket);
+    }
+  };
+  const live = (key: string, time: number): Entry | undefined => {
     const entry = entries.get(key);
     if (entry === undefined) return undefined;
-    if (entry.expiresAt <= now()) {
-      entries.delete(key);
+    if (entry.expiresAt <= time) {
+      remove(key, entry);
       return undefined;
     }
     return entry;
   };
-  const put = (key: string, value: string, ttlMs: number): void => {
+  /** Stores `value`; false when `onlyIfAbsent` and the key holds one. Throws StoreFullError. */
+  const write = (key: string, value: string, ttlMs: number, onlyIfAbsent: boolean): boolean => {
     checkTtl(ttlMs);
-    const seq = sequence;
-    sequence += 1;
-    entries.delete(key);
-    entries.set(key, { value, expiresAt: now() + ttlMs, seq });
-    order.push(key);
-    orderSeqs.push(seq);
-    while (entries.size > maxEntries) evictOldest();
-    // Skipped slots are dropped once they outnumber the live entries.
-    if (order.length - head > 2 * entries.size + 64) compactOrder();
+    const time = now();
+    dropExpired(time);
+    const expiresAt = time + ttlMs;
+    // Never below nextBucket: a clock that stepped back must not file a key where no drop will look.
+    const bucket = Math.max(Math.ceil(expiresAt / BUCKET_MS), nextBucket);
+    const entry = live(key, time);
+    if (entry !== undefined) {
+      if (onlyIfAbsent) return false;
+      entry.value = value;
+      entry.expiresAt = expiresAt;
+      if (entry.bucket !== bucket) {
+        entry.bucket = bucket;
+        file(key, bucket);
+      }
+      return true;
+    }
+    const scope = scopeOf(key);
+    const held = perScope.get(scope) ?? 0;
+    if (held >= maxEntriesPerScope) throw new StoreFullError('scope', maxEntriesPerScope);
+    if (entries.size >= maxEntries) throw new StoreFullError('store', maxEntries);
+    entries.set(key, { value, expiresAt, scope, bucket });
+    perScope.set(scope, held + 1);
+    file(key, bucket);
+    return true;
   };
   return {
     async setIfAbsent(key, value, ttlMs, op) {
       op?.signal?.throwIfAborted();
-      if (live(key) !== undefined) return false;
-      put(key, value, ttlMs);
-      return true;
+      return write(key, value, ttlMs, true);
     },
     async set(key, value, ttlMs, op) {
       op?.signal?.throwIfAborted();
-      put(key, value, ttlMs);
+      write(key, value, ttlMs, false);
     },
     async get(key, op) {
       op?.signal?.throwIfAborted();
-      return live(key)?.value;
+      return live(key, now())?.value;
     },
     async delete(key, op) {
       op?.signal?.throwIfAborted();
-      const had = live(key) !== undefined;
-      entries.delete(key);
-      return had;
+      const entry = live(key, now());
+      if (entry === undefined) return false;
+      remove(key, entry);
+      return true;
     },
     async close() {
       entries.clear();
-      compactOrder();
+      perScope.clear();
+      buckets.clear();
+      slots = 0;
     },
   };
+}
+
+/** A key's scope: its Redis Cluster hash tag, or '' (the scope of every key without one). */
+function scopeOf(key: string): string {
+  const open = key.indexOf('{');
+  if (open < 0) return '';
+  const close = key.indexOf('}', open + 1);
+  return close > open + 1 ? key.slice(open + 1, close) : '';
+}
+
+function positiveCount(name: string, value: number): number {
+  if (!(Number.isInteger(value) && value >= 1)) {
+    throw new RangeError(`createMemoryStore: ${name} must be a positive integer`);
+  }
+  return value;
 }
 
 function checkTtl(ttlMs: number): void {

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { boundStore, createMemoryStore, type KeyValueStore, type Logger } from '../src/index.js';
+import {
+  boundStore,
+  createMemoryStore,
+  type KeyValueStore,
+  type Logger,
+  StoreFullError,
+} from '../src/index.js';
 
 /** A store whose operations never settle, keeping the signal each was given. */
 function hangingStore(signals: (AbortSignal | undefined)[]): KeyValueStore {
@@ -70,5 +76,39 @@ describe('boundStore', () => {
     bounded.flush();
     expect(lines).toHaveLength(2);
     expect(lines[1]!.message).toBe('confirm: the store failed 1 more times (get); calls are refused');
+  });
+
+  it('logs a full store as full, on lines of its own: a flood never holds back an outage’s first line', () => {
+    const lines: { fields: unknown; message: string }[] = [];
+    const logger = {
+      warn: (fields: unknown, message: string) => lines.push({ fields, message }),
+    } as unknown as Logger;
+    const bounded = boundStore(createMemoryStore(), 100, 'idempotency');
+    const scopeFull = new StoreFullError('scope', 10);
+    const storeFull = new StoreFullError('store', 100);
+    const outage = new Error('connect ECONNREFUSED 127.0.0.1:6379');
+    for (let i = 0; i < 3; i += 1) bounded.failed('setIfAbsent', scopeFull, logger, 'refused rate_limited');
+    bounded.failed('setIfAbsent', storeFull, logger, 'refused rate_limited');
+    bounded.failed('setIfAbsent', outage, logger, 'refused unavailable');
+    expect(lines).toEqual([
+      {
+        fields: { operation: 'setIfAbsent', err: scopeFull },
+        message: 'idempotency: the store is full (setIfAbsent, per scope); refused rate_limited',
+      },
+      {
+        fields: { operation: 'setIfAbsent', err: storeFull },
+        message: 'idempotency: the store is full (setIfAbsent, in total); refused rate_limited',
+      },
+      {
+        fields: { operation: 'setIfAbsent', err: outage },
+        message: 'idempotency: the store failed (setIfAbsent); refused unavailable',
+      },
+    ]);
+    bounded.flush();
+    expect(lines[3]).toEqual({
+      fields: { operation: 'setIfAbsent', err: scopeFull, repeated: 2 },
+      message: 'idempotency: the store was full 2 more times (setIfAbsent, per scope); refused rate_limited',
+    });
+    expect(lines).toHaveLength(4);
   });
 });

@@ -1,8 +1,10 @@
+import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import {
   callerScope,
+  callerTag,
   callKey,
   canonicalJson,
   defineTool,
@@ -144,6 +146,28 @@ describe('callKey and callerScope', () => {
         expect(callKey(parts)).toBe(canonicalJson([caller.id, bindings, 'search.orders', args]));
         expect(callerScope(parts)).toBe(canonicalJson([caller.id, bindings]));
       }
+    }
+  });
+
+  it('callerTag is a short digest of callerScope: one per caller and bindings, never holding a brace', () => {
+    const bound = (id: string, bindings: Record<string, unknown>) => ({
+      caller: { id, kind: 'client' as const },
+      bindings: Object.freeze(bindings),
+    });
+    // A caller id crafted to close a hash tag early, and one bound customer against another.
+    const parts = [
+      bound('client:a}', {}),
+      bound('client:a', {}),
+      bound('client:a', { customerId: 'C-1' }),
+      bound('client:a', { customerId: 'C-2' }),
+    ];
+    const tags = parts.map((part) => callerTag(part));
+    expect(new Set(tags).size).toBe(parts.length);
+    for (const [i, tag] of tags.entries()) {
+      expect(tag).toMatch(/^[A-Za-z0-9_-]{22}$/);
+      expect(tag).toBe(createHash('sha256').update(callerScope(parts[i]!)).digest('base64url').slice(0, 22));
+      // The same caller again (a new context object) gets the same tag.
+      expect(callerTag(bound(parts[i]!.caller.id, { ...parts[i]!.bindings }))).toBe(tag);
     }
   });
 });

@@ -4,7 +4,7 @@
 // Run: npx tsx bench/idempotency.bench.ts
 
 import { compareCalls, formatBenchTable } from '@toolgate/bench-harness';
-import { compose, defineTool, ok, type ToolDefinition } from '@toolgate/core';
+import { compose, createMemoryStore, defineTool, ok, type ToolDefinition } from '@toolgate/core';
 import { createTestContext } from '@toolgate/core/testing';
 import * as z from 'zod';
 import { createIdempotency } from '../src/index.js';
@@ -20,7 +20,14 @@ const handler = async () => ok({ refund_id: 'R-1' });
 const contextOf = (amount: number) => createTestContext({ tool, args: { order_id: 'A-1', amount } });
 const bare = compose([]);
 const notOptedIn = compose([createIdempotency({ tools: { other_tool: {} } })]);
-const distinct = compose([createIdempotency({ tools: { create_refund: {} } })]);
+// One caller makes some 77,000 distinct calls here: past the memory store's 10,000 per caller, they
+// would all be refused rate_limited, and the row would time the refusal.
+const distinct = compose([
+  createIdempotency({
+    store: createMemoryStore({ maxEntriesPerScope: 100_000 }),
+    tools: { create_refund: {} },
+  }),
+]);
 const replays = compose([createIdempotency({ tools: { create_refund: {} } })]);
 
 console.log('## The middleware alone (compose + a minimal context), sequential, memory store\n');

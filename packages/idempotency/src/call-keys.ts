@@ -1,5 +1,13 @@
 import { createHash } from 'node:crypto';
-import { callerScope, callKey, canonicalJson, fail, type ToolContext, type ToolResult } from '@toolgate/core';
+import {
+  callerScope,
+  callerTag,
+  callKey,
+  canonicalJson,
+  fail,
+  type ToolContext,
+  type ToolResult,
+} from '@toolgate/core';
 
 /** `_meta` keys a client may send an explicit idempotency key under (the first found wins). */
 export const IDEMPOTENCY_KEY_META = ['toolgate/idempotency-key', 'idempotencyKey'] as const;
@@ -51,7 +59,7 @@ export function keysOf(
   }
   const args = ignoreArguments.length === 0 ? ctx.args : withoutArguments(ctx.args, ignoreArguments);
   const argsDigest = sha256(callKey({ ...ctx, args }));
-  const scope = scopeTag(callerScope(ctx));
+  const scope = callerTag(ctx);
   const digest =
     explicit === undefined
       ? argsDigest
@@ -64,18 +72,6 @@ export function keysOf(
       explicit: explicit !== undefined,
     },
   };
-}
-
-// A server sees few callers and many calls: their hash tags are kept (bounded) rather than rehashed.
-const scopeTags = new Map<string, string>();
-function scopeTag(scope: string): string {
-  let tag = scopeTags.get(scope);
-  if (tag === undefined) {
-    if (scopeTags.size >= 10_000) scopeTags.clear();
-    tag = sha256(scope).slice(0, 22);
-    scopeTags.set(scope, tag);
-  }
-  return tag;
 }
 
 function withoutArguments(args: Record<string, unknown>, names: readonly string[]): Record<string, unknown> {

@@ -3,6 +3,7 @@ import {
   createMemoryStore,
   fail,
   isPassThrough,
+  isStoreFullError,
   type NextFn,
   optInTools,
   outcomeOf,
@@ -71,6 +72,25 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     error: unknown,
   ) => {
     if (ctx.signal.aborted) throw ctx.signal.reason;
+    // A full store is not an outage but a flood (this caller's, or many callers'): running the call
+    // unguarded is what a flood would be after, so it is refused whatever onStoreFailure says.
+    if (isStoreFullError(error)) {
+      bounded.failed(op, error, ctx.logger, 'calls that need a new key are refused rate_limited');
+      ctx.decisions.push({
+        by: 'idempotency',
+        action: 'refused',
+        reason: 'store full',
+        detail: { key: keys.digest, full: error.reason },
+      });
+      return fail(
+        'rate_limited',
+        'The server is keeping track of too many calls right now, so it did not run this one.',
+        {
+          hint: 'Nothing was done. Finish or wait for your earlier calls before making new ones, then retry this one.',
+          retryable: true,
+        },
+      );
+    }
     const open = opts.onStoreFailure === 'open';
     bounded.failed(
       op,

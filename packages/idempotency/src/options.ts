@@ -13,7 +13,7 @@ export interface IdempotencyToolOptions {
   claimTtlMs: number;
   /** Keep failures too, so a retry after a failure replays it instead of running again (never `confirmation_required`). @default false */
   storeFailures: boolean;
-  /** When the store cannot answer: 'closed' refuses with `unavailable` (no side effect twice), 'open' runs the call unguarded. @default 'closed' */
+  /** When the store cannot answer: 'closed' refuses with `unavailable` (no side effect twice), 'open' runs the call unguarded. A full store (core's `StoreFullError`) is refused `rate_limited` either way. @default 'closed' */
   onStoreFailure: OnStoreFailure;
   /** Arguments left out of the call's digest (a confirmation token differs between a first call and its confirmed retry). @default ['confirmation'] */
   ignoreArguments: readonly string[];

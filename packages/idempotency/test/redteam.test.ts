@@ -1,16 +1,25 @@
 import { randomUUID } from 'node:crypto';
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import {
   createMemoryStore,
   defineTool,
   type KeyValueStore,
   ok,
+  type PolicyDecision,
   type ToolDefinition,
   type ToolMiddleware,
   type ToolRequest,
   type ToolResult,
 } from '@toolgate/core';
-import { createTestContext, expectFailure, serveTools, type TestClient } from '@toolgate/core/testing';
+import {
+  createTestContext,
+  expectFailure,
+  type LogEntry,
+  recordingLogger,
+  serveTools,
+  type TestClient,
+} from '@toolgate/core/testing';
 import { createRedisClient, createRedisStore, redisReady } from '@toolgate/redis-store';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -301,6 +310,90 @@ describe('idempotency red team: callers never share claims or results (memory, o
     expect(replayed(later)).toBe(false);
     expect(runs).toHaveLength(2);
   });
+});
+
+describe('idempotency red team: a flood of new keys cannot push out another caller’s result (memory store)', () => {
+  const FULL = {
+    ok: false,
+    error: 'rate_limited',
+    message: 'The server is keeping track of too many calls right now, so it did not run this one.',
+    hint: 'Nothing was done. Finish or wait for your earlier calls before making new ones, then retry this one.',
+    retryable: true,
+  };
+  // The attacker's own scope fills first (maxEntriesPerScope), or the whole store does (maxEntries,
+  // which many identities of one tenant could reach). Either way: fail closed, even with 'open'.
+  const limits = [
+    { name: 'its own scope', store: { maxEntriesPerScope: 5 }, full: 'scope', attackers: 1 },
+    { name: 'the whole store', store: { maxEntries: 6, maxEntriesPerScope: 3 }, full: 'store', attackers: 2 },
+  ] as const;
+  for (const limit of limits) {
+    it(`an attacker who fills ${limit.name} is refused rate_limited, unrun; the victim’s retry still replays`, async () => {
+      const { tool, runs } = refundTool();
+      const decisions: PolicyDecision[][] = [];
+      const logs: LogEntry[] = [];
+      const middleware: ToolMiddleware[] = [
+        async (ctx, next) => {
+          try {
+            return await next();
+          } finally {
+            decisions.push([...ctx.decisions]);
+          }
+        },
+        createIdempotency({
+          store: createMemoryStore(limit.store),
+          onStoreFailure: 'open',
+          tools: { create_refund: {} },
+        }),
+      ];
+      const connect = async (authInfo: AuthInfo) => {
+        const client = await serveTools([tool], { middleware, authInfo, logger: recordingLogger(logs) });
+        open.push(client);
+        return client;
+      };
+      const victim = tokenOf('desk', { iss: ISS, sub: 'victim' });
+      const first = await (await connect(victim)).callTool('create_refund', refund);
+      expect(first.structuredContent).toMatchObject({ refund_id: 'R-1', owner: ownerOf(victim) });
+
+      // Each attacker floods with new keys (new arguments, or new explicit keys) until refused.
+      const attackers = Array.from({ length: limit.attackers }, (_, i) =>
+        tokenOf('desk', { iss: ISS, sub: `mallory-${i}` }),
+      );
+      const refusals: CallToolResult[] = [];
+      let ran = 0;
+      for (const [a, attacker] of attackers.entries()) {
+        const client = await connect(attacker);
+        for (let i = 0; i < 10; i += 1) {
+          const meta = i % 2 === 0 ? undefined : { meta: { 'toolgate/idempotency-key': `flood-${a}-${i}` } };
+          const result = await client.callTool('create_refund', { order_id: `M-${i}`, amount: 1 }, meta);
+          if (result.isError === true) refusals.push(result);
+          else ran += 1;
+        }
+      }
+      // Five ran: the attacker's scope holds five; or three in the first attacker's scope, then two
+      // more until the store holds six with the victim's. Nothing else ran.
+      expect(ran).toBe(5);
+      expect(refusals).toHaveLength(10 * limit.attackers - ran);
+      for (const refusal of refusals) expect(expectFailure(refusal)).toEqual(FULL);
+      expect(runs).toHaveLength(1 + ran);
+      expect(decisions.at(-1)).toEqual([
+        {
+          by: 'idempotency',
+          action: 'refused',
+          reason: 'store full',
+          detail: { key: expect.any(String), full: limit.full },
+        },
+      ]);
+      expect(logs.map((entry) => entry.message)).toContain(
+        `idempotency: the store is full (setIfAbsent, ${limit.full === 'scope' ? 'per scope' : 'in total'}); calls that need a new key are refused rate_limited`,
+      );
+
+      // The victim's retry replays its own stored result: its refund ran exactly once.
+      const again = await (await connect(victim)).callTool('create_refund', refund);
+      expect(again.structuredContent).toEqual(first.structuredContent);
+      expect(replayed(again)).toBe(true);
+      expect(runs.filter((owner) => owner === ownerOf(victim))).toHaveLength(1);
+    });
+  }
 });
 
 if (TEST_REDIS_URL === undefined) {
