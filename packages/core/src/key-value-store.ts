@@ -51,14 +51,19 @@ const STORE_FULL_BRAND = Symbol.for('toolgate.StoreFullError');
  */
 export class StoreFullError extends Error {
   readonly reason: 'scope' | 'store';
-  /** The limit that was reached: `maxEntriesPerScope` or `maxEntries`. */
-  readonly limit: number;
+  /** The limit that was reached (`maxEntriesPerScope` or `maxEntries`), when the store counts entries. */
+  readonly limit: number | undefined;
 
-  constructor(reason: 'scope' | 'store', limit: number) {
+  /**
+   * `message`: another store's own words (a Redis store's out-of-memory refusal); by default, the
+   * memory store's, naming the limit.
+   */
+  constructor(reason: 'scope' | 'store', limit?: number, message?: string) {
     super(
-      reason === 'scope'
-        ? `KeyValueStore: a new key was refused: its scope holds maxEntriesPerScope (${limit}) live entries`
-        : `KeyValueStore: a new key was refused: the store holds maxEntries (${limit}) live entries`,
+      message ??
+        (reason === 'scope'
+          ? `KeyValueStore: a new key was refused: its scope holds maxEntriesPerScope (${limit}) live entries`
+          : `KeyValueStore: a new key was refused: the store holds maxEntries (${limit}) live entries`),
     );
     this.name = 'StoreFullError';
     this.reason = reason;

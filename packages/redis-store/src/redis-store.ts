@@ -1,4 +1,4 @@
-import { type KeyValueStore, type StoreOperationOptions, withDeadline } from '@toolgate/core';
+import { type KeyValueStore, StoreFullError, type StoreOperationOptions, withDeadline } from '@toolgate/core';
 
 /** The commands the store sends; an ioredis 6 client (`createRedisClient`) has them. */
 export interface RedisStoreClient {
@@ -46,12 +46,22 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
     prefix,
     setIfAbsent(key, value, ttlMs, op) {
       checkTtl(ttlMs);
-      return bounded(op, async () => (await client.set(prefix + key, value, 'PX', ttlMs, 'NX')) === 'OK');
+      return bounded(op, async () => {
+        try {
+          return (await client.set(prefix + key, value, 'PX', ttlMs, 'NX')) === 'OK';
+        } catch (error) {
+          throw fullOr(error);
+        }
+      });
     },
     set(key, value, ttlMs, op) {
       checkTtl(ttlMs);
       return bounded(op, async () => {
-        await client.set(prefix + key, value, 'PX', ttlMs);
+        try {
+          await client.set(prefix + key, value, 'PX', ttlMs);
+        } catch (error) {
+          throw fullOr(error);
+        }
       });
     },
     get(key, op) {
@@ -61,6 +71,25 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
       return bounded(op, async () => (await client.del(prefix + key)) > 0);
     },
   };
+}
+
+/**
+ * A write Redis refused for want of memory (`maxmemory` reached under `noeviction`: `-OOM command not
+ * allowed when used memory > 'maxmemory'`) as core's `StoreFullError`: a full store, which policies
+ * refuse `rate_limited` (fail closed) rather than treat as an outage. Any other error as it is.
+ */
+function fullOr(error: unknown): unknown {
+  if (error instanceof Error && /^OOM\b/.test(error.message)) {
+    const full = new StoreFullError(
+      'store',
+      undefined,
+      'RedisStore: a write was refused: Redis is at its maxmemory (policy noeviction)',
+    );
+    // The reply itself, for the log (it names no key).
+    Object.defineProperty(full, 'cause', { value: error, enumerable: false });
+    return full;
+  }
+  return error;
 }
 
 function checkTtl(ttlMs: number): void {
