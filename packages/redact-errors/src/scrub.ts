@@ -1,4 +1,5 @@
 import { createSecretKeyMatcher, mapStrings, REDACTED, type SecretPattern } from '@toolgate/core';
+import { scrubEncodedRuns } from './encoded.js';
 import { fieldReplacement } from './field-rules.js';
 import { ERROR_SCRUB_PATTERNS } from './scrub-patterns.js';
 
@@ -48,9 +49,24 @@ export function createScrubber(patterns: readonly SecretPattern[]): Scrubber {
     }
     return out;
   };
+  /** The scrubbed form of a run's decoding, or undefined when nothing in it was removed. */
+  const decodedScan =
+    (removed: RemovedCounts) =>
+    (plain: string): string | undefined => {
+      const found: RemovedCounts = {};
+      let out = apply(plain, found);
+      if (NOT_ASCII.test(out)) out = undisguised(out, found);
+      if (out === plain) return undefined;
+      for (const [name, count] of Object.entries(found)) {
+        const key = `encoded-${name}`;
+        removed[key] = (removed[key] ?? 0) + count;
+      }
+      return out;
+    };
   const text = (input: string, removed: RemovedCounts): string => {
     if (clean.has(input)) return input;
-    let out = apply(input, removed);
+    // Encoded runs first (see `scrubEncodedRuns`), then the patterns over the whole.
+    let out = apply(scrubEncodedRuns(input, decodedScan(removed)), removed);
     if (NOT_ASCII.test(out)) out = undisguised(out, removed);
     const matched = out !== input;
     if (!matched && input.length <= CLEAN_CACHE_MAX_LENGTH) {

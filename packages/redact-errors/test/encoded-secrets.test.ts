@@ -23,6 +23,15 @@ beforeAll(async () => {
   // An identity provider that echoes the request it refused, as many do: the body it was sent, as a
   // JSON string inside its JSON error, and the callback URL, URL-encoded.
   upstream = createServer((request, response) => {
+    if (request.url === '/authorize') {
+      // A login redirect carrying the internal origin and the client's state, as such redirects do:
+      // the one percent-encoded, the other base64.
+      const next = encodeURIComponent(`postgres://app:${PASSWORD}@db.internal:5432/orders`);
+      const state = Buffer.from(JSON.stringify({ client_secret: CLIENT_SECRET })).toString('base64url');
+      response.writeHead(302, { location: `/login?state=${state}&next=${next}` });
+      response.end();
+      return;
+    }
     let body = '';
     request.on('data', (chunk: Buffer) => {
       body += chunk.toString('utf8');
@@ -77,6 +86,26 @@ describe('encoded secrets in what the model sees', () => {
     expect(envelope.message).toContain('invalid_grant');
     expect(envelope.message).toContain('[REDACTED]');
     expectNoPlantedSecret(result);
+  });
+
+  it('a returned failure quoting a redirect: a percent-encoded connection string, base64 state', async () => {
+    const logger = recordingLogger([]);
+    const authorize = defineTool({
+      name: 'authorize',
+      description: 'Starts a login.',
+      input: {},
+      handler: async () => {
+        const response = await fetch(upstreamUrl.replace('/token', '/authorize'), { redirect: 'manual' });
+        return fail('unavailable', `login was redirected to ${response.headers.get('location')}`);
+      },
+    });
+    const client = await serve([authorize], [createRedactErrors()], logger);
+    const result = await client.callTool('authorize', {});
+    const envelope = seenEnvelope(result);
+    expect(envelope.error).toBe('unavailable');
+    expect(envelope.message).toBe('login was redirected to /login?state=[REDACTED]&next=[connection]');
+    expectNoPlantedSecret(result);
+    expect(JSON.stringify(result)).not.toContain('db.internal');
   });
 
   it('a returned failure and its _meta carrying prefixed provider keys and escaped JSON', async () => {

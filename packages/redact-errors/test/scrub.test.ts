@@ -333,6 +333,53 @@ describe('scrubErrorText: a private key body without its PEM header', () => {
   });
 });
 
+describe('scrubErrorText: percent-encoded and base64-encoded runs are decoded and scanned', () => {
+  const b64 = (text: string) => Buffer.from(text).toString('base64');
+  const b64url = (text: string) => Buffer.from(text).toString('base64url');
+  const HIDDEN: readonly (readonly [string, string])[] = [
+    // A redirect target or query value, percent-encoded: the decoding is shown, scrubbed.
+    [
+      `upstream said: ${encodeURIComponent('postgres://app:hunter2@db.internal:5432/orders')}`,
+      'upstream said: [connection]',
+    ],
+    [`next=${encodeURIComponent('https://user:hunter2@api.internal.example/v1')}`, 'next=[url]'],
+    [`callback=${encodeURIComponent('http://10.0.0.5:8080/admin')}`, 'callback=[url]'],
+    [`path ${encodeURIComponent('/srv/app/secrets.json')} not found`, 'path [path] not found'],
+    ['q=select%20*%20from%20users%20where%20id%3D1', 'q=[sql]'],
+    ['q=select+*+from+users+where+id%3D1', 'q=[sql]'],
+    // Twice encoded, and an escape inside a provider key's prefix.
+    [`r=${encodeURIComponent(encodeURIComponent('postgres://app:pw@db/x'))}`, 'r=[connection]'],
+    ['AKIA%49OSFODNN7EXAMPLE', REDACTED],
+    ['ghp%5F1234567890abcdefghijklmnopqrstuvwxyz', REDACTED],
+    // Invalid UTF-8 in the escapes is read byte by byte, not given up on.
+    ['x=%FF%2Fsrv%2Fapp%2Fdb.js', `x=\u00ff[path]`],
+    // Base64 of text holding something: the whole run goes.
+    [`state=${b64('postgres://app:hunter2@db.internal/orders')}`, `state=${REDACTED}`],
+    [`{"blob":"${b64url('{"password":"hunter2","user":"app"}')}"}`, `{"blob":"${REDACTED}"}`],
+    [`token: ${b64('ghp_1234567890abcdefghijklmnopqrstuvwxyz')}`, `token: ${REDACTED}`],
+  ];
+  const PLAIN: readonly string[] = [
+    // Encoded, but nothing in it: kept exactly as it was.
+    `name=Jos%C3%A9&city=M%C3%BCnchen`,
+    'search?q=red%20shoes&page=2',
+    '100%25 done',
+    `id=${b64('this is not a secret at all, just words')}`,
+    `nonce=${Buffer.from('00112233445566778899aabbccddeeff', 'hex').toString('base64')}`,
+    'trace 7f3a9c2b4e1d8f6a0b5c3e7d9f1a2b4c',
+    'abcdefghijklmnopqrstuvwxyzABCDEFGHIJ',
+  ];
+
+  it.each(HIDDEN)('scrubs %j', (text, expected) => {
+    expect(scrubErrorText(text)).toBe(expected);
+    // A second pass changes nothing.
+    expect(scrubErrorText(scrubErrorText(text))).toBe(scrubErrorText(text));
+  });
+
+  it.each(PLAIN)('leaves %j as it was', (text) => {
+    expect(scrubErrorText(text)).toBe(text);
+  });
+});
+
 describe('scrubErrorText: long text', () => {
   // A response body or a dump can be large; a pattern that rescans from every position of a long run
   // took 5 to 11 s on 50 KB (an event loop stalled by one failure). Not a speed target (those live in
@@ -343,6 +390,10 @@ describe('scrubErrorText: long text', () => {
     ['a run of spaces', `x${' '.repeat(100_000)}y`],
     ['a run of tabs', `x${'\t'.repeat(100_000)}y`],
     ['a line starting with at and spaces', `at ${' '.repeat(100_000)}`],
+    ['a long run before a percent escape after a space', `${'a'.repeat(100_000)} %41`],
+    ['a long run of percent escapes', `x=${'%41'.repeat(40_000)}`],
+    ['a long run of base64 letters', `${'QUJD'.repeat(25_000)}`],
+    ['base64-looking runs split by a space', `${'Zm9vYmFy '.repeat(12_000)}`],
   ])('%s (100 KB) is scrubbed in one pass', (_name, text) => {
     const started = performance.now();
     scrubErrorText(text);
