@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Attributes } from '@opentelemetry/api';
 import type { ToolContext } from '@toolgate/core';
 import type { OtelConfig } from './options.js';
@@ -41,13 +42,27 @@ export function startAttributes(
   };
   if (rules.recordCallerId) attributes[ATTR_TOOLGATE_CALLER_ID] = clientText(ctx.caller.id);
   const sessionId = ctx.request.sessionId;
-  if (typeof sessionId === 'string' && sessionId !== '') {
-    attributes[ATTR_MCP_SESSION_ID] = clientText(sessionId);
+  if (typeof sessionId === 'string' && sessionId !== '' && rules.sessionId !== 'omit') {
+    attributes[ATTR_MCP_SESSION_ID] =
+      rules.sessionId === 'raw' ? clientText(sessionId) : sessionDigest(sessionId);
   }
   const version = protocolVersionOf(ctx) ?? config.protocolVersion;
   if (version !== undefined) attributes[ATTR_MCP_PROTOCOL_VERSION] = version;
   if (config.transport !== undefined) attributes[ATTR_NETWORK_TRANSPORT] = config.transport;
   return attributes;
+}
+
+// A session makes many calls: the last id's digest is kept rather than rehashed on each.
+let lastSessionId: string | undefined;
+let lastSessionDigest = '';
+
+/** The session id's digest: 22 base64url characters of its SHA-256 (see `OtelRules.sessionId`). */
+export function sessionDigest(sessionId: string): string {
+  if (sessionId !== lastSessionId) {
+    lastSessionDigest = createHash('sha256').update(sessionId).digest('base64url').slice(0, 22);
+    lastSessionId = sessionId;
+  }
+  return lastSessionDigest;
 }
 
 /** A string the client chose: capped, and well-formed so that no exporter batch is refused for it. */

@@ -30,11 +30,17 @@ const DEFAULTS: OtelRules = {
   recordResult: false,
   recordErrorStack: false,
   recordCallerId: false,
+  sessionId: 'digest',
   onSpan: undefined,
 };
 const DEFAULT_MAX_RECORDED_LENGTH = 4096;
 
 function checkRules(rules: Readonly<OtelRules>, where: string): void {
+  if (rules.sessionId !== 'digest' && rules.sessionId !== 'raw' && rules.sessionId !== 'omit') {
+    throw new TypeError(
+      `${where}: sessionId must be 'digest', 'raw' or 'omit', got ${JSON.stringify(rules.sessionId)}`,
+    );
+  }
   if (rules.onSpan !== undefined && typeof rules.onSpan !== 'function') {
     throw new TypeError(`${where}: onSpan must be a function`);
   }

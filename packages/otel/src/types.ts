@@ -18,6 +18,14 @@ export interface OtelRules {
   recordErrorStack: boolean;
   /** Record the caller's id as `toolgate.caller.id` (it can be personal data: a subject, a client id). @default false */
   recordCallerId: boolean;
+  /**
+   * How the transport's session id is recorded as `mcp.session.id`. Over Streamable HTTP the session id
+   * is what lets a request continue a session (without auth, it is the caller's identity), so by default
+   * a digest goes on the span (22 base64url characters of its SHA-256: one per session, for correlation,
+   * and no use to whoever reads traces). `raw`: the id itself; `omit`: nothing.
+   * @default 'digest'
+   */
+  sessionId: 'digest' | 'raw' | 'omit';
   /** A hook run just before the span ends; see `OnSpanHook`. @default undefined */
   onSpan: OnSpanHook | undefined;
 }

@@ -1,4 +1,5 @@
 // Over real Streamable HTTP on 127.0.0.1: the session id and the negotiated protocol version header.
+import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -77,7 +78,7 @@ describe('otel over Streamable HTTP', () => {
       [ATTR_GEN_AI_OPERATION_NAME]: 'execute_tool',
       [ATTR_GEN_AI_TOOL_NAME]: 'get_order',
       [ATTR_JSONRPC_REQUEST_ID]: expect.stringMatching(/^\d+$/),
-      [ATTR_MCP_SESSION_ID]: 'sess-http-1',
+      [ATTR_MCP_SESSION_ID]: createHash('sha256').update('sess-http-1').digest('base64url').slice(0, 22),
       [ATTR_MCP_PROTOCOL_VERSION]: LATEST_PROTOCOL_VERSION,
       [ATTR_NETWORK_TRANSPORT]: 'tcp',
       [ATTR_TOOLGATE_CALLER_KIND]: 'session',

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { context, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
@@ -13,7 +14,7 @@ import { defineTool, fail, ok, ToolError, type ToolMiddleware } from '@toolgate/
 import { expectFailure, type LogEntry, parseResultText, recordingLogger } from '@toolgate/core/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as z from 'zod';
-import { createOtel, otel } from '../src/index.js';
+import { createOtel, otel, sessionDigest } from '../src/index.js';
 import {
   ATTR_ERROR_TYPE,
   ATTR_EXCEPTION_MESSAGE,
@@ -118,13 +119,33 @@ describe('otel: the tool span', () => {
     expect(span.instrumentationScope.name).toBe('@toolgate/otel');
     expect(span.attributes).toEqual({
       ...callAttributes,
-      [ATTR_MCP_SESSION_ID]: 'sess-42',
+      // A digest by default: the session id lets a request continue the session.
+      [ATTR_MCP_SESSION_ID]: createHash('sha256').update('sess-42').digest('base64url').slice(0, 22),
       [ATTR_MCP_PROTOCOL_VERSION]: '2025-06-18',
       [ATTR_NETWORK_TRANSPORT]: 'pipe',
     });
     expect(span.status).toEqual({ code: SpanStatusCode.UNSET });
     expect(span.events).toEqual([]);
     expect(span.ended).toBe(true);
+  });
+
+  it("sessionId: 'raw' records the id itself, 'omit' nothing, per tool too; a bad value is refused", async () => {
+    const raw = await serve([traced({ sessionId: 'raw', tools: { get_order: { sessionId: 'omit' } } })], {
+      sessionId: 'sess-42',
+    });
+    await raw.callTool('get_order', { id: 'A-1' });
+    expect(onlyToolSpan().attributes).not.toHaveProperty(ATTR_MCP_SESSION_ID);
+    exporter.reset();
+    const rawOnly = await serve([traced({ sessionId: 'raw' })], { sessionId: 'sess-42' });
+    await rawOnly.callTool('get_order', { id: 'A-1' });
+    expect(onlyToolSpan().attributes[ATTR_MCP_SESSION_ID]).toBe('sess-42');
+    expect(sessionDigest('sess-42')).toBe(
+      createHash('sha256').update('sess-42').digest('base64url').slice(0, 22),
+    );
+    expect(sessionDigest('sess-43')).not.toBe(sessionDigest('sess-42'));
+    expect(() => createOtel({ sessionId: 'hash' as never })).toThrow(
+      "createOtel: sessionId must be 'digest', 'raw' or 'omit', got \"hash\"",
+    );
   });
 
   it('sets ctx.state.trace to the span ids, for audit', async () => {
@@ -697,7 +718,7 @@ describe('otel: arguments and results', () => {
 
   it('refuses a per-tool option it does not know, and a per-tool value that is not an object', () => {
     expect(() => createOtel({ tools: { a: { transport: 'tcp' } as never } })).toThrow(
-      'createOtel: tools.a has unknown option(s) transport; a tool may set recordArguments, recordResult, recordErrorStack, recordCallerId, onSpan',
+      'createOtel: tools.a has unknown option(s) transport; a tool may set recordArguments, recordResult, recordErrorStack, recordCallerId, sessionId, onSpan',
     );
     expect(() => createOtel({ tools: { a: true as never } })).toThrow(
       'createOtel: tools.a must be an object of options or false',
