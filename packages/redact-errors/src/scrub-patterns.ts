@@ -337,6 +337,15 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
     `\\b[A-Za-z]:\\\\(?:[^\\\\\\n'"<>|*?:]*\\\\)*(?:[^\\s\\\\'"<>|*?:]*[^\\s\\\\'"<>|*?:.,;])?${LINE_COL}`,
     PATH,
   ),
+  // Windows' relative paths, as `posix-path` finds relative ones below (before the host rules, which
+  // would take `pool.ts:42` for a host): `src\\db\\pool.ts:42:13`, `.\\config\\secrets.json`, also with
+  // each backslash doubled as JSON writes it. A JSON escape before a file name (`failed\\nconfig.json`)
+  // reads as one too, and goes: text in an error is better cut than a path let through.
+  rule(
+    'windows-path',
+    `(?<![\\w.@+%~/:\\\\-])(?:\\.{1,2}\\\\{1,2})?(?:${SEG}+\\\\{1,2})+[\\w.@+%~-]*\\.[A-Za-z][A-Za-z0-9]{0,7}${LINE_COL}(?![\\w@+%~\\\\-]|\\.[\\w@+%~-])`,
+    PATH,
+  ),
   rule('unc-path', `(?<![\\w\\\\])\\\\\\\\[\\w.$-]+\\\\(?:[^\\s'"<>|]*[^\\s'"<>|.,;])?`, PATH),
   // `/srv/app/db.js:10:5`, `~/.ssh/id_rsa`, `./src/x.ts`, and one segment with an extension (`/app.js`).
   rule(

@@ -10,6 +10,10 @@ const JWT = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl
 
 // Text a model legitimately reads in an error: none of it may change.
 const ORDINARY: readonly string[] = [
+  // Backslashes that are not a path: a regular expression, a lone one, one without a file name.
+  'must match ^\\d+\\.\\d+$',
+  'a\\b and c\\d',
+  'DOMAIN\\user is not allowed',
   'No order 1234567890123456.',
   'Delivered on 2024-05-12, 12/05/2024 or 31.12.2024.',
   'Opens at 14:30, closes 18:45:30.',
@@ -262,6 +266,11 @@ const HOSTILE: readonly (readonly [string, string])[] = [
   ['see docs/setup.md.', 'see [path].'],
   ['missing config/.env and ./x.ts', 'missing [path] and [path]'],
   ['loaded node_modules/.pnpm/pg@8.23.1/node_modules/pg/lib/client.js', 'loaded [path]'],
+  // Windows' relative paths, also with JSON's doubled backslashes.
+  ['error in src\\db\\pool.ts:42:13', 'error in [path]'],
+  ['open .\\config\\secrets.json failed', 'open [path] failed'],
+  ['see docs\\setup.md.', 'see [path].'],
+  ['{"file":"src\\\\db\\\\pool.ts"}', '{"file":"[path]"}'],
   // A host with a path after it is a host.
   ['fetch example.com/a/b.js failed', 'fetch [host] failed'],
 ];
@@ -393,6 +402,7 @@ describe('scrubErrorText: long text', () => {
     ['a long run before a percent escape after a space', `${'a'.repeat(100_000)} %41`],
     ['a long run of percent escapes', `x=${'%41'.repeat(40_000)}`],
     ['a long run of base64 letters', `${'QUJD'.repeat(25_000)}`],
+    ['a long run of backslashed segments', `x${'a\\'.repeat(50_000)}b`],
     ['base64-looking runs split by a space', `${'Zm9vYmFy '.repeat(12_000)}`],
   ])('%s (100 KB) is scrubbed in one pass', (_name, text) => {
     const started = performance.now();
