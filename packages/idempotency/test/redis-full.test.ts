@@ -14,6 +14,25 @@ import * as z from 'zod';
 import { createIdempotency } from '../src/index.js';
 import { reportRedisMissing, TEST_REDIS_URL } from './needs-redis.js';
 
+let flooded = 0;
+
+/**
+ * Writes 16 KB values under new keys until Redis refuses one (its memory is then past maxmemory, so it
+ * refuses every write until something is freed); the refusal.
+ */
+async function flood(store: ReturnType<typeof createRedisStore>): Promise<unknown> {
+  const value = 'x'.repeat(16_384);
+  for (let i = 0; i < 10_000; i += 1) {
+    flooded += 1;
+    try {
+      await store.setIfAbsent(`{flooder}:${flooded}`, value, 60_000);
+    } catch (error) {
+      return error;
+    }
+  }
+  return undefined;
+}
+
 /** A free loopback port (the OS picks it; the probe closes before redis-server binds it). */
 async function freePort(): Promise<number> {
   const probe = createServer();
@@ -79,23 +98,18 @@ if (TEST_REDIS_URL === undefined) {
     it('a flood fills it: new writes reject with StoreFullError, reads and deletes still work', async () => {
       const store = createRedisStore(client, { prefix: 'full:' });
       await store.set('{victim}:result', 'kept', 60_000);
-      const value = 'x'.repeat(16_384);
-      let refused: unknown;
-      for (let i = 0; i < 10_000 && refused === undefined; i += 1) {
-        await store.setIfAbsent(`{flooder}:${i}`, value, 60_000).catch((error: unknown) => {
-          refused = error;
-        });
-      }
+      const refused = await flood(store);
       expect(isStoreFullError(refused)).toBe(true);
       expect(refused).toMatchObject({ name: 'StoreFullError', reason: 'store' });
       // The victim's entry is still there (noeviction), and reads and deletes are not refused.
       expect(await store.get('{victim}:result')).toBe('kept');
       await expect(store.set('{victim}:other', 'v', 60_000)).rejects.toSatisfy(isStoreFullError);
-      expect(await store.delete('{flooder}:0')).toBe(true);
+      expect(await store.delete('{flooder}:1')).toBe(true);
     }, 60_000);
 
     it('idempotency on the full Redis refuses a new call rate_limited, even under onStoreFailure open', async () => {
-      // Runs after the flood above: the same server, still at its maxmemory.
+      // The same server: flooded again (the test above freed a key), so it is past its maxmemory now.
+      expect(isStoreFullError(await flood(createRedisStore(client, { prefix: 'full:' })))).toBe(true);
       let runs = 0;
       const refund = defineTool({
         name: 'create_refund',
