@@ -56,14 +56,19 @@ export class StoreFullError extends Error {
 
   /**
    * `message`: another store's own words (a Redis store's out-of-memory refusal); by default, the
-   * memory store's, naming the limit.
+   * memory store's, naming the limit. `cause`: what the store answered, for the server log.
    */
-  constructor(reason: 'scope' | 'store', limit?: number, message?: string) {
+  constructor(
+    reason: 'scope' | 'store',
+    limit?: number,
+    options: { message?: string; cause?: unknown } = {},
+  ) {
     super(
-      message ??
+      options.message ??
         (reason === 'scope'
           ? `KeyValueStore: a new key was refused: its scope holds maxEntriesPerScope (${limit}) live entries`
           : `KeyValueStore: a new key was refused: the store holds maxEntries (${limit}) live entries`),
+      options.cause === undefined ? undefined : { cause: options.cause },
     );
     this.name = 'StoreFullError';
     this.reason = reason;

@@ -80,14 +80,11 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
  */
 function fullOr(error: unknown): unknown {
   if (error instanceof Error && /^OOM\b/.test(error.message)) {
-    const full = new StoreFullError(
-      'store',
-      undefined,
-      'RedisStore: a write was refused: Redis is at its maxmemory (policy noeviction)',
-    );
-    // The reply itself, for the log (it names no key).
-    Object.defineProperty(full, 'cause', { value: error, enumerable: false });
-    return full;
+    // The reply itself is the cause, for the log (it names no key).
+    return new StoreFullError('store', undefined, {
+      message: 'RedisStore: a write was refused: Redis is at its maxmemory (policy noeviction)',
+      cause: error,
+    });
   }
   return error;
 }
