@@ -17,8 +17,9 @@ import { reportRedisMissing, TEST_REDIS_URL } from './needs-redis.js';
 let flooded = 0;
 
 /**
- * Writes 16 KB values under new keys until Redis refuses one (its memory is then past maxmemory, so it
- * refuses every write until something is freed); the refusal.
+ * Writes 16 KB values under new keys until Redis refuses one; the refusal. At that moment Redis is past
+ * its maxmemory only by what it holds for the refused command itself (its query buffer, ~16 KB), which it
+ * frees afterwards, so a small write a moment later may fit again: see `holdFull`.
  */
 async function flood(store: ReturnType<typeof createRedisStore>): Promise<unknown> {
   const value = 'x'.repeat(16_384);
@@ -31,6 +32,18 @@ async function flood(store: ReturnType<typeof createRedisStore>): Promise<unknow
     }
   }
   return undefined;
+}
+
+/**
+ * Keeps the flooded Redis past its maxmemory by a wide margin: lowers maxmemory to half of what it now
+ * uses, as an operator lowering the limit under a full dataset would. Every write is then refused however
+ * Redis's own buffers grow and shrink between commands (the refusal right after a flood is not stable:
+ * failed in CI when a later claim of a few hundred bytes fit under the limit again).
+ */
+async function holdFull(client: Redis): Promise<void> {
+  const used = Number(/used_memory:(\d+)/.exec(await client.info('memory'))?.[1]);
+  expect(used).toBeGreaterThan(2_000_000);
+  await client.config('SET', 'maxmemory', String(Math.floor(used / 2)));
 }
 
 /** A free loopback port (the OS picks it; the probe closes before redis-server binds it). */
@@ -101,6 +114,7 @@ if (TEST_REDIS_URL === undefined) {
       const refused = await flood(store);
       expect(isStoreFullError(refused)).toBe(true);
       expect(refused).toMatchObject({ name: 'StoreFullError', reason: 'store' });
+      await holdFull(client);
       // The victim's entry is still there (noeviction), and reads and deletes are not refused.
       expect(await store.get('{victim}:result')).toBe('kept');
       await expect(store.set('{victim}:other', 'v', 60_000)).rejects.toSatisfy(isStoreFullError);
@@ -108,8 +122,9 @@ if (TEST_REDIS_URL === undefined) {
     }, 60_000);
 
     it('idempotency on the full Redis refuses a new call rate_limited, even under onStoreFailure open', async () => {
-      // The same server: flooded again (the test above freed a key), so it is past its maxmemory now.
+      // The same server (held past its maxmemory by the test above, or filled here when run alone).
       expect(isStoreFullError(await flood(createRedisStore(client, { prefix: 'full:' })))).toBe(true);
+      await holdFull(client);
       let runs = 0;
       const refund = defineTool({
         name: 'create_refund',
