@@ -31,6 +31,7 @@ import {
 import { renderPrompt } from './prompt.js';
 import {
   createUrlConfirmations,
+  type OpenPage,
   type UrlAnswer,
   type UrlAnswerOutcome,
   type UrlConfirmationCall,
@@ -250,12 +251,14 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
   ): Promise<ToolResult> => {
     const urls = pages!;
     const shown = issue(secret, ctx, opts.elicitTimeoutMs);
-    const opened = urls.prepare(ctx, opts.elicitTimeoutMs);
+    const prepared = urls.prepare(ctx, opts.elicitTimeoutMs);
+    let opened: OpenPage | undefined;
     try {
-      await urls.save(ctx, opened, prompt);
+      opened = await urls.save(ctx, prepared, prompt);
     } catch (error) {
       return storeFailed(ctx, error, 'set', shown.digest, 'without a confirmation');
     }
+    if (opened === undefined) return tooManyOpen(ctx, shown.digest);
     let verdict: 'approved' | 'declined';
     try {
       let answer: Awaited<ReturnType<ToolContext['server']['elicit']>>;
@@ -285,8 +288,8 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
       }
     } finally {
       // Whatever ended the wait (dismissed in the client, cancelled, failed), the page must not
-      // record an approval nothing waits for; a no-op once the page answered.
-      await urls.close(opened.id, opened.expiresAt).catch(() => false);
+      // record an approval nothing waits for (a no-op once the page answered); the slot is free again.
+      await urls.end(opened);
     }
     await ctx.server.elicitationComplete(opened.id).catch((error: unknown) => {
       ctx.logger.warn({ err: error }, 'confirm: could not tell the client the confirmation page is done');
@@ -295,6 +298,19 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     ctx.signal.throwIfAborted();
     decide(ctx, 'confirmed', shown.digest);
     return next();
+  };
+
+  /** The caller already has `url.maxOpenPerCaller` confirmations waiting on the page: nothing stored, asked or run. */
+  const tooManyOpen = (ctx: ToolContext, digest: string): ToolResult => {
+    decide(ctx, 'refused', digest, 'too many open');
+    return fail(
+      'rate_limited',
+      'Too many of your calls are waiting for the user on the confirmation page; nothing was done.',
+      {
+        hint: 'Wait until the user has answered or dismissed the confirmation pages already open, then retry this call.',
+        retryable: true,
+      },
+    );
   };
 
   /**

@@ -45,6 +45,11 @@ export interface ConfirmUrlOptions {
    * issuer (`${iss} ${sub}`), so equal subjects of two issuers are not one person. @default principalOf(ctx) (the token's sub, else its client id)
    */
   person?: (ctx: ToolContext) => string | undefined;
+  /**
+   * Most confirmations one caller (core's `callerTag`) may have waiting on the page at once, on every
+   * replica sharing the store; one more is refused `rate_limited`. From 1 to 100 (a refused call tries each). @default 20
+   */
+  maxOpenPerCaller?: number;
 }
 
 /** Options of `createConfirm`. */

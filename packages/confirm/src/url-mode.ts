@@ -1,6 +1,6 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type BoundedStore, principalOf, type ToolContext, ToolError } from '@toolgate/core';
+import { type BoundedStore, callerTag, principalOf, type ToolContext, ToolError } from '@toolgate/core';
 import { type ConfirmUrlOptions, KEPT_PAST_EXPIRY_MS } from './options.js';
 
 /** What `confirm.pending(id, principal)` gives the page to show. */
@@ -31,6 +31,18 @@ export interface UrlAnswer {
 /** How the wait for the page ended. */
 export type PageVerdict = 'approved' | 'declined';
 
+/** A confirmation about to be opened: its id, page address and expiry. */
+export interface PreparedPage {
+  readonly id: string;
+  readonly url: string;
+  readonly expiresAt: number;
+}
+
+/** A confirmation stored and waiting: it holds one of its caller's open slots until `end`. */
+export interface OpenPage extends PreparedPage {
+  readonly slot: string;
+}
+
 interface Stored {
   tool: string;
   prompt: string;
@@ -43,6 +55,10 @@ const ID = /^[A-Za-z0-9_-]{22}$/;
 const CLOSED = 'closed';
 const pendingKey = (id: string): string => `confirm:url:{${id}}`;
 const answerKey = (id: string): string => `confirm:url:{${id}}:answer`;
+// In the caller's scope, so core's memory store counts a caller's URL confirmations against its
+// maxEntriesPerScope: the keys above each sit in a scope of their own (the page knows only the id).
+const openKey = (tag: string, id: string): string => `confirm:url-open:{${tag}}:${id}`;
+const slotKey = (tag: string, slot: number): string => `confirm:url-slot:{${tag}}:${slot}`;
 
 /** URL mode's store side: a pending call, the page's answer, the call's wait for it. */
 export function createUrlConfirmations(store: BoundedStore, url: ConfirmUrlOptions) {
@@ -59,9 +75,13 @@ export function createUrlConfirmations(store: BoundedStore, url: ConfirmUrlOptio
   if (!(Number.isInteger(pollMs) && pollMs >= 1)) {
     throw new RangeError('createConfirm: url.pollMs must be a positive integer');
   }
+  const maxOpen = url.maxOpenPerCaller ?? 20;
+  if (!(Number.isInteger(maxOpen) && maxOpen >= 1 && maxOpen <= 100)) {
+    throw new RangeError('createConfirm: url.maxOpenPerCaller must be an integer from 1 to 100');
+  }
 
   /** A new confirmation's id, expiry and page address (a bad address is the server's bug: throws TypeError). */
-  const prepare = (ctx: ToolContext, ttlMs: number): { id: string; url: string; expiresAt: number } => {
+  const prepare = (ctx: ToolContext, ttlMs: number): PreparedPage => {
     const id = randomBytes(16).toString('base64url');
     const expiresAt = Date.now() + ttlMs;
     const address = url.build({ id, tool: ctx.toolName, expiresAt });
@@ -69,20 +89,67 @@ export function createUrlConfirmations(store: BoundedStore, url: ConfirmUrlOptio
     return { id, url: address, expiresAt };
   };
 
-  /** Stores the pending call, so the page (on any replica) can show and answer it. Throws when the store cannot. */
-  const save = (
+  /**
+   * Claims one of the caller's slots, then marks the confirmation in the caller's scope, then stores
+   * the pending call so the page (on any replica) can show and answer it. Undefined when every slot is
+   * held. Throws when the store cannot (full: core's StoreFullError), and then leaves nothing behind.
+   */
+  const save = async (
     ctx: ToolContext,
-    opened: { id: string; expiresAt: number },
+    prepared: PreparedPage,
     prompt: string,
-  ): Promise<void> => {
-    const { id, expiresAt } = opened;
-    const stored: Stored = { tool: ctx.toolName, prompt, expiresAt, principal: personOf(ctx) ?? null };
-    return store.set(pendingKey(id), JSON.stringify(stored), Math.max(1, expiresAt - Date.now()), ctx.signal);
+  ): Promise<OpenPage | undefined> => {
+    const { id, expiresAt } = prepared;
+    const tag = callerTag(ctx);
+    const ttl = Math.max(1, expiresAt - Date.now());
+    // The mark stays until the keys under the id expire (the answer key a minute past the expiry), so a
+    // closed confirmation's keys count against its caller too; the slot, freed by `end`, outlives the wait.
+    const heldTtl = ttl + KEPT_PAST_EXPIRY_MS;
+    const slot = await claimSlot(ctx, tag, id, heldTtl);
+    if (slot === undefined) return undefined;
+    const mark = openKey(tag, id);
+    try {
+      await store.set(mark, '1', heldTtl, ctx.signal);
+      const stored: Stored = { tool: ctx.toolName, prompt, expiresAt, principal: personOf(ctx) ?? null };
+      await store.set(pendingKey(id), JSON.stringify(stored), ttl, ctx.signal);
+    } catch (error) {
+      // Every key (a write that timed out may still land), without the call's signal: it may be what aborted.
+      await Promise.all([slot, mark, pendingKey(id)].map((key) => store.delete(key).catch(() => false)));
+      throw error;
+    }
+    return { ...prepared, slot };
+  };
+
+  /** A free slot of the caller's maxOpenPerCaller, tried from a random one on (so few are tried); undefined when all are held. */
+  const claimSlot = async (
+    ctx: ToolContext,
+    tag: string,
+    id: string,
+    ttlMs: number,
+  ): Promise<string | undefined> => {
+    const first = randomInt(maxOpen);
+    for (let tried = 0; tried < maxOpen; tried += 1) {
+      const key = slotKey(tag, (first + tried) % maxOpen);
+      if (await store.setIfAbsent(key, id, ttlMs, ctx.signal)) return key;
+    }
+    return undefined;
   };
 
   /** Closes a confirmation nothing waits for any more; false when the page answered first. */
   const close = (id: string, expiresAt: number): Promise<boolean> =>
     store.setIfAbsent(answerKey(id), CLOSED, Math.max(0, expiresAt - Date.now()) + KEPT_PAST_EXPIRY_MS);
+
+  /**
+   * The call no longer waits (answered, dismissed, timed out, cancelled or failed): closes the
+   * confirmation and frees the caller's slot. Best effort: the slot's TTL is the backstop. The mark in
+   * the caller's scope stays until the keys under the id expire.
+   */
+  const end = async (page: OpenPage): Promise<void> => {
+    await Promise.all([
+      close(page.id, page.expiresAt).catch(() => false),
+      store.delete(page.slot).catch(() => false),
+    ]);
+  };
 
   /**
    * Waits for the page's answer until `expiresAt`, reading the store every pollMs (any replica may
@@ -145,7 +212,7 @@ export function createUrlConfirmations(store: BoundedStore, url: ConfirmUrlOptio
     return stored.expiresAt > Date.now() ? stored : undefined;
   };
 
-  return { prepare, save, wait, close, pending, answer };
+  return { prepare, save, wait, end, pending, answer };
 }
 
 /** A call without a principal is answered without one: then the page address alone decides (see the README). */

@@ -1,6 +1,9 @@
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import {
+  createMemoryStore,
   defineTool,
+  type KeyValueStore,
+  type MemoryStoreOptions,
   ok,
   type PolicyDecision,
   type ToolDefinition,
@@ -55,4 +58,41 @@ export function authAs(subject: string): AuthInfo {
     scopes: [],
     extra: { iss: 'https://idp.test', sub: subject },
   };
+}
+
+const KINDS: readonly (readonly [RegExp, string])[] = [
+  [/^confirm:url-slot:\{[\w-]{22}\}:\d+$/, 'slot'],
+  [/^confirm:url-open:\{[\w-]{22}\}:[\w-]{22}$/, 'mark'],
+  [/^confirm:url:\{[\w-]{22}\}$/, 'pending'],
+  [/^confirm:url:\{[\w-]{22}\}:answer$/, 'answer'],
+];
+
+/** A URL-mode key by what it is (`slot`, `mark`, `pending`, `answer`); any other key as it is. */
+export const kindOf = (key: string): string => KINDS.find(([shape]) => shape.test(key))?.[1] ?? key;
+
+/** Core's memory store, noting every key written, so a test can list what it still holds. */
+export function watchedStore(options: MemoryStoreOptions = {}) {
+  const memory = createMemoryStore(options);
+  const written: string[] = [];
+  const store: KeyValueStore = {
+    ...memory,
+    setIfAbsent: (key, value, ttlMs, op) => {
+      written.push(key);
+      return memory.setIfAbsent(key, value, ttlMs, op);
+    },
+    set: (key, value, ttlMs, op) => {
+      written.push(key);
+      return memory.set(key, value, ttlMs, op);
+    },
+  };
+  /** The kinds of the keys written that the store still holds, sorted. */
+  const held = async (): Promise<string[]> => {
+    const keys = [...new Set(written)];
+    const values = await Promise.all(keys.map((key) => memory.get(key)));
+    return keys
+      .filter((_, i) => values[i] !== undefined)
+      .map(kindOf)
+      .sort();
+  };
+  return { store, written, held };
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { serveTools } from '@toolgate/core/testing';
+import { expectFailure, serveTools } from '@toolgate/core/testing';
 import { createRedisClient, createRedisStore, redisReady } from '@toolgate/redis-store';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -57,6 +57,90 @@ if (TEST_REDIS_URL === undefined) {
         const ttl = await clients[0]!.pttl(keys[0]!);
         expect(ttl).toBeGreaterThan(350_000);
         expect(ttl).toBeLessThanOrEqual(360_000);
+      } finally {
+        await Promise.all(servers.map((server) => server.close()));
+      }
+    });
+
+    it('URL mode: url.maxOpenPerCaller holds across replicas; a confirmation that ends frees its slot on every one', async () => {
+      const { tool, runs } = refundTool();
+      const [here, there] = clients.map((redis) =>
+        createConfirm({
+          secret: SECRET,
+          store: createRedisStore(redis, { prefix }),
+          tools: { create_refund: {} },
+          url: { build: ({ id }) => `https://orders.test/confirm/${id}`, pollMs: 25, maxOpenPerCaller: 2 },
+        }),
+      );
+      // The page's id per order, as the client was sent there.
+      const opened = new Map<string, string>();
+      const idFor = async (order: string): Promise<string> => {
+        for (let waited = 0; !opened.has(order) && waited < 5000; waited += 10) await sleep(10);
+        return opened.get(order)!;
+      };
+      const serve = (confirm: typeof here, subject: string) =>
+        serveTools([tool], {
+          middleware: [confirm!],
+          authInfo: authAs(subject),
+          elicitUrl: true,
+          onElicit: (params) => {
+            const { elicitationId, message } = params as { elicitationId: string; message: string };
+            opened.set(/order_id: "([^"]+)"/.exec(message)![1]!, elicitationId);
+            return { action: 'accept' };
+          },
+        });
+      const servers = [await serve(here, 'alice'), await serve(there, 'alice'), await serve(there, 'bob')];
+      const [aliceHere, aliceThere, bob] = servers as [
+        (typeof servers)[0],
+        (typeof servers)[0],
+        (typeof servers)[0],
+      ];
+      try {
+        const first = aliceHere.callTool('create_refund', { order_id: 'A-1', amount: 1 });
+        const second = aliceThere.callTool('create_refund', { order_id: 'A-2', amount: 2 });
+        const [firstId, secondId] = [await idFor('A-1'), await idFor('A-2')];
+        // One waits on each replica: a third is refused on either, before the client is asked.
+        for (const server of [aliceHere, aliceThere]) {
+          const refused = expectFailure(
+            await server.callTool('create_refund', { order_id: 'A-3', amount: 3 }),
+          );
+          expect(refused).toMatchObject({ error: 'rate_limited', retryable: true });
+          expect(refused.message).toBe(
+            'Too many of your calls are waiting for the user on the confirmation page; nothing was done.',
+          );
+        }
+        expect(opened.has('A-3')).toBe(false);
+        // Another caller is not held back by alice's.
+        const bobs = bob.callTool('create_refund', { order_id: 'B-1', amount: 1 });
+        expect(await here!.answer(await idFor('B-1'), { approve: true, principal: 'bob' })).toBe('recorded');
+        expect((await bobs).structuredContent).toEqual({ ok: true, refund_id: 'R-1' });
+
+        // The page on the other replica declines the first: its slot is free again on both.
+        expect(await there!.answer(firstId, { approve: false, principal: 'alice' })).toBe('recorded');
+        expect(expectFailure(await first).error).toBe('permission_denied');
+        const third = aliceHere.callTool('create_refund', { order_id: 'A-3', amount: 3 });
+        expect(await there!.answer(await idFor('A-3'), { approve: true, principal: 'alice' })).toBe(
+          'recorded',
+        );
+        expect((await third).structuredContent).toEqual({ ok: true, refund_id: 'R-2' });
+        expect(await here!.answer(secondId, { approve: true, principal: 'alice' })).toBe('recorded');
+        expect((await second).structuredContent).toEqual({ ok: true, refund_id: 'R-3' });
+        expect(runs.args).toEqual([
+          { order_id: 'B-1', amount: 1 },
+          { order_id: 'A-3', amount: 3 },
+          { order_id: 'A-2', amount: 2 },
+        ]);
+
+        // No slot is held any more; each confirmation's mark outlives its keys under the id (by a minute).
+        const held = await clients[0]!.keys(`${prefix}confirm:url-*`);
+        expect(held.map((key) => key.replace(/\{[\w-]{22}\}:[\w-]{22}$/, '{tag}:id')).sort()).toEqual(
+          Array.from({ length: 4 }, () => `${prefix}confirm:url-open:{tag}:id`),
+        );
+        for (const key of held) {
+          const ttl = await clients[0]!.pttl(key);
+          expect(ttl).toBeGreaterThan(120_000);
+          expect(ttl).toBeLessThanOrEqual(180_000);
+        }
       } finally {
         await Promise.all(servers.map((server) => server.close()));
       }

@@ -2,12 +2,19 @@
 // confirmation of exactly that call. Every attack must fail; each test asserts what the attacker gets.
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import type { CallToolResult, ElicitRequest, ElicitResult } from '@modelcontextprotocol/sdk/types.js';
-import { createMemoryStore, defineTool, ok, type PolicyDecision, type ToolDefinition } from '@toolgate/core';
+import {
+  createMemoryStore,
+  defineTool,
+  type KeyValueStore,
+  ok,
+  type PolicyDecision,
+  type ToolDefinition,
+} from '@toolgate/core';
 import { expectFailure, type LogEntry, recordingLogger, serveTools } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { CONFIRM_META, type ConfirmMiddleware, confirmationArgument, createConfirm } from '../src/index.js';
-import { authAs, decisionsOf, refundTool, SECRET, sleep } from './fixtures.js';
+import { authAs, decisionsOf, kindOf, refundTool, SECRET, sleep, watchedStore } from './fixtures.js';
 
 const closers: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -346,6 +353,153 @@ describe('a flood of confirmations cannot push out another caller’s used one (
     expect(asked).toEqual([]);
     expect(runs.count).toBe(0);
   });
+});
+
+describe('URL mode: one caller’s confirmations count against its own scope (memory store)', () => {
+  const full = {
+    ok: false,
+    error: 'rate_limited',
+    message: 'The server is keeping track of too many confirmations right now; nothing was done.',
+    hint: 'Finish or wait for your earlier calls before making new ones, then retry this one without a confirmation.',
+    retryable: true,
+  };
+  const refusedFull = (scope: 'scope' | 'store') => [
+    {
+      by: 'confirm',
+      action: 'refused',
+      reason: 'store full',
+      detail: { digest: expect.stringMatching(/^[0-9a-f]{32}$/), full: scope },
+    },
+  ];
+
+  /** A server in URL mode on `store`; each caller is a client of its own, its page answers through `confirm`. */
+  async function urlServer(store: KeyValueStore) {
+    const { tool, runs } = refundTool();
+    const decisions: PolicyDecision[][] = [];
+    const confirm: ConfirmMiddleware = createConfirm({
+      secret: SECRET,
+      store,
+      tools: { create_refund: {} },
+      url: { build: ({ id }) => `https://page.test/confirm/${id}`, pollMs: 10 },
+    });
+    const connect = (
+      subject: string,
+      onElicit: (params: ElicitRequest['params']) => ElicitResult | Promise<ElicitResult>,
+    ) =>
+      serve([tool], {
+        middleware: [decisionsOf(decisions), confirm],
+        authInfo: caller(subject),
+        elicitUrl: true,
+        onElicit,
+        logger: recordingLogger([]),
+      });
+    return { confirm, connect, runs, decisions };
+  }
+  const idOf = (params: ElicitRequest['params']) => (params as { elicitationId: string }).elicitationId;
+
+  it('a caller holding many open fills only its own scope: its next is refused unrun, another caller still confirms', async () => {
+    // Each open confirmation holds two keys in its caller's scope (a slot and a mark): three fill six.
+    const { store, held } = watchedStore({ maxEntriesPerScope: 6 });
+    const { confirm, connect, runs, decisions } = await urlServer(store);
+    const asked: string[] = [];
+    const mallory = await connect('mallory', (params) => {
+      asked.push(idOf(params));
+      return { action: 'accept' }; // and never answers on the page
+    });
+    const controller = new AbortController();
+    const waiting = Array.from({ length: 3 }, (_, i) =>
+      mallory.callTool('create_refund', { order_id: `M-${i}`, amount: 1 }, { signal: controller.signal }),
+    );
+    for (let waited = 0; asked.length < 3 && waited < 5000; waited += 10) await sleep(10);
+    expect(asked).toHaveLength(3);
+
+    const refused = await mallory.callTool('create_refund', { order_id: 'M-3', amount: 1 });
+    expect(expectFailure(refused)).toEqual(full);
+    expect(decisions).toEqual([refusedFull('scope')]);
+    expect(asked).toHaveLength(3);
+    // The refused call left nothing: three open confirmations' keys, no more.
+    expect(await held()).toEqual([
+      ...Array(3).fill('mark'),
+      ...Array(3).fill('pending'),
+      ...Array(3).fill('slot'),
+    ]);
+
+    const bob = await connect('bob', (params) => {
+      setTimeout(() => void confirm.answer(idOf(params), { approve: true, principal: 'bob' }), 20);
+      return { action: 'accept' };
+    });
+    expect((await bob.callTool('create_refund', refund)).structuredContent).toEqual({
+      ok: true,
+      refund_id: 'R-1',
+    });
+    expect(runs.args).toEqual([refund]);
+
+    controller.abort();
+    await Promise.allSettled(waiting);
+    for (let waited = 0; decisions.length < 5 && waited < 5000; waited += 10) await sleep(10);
+    expect(runs.count).toBe(1);
+    // The cancelled calls freed their slots.
+    expect((await held()).filter((kind) => kind === 'slot')).toEqual([]);
+  });
+
+  it('a caller dismissing pages as fast as it can is refused once its scope is full: what a closed one leaves counts until it expires', async () => {
+    let skewMs = 0;
+    // Opening needs room for a slot and a mark: three marks left behind and the fourth's slot fill four.
+    const { store, held } = watchedStore({ maxEntriesPerScope: 4, now: () => Date.now() + skewMs });
+    const { connect, runs, decisions } = await urlServer(store);
+    const mallory = await connect('mallory', () => ({ action: 'decline' }));
+    const outcomes: string[] = [];
+    for (let i = 0; i < 5; i += 1) {
+      const result = await mallory.callTool('create_refund', { order_id: `M-${i}`, amount: 1 });
+      outcomes.push(expectFailure(result).error);
+    }
+    // A dismissed confirmation frees its slot, while its mark stays as long as its keys under the id.
+    expect(outcomes).toEqual([
+      'permission_denied',
+      'permission_denied',
+      'permission_denied',
+      'rate_limited',
+      'rate_limited',
+    ]);
+    expect(decisions.at(-1)).toEqual(refusedFull('scope'));
+    expect(await held()).toEqual([
+      ...Array(3).fill('answer'),
+      ...Array(3).fill('mark'),
+      ...Array(3).fill('pending'),
+    ]);
+    expect(
+      expectFailure(
+        await (await connect('bob', () => ({ action: 'decline' }))).callTool('create_refund', refund),
+      ).error,
+    ).toBe('permission_denied');
+
+    // A minute past the confirmations' expiry (elicitTimeoutMs, 2 minutes), their keys are gone.
+    skewMs = 180_001;
+    expect(await held()).toEqual([]);
+    expect(expectFailure(await mallory.callTool('create_refund', refund)).error).toBe('permission_denied');
+    expect(runs.count).toBe(0);
+  });
+
+  for (const room of [1, 2]) {
+    it(`nothing is left behind when the store refuses the ${room === 1 ? 'mark' : 'pending call'}: rate_limited, nothing asked or run`, async () => {
+      const { store, written, held } = watchedStore({ maxEntries: 1 + room });
+      await store.set('confirm:used:{someone}:n', '1', 60_000);
+      const { connect, runs, decisions } = await urlServer(store);
+      const asked: unknown[] = [];
+      const alice = await connect('alice', (params) => {
+        asked.push(params);
+        return { action: 'accept' };
+      });
+      expect(expectFailure(await alice.callTool('create_refund', refund))).toEqual(full);
+      expect(written.map(kindOf)).toEqual(
+        ['confirm:used:{someone}:n', 'slot', 'mark', 'pending'].slice(0, 2 + room),
+      );
+      expect(await held()).toEqual(['confirm:used:{someone}:n']);
+      expect(decisions).toEqual([refusedFull('store')]);
+      expect(asked).toEqual([]);
+      expect(runs.count).toBe(0);
+    });
+  }
 });
 
 describe('hostile clients with elicitation', () => {

@@ -12,7 +12,7 @@ import {
 import { expectFailure, serveTools } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type ConfirmMiddleware, createConfirm, DECLINED_HINT } from '../src/index.js';
-import { authAs, decisionsOf, refundTool, SECRET, sleep } from './fixtures.js';
+import { authAs, decisionsOf, refundTool, SECRET, sleep, watchedStore } from './fixtures.js';
 
 const closers: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -67,6 +67,7 @@ async function setUp(
     subject?: string;
     elicitUrl?: boolean;
     pageOnly?: boolean;
+    maxOpenPerCaller?: number;
   } = {},
 ) {
   const { tool, runs } = refundTool();
@@ -80,7 +81,11 @@ async function setUp(
         pageOnly: options.pageOnly ?? false,
       },
     },
-    url: { build: ({ id }) => `${page}/${id}`, pollMs: 20 },
+    url: {
+      build: ({ id }) => `${page}/${id}`,
+      pollMs: 20,
+      ...(options.maxOpenPerCaller === undefined ? {} : { maxOpenPerCaller: options.maxOpenPerCaller }),
+    },
     ...(options.store === undefined ? {} : { store: options.store }),
   });
   const asked: ElicitRequest['params'][] = [];
@@ -95,7 +100,21 @@ async function setUp(
     },
   });
   closers.push(() => client.close());
-  return { client, runs, asked, decisions, confirm, page };
+  /** Another caller of the same server, whose client answers as `answer` does. */
+  const connect = async (
+    subject: string,
+    answer: (params: ElicitRequest['params']) => ElicitResult | Promise<ElicitResult>,
+  ) => {
+    const other = await serveTools([tool], {
+      middleware: [decisionsOf(decisions), confirm],
+      authInfo: authAs(subject),
+      elicitUrl: true,
+      onElicit: answer,
+    });
+    closers.push(() => other.close());
+    return other;
+  };
+  return { client, runs, asked, decisions, confirm, page, connect };
 }
 
 const urlOf = (params: ElicitRequest['params']): string => (params as { url: string }).url;
@@ -355,6 +374,123 @@ describe('confirm: URL mode (the person answers on the server’s page)', () => 
     ).toThrow(/url\.person must be a function/);
   });
 
+  describe('url.maxOpenPerCaller: how many confirmations one caller may have waiting', () => {
+    const tooMany = {
+      ok: false,
+      error: 'rate_limited',
+      message: 'Too many of your calls are waiting for the user on the confirmation page; nothing was done.',
+      hint: 'Wait until the user has answered or dismissed the confirmation pages already open, then retry this call.',
+      retryable: true,
+    };
+
+    it('one more is refused rate_limited, nothing stored, asked or run; another caller is not; an answered one frees its slot', async () => {
+      const { store, held } = watchedStore();
+      const { client, runs, asked, decisions, connect, page } = await setUp(() => ({ action: 'accept' }), {
+        store,
+        maxOpenPerCaller: 2,
+      });
+      const controller = new AbortController();
+      const first = client.callTool('create_refund', { order_id: 'A-1', amount: 1 });
+      const second = client.callTool(
+        'create_refund',
+        { order_id: 'A-2', amount: 2 },
+        { signal: controller.signal },
+      );
+      for (let waited = 0; asked.length < 2 && waited < 5000; waited += 10) await sleep(10);
+      const before = await held();
+      expect(before).toEqual(['mark', 'mark', 'pending', 'pending', 'slot', 'slot']);
+
+      expect(expectFailure(await client.callTool('create_refund', { order_id: 'A-3', amount: 3 }))).toEqual(
+        tooMany,
+      );
+      expect(decisions).toEqual([
+        [{ by: 'confirm', action: 'refused', reason: 'too many open', detail: { digest: DIGEST } }],
+      ]);
+      expect(asked).toHaveLength(2);
+      expect(await held()).toEqual(before);
+
+      const bob = await connect('bob', (params) => {
+        setTimeout(() => void visit(urlOf(params), 'bob', 'yes'), 20);
+        return { action: 'accept' };
+      });
+      expect((await bob.callTool('create_refund', { order_id: 'B-1', amount: 1 })).structuredContent).toEqual(
+        {
+          ok: true,
+          refund_id: 'R-1',
+        },
+      );
+
+      // Alice approves her first on the page: it runs, and her third call opens in its place.
+      const firstId = (asked[0] as { elicitationId: string }).elicitationId;
+      expect((await visit(`${page}/${firstId}`, 'alice', 'yes')).body).toEqual({ outcome: 'recorded' });
+      expect((await first).structuredContent).toEqual({ ok: true, refund_id: 'R-2' });
+      const third = client.callTool('create_refund', { order_id: 'A-3', amount: 3 });
+      for (let waited = 0; asked.length < 3 && waited < 5000; waited += 10) await sleep(10);
+      expect((await visit(urlOf(asked[2]!), 'alice', 'yes')).body).toEqual({ outcome: 'recorded' });
+      expect((await third).structuredContent).toEqual({ ok: true, refund_id: 'R-3' });
+      expect(runs.args).toEqual([
+        { order_id: 'B-1', amount: 1 },
+        { order_id: 'A-1', amount: 1 },
+        { order_id: 'A-3', amount: 3 },
+      ]);
+      controller.abort();
+      await expect(second).rejects.toThrow();
+    });
+
+    it('every way a confirmation ends frees its slot: a caller confirming one call after another is never refused', async () => {
+      const { store, held } = watchedStore();
+      // What the person does, call by call: approve or decline on the page, dismiss in the client, let
+      // it time out, have the call cancelled, approve again.
+      const steps = ['page yes', 'page no', 'decline', 'cancel', 'no answer', 'cancelled', 'page yes'];
+      let step = 0;
+      const { client, runs, decisions } = await setUp(
+        (params) => {
+          const now = steps[step++];
+          if (now === 'decline' || now === 'cancel') return { action: now };
+          if (now === 'page yes' || now === 'page no') {
+            setTimeout(() => void visit(urlOf(params), 'alice', now === 'page yes' ? 'yes' : 'no'), 20);
+          }
+          return { action: 'accept' };
+        },
+        { store, maxOpenPerCaller: 1, elicitTimeoutMs: 1000 },
+      );
+      const outcomes: unknown[] = [];
+      for (const [i, now] of steps.entries()) {
+        const controller = new AbortController();
+        const call = client.callTool(
+          'create_refund',
+          { order_id: `A-${i}`, amount: 1 },
+          { signal: controller.signal },
+        );
+        if (now === 'cancelled') {
+          await sleep(100);
+          controller.abort();
+          await expect(call).rejects.toThrow();
+          // The server's side of the call has ended once the outermost middleware saw it settle.
+          for (let waited = 0; decisions.length <= i && waited < 5000; waited += 10) await sleep(10);
+          outcomes.push('cancelled');
+        } else {
+          const result = await call;
+          outcomes.push(result.isError ? expectFailure(result).error : result.structuredContent);
+        }
+      }
+      expect(outcomes).toEqual([
+        { ok: true, refund_id: 'R-1' },
+        'permission_denied',
+        'permission_denied',
+        'permission_denied',
+        'timeout',
+        'cancelled',
+        { ok: true, refund_id: 'R-2' },
+      ]);
+      expect(runs.count).toBe(2);
+      // No slot is held; each confirmation's mark stays until its keys under the id expire.
+      const kinds = await held();
+      expect(kinds.filter((kind) => kind === 'slot')).toEqual([]);
+      expect(kinds.filter((kind) => kind === 'mark')).toHaveLength(steps.length);
+    });
+  });
+
   describe('pageOnly: only the page counts', () => {
     it('a client that can open the page confirms there as usual', async () => {
       const { client, runs } = await setUp(
@@ -459,6 +595,11 @@ describe('confirm: URL mode (the person answers on the server’s page)', () => 
     expect(() =>
       createConfirm({ secret: SECRET, url: { build: () => 'https://x.test/', pollMs: 0 } }),
     ).toThrow(/url\.pollMs must be a positive integer/);
+    for (const maxOpenPerCaller of [0, 1.5, 101, Number.POSITIVE_INFINITY, '5' as never]) {
+      expect(() =>
+        createConfirm({ secret: SECRET, url: { build: () => 'https://x.test/', maxOpenPerCaller } }),
+      ).toThrow('createConfirm: url.maxOpenPerCaller must be an integer from 1 to 100');
+    }
     const plain = createConfirm({ secret: SECRET });
     expect(() => plain.answer('AAAAAAAAAAAAAAAAAAAAAA', { approve: true, principal: 'a' })).toThrow(
       /URL mode is off/,
