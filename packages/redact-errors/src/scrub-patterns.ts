@@ -22,8 +22,21 @@ const LINE_COL = '(?::\\d+){0,2}';
 const SEG = '[\\w.@+%~-]';
 // The last segment may not end in sentence punctuation: "No file /srv/x/y." keeps its full stop.
 const LAST_SEG = '(?:[\\w.@+%~-]*[\\w@+%~-])?';
+// A JSON escape (`\n`, `\t`, `\r`, or `\\n` in JSON quoted in JSON) right before: its letter ends the
+// word before it, so `Error\n/srv/app/x.json` holds a path. Nested in a rule's look-behind, so text
+// without escapes costs what it did.
+const ESCAPE_BEFORE = '(?<!\\\\)\\\\{1,2}[ntr]';
+// The same for Windows' relative paths, whose segments run on over escapes: only escapes (up to four)
+// after no path character, which would start the path itself (a start after each `\n` of `a\na\na…`
+// would scan the rest of the run again from each).
+const LONE_ESCAPES_BEFORE = '(?:^|[^\\w.@+%~\\\\-])(?:\\\\{1,2}[ntr]){1,4}';
 // What may not come right before a path (so `and/or`, `12/05/2024` and `km/h` stay).
-const NOT_AFTER_WORD = '(?<![\\w.~/:\\\\-])';
+const NOT_AFTER_WORD = `(?<![\\w.~/:\\\\-](?<!${ESCAPE_BEFORE}))`;
+// A word, JSON escapes, then a file name (`failed\nconfig.json`): the escape is no directory separator.
+// With `:line`, a `.\` lead, a doubled backslash or a second directory it is a path.
+const ESCAPED_FILE_NAME = `(?!\\.{1,2}\\\\)${SEG}+(?:\\\\[ntr])+[\\w.@+%~-]*\\.[A-Za-z][A-Za-z0-9]{0,7}(?![\\w@+%~\\\\-]|\\.[\\w@+%~-]|:\\d)`;
+// A drive's root alone (`drive C:\ is full`) names nothing internal.
+const NOT_DRIVE_ROOT = `(?!\\\\?(?:[\\s'"<>|*?,;)\\]]|[.:](?!\\w)|$))`;
 // An SQL statement runs to `;` or the end of the line, and on over lines that begin with a clause.
 const SQL_TAIL =
   '[^;\\n]*(?:\\n[ \\t]*(?:FROM|WHERE|AND|OR|JOIN|LEFT|RIGHT|INNER|OUTER|ON|ORDER|GROUP|HAVING|LIMIT|OFFSET|RETURNING|VALUES|SET|UNION)\\b[^;\\n]*)*;?';
@@ -322,7 +335,7 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
   // `C:/Users/alice/.env`: Node and most tools accept forward slashes on Windows.
   rule(
     'windows-path',
-    `\\b[A-Za-z]:\\/(?:[^\\/\\n'"<>|*?:]*\\/)*(?:[^\\s\\/'"<>|*?:]*[^\\s\\/'"<>|*?:.,;])?${LINE_COL}`,
+    `(?<!\\w(?<!${ESCAPE_BEFORE}))[A-Za-z]:\\/(?:[^\\/\\n'"<>|*?:]*\\/)*(?:[^\\s\\/'"<>|*?:]*[^\\s\\/'"<>|*?:.,;])?${LINE_COL}`,
     PATH,
   ),
   // A path from a variable: `$HOME/.ssh/id_rsa`, `${HOME}/.aws/credentials`, `%USERPROFILE%\.ssh`.
@@ -334,16 +347,15 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
   // `C:\Program Files\app\db.js:10:5` (segments may hold spaces) and `\\server\share\x`.
   rule(
     'windows-path',
-    `\\b[A-Za-z]:\\\\(?:[^\\\\\\n'"<>|*?:]*\\\\)*(?:[^\\s\\\\'"<>|*?:]*[^\\s\\\\'"<>|*?:.,;])?${LINE_COL}`,
+    `(?<!\\w(?<!${ESCAPE_BEFORE}))[A-Za-z]:\\\\${NOT_DRIVE_ROOT}(?:[^\\\\\\n'"<>|*?:]*\\\\)*(?:[^\\s\\\\'"<>|*?:]*[^\\s\\\\'"<>|*?:.,;])?${LINE_COL}`,
     PATH,
   ),
   // Windows' relative paths, as `posix-path` finds relative ones below (before the host rules, which
   // would take `pool.ts:42` for a host): `src\\db\\pool.ts:42:13`, `.\\config\\secrets.json`, also with
-  // each backslash doubled as JSON writes it. A JSON escape before a file name (`failed\\nconfig.json`)
-  // reads as one too, and goes: text in an error is better cut than a path let through.
+  // each backslash doubled as JSON writes it; not a JSON escape before a file name (`ESCAPED_FILE_NAME`).
   rule(
     'windows-path',
-    `(?<![\\w.@+%~/:\\\\-])(?:\\.{1,2}\\\\{1,2})?(?:${SEG}+\\\\{1,2})+[\\w.@+%~-]*\\.[A-Za-z][A-Za-z0-9]{0,7}${LINE_COL}(?![\\w@+%~\\\\-]|\\.[\\w@+%~-])`,
+    `(?<![\\w.@+%~/:\\\\-](?<!${LONE_ESCAPES_BEFORE}))(?!${ESCAPED_FILE_NAME})(?:\\.{1,2}\\\\{1,2})?(?:${SEG}+\\\\{1,2})+[\\w.@+%~-]*\\.[A-Za-z][A-Za-z0-9]{0,7}${LINE_COL}(?![\\w@+%~\\\\-]|\\.[\\w@+%~-])`,
     PATH,
   ),
   rule('unc-path', `(?<![\\w\\\\])\\\\\\\\[\\w.$-]+\\\\(?:[^\\s'"<>|]*[^\\s'"<>|.,;])?`, PATH),
@@ -419,7 +431,7 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
   // and no segment holds a `/`, so a 200 KB run of `a/` is scanned once.
   rule(
     'posix-path',
-    `(?<![\\w.@+%~/:\\\\-])(?!${MEDIA_TYPE})(?:${SEG}+\\/)+[\\w.@+%~-]*\\.[A-Za-z][A-Za-z0-9]{0,7}(?<!\\d\\.[xX])${LINE_COL}(?![\\w@+%~/-]|\\.[\\w@+%~-])`,
+    `(?<![\\w.@+%~/:\\\\-](?<!${ESCAPE_BEFORE}))(?!${MEDIA_TYPE})(?:${SEG}+\\/)+[\\w.@+%~-]*\\.[A-Za-z][A-Za-z0-9]{0,7}(?<!\\d\\.[xX])${LINE_COL}(?![\\w@+%~/-]|\\.[\\w@+%~-])`,
     PATH,
   ),
 ];

@@ -1,9 +1,11 @@
 // Secrets that reach an error in an encoded form: an upstream's JSON body quoted into a JSON string, a
-// URL-encoded callback or query, and provider keys only their prefix identifies. Each is carried by a
-// real loopback HTTP exchange or a real returned failure, and must appear nowhere the model can read
-// (content, the `_meta` envelope, structured content), while the log keeps it under the incident id.
+// URL-encoded callback or query, provider keys only their prefix identifies, an HTML page's entities,
+// JSON's escaped slashes and a hex dump. Each is carried by a real loopback HTTP exchange or a real
+// returned failure, and must appear nowhere the model can read (content, the `_meta` envelope,
+// structured content), while the log keeps it under the incident id.
 import { createServer, type Server } from 'node:http';
-import { defineTool, ERROR_META_KEY, fail } from '@toolgate/core';
+import { inspect } from 'node:util';
+import { defineTool, ERROR_META_KEY, fail, REDACTED } from '@toolgate/core';
 import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as z from 'zod';
@@ -155,5 +157,91 @@ describe('encoded secrets in what the model sees', () => {
     expect(envelope.incidentId).toMatch(INCIDENT_ID);
     expectNoPlantedSecret(result);
     expect(JSON.stringify(entries)).toContain(envelope.incidentId);
+  });
+});
+
+describe('an upstream’s error body in other encodings, through a real client', () => {
+  // One upstream, three ways an error body hides the same connection string: an HTML error page whose
+  // template escapes every character but letters and digits as a hex entity (OWASP ESAPI's
+  // encodeForHTML), a JSON body as PHP's json_encode writes it (every `/` as `\/`), and a binary frame
+  // the handler quotes as Node prints a Buffer.
+  const CONNECTION = `postgres://app:${PASSWORD}@db.internal:5432/orders`;
+  const FILE = '/var/www/app/Database/Connection.php';
+  const entities = (text: string) =>
+    text.replace(/[^A-Za-z0-9,._ -]/g, (char) => `&#x${(char.codePointAt(0) ?? 0).toString(16)};`);
+  const frame = Buffer.from(JSON.stringify({ dsn: CONNECTION }));
+  let reports: Server;
+  let reportsUrl: string;
+  beforeAll(async () => {
+    reports = createServer((request, response) => {
+      if (request.url === '/html') {
+        response.writeHead(502, { 'content-type': 'text/html' });
+        response.end(
+          `<html><head><title>Orders &amp; Billing</title></head><body><h1>Bad Gateway</h1><p>Upstream ${entities(CONNECTION)} refused the connection.</p></body></html>`,
+        );
+      } else if (request.url === '/php') {
+        response.writeHead(500, { 'content-type': 'application/json' });
+        const body = {
+          message: 'Server Error',
+          exception: 'PDOException',
+          file: FILE,
+          line: 70,
+          url: CONNECTION,
+        };
+        response.end(JSON.stringify(body).replaceAll('/', '\\/'));
+      } else {
+        response.writeHead(200, { 'content-type': 'application/octet-stream' });
+        response.end(frame);
+      }
+    });
+    await new Promise<void>((resolve) => reports.listen(0, '127.0.0.1', resolve));
+    reportsUrl = `http://127.0.0.1:${(reports.address() as { port: number }).port}`;
+  });
+  afterAll(async () => {
+    await new Promise<void>((resolve) => reports.close(() => resolve()));
+  });
+
+  const fetchReport = defineTool({
+    name: 'fetch_report',
+    description: 'Fetches a report from the reporting upstream (test).',
+    input: { source: z.enum(['html', 'php', 'frame']) },
+    handler: async ({ source }) => {
+      const response = await fetch(`${reportsUrl}/${source}`);
+      if (source === 'frame') {
+        // The handler author's mistake under test: the frame it could not parse, as Node prints it.
+        const received = Buffer.from(await response.arrayBuffer());
+        return fail('unavailable', `unexpected report frame: ${inspect(received)}`);
+      }
+      return fail('unavailable', `report upstream failed (${response.status}): ${await response.text()}`);
+    },
+  });
+
+  async function seenFor(source: 'html' | 'php' | 'frame') {
+    const client = await serve([fetchReport], [createRedactErrors()], recordingLogger([]));
+    const result = await client.callTool('fetch_report', { source });
+    const seen = JSON.stringify(result);
+    for (const leak of [PASSWORD, 'db.internal', '5432', 'www', '3a 2f 2f', '&#x3a;&#x2f;']) {
+      expect(seen, `leaked ${leak}`).not.toContain(leak);
+    }
+    return seenEnvelope(result);
+  }
+
+  it('an HTML error page with the connection string as hex entities: the model reads [connection]', async () => {
+    expect((await seenFor('html')).message).toBe(
+      'report upstream failed (502): <html><head><title>Orders &amp; Billing</title></head><body><h1>Bad Gateway</h1><p>Upstream [connection] refused the connection.</p></body></html>',
+    );
+  });
+
+  it('a PHP JSON body with escaped slashes: the file and the connection string go', async () => {
+    expect((await seenFor('php')).message).toBe(
+      'report upstream failed (500): {"message":"Server Error","exception":"PDOException","file":"[path]","line":70,"url":"[connection]"}',
+    );
+  });
+
+  it('a binary frame Node prints as hex bytes, cut at 50: the bytes go whole', async () => {
+    expect(inspect(frame)).toMatch(/^<Buffer 7b 22 64 73 6e 22 3a 22 70 6f .* more bytes>$/);
+    expect((await seenFor('frame')).message).toBe(
+      `unexpected report frame: <Buffer ${REDACTED} ... ${frame.length - 50} more bytes>`,
+    );
   });
 });

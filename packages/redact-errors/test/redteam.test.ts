@@ -106,6 +106,10 @@ describe('regular-expression denial of service', () => {
     'MII',
     'MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\n',
     'MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\\n',
+    'a\\n',
+    ':\\na\\',
+    '\\nC:\\a',
+    'C:\\',
   ];
   const SUFFIXES = ['', '!', ' x', '\n', ':1', ')'];
   // Runs every default pattern over `text` in a fresh context with a watchdog: a pattern that

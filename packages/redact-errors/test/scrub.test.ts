@@ -3,7 +3,8 @@ import { defineTool, ERROR_CODE_DEFAULTS, REDACTED, redactSecretsInText, ToolErr
 import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
-import { createRedactErrors, scrubErrorText } from '../src/index.js';
+import { createRedactErrors, ERROR_SCRUB_PATTERNS, scrubErrorText } from '../src/index.js';
+import { createScrubber, type RemovedCounts } from '../src/scrub.js';
 import { closeAll, seenEnvelope, serve } from './helpers.js';
 
 const JWT = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U';
@@ -45,6 +46,12 @@ const ORDINARY: readonly string[] = [
   'spawn git ENOENT: install git first.',
   'MIIx and MII are words; cursor dGhpcyBpcyBhIGN1cnNvciwgbm90IGEga2V5LCBvbmx5IGEgbG9uZyBpZCBmb3IgcGFnZSAy.',
   'ref eyxMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7aaaaaaaa is an id.',
+  // Entities, escapes and hex that hide nothing; a drive's root; a JSON escape before a file name.
+  'Tom &amp; Jerry; use &lt;b&gt; for bold, &copy; 2024.',
+  'must match ^[\\x20-\\x7E]+$ or \\d+\\.\\w; and\\/or 24\\/7',
+  'sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855, commit 9fceb02d0ae598e95dc970b74767f19372d61af8',
+  'Free up space on drive C:\\ and retry.',
+  'failed\\nconfig.json was not written; see\\n\\tREADME.md',
   ...Object.values(ERROR_CODE_DEFAULTS).map((defaults) => defaults.hint),
 ];
 
@@ -271,6 +278,14 @@ const HOSTILE: readonly (readonly [string, string])[] = [
   ['open .\\config\\secrets.json failed', 'open [path] failed'],
   ['see docs\\setup.md.', 'see [path].'],
   ['{"file":"src\\\\db\\\\pool.ts"}', '{"file":"[path]"}'],
+  // A directory starting with an escape letter, a drive, `:line`: still paths. A JSON escape before a
+  // path neither hides it nor is taken into it.
+  ['open src\\node\\x.ts or C:\\new\\table.csv', 'open [path] or [path]'],
+  ['failed\\nconfig.json:12', '[path]'],
+  ['Error\\n/srv/app/config.json missing', 'Error\\n[path] missing'],
+  ['failed\\nsrc/db/pool.ts', 'failed\\n[path]'],
+  ['Error in:\\n\\tsrc\\db\\pool.ts:42:13', 'Error in:\\n\\t[path]'],
+  ['Error\\nC:\\\\Users\\\\alice\\\\x.txt', 'Error\\n[path]'],
   // A host with a path after it is a host.
   ['fetch example.com/a/b.js failed', 'fetch [host] failed'],
 ];
@@ -389,6 +404,99 @@ describe('scrubErrorText: percent-encoded and base64-encoded runs are decoded an
   });
 });
 
+describe('scrubErrorText: HTML entities, backslash escapes, hex dumps and nested encodings', () => {
+  const b64 = (text: string) => Buffer.from(text).toString('base64');
+  const hex = (text: string) => Buffer.from(text).toString('hex');
+  const bytes = (text: string) => hex(text).match(/../g) ?? [];
+  const CONNECTION = 'postgres://app:hunter2@db.internal:5432/orders';
+  const HIDDEN: readonly (readonly [string, string])[] = [
+    // Entities: numeric, named, without the `;`, twice encoded; a run spans the words of one stretch.
+    [
+      'could not connect: postgres&#x3A;&#x2F;&#x2F;app&#x3A;hunter2&#x40;db.internal&#x2F;orders',
+      'could not connect: [connection]',
+    ],
+    ['redirect=https&#58;//10.0.0.5/admin', 'redirect=[url]'],
+    ['postgres&colon;&sol;&sol;app&colon;pw&commat;db.internal&sol;x', '[connection]'],
+    ['next=postgres&amp;#x3A;//app:pw@db.internal/x', 'next=[connection]'],
+    ['at https&#58//10.0.0.5&#47admin', 'at [url]'],
+    ['host&#61;db01 port&#61;5432 dbname&#61;orders', '[connection]'],
+    ['key ghp&lowbar;1234567890abcdefghijklmnopqrstuvwxyz', `key ${REDACTED}`],
+    ['pass&ZeroWidthSpace;word=hunter2', `password=${REDACTED}`],
+    // What decoding made that would close a quote or open markup is written back encoded.
+    [
+      '&lt;p&gt;cannot open &sol;srv&sol;app&sol;secrets.json&lt;&sol;p&gt;',
+      '&lt;p&gt;cannot open [path]&lt;/p&gt;',
+    ],
+    ['&quot;password&quot;: &quot;hunter2&quot;', `&quot;password&quot;: &quot;${REDACTED}&quot;`],
+    // Escapes: `\x` (read as UTF-8 bytes), `\u`, `\u{}`, JSON's `\/` (PHP), Go's `\u003c`, also doubled.
+    ['postgres\\x3a\\x2f\\x2fapp:pw@db.internal/x', '[connection]'],
+    ['token ghp\\u005f1234567890abcdefghijklmnopqrstuvwxyz', `token ${REDACTED}`],
+    ['key \\u{67}hp_1234567890abcdefghijklmnopqrstuvwxyz', `key ${REDACTED}`],
+    ['key sk_live_abc\\xe2\\x80\\x8bdefghijklmnop', `key ${REDACTED}`],
+    ['{"file":"\\/var\\/www\\/app\\/config.php","line":70}', '{"file":"[path]","line":70}'],
+    [
+      '{"error":"dial \\u003cpostgres://app:pw@db.internal/x\\u003e failed"}',
+      '{"error":"dial \\u003c[connection]\\u003e failed"}',
+    ],
+    [
+      '{"body":"{\\"url\\":\\"postgres\\\\u003a\\\\/\\\\/app:pw@db.internal\\\\/x\\"}"}',
+      '{"body":"{\\"url\\":\\"[connection]\\"}"}',
+    ],
+    // Hex dumps of text: contiguous, by byte (Node's `<Buffer …>`), colons, `0x`, a C array, xxd.
+    [`payload ${hex(CONNECTION)}`, `payload ${REDACTED}`],
+    [`frame <Buffer ${bytes(CONNECTION).join(' ')}>`, `frame <Buffer ${REDACTED}>`],
+    [`frame ${bytes(CONNECTION).join(':')}`, `frame ${REDACTED}`],
+    [`frame 0x${hex('password=hunter2 in a frame')}`, `frame ${REDACTED}`],
+    [
+      `{ ${bytes(CONNECTION)
+        .map((pair) => `0x${pair}`)
+        .join(', ')} }`,
+      `{ ${REDACTED} }`,
+    ],
+    [`00000000: ${(hex(CONNECTION).match(/.{4}/g) ?? []).join(' ')}`, `00000000: ${REDACTED}`],
+    // Nested: base64 of base64 (three deep), of percent-encoded text, of JSON with a base64 field; the
+    // other ways round.
+    [`state=${b64(b64(CONNECTION))}`, `state=${REDACTED}`],
+    [`state=${b64(b64(b64('{"password":"hunter2"}')))}`, `state=${REDACTED}`],
+    [`state=${b64(encodeURIComponent(CONNECTION))}`, `state=${REDACTED}`],
+    [`state=${b64(JSON.stringify({ data: b64('{"password":"hunter2"}') }))}`, `state=${REDACTED}`],
+    [`next=${encodeURIComponent('postgres&#x3A;//app:pw@db.internal/x')}`, 'next=[connection]'],
+    [`dump ${hex(b64(CONNECTION))}`, `dump ${REDACTED}`],
+  ];
+  const PLAIN: readonly string[] = [
+    'Tom &amp; Jerry &amp;amp; friends',
+    '&copy; 2024 Acme &mdash; price 12&#8364;, &nbsp;open &#x1F600;',
+    '{"note":"caf\\u00e9 \\u2014 open","color":"\\u001b[31mred\\u001b[0m"}',
+    'must match ^[\\x20-\\x7E]+$, 12\\/05\\/2024',
+    `hello ${hex('Hello, world! How are you today?')}`,
+    '<Buffer 89 50 4e 47 0d 0a 1a 0a 00 00 00 0d 49 48 44 52 00 00 01 00>',
+    'SHA256:6b:86:b2:73:ff:34:fc:e1:9d:6b:80:4e:ff:5a:3f:57:47:ad:a4:ea:a2:2f:1d:49:c0:1e:52:dd:b7:87:5b:4b',
+    'ids 3f2b8c1e-9a4d-4c1b-8f5e-2d7a6b9c0e1f, 507f1f77bcf86cd799439011, 0x7f3a9c2b4e1d8f6a',
+    `cursor=${b64(b64('page 2 of the order list, sorted by date'))}`,
+  ];
+
+  it.each(HIDDEN)('scrubs %j', (text, expected) => {
+    expect(scrubErrorText(text)).toBe(expected);
+    expect(scrubErrorText(expected)).toBe(expected);
+  });
+
+  it.each(PLAIN)('leaves %j as it was', (text) => {
+    expect(scrubErrorText(text)).toBe(text);
+  });
+
+  it('counts what a decoded run held as encoded-<pattern>, at any depth', () => {
+    const scrubber = createScrubber(ERROR_SCRUB_PATTERNS);
+    const removed: RemovedCounts = {};
+    const text = `at postgres&#x3A;//app:pw@db.internal/x, state=${b64(b64('{"password":"hunter2"}'))}`;
+    expect(scrubber.text(text, removed)).toBe(`at [connection], state=${REDACTED}`);
+    expect(removed).toEqual({
+      'encoded-url-credentials': 1,
+      'encoded-connection-url': 1,
+      'encoded-key-value-secret': 1,
+    });
+  });
+});
+
 describe('scrubErrorText: long text', () => {
   // A response body or a dump can be large; a pattern that rescans from every position of a long run
   // took 5 to 11 s on 50 KB (an event loop stalled by one failure). Not a speed target (those live in
@@ -404,6 +512,19 @@ describe('scrubErrorText: long text', () => {
     ['a long run of base64 letters', `${'QUJD'.repeat(25_000)}`],
     ['a long run of backslashed segments', `x${'a\\'.repeat(50_000)}b`],
     ['base64-looking runs split by a space', `${'Zm9vYmFy '.repeat(12_000)}`],
+    ['a run of HTML entities', '&#x41;'.repeat(16_667)],
+    ['entities between words on one line', 'a &amp; b '.repeat(10_000)],
+    ['ampersands that start no entity', `${'&a'.repeat(50_000)};`],
+    ['a run of \\x escapes', '\\x41'.repeat(25_000)],
+    ['a run of backslashes', '\\'.repeat(100_000)],
+    ['a run of hex digits', '0123456789abcdef'.repeat(6_250)],
+    ['hex digits of odd length', `${'0123456789abcdef'.repeat(6_250)}ag`],
+    ['hex bytes split by spaces', '41 '.repeat(33_334)],
+    [
+      'base64 of base64 of entities',
+      Buffer.from(Buffer.from('&#x41;'.repeat(8_000)).toString('base64')).toString('base64'),
+    ],
+    ['words between JSON escapes', 'a\\n'.repeat(33_334)],
   ])('%s (100 KB) is scrubbed in one pass', (_name, text) => {
     const started = performance.now();
     scrubErrorText(text);
