@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import { isStoreFullError } from '@toolgate/core';
 import { expectFailure, serveTools } from '@toolgate/core/testing';
 import { createRedisClient, createRedisStore, redisReady } from '@toolgate/redis-store';
+import { fillRedis, type OwnRedisServer, startOwnRedis } from '@toolgate/redis-store/testing';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONFIRM_META, createConfirm } from '../src/index.js';
@@ -179,6 +181,98 @@ if (TEST_REDIS_URL === undefined) {
         expect(runs.count).toBe(1);
         for (let waited = 0; seen.length < 4 && waited < 5000; waited += 10) await sleep(10);
         expect(seen).toEqual(['create_refund', 'forbidden', 'recorded', 'already answered']);
+      } finally {
+        await server.close();
+      }
+    });
+  });
+
+  // maxmemory is server-wide: a redis-server of its own, so the shared one never runs full.
+  describe('confirm on a real Redis at its maxmemory (noeviction)', () => {
+    let own: OwnRedisServer;
+    const prefix = 'confirm-full:';
+    beforeAll(async () => {
+      own = await startOwnRedis();
+    }, 20_000);
+    afterAll(async () => {
+      await own?.close();
+    });
+
+    it('a two-step confirmation on the full Redis is refused rate_limited and not spent: with room again it runs once', async () => {
+      await own.client.config('SET', 'maxmemory', '3mb');
+      const { tool, runs } = refundTool();
+      const server = await serveTools([tool], {
+        middleware: [
+          createConfirm({
+            secret: SECRET,
+            store: createRedisStore(own.client, { prefix }),
+            tools: { create_refund: {} },
+          }),
+        ],
+        authInfo: authAs('alice'),
+      });
+      try {
+        const refund = { order_id: 'A-1', amount: 25 };
+        const first = await server.callTool('create_refund', refund);
+        expect(expectFailure(first).error).toBe('confirmation_required');
+        const { confirmation } = (first._meta?.[CONFIRM_META] ?? {}) as { confirmation: string };
+        expect(isStoreFullError(await fillRedis(own.client))).toBe(true);
+
+        const refused = expectFailure(await server.callTool('create_refund', { ...refund, confirmation }));
+        expect(refused).toMatchObject({ error: 'rate_limited', retryable: true });
+        expect(refused.hint).toContain('with the same confirmation');
+        expect(runs.count).toBe(0);
+        expect(await own.client.keys(`${prefix}*`)).toEqual([]);
+
+        await own.client.config('SET', 'maxmemory', '0');
+        const done = await server.callTool('create_refund', { ...refund, confirmation });
+        expect(done.structuredContent).toEqual({ ok: true, refund_id: 'R-1' });
+        const again = expectFailure(await server.callTool('create_refund', { ...refund, confirmation }));
+        expect(again).toMatchObject({
+          error: 'permission_denied',
+          message: 'This confirmation was already used.',
+        });
+        expect(runs.count).toBe(1);
+      } finally {
+        await server.close();
+      }
+    });
+
+    it('URL mode: Redis fills while the call waits; the page cannot record an approval, the call fails closed and frees its slot', async () => {
+      await own.client.config('SET', 'maxmemory', '0');
+      await own.client.flushall();
+      await own.client.config('SET', 'maxmemory', '3mb');
+      const { tool, runs } = refundTool();
+      const confirm = createConfirm({
+        secret: SECRET,
+        store: createRedisStore(own.client, { prefix }),
+        tools: { create_refund: { elicitTimeoutMs: 1500 } },
+        url: { build: ({ id }) => `https://orders.test/confirm/${id}`, pollMs: 25 },
+      });
+      const page: unknown[] = [];
+      const server = await serveTools([tool], {
+        middleware: [confirm],
+        authInfo: authAs('alice'),
+        elicitUrl: true,
+        onElicit: (params) => {
+          const { elicitationId: id } = params as { elicitationId: string };
+          void (async () => {
+            expect(isStoreFullError(await fillRedis(own.client))).toBe(true);
+            page.push((await confirm.pending(id, 'alice'))?.tool);
+            page.push(
+              await confirm.answer(id, { approve: true, principal: 'alice' }).catch((error) => error),
+            );
+          })();
+          return { action: 'accept' };
+        },
+      });
+      try {
+        const result = expectFailure(await server.callTool('create_refund', { order_id: 'A-1', amount: 25 }));
+        expect(result).toMatchObject({ error: 'rate_limited', retryable: true });
+        expect(runs.count).toBe(0);
+        expect(page).toEqual(['create_refund', expect.objectContaining({ name: 'StoreFullError' })]);
+        // Its slot is free (deletes work on a full Redis); its mark and pending call expire with their TTL.
+        expect(await own.client.keys(`${prefix}confirm:url-slot:*`)).toEqual([]);
       } finally {
         await server.close();
       }

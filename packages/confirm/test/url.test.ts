@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { ElicitRequest, ElicitResult } from '@modelcontextprotocol/sdk/types.js';
 import {
   createMemoryStore,
+  isStoreFullError,
   type KeyValueStore,
   type PolicyDecision,
   type ServerAccess,
@@ -10,9 +11,12 @@ import {
   type ToolMiddleware,
 } from '@toolgate/core';
 import { expectFailure, serveTools } from '@toolgate/core/testing';
+import { createRedisStore } from '@toolgate/redis-store';
+import { fillRedis, startOwnRedis } from '@toolgate/redis-store/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type ConfirmMiddleware, createConfirm, DECLINED_HINT } from '../src/index.js';
-import { authAs, decisionsOf, refundTool, SECRET, sleep, watchedStore } from './fixtures.js';
+import { authAs, decisionsOf, kindOf, refundTool, SECRET, sleep, watchedStore } from './fixtures.js';
+import { reportRedisMissing, TEST_REDIS_URL } from './needs-redis.js';
 
 const closers: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -488,6 +492,60 @@ describe('confirm: URL mode (the person answers on the server’s page)', () => 
       const kinds = await held();
       expect(kinds.filter((kind) => kind === 'slot')).toEqual([]);
       expect(kinds.filter((kind) => kind === 'mark')).toHaveLength(steps.length);
+    });
+  });
+
+  describe('on a real Redis at its maxmemory (noeviction; a redis-server of its own)', () => {
+    if (TEST_REDIS_URL === undefined) {
+      reportRedisMissing('URL-mode confirmation on a full Redis (it starts a redis-server of its own)');
+      return;
+    }
+    it('a new confirmation is refused rate_limited: nothing asked, run or left behind; with room again, the same call is confirmed on the page', async () => {
+      const own = await startOwnRedis();
+      closers.push(() => own.close());
+      const prefix = 'confirm-full:';
+      const { client, runs, asked, decisions } = await setUp(
+        (params) => {
+          setTimeout(() => void visit(urlOf(params), 'alice', 'yes'), 20);
+          return { action: 'accept' };
+        },
+        { store: createRedisStore(own.client, { prefix }) },
+      );
+      expect(isStoreFullError(await fillRedis(own.client))).toBe(true);
+
+      const refund = { order_id: 'A-1', amount: 25 };
+      expect(expectFailure(await client.callTool('create_refund', refund))).toEqual({
+        ok: false,
+        error: 'rate_limited',
+        message: 'The server is keeping track of too many confirmations right now; nothing was done.',
+        hint: 'Finish or wait for your earlier calls before making new ones, then retry this one without a confirmation.',
+        retryable: true,
+      });
+      expect(asked).toEqual([]);
+      expect(runs.count).toBe(0);
+      expect(decisions).toEqual([
+        [
+          {
+            by: 'confirm',
+            action: 'refused',
+            reason: 'store full',
+            detail: { digest: DIGEST, full: 'store' },
+          },
+        ],
+      ]);
+      // Nothing of the refused call is left: no slot counts against the caller once Redis has room.
+      expect(await own.client.keys(`${prefix}*`)).toEqual([]);
+
+      // The operator gives Redis room again: the same call is asked on the page and runs once.
+      await own.client.config('SET', 'maxmemory', '0');
+      expect((await client.callTool('create_refund', refund)).structuredContent).toEqual({
+        ok: true,
+        refund_id: 'R-1',
+      });
+      expect(asked.map((params) => params.mode)).toEqual(['url']);
+      expect(runs.args).toEqual([refund]);
+      const kinds = (await own.client.keys(`${prefix}*`)).map((key) => kindOf(key.slice(prefix.length)));
+      expect(kinds.sort()).toEqual(['answer', 'mark', 'pending']);
     });
   });
 
