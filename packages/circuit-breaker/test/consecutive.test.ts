@@ -105,9 +105,11 @@ describe('logging', () => {
     const lookup = scriptedTool('lookup', Array(30).fill('unavailable'));
     const h = await serve([lookup], { consecutiveFailures: 1, resetTimeout: 20 });
     let calls = 0;
-    // About 10 reset periods: each lets one probe through, which fails and reopens the breaker.
+    // About 10 reset periods: each lets one probe through, which fails and reopens the breaker. On a
+    // loaded machine fewer fit in 250 ms, so it goes on (up to 10 s) until 4 probes failed and 21 calls ran.
     const until = Date.now() + 250;
-    while (Date.now() < until) {
+    const enough = () => Date.now() >= until && h.breakers.stats().lookup!.totals.opened > 3 && calls > 20;
+    while (!enough() && Date.now() < until + 10_000) {
       await h.client.callTool('lookup', { id: `l${calls}` });
       calls += 1;
       await sleep(2);
