@@ -52,21 +52,29 @@ const MIN_SECRET_VALUE = 6;
 /**
  * The values of the environment's variables named like credentials, longest first: a program that
  * prints its own key (an error echoing it, `env`) must not hand it to the model when the value matches
- * none of core's secret patterns (an opaque key).
+ * none of core's secret patterns (an opaque key). Each also as JSON writes it (`\\` for `\`, `\"`
+ * for `"`), the form a program's `--json` output or an env dump carries.
  */
 export function secretValuesOf(env: Readonly<Record<string, string>>): readonly string[] {
   const values = new Set<string>();
   for (const [name, value] of Object.entries(env)) {
-    if (SECRET_NAME.test(name) && value.length >= MIN_SECRET_VALUE) values.add(value);
+    if (SECRET_NAME.test(name) && value.length >= MIN_SECRET_VALUE) {
+      values.add(value);
+      values.add(JSON.stringify(value).slice(1, -1));
+    }
   }
   return Object.freeze([...values].sort((a, b) => b.length - a.length));
 }
 
-/** Core's secret patterns, then every exact value of `secretValues` replaced by `[REDACTED]`. */
+/**
+ * Every exact value of `secretValues` replaced by `[REDACTED]`, then core's secret patterns. Values go
+ * first: a pattern stops at `;`, `&` or a space, and the rest of a value holding one would no longer
+ * match exactly.
+ */
 export function scrubOutput(text: string, secretValues: readonly string[]): string {
-  let scrubbed = redactSecretsInText(text);
+  let scrubbed = text;
   for (const value of secretValues) {
     if (scrubbed.includes(value)) scrubbed = scrubbed.replaceAll(value, '[REDACTED]');
   }
-  return scrubbed;
+  return redactSecretsInText(scrubbed);
 }

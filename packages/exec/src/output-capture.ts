@@ -1,32 +1,39 @@
 /**
- * Collects one output stream: keeps the first `limit` bytes (and a few more, to find a character
- * boundary), a rolling tail of the last `tailBytes`, and the total written. Memory stays bounded
- * however much the program writes.
+ * Collects one output stream: keeps the first `limit` bytes, a rolling tail of the last `tailBytes`,
+ * and the total written, plus a few bytes past each cut to tell whether it splits a character or one
+ * of `secretValues`. Memory stays bounded however much the program writes.
  */
 export class OutputCapture {
   private readonly chunks: Buffer[] = [];
   private kept = 0;
   private tail: Buffer = Buffer.alloc(0);
+  private readonly secrets: readonly Buffer[];
+  // Bytes kept past each cut: a UTF-8 sequence is at most 4 bytes, a secret value as long as it is.
+  private readonly margin: number;
   /** Bytes written in all. */
   total = 0;
 
   constructor(
     private readonly limit: number,
     private readonly tailBytes: number,
-  ) {}
+    secretValues: readonly string[] = [],
+  ) {
+    this.secrets = secretValues.map((secret) => Buffer.from(secret)).filter((secret) => secret.length > 1);
+    this.margin = Math.max(3, ...this.secrets.map((secret) => secret.length));
+  }
 
   push(chunk: Buffer): void {
     this.total += chunk.length;
-    // Up to 3 bytes past the limit reveal whether the cut falls inside a UTF-8 sequence.
-    const room = this.limit + 3 - this.kept;
+    const room = this.limit + this.margin - this.kept;
     if (room > 0) {
       const part = chunk.length <= room ? chunk : chunk.subarray(0, room);
       this.chunks.push(part);
       this.kept += part.length;
     }
     if (this.tailBytes > 0) {
-      const joined = chunk.length >= this.tailBytes ? chunk : Buffer.concat([this.tail, chunk]);
-      this.tail = joined.subarray(Math.max(0, joined.length - this.tailBytes));
+      const keep = this.tailBytes + this.margin;
+      const joined = chunk.length >= keep ? chunk : Buffer.concat([this.tail, chunk]);
+      this.tail = joined.subarray(Math.max(0, joined.length - keep));
     }
   }
 
@@ -34,17 +41,30 @@ export class OutputCapture {
     return this.total > this.limit;
   }
 
-  /** The kept text, cut before any character the limit would split. */
+  /**
+   * The kept text, cut before any character or secret value the limit would split: the model must
+   * not see all of a secret but its last characters, where no exact match finds it.
+   */
   text(): string {
     const head = Buffer.concat(this.chunks);
     if (head.length <= this.limit) return head.toString('utf8');
-    return head.subarray(0, utf8Boundary(head, this.limit)).toString('utf8');
+    let cut = utf8Boundary(head, this.limit);
+    for (let split = secretsAcross(head, cut, this.secrets); split.length > 0; ) {
+      cut = Math.min(...split.map(([start]) => start));
+      split = secretsAcross(head, cut, this.secrets);
+    }
+    return head.subarray(0, cut).toString('utf8');
   }
 
-  /** The last bytes written, starting at a character boundary. */
+  /** The last `tailBytes` written, starting at a character boundary and after any secret value they would split. */
   tailText(): string {
-    let start = 0;
-    while (start < this.tail.length && start < 3 && isContinuation(this.tail[start]!)) start += 1;
+    const first = Math.max(0, this.tail.length - this.tailBytes);
+    let start = first;
+    while (start < this.tail.length && start - first < 3 && isContinuation(this.tail[start]!)) start += 1;
+    for (let split = secretsAcross(this.tail, start, this.secrets); split.length > 0; ) {
+      start = Math.max(...split.map(([, end]) => end));
+      split = secretsAcross(this.tail, start, this.secrets);
+    }
     return this.tail.subarray(start).toString('utf8');
   }
 }
@@ -56,6 +76,20 @@ function utf8Boundary(bytes: Buffer, limit: number): number {
   // the sequence's lead byte (at most 3 steps: sequences are at most 4 bytes).
   while (cut > 0 && limit - cut < 3 && isContinuation(bytes[cut]!)) cut -= 1;
   return cut;
+}
+
+/** The [start, end) byte ranges of the secret values in `bytes` that `cut` falls strictly inside. */
+function secretsAcross(bytes: Buffer, cut: number, secrets: readonly Buffer[]): Array<[number, number]> {
+  const found: Array<[number, number]> = [];
+  for (const secret of secrets) {
+    // From here on, an occurrence ends past the cut; it must also start before it.
+    let start = bytes.indexOf(secret, Math.max(0, cut - secret.length + 1));
+    while (start !== -1 && start < cut) {
+      found.push([start, start + secret.length]);
+      start = bytes.indexOf(secret, start + 1);
+    }
+  }
+  return found;
 }
 
 function isContinuation(byte: number): boolean {

@@ -43,9 +43,9 @@ export interface ExecOutcome {
   exitCode: number | null;
   /** The signal that ended the program, or null when it exited. */
   signal: NodeJS.Signals | null;
-  /** stdout, UTF-8, at most `maxOutputBytes` (cut at a character boundary). */
+  /** stdout, UTF-8, at most `maxOutputBytes` (cut at a character boundary, never inside a credential value of `env`). */
   stdout: string;
-  /** stderr, UTF-8, at most `maxOutputBytes` (cut at a character boundary). */
+  /** stderr, UTF-8, at most `maxOutputBytes` (cut at a character boundary, never inside a credential value of `env`). */
   stderr: string;
   /** Bytes written to stdout in all, kept or not. */
   stdoutBytes: number;

@@ -38,6 +38,25 @@ describe('OutputCapture', () => {
     expect(capture(100, 5, ['x€', '€']).tailText()).toBe('€');
   });
 
+  it('moves the cut before a secret value the limit would split, and the tail past one', () => {
+    const secrets = ['SECRET-ONE', 'xSECRET'];
+    const cut = (limit: number, tailBytes: number, chunks: string[]): OutputCapture => {
+      const output = new OutputCapture(limit, tailBytes, secrets);
+      for (const chunk of chunks) output.push(Buffer.from(chunk));
+      return output;
+    };
+    // The limit falls inside SECRET-ONE, written across two chunks.
+    expect(cut(9, 0, ['ab SEC', 'RET-ONE cd']).text()).toBe('ab ');
+    // Moving the cut to SECRET-ONE's start would split xSECRET, which overlaps it: both go.
+    expect(cut(8, 0, ['a xSECRET-ONE b']).text()).toBe('a ');
+    // A secret ending exactly at the limit stays whole (for the scrubber); one the limit does not reach is not there.
+    expect(cut(13, 0, ['ab SECRET-ONE cd']).text()).toBe('ab SECRET-ONE');
+    expect(cut(3, 0, ['ab SECRET-ONE cd']).text()).toBe('ab ');
+    // The last 8 bytes start inside SECRET-ONE: the tail starts after it.
+    expect(cut(100, 8, ['ab SECRET', '-ONE cd']).tailText()).toBe(' cd');
+    expect(cut(100, 3, ['ab SECRET-ONE cd']).tailText()).toBe(' cd');
+  });
+
   it('keeps memory bounded however much is written', () => {
     const output = new OutputCapture(8, 4);
     for (let index = 0; index < 10_000; index += 1) output.push(Buffer.from('0123456789'));

@@ -99,3 +99,126 @@ describe('values of the environment named like credentials', () => {
     expect(JSON.stringify(result)).not.toContain(CARRIER_KEY);
   });
 });
+
+describe('a credential value a secret pattern only partly covers', () => {
+  // A generated password with the characters core's `key=value` pattern stops at (`;`, `&`, space).
+  const PGPASSWORD = 's3cr3t;Pa55&w0rd and more';
+  const printsConfig = execTool({
+    name: 'prints_config',
+    description: 'Echoes its connection settings the way a failing database CLI does (test).',
+    input: { code: z.enum(['0', '1']) },
+    command: NODE,
+    cwd: scratchDir(),
+    env: { PATH: '/usr/bin:/bin', PGPASSWORD },
+    args: (input) => [
+      '-e',
+      [
+        'const line = "connecting with PGPASSWORD=" + process.env.PGPASSWORD + " failed";',
+        'process.stdout.write(line);',
+        'process.stderr.write(line);',
+        'process.exit(Number(process.argv[1]));',
+      ].join(' '),
+      value(input.code),
+    ],
+  });
+  let configClient: TestClient;
+  beforeAll(async () => {
+    configClient = await serve([printsConfig], recordingLogger([]));
+  });
+  afterAll(async () => configClient.close());
+
+  it('is scrubbed whole: the pattern does not cut it short and leave its tail for the exact match to miss', async () => {
+    const result = await configClient.callTool('prints_config', { code: '0' });
+    expect(result.isError).toBeUndefined();
+    expect(parseResultText(result)).toMatchObject({
+      stdout: 'connecting with PGPASSWORD=[REDACTED] failed',
+      stderr: 'connecting with PGPASSWORD=[REDACTED] failed',
+    });
+    const failure = expectFailure(await configClient.callTool('prints_config', { code: '1' }));
+    expect(failure.message).toBe(
+      'The program exited with code 1. stderr (last 2048 bytes): connecting with PGPASSWORD=[REDACTED] failed',
+    );
+    expect(JSON.stringify(failure)).not.toContain('Pa55');
+  });
+});
+
+describe('a credential value the output cap or the stderr tail would cut in two', () => {
+  // The model picks the length of a value the program echoes next to its key, so that the cut falls
+  // inside the key: all of it but one character would be kept, and no exact match would see it.
+  const CARRIER_KEY = 'opaque-9f2c41d7e8';
+  const echoesKey = execTool({
+    name: 'echoes_key',
+    description: 'Reports a rejected key next to the file it was used for, as a chatty CLI does (test).',
+    input: { file: z.string(), code: z.enum(['0', '1']) },
+    command: NODE,
+    cwd: scratchDir(),
+    env: { PATH: '/usr/bin:/bin', CARRIER_KEY },
+    maxOutputBytes: 100,
+    stderrTailBytes: 64,
+    args: (input) => [
+      '-e',
+      [
+        'const [file, code] = process.argv.slice(1), key = process.env.CARRIER_KEY;',
+        'process.stdout.write("file " + file + " rejected key " + key + "\\n");',
+        'process.stderr.write("key " + key + " rejected for " + file);',
+        'process.exitCode = Number(code);',
+      ].join(' '),
+      value(input.file),
+      value(input.code),
+    ],
+  });
+  let keyClient: TestClient;
+  beforeAll(async () => {
+    keyClient = await serve([echoesKey], recordingLogger([]));
+  });
+  afterAll(async () => keyClient.close());
+
+  it('is dropped whole at the end of the kept output, not kept but for its last character', async () => {
+    // "file " + 65 characters + " rejected key " puts the key at byte 84: the 100-byte cut falls
+    // before its last character.
+    const file = 'a'.repeat(65);
+    const result = await keyClient.callTool('echoes_key', { file, code: '0' });
+    expect(result.isError).toBeUndefined();
+    expect(parseResultText(result)).toMatchObject({
+      stdout: `file ${file} rejected key `,
+      truncated: true,
+    });
+    expect(JSON.stringify(result)).not.toContain(CARRIER_KEY.slice(0, 8));
+  });
+
+  it('is dropped whole at the start of the stderr tail of a failure, not kept but for its first character', async () => {
+    // "key " + key + " rejected for " + 34 characters is 69 bytes: the 64-byte tail starts one byte
+    // into the key.
+    const file = 'b'.repeat(34);
+    const envelope = expectFailure(await keyClient.callTool('echoes_key', { file, code: '1' }));
+    expect(envelope.message).toBe(
+      `The program exited with code 1. stderr (last 64 bytes): rejected for ${file}`,
+    );
+    expect(JSON.stringify(envelope)).not.toContain(CARRIER_KEY.slice(-8));
+  });
+});
+
+describe('a credential value the program prints JSON-escaped', () => {
+  // A key holding a backslash and a quote: JSON output (`--json`, an env dump) escapes both.
+  const CARRIER_KEY = 'k3y\\w1th"quote';
+  const dumpsEnv = execTool({
+    name: 'dumps_env',
+    description: 'Prints its environment as JSON, as a diagnostics command does (test).',
+    input: {},
+    command: NODE,
+    cwd: scratchDir(),
+    env: { PATH: '/usr/bin:/bin', CARRIER_KEY },
+    args: () => ['-e', 'process.stdout.write(JSON.stringify({ key: process.env.CARRIER_KEY }))'],
+  });
+  let dumpClient: TestClient;
+  beforeAll(async () => {
+    dumpClient = await serve([dumpsEnv], recordingLogger([]));
+  });
+  afterAll(async () => dumpClient.close());
+
+  it('is scrubbed in its escaped form too', async () => {
+    const result = await dumpClient.callTool('dumps_env', {});
+    expect(parseResultText(result)).toMatchObject({ stdout: '{"key":"[REDACTED]"}' });
+    expect(JSON.stringify(result)).not.toContain('w1th');
+  });
+});
