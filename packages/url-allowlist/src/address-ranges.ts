@@ -36,6 +36,14 @@ const METADATA = new Set(METADATA_ADDRESSES.map((address) => ipaddr.parse(addres
 
 const GLOBAL_UNICAST_V6 = ipaddr.parseCIDR('2000::/3');
 const NAT64_WELL_KNOWN = ipaddr.parseCIDR('64:ff9b::/96');
+const NAT64_LOCAL_USE = ipaddr.parseCIDR('64:ff9b:1::/48');
+// Where RFC 6052 puts the IPv4 address (byte offsets) for a /48, /56, /64 and /96 prefix; byte 8 is skipped.
+const NAT64_IPV4_BYTES: readonly (readonly number[])[] = [
+  [6, 7, 9, 10],
+  [7, 9, 10, 11],
+  [9, 10, 11, 12],
+  [12, 13, 14, 15],
+];
 const SIX_TO_FOUR = ipaddr.parseCIDR('2002::/16');
 const TEREDO = ipaddr.parseCIDR('2001::/32');
 
@@ -121,9 +129,10 @@ function unwrapEmbeddedIPv4(address: Address): Address {
 
 /**
  * The IPv4 addresses a 6to4 (2002:AABB:CCDD::/48), Teredo (server in bits 32-63, client inverted in
- * the last 32) or ISATAP (interface identifier `0:5efe:AABB:CCDD` or `200:5efe:AABB:CCDD`, under any
- * prefix, global ones included) address carries. 6to4 and Teredo are refused unless `allowPrivate`
- * opens them; metadata any of them carries stays refused even then.
+ * the last 32), local-use NAT64 (64:ff9b:1::/48, at each place RFC 6052 allows: the prefix length is
+ * the operator's) or ISATAP (interface identifier `0:5efe:AABB:CCDD` or `200:5efe:AABB:CCDD`, under
+ * any prefix, global ones included) address carries. 6to4, Teredo and local-use NAT64 are refused
+ * unless `allowPrivate` opens them; metadata any of them carries stays refused even then.
  */
 function tunnelledIPv4(address: Address): ipaddr.IPv4[] {
   if (address.kind() !== 'ipv6') return [];
@@ -133,6 +142,10 @@ function tunnelledIPv4(address: Address): ipaddr.IPv4[] {
   const parts = v6.parts;
   if (v6.match(SIX_TO_FOUR)) return [v4(parts[1]!, parts[2]!)];
   if (v6.match(TEREDO)) return [v4(parts[2]!, parts[3]!), v4(~parts[6]!, ~parts[7]!)];
+  if (v6.match(NAT64_LOCAL_USE)) {
+    const bytes = v6.toByteArray();
+    return NAT64_IPV4_BYTES.map((at) => new ipaddr.IPv4(at.map((index) => bytes[index]!)));
+  }
   if (parts[5] === 0x5efe && (parts[4] === 0 || parts[4] === 0x200)) return [v4(parts[6]!, parts[7]!)];
   return [];
 }

@@ -199,7 +199,23 @@ async function fetchPinned(
       await response.body?.cancel();
       return { result: emptyResult(policy, response, checked), location };
     }
-    const { body, bytes, truncated } = await readCapped(response.body, policy.maxBodyBytes);
+    let read: Awaited<ReturnType<typeof readCapped>>;
+    try {
+      read = await readCapped(response.body, policy.maxBodyBytes);
+    } catch (cause) {
+      // The server hung up mid-body, or sent bytes its content-encoding does not decode: the
+      // raw stream error (`terminated`, socket addresses in its cause) is for the log only.
+      if (signal.aborted) throw cause;
+      policy.logger.warn(
+        { host: checked.hostname, address: checked.addresses[0], port: checked.port, err: cause },
+        'url-allowlist: reading the response failed',
+      );
+      throw new UrlRefusedError('connect', `Could not read the response from ${checked.hostname}.`, {
+        host: checked.hostname,
+        cause,
+      });
+    }
+    const { body, bytes, truncated } = read;
     return {
       location: undefined,
       result: {

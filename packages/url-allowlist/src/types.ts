@@ -26,7 +26,7 @@ export interface UrlPolicyOptions {
   allowPrivate?: readonly string[];
   /** How hostnames are resolved. @default dns.promises.lookup(host, { all: true, verbatim: true }) */
   resolve?: Resolver;
-  /** Redirects `fetch` follows, each checked as a new URL. 0 returns the redirect itself. @default 5 */
+  /** Redirects `fetch` follows, each checked as a new URL; one more is `unavailable` (0 refuses any redirect). @default 5 */
   maxRedirects?: number;
   /** Bytes of a response body `fetch` reads; the rest is cut and `truncated` set. @default 1048576 */
   maxBodyBytes?: number;
@@ -49,7 +49,7 @@ export interface UrlPolicyOptions {
   redirectHeaders?: readonly string[];
   /** Whether the hint of a refused host lists the allowed hosts, so the model can correct itself. @default true */
   hintAllowedHosts?: boolean;
-  /** Extra CA certificates (PEM) trusted for https, e.g. a private CA. @default undefined (Node's bundled CAs) */
+  /** CA certificates (PEM) trusted for https in place of Node's, e.g. a private CA (add `tls.rootCertificates` to keep the public ones). @default undefined (Node's bundled CAs) */
   ca?: string | Buffer | readonly (string | Buffer)[];
   /** Where refusals and connection failures are logged, with the addresses involved. @default createSilentLogger() */
   logger?: Logger;

@@ -1,5 +1,6 @@
 import net from 'node:net';
 import { gzipSync } from 'node:zlib';
+import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CheckedUrl, createUrlPolicy, type UrlPolicyOptions, UrlRefusedError } from '../src/index.js';
 import { type LocalServer, startLocalServer, unusedPort } from './support/local-server.js';
@@ -64,6 +65,13 @@ beforeAll(async () => {
     // `\\host` is scheme-relative to the URL parser: the hop goes to 127.0.0.1, which must be checked.
     '/to-backslashes': (_request, response) =>
       response.writeHead(302, { location: `\\\\127.0.0.1:${stranger.port}/` }).end(),
+    '/cut': (_request, response) => {
+      // Headers and the start of a promised 1000-byte body, then the server goes away.
+      response.writeHead(200, { 'content-length': '1000' });
+      response.write('partial', () => response.socket?.destroy());
+    },
+    '/not-gzip': (_request, response) =>
+      response.writeHead(200, { 'content-encoding': 'gzip' }).end('this was never gzip'),
     '/gzip-bomb': (_request, response) =>
       response.writeHead(200, { 'content-encoding': 'gzip' }).end(GZIP_BOMB),
     '/drip': (_request, response) => {
@@ -559,6 +567,40 @@ describe('fetch(): caps and failures', () => {
       code: 'unavailable',
       retryable: true,
       message: 'Could not connect to api.carrier.test.',
+    });
+  });
+
+  it('a connection cut in the middle of the body is unavailable, naming the host and no address', async () => {
+    const entries: LogEntry[] = [];
+    const policy = carrierPolicy(carrierDns(), { logger: recordingLogger(entries) });
+    const error = await policy.fetch(`http://api.carrier.test:${api.port}/cut`).then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    expect(error).toBeInstanceOf(UrlRefusedError);
+    expect(error).toMatchObject({
+      reason: 'connect',
+      code: 'unavailable',
+      retryable: true,
+      message: 'Could not read the response from api.carrier.test.',
+    });
+    // The address goes to the policy's log, with the error; never to the message.
+    expect(entries.map(({ level, fields, message }) => [level, fields.address, message])).toEqual([
+      ['warn', '127.0.0.1', 'url-allowlist: reading the response failed'],
+    ]);
+  });
+
+  it('a body whose content-encoding does not decode is unavailable, not a raw stream error', async () => {
+    const policy = carrierPolicy(carrierDns());
+    const error = await policy.fetch(`http://api.carrier.test:${api.port}/not-gzip`).then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    expect(error).toBeInstanceOf(UrlRefusedError);
+    expect(error).toMatchObject({
+      reason: 'connect',
+      code: 'unavailable',
+      message: 'Could not read the response from api.carrier.test.',
     });
   });
 

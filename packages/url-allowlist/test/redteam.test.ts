@@ -21,6 +21,11 @@ beforeAll(async () => {
   proxy = await startLocalServer({});
   api = await startLocalServer({
     '/ok': (_request, response) => response.end('carrier page'),
+    // An allowed server that promises a body and hangs up halfway through it.
+    '/cut': (_request, response) => {
+      response.writeHead(200, { 'content-length': '1000' });
+      response.write('partial', () => response.socket?.destroy());
+    },
     '/raw': (request, response) =>
       response.end(JSON.stringify({ path: request.path, headers: request.headers })),
     // Redirects to whatever the query says: an allowed server turned hostile (or an open redirect).
@@ -40,6 +45,8 @@ const DNS_TABLE = {
   'api.carrier.test': ['127.0.0.1'],
   'gcp6.example.test': ['fd20:ce::254'],
   'openstack6.example.test': ['fe80::a9fe:a9fe'],
+  // An IPv6-only network's DNS64 answering with its local-use NAT64 prefix (RFC 8215, /96 form).
+  'nat64-local.example.test': ['64:ff9b:1::a9fe:a9fe'],
   'nip.example.test': ['169.254.169.254'],
   'octal-meta.example.test': ['0251.0376.0251.0376'],
   'rebind.carrier.test': [['127.0.0.1'], ['10.0.0.1']],
@@ -90,6 +97,10 @@ describe('cloud metadata stays refused even where allowPrivate opens the range a
         '[2a05:d018:1::5efe:a9fe:a9fe]',
         '[2600:1f18:42::200:5efe:a9fe:a9fe]',
         '[fe80::5efe:a9fe:a9fe]',
+        '[64:ff9b:1::a9fe:a9fe]',
+        '[64:ff9b:1:0:a9:fea9:fe00:0]',
+        '[64:ff9b:1:a9:fe:a9fe::]',
+        '[64:ff9b:1:a9fe:a9:fe00::]',
       ],
       ports: [80],
       allowPrivate: [
@@ -100,6 +111,8 @@ describe('cloud metadata stays refused even where allowPrivate opens the range a
         '10.0.0.0/8',
         '2002::/16',
         '2001::/32',
+        // An IPv6-only cluster that reaches its internal IPv4 services through a local-use NAT64.
+        '64:ff9b:1::/48',
       ],
     });
 
@@ -125,6 +138,11 @@ describe('cloud metadata stays refused even where allowPrivate opens the range a
     ['AWS metadata as an ISATAP id, dotted tail', 'http://[2a05:d018:1::5efe:169.254.169.254]/'],
     ['AWS metadata as a universal ISATAP id', 'http://[2600:1f18:42::200:5efe:a9fe:a9fe]/'],
     ['AWS metadata as a link-local ISATAP id', 'http://[fe80::5efe:a9fe:a9fe]/'],
+    ['AWS metadata under a local-use NAT64 /96 prefix', 'http://[64:ff9b:1::a9fe:a9fe]/'],
+    ['AWS metadata under a local-use NAT64 /64 prefix', 'http://[64:ff9b:1:0:a9:fea9:fe00:0]/'],
+    ['AWS metadata under a local-use NAT64 /56 prefix', 'http://[64:ff9b:1:a9:fe:a9fe::]/'],
+    ['AWS metadata under the local-use NAT64 /48 prefix', 'http://[64:ff9b:1:a9fe:a9:fe00::]/'],
+    ['a DNS64 name for metadata under local-use NAT64', 'http://nat64-local.example.test/'],
   ])('%s: %s', async (_what, url) => {
     const { policy } = open();
     const error = await refusalOf(policy.check(url));
@@ -376,6 +394,7 @@ describe('what the model sees: no address, errno, stack or path, in content or _
   it.each([
     ['a name that does not resolve', 'http://nowhere.example.test:PORT/', 'unavailable'],
     ['a refused connection', 'http://api.carrier.test:PORT_CLOSED/ok', 'unavailable'],
+    ['a connection cut in the middle of the body', 'http://api.carrier.test:PORT/cut', 'unavailable'],
     ['a name resolving to a private address', 'http://internal.carrier.test:PORT/', 'permission_denied'],
     [
       'a redirect to metadata',
