@@ -28,7 +28,9 @@ export function runProcess(
   const spawnOptions: SpawnOptions = {
     shell: false,
     cwd: options.cwd,
-    env: options.env,
+    // A copy: Node's spawn adds NODE_V8_COVERAGE (set under c8 and the like) to the env it is given,
+    // which throws on the frozen one. Named undefined, it stays out of the program's environment.
+    env: { NODE_V8_COVERAGE: undefined, ...options.env },
     argv0: options.command.declared,
     stdio: ['ignore', 'pipe', 'pipe'],
     // A group of its own, so the whole tree can be signalled at once (see process-tree.ts).

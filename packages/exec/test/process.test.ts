@@ -81,6 +81,23 @@ describe('environment and working directory', () => {
     expect(seen.env).toEqual({ PATH: '/usr/bin:/bin', LANG: 'C.UTF-8' });
     expect(seen.cwd).toBe(process.cwd());
   });
+
+  it('runs under a coverage tool (NODE_V8_COVERAGE set in the server), and the variable stays out of the program', async () => {
+    // Node's spawn adds NODE_V8_COVERAGE to the env it is given; a frozen env made every call fail.
+    const before = process.env.NODE_V8_COVERAGE;
+    process.env.NODE_V8_COVERAGE = path.join(sandbox, 'coverage');
+    try {
+      const { callToolJson } = await connect();
+      const body = (await callToolJson('echo_defaults', {})) as { stdout: string };
+      expect((JSON.parse(body.stdout) as { env: Record<string, string> }).env).toEqual({
+        PATH: '/usr/bin:/bin',
+        LANG: 'C.UTF-8',
+      });
+    } finally {
+      if (before === undefined) delete process.env.NODE_V8_COVERAGE;
+      else process.env.NODE_V8_COVERAGE = before;
+    }
+  });
 });
 
 describe('process tree', () => {
