@@ -31,9 +31,12 @@ export function bindValues(
  * another id or fail inside the database.
  */
 export function boundCondition(binding: CompiledBinding, value: unknown): Condition | undefined {
-  if (isMissing(value)) {
-    if (binding.optional) return undefined;
-    // Fail closed: a tool scoped to the caller never runs unscoped because a claim is missing.
+  const absent = value === undefined || value === null;
+  if (absent && binding.optional) return undefined;
+  // Fail closed: a tool scoped to the caller never runs unscoped because a claim is missing. An empty
+  // list or a blank string is a caller scoped to nothing, even where the binding is optional: dropped,
+  // it would see every row; compared, the rows no tenant owns (identity providers send "" for unset).
+  if (absent || isEmpty(value)) {
     throw new ToolError('permission_denied', 'This tool needs an authenticated caller.', {
       hint: 'The caller is not signed in or has no access to this data. Do not retry; tell the user.',
     });
@@ -46,8 +49,12 @@ export function boundCondition(binding: CompiledBinding, value: unknown): Condit
   });
 }
 
-function isMissing(value: unknown): boolean {
-  return value === undefined || value === null || (Array.isArray(value) && value.length === 0);
+function isEmpty(value: unknown): boolean {
+  return Array.isArray(value) ? value.length === 0 : isBlank(value);
+}
+
+function isBlank(value: unknown): boolean {
+  return typeof value === 'string' && value.trim() === '';
 }
 
 function isScalar(value: unknown): boolean {
@@ -60,7 +67,7 @@ function isScalar(value: unknown): boolean {
 // 1234567890123456789 to ...768, which several ids share), so it would scope the call to whichever of
 // them the double equals: such ids must come as strings (or bigints).
 function isListItem(value: unknown): boolean {
-  if (typeof value === 'string') return !value.includes('\u0000') && value.isWellFormed();
+  if (typeof value === 'string') return !value.includes('\u0000') && value.isWellFormed() && !isBlank(value);
   return (
     typeof value === 'number' &&
     Number.isFinite(value) &&

@@ -151,7 +151,10 @@ export type BindSpec =
   | {
       readonly column?: string;
       readonly value: BindResolver;
-      /** A missing value drops the filter instead of refusing the call. @default false */
+      /**
+       * `undefined` or `null` drops the filter instead of refusing the call; an empty list or a blank
+       * string still refuses it (a caller scoped to nothing must not see every row). @default false
+       */
       readonly optional?: boolean;
       /** An array value compares with `= ANY($n)`; without it an array refuses the call. @default false */
       readonly list?: boolean;

@@ -446,6 +446,97 @@ describe.each(ENGINES)('red team: sqlTool on $name', (engine) => {
     }
   });
 
+  it('a signed-in caller whose list claim is empty is refused, even where the binding is optional: it never sees every row', async () => {
+    db = recording(database.db);
+    const accountOrders = sqlTool({
+      ...myOrdersDeclaration,
+      bind: {
+        customer_id: {
+          // Optional: without a token the tool lists every order (the author's choice for a demo desk).
+          value: ({ request }) => request.authInfo?.extra?.customerIds as number[] | undefined,
+          list: true,
+          optional: true,
+        },
+      },
+      name: 'my_orders',
+      description: "My accounts' orders.",
+      db,
+    }) as ToolDefinition;
+    // A real token of a user who left every account: its claim lists none, so it may see no order.
+    const none = await serveAnother([accountOrders], { ...customer(0), extra: { customerIds: [] } });
+    const refused = await none.callTool('my_orders', {});
+    expect(expectFailure(refused)).toEqual({
+      ok: false,
+      error: 'permission_denied',
+      message: 'This tool needs an authenticated caller.',
+      hint: 'The caller is not signed in or has no access to this data. Do not retry; tell the user.',
+      retryable: false,
+    });
+    expect(db.statements).toEqual([]);
+    const two = await serveAnother([accountOrders], { ...customer(0), extra: { customerIds: [2] } });
+    expect(itemIds(await two.callTool('my_orders', {}))).toEqual([3, 4]);
+  });
+
+  it('a blank claim (empty or only whitespace) is refused before SQL: it never matches the rows no tenant owns', async () => {
+    // Tickets nobody has claimed yet carry an empty org; an identity provider sends "" for an unset attribute.
+    await database.rows(
+      `CREATE TABLE ${SCHEMA}.tickets (id integer PRIMARY KEY, org text NOT NULL DEFAULT '')`,
+    );
+    await database.rows(
+      `INSERT INTO ${SCHEMA}.tickets VALUES (1, 'acme'), (2, 'globex'), (3, DEFAULT), (4, ' ')`,
+    );
+    try {
+      db = recording(database.db);
+      const org = ({ request }: { request: { authInfo?: AuthInfo } }) => request.authInfo?.extra?.org;
+      const tickets = (name: string, bind: Parameters<typeof sqlTool>[0]['bind']): ToolDefinition =>
+        sqlTool({
+          from: { schema: SCHEMA, table: 'tickets' },
+          columns: ['id'],
+          bind,
+          sort: { keys: ['id'], default: 'id_asc' },
+          limit: { default: 10, max: 10 },
+          name,
+          description: "My organisation's tickets.",
+          db,
+        }) as ToolDefinition;
+      const tools = [
+        tickets('my_tickets', { org: (source) => org(source) as string | undefined }),
+        tickets('desk_tickets', {
+          org: { value: (source) => org(source) as string | undefined, optional: true },
+        }),
+        tickets('group_tickets', {
+          org: { value: (source) => org(source) as string[] | undefined, list: true },
+        }),
+      ];
+      const blanks: [string, unknown, string][] = [
+        ['my_tickets', '', 'This tool needs an authenticated caller.'],
+        ['my_tickets', ' ', 'This tool needs an authenticated caller.'],
+        ['my_tickets', '\t\u00a0\n', 'This tool needs an authenticated caller.'],
+        ['desk_tickets', '', 'This tool needs an authenticated caller.'],
+        ['group_tickets', ['acme', ''], "This tool cannot use the caller's credentials."],
+        ['group_tickets', [' '], "This tool cannot use the caller's credentials."],
+      ];
+      for (const [tool, claim, message] of blanks) {
+        const c = await serveAnother(tools, { ...customer(0), extra: { org: claim } });
+        const failure = expectFailure(await c.callTool(tool, {}));
+        expect([tool, claim, failure.error, failure.message]).toEqual([
+          tool,
+          claim,
+          'permission_denied',
+          message,
+        ]);
+      }
+      expect(db.statements).toEqual([]);
+      const acme = await serveAnother(tools, { ...customer(0), extra: { org: 'acme' } });
+      expect(itemIds(await acme.callTool('my_tickets', {}))).toEqual([1]);
+      expect(itemIds(await acme.callTool('desk_tickets', {}))).toEqual([1]);
+      const groups = await serveAnother(tools, { ...customer(0), extra: { org: ['acme', 'globex'] } });
+      expect(itemIds(await groups.callTool('group_tickets', {}))).toEqual([1, 2]);
+    } finally {
+      await database.rows(`DROP TABLE ${SCHEMA}.tickets`);
+    }
+  });
+
   it('a claim with a lone surrogate is refused before SQL: the driver would send U+FFFD, an id the token never spelled', async () => {
     db = recording(database.db);
     const byEmail = sqlTool({
