@@ -26,14 +26,20 @@ export type IdentifyCaller = (request: ToolRequest) => CallerIdentity;
 // Claims that change on every token refresh or carry a nonce: never part of who someone is.
 const VOLATILE_CLAIMS = new Set(['exp', 'iat', 'nbf', 'jti', 'auth_time', 'nonce', 'at_hash', 'c_hash']);
 
+// Claims that describe the token (its issuer, audience, client, scopes, type), never who holds it: a
+// token whose other claims are all absent names no one, and every holder of such a token of one client
+// (a public client's id names the app, not the person) would otherwise be one caller.
+const TOKEN_CLAIMS = new Set(['iss', 'aud', 'azp', 'client_id', 'scope', 'scp', 'token_type', 'active']);
+
 const LOCAL: CallerIdentity = Object.freeze({ id: 'local', kind: 'local' });
 const ANONYMOUS: CallerIdentity = Object.freeze({ id: 'anonymous', kind: 'anonymous' });
 
 /**
  * Core's identity rule. With a verified token: issuer + subject when there is a subject (stable across
  * refreshes); otherwise the client id plus a digest of the token's stable claims, scopes and resource,
- * so two tokens that differ in a meaningful claim never share an identity. Without auth: `local` on
- * stdio, the session id over HTTP with sessions, else `anonymous`.
+ * so two tokens that differ in a meaningful claim never share an identity, and of the token itself when
+ * no claim says who holds it. Without auth: `local` on stdio, the session id over HTTP with sessions,
+ * else `anonymous`.
  */
 export function identifyCaller(request: ToolRequest): CallerIdentity {
   const auth = request.authInfo;
@@ -82,10 +88,24 @@ function deriveIdentity(auth: AuthInfo): CallerIdentity {
   // No prototype: a claim named `__proto__` (an own key of parsed JSON) is kept as a claim, where an
   // assignment to a plain object would set its prototype and leave the claim out of the digest.
   const stable: Record<string, unknown> = Object.create(null);
-  for (const [claim, value] of Object.entries(extra)) if (!VOLATILE_CLAIMS.has(claim)) stable[claim] = value;
+  let namesSomeone = false;
+  for (const [claim, value] of Object.entries(extra)) {
+    if (VOLATILE_CLAIMS.has(claim)) continue;
+    stable[claim] = value;
+    // An empty value (`sub: ""`, `tenant: null`) names no one either.
+    if (!TOKEN_CLAIMS.has(claim) && value != null && value !== '') namesSomeone = true;
+  }
+  // Nothing verified says who holds the token (no subject, no claim about its holder, as a verifier
+  // that reports only the client id and scopes gives): the token is then the only thing that tells
+  // two people apart, so it joins the digest. Tokens with such claims keep the ids they always had.
   const digest = hash(
     'sha256',
-    canonicalJson({ claims: stable, scopes: [...(auth.scopes ?? [])].sort(), resource: auth.resource?.href }),
+    canonicalJson({
+      claims: stable,
+      scopes: [...(auth.scopes ?? [])].sort(),
+      resource: auth.resource?.href,
+      token: namesSomeone ? undefined : auth.token,
+    }),
     'base64url',
   ).slice(0, 22);
   return Object.freeze({

@@ -98,6 +98,60 @@ describe('caller identity', () => {
     expect(moreScopes.id).not.toBe(c42.id);
   });
 
+  it('tells apart two holders of one public client whose tokens say nothing about who holds them, by the token', async () => {
+    // The SDK's introspection example reports a token as { token, clientId, scopes, expiresAt } and no
+    // claims; a verifier that copies the introspection answer adds only claims about the token itself.
+    // A public client's id (a Client ID Metadata Document URL) is the same for every installation.
+    const app = 'https://app.example/client.json';
+    const bare = (value: string): AuthInfo => ({ token: value, clientId: app, scopes: ['mcp:tools'] });
+    const copied = (value: string): AuthInfo => ({
+      ...bare(value),
+      extra: {
+        active: true,
+        client_id: app,
+        scope: 'mcp:tools',
+        token_type: 'Bearer',
+        iss: 'https://as',
+        aud: 'x',
+        exp: 9,
+      },
+    });
+    const seen: ToolContext[] = [];
+    const tool = defineTool({
+      name: 'my_account',
+      description: 'The calling account.',
+      input: { section: z.string() },
+      handler: (args, ctx) => ok({ section: args.section, token: ctx.request.authInfo?.token }),
+    });
+    for (const authInfo of [bare('tok-alice'), bare('tok-bob'), copied('tok-alice'), copied('tok-bob')]) {
+      const caller = await serveTools([tool], { middleware: [recorder(seen)], authInfo });
+      expect(parseResultText(await caller.callTool('my_account', { section: 'billing' }))).toEqual({
+        ok: true,
+        section: 'billing',
+        token: authInfo.token,
+      });
+      await caller.close();
+    }
+    const ids = seen.map((ctx) => ctx.caller.id);
+    for (const id of ids)
+      expect(id).toMatch(/^client:https:\/\/app\.example\/client\.json#[A-Za-z0-9_-]{22}$/);
+    expect(new Set(ids).size).toBe(4);
+    expect(new Set(seen.map((ctx) => callKey(ctx))).size).toBe(4);
+    // The same token is the same caller on every call; without a client id it is still the token.
+    expect(identifyCaller(requestWith(bare('tok-alice'))).id).toBe(ids[0]);
+    const noClient = (value: string) =>
+      identifyCaller(requestWith({ token: value, scopes: [] } as unknown as AuthInfo)).id;
+    expect(noClient('tok-alice')).not.toBe(noClient('tok-bob'));
+    // An empty subject or claim names no one either.
+    const empty = (value: string) =>
+      identifyCaller(requestWith({ ...bare(value), extra: { sub: '', tenant: null } })).id;
+    expect(empty('tok-alice')).not.toBe(empty('tok-bob'));
+    // A claim about the holder still decides alone, as before: refreshed tokens keep one identity.
+    expect(identifyCaller(requestWith({ ...bare('tok-1'), extra: { customerId: 42 } })).id).toBe(
+      identifyCaller(requestWith({ ...bare('tok-2'), extra: { customerId: 42, exp: 5 } })).id,
+    );
+  });
+
   it('keeps issuer and subject apart: a | in either cannot make two callers one', () => {
     const id = (iss: string, sub: string) => identifyCaller(requestWith(token('portal', { iss, sub }))).id;
     expect(id('https://a', 'b|c')).not.toBe(id('https://a|b', 'c'));

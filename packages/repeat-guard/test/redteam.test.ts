@@ -216,6 +216,61 @@ describe('repeat-guard red team: callers never share cached answers (memory, one
     expect(m.structuredContent).not.toHaveProperty('note');
   });
 
+  // The SDK's own introspection example builds AuthInfo as `{ token, clientId: data.client_id, scopes,
+  // expiresAt, resource }`: no claims, so no subject. With a public client (a Client ID Metadata
+  // Document URL every installation shares) the client id names the app, not the person; and
+  // `client_id` is optional in an introspection answer (RFC 7662), so it may be missing too. The server
+  // then knows the person by the token alone (its own lookup), and so must every key.
+  const introspected = (token: string, clientId: string | undefined): AuthInfo =>
+    ({ token, clientId, scopes: ['mcp:tools'], expiresAt: 4_102_444_800 }) as AuthInfo;
+  const accounts: Record<string, string> = { 'tok-alice-7f3a': 'alice', 'tok-bob-91c2': 'bob' };
+  for (const [name, clientId] of [
+    ['two people behind one public client whose tokens carry no claims', 'https://app.example/client.json'],
+    ['two people whose tokens carry neither claims nor a client id', undefined],
+  ] as const) {
+    it(`keeps apart: ${name}`, async () => {
+      const runs: string[] = [];
+      const tool = defineTool({
+        name: 'my_account',
+        description: 'The calling account’s private data.',
+        input: { section: z.string() },
+        handler: async ({ section }, ctx) => {
+          const owner = accounts[ctx.request.authInfo?.token ?? ''] ?? 'nobody';
+          runs.push(owner);
+          return ok({ section, owner });
+        },
+      }) as ToolDefinition;
+      const guard = createRepeatGuard();
+      const alice = await serveTools([tool], {
+        middleware: [guard],
+        authInfo: introspected('tok-alice-7f3a', clientId),
+      });
+      const bob = await serveTools([tool], {
+        middleware: [guard],
+        authInfo: introspected('tok-bob-91c2', clientId),
+      });
+      open.push(alice, bob);
+      const args = { section: 'billing' };
+      expect((await alice.callTool('my_account', args)).structuredContent).toEqual({
+        ok: true,
+        section: 'billing',
+        owner: 'alice',
+      });
+      // Bob's answer is Bob's: never Alice's remembered result.
+      expect((await bob.callTool('my_account', args)).structuredContent).toEqual({
+        ok: true,
+        section: 'billing',
+        owner: 'bob',
+      });
+      // Alice's own repeat is answered from the cache: the guard was on during the attack.
+      expect((await alice.callTool('my_account', args)).structuredContent).toMatchObject({
+        owner: 'alice',
+        note: expect.stringMatching(/^Repeated call/),
+      });
+      expect(runs).toEqual(['alice', 'bob']);
+    });
+  }
+
   it('keeps bound values apart by type: a customer id bound as "1" and as 1 never share an answer', async () => {
     const runs: unknown[] = [];
     const tool = defineTool({
