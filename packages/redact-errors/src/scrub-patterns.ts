@@ -48,6 +48,9 @@ const HOST_TLDS =
 const IPV4_OCTET = '(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)';
 const IPV4 = `(?:${IPV4_OCTET}\\.){3}${IPV4_OCTET}`;
 const HEX = '[0-9A-Fa-f]{1,4}';
+// An IPv6 address's zone, and after it the port Node appends (`fe80::1%eth0:5432`): with a zone the
+// port cannot be read as one more group.
+const ZONE_PORT = '(?:%[\\w.-]+(?::\\d{1,5}(?![\\w:]))?)?';
 const LIBPQ_KEY = '(?:host|hostaddr|port|dbname|user|password|sslmode|application_name|connect_timeout)';
 // Optional `:port` and path after a host.
 const PORT_PATH = `(?::\\d{1,5})?(?:\\/${LAST_SEG})*`;
@@ -91,6 +94,15 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
   rule(
     'der-key',
     `(?:(?<![A-Za-z0-9+/])|(?<=\\\\[rn]))(?:MII${B64}{57,}|(?:MIG${B64}AgE[AB]|MHcCAQEE|MC4CAQAw)${B64}{40,})={0,2}(?:${B64_BREAK}${B64}+={0,2}(?=[ \\t]*(?:\\r?\\n|$)|\\\\{1,2}[rn]|\\\\{0,2}["'\`]))*`,
+    REDACTED,
+  ),
+  // The tail of a key whose BEGIN line was cut off (a message quoting the end of a command's output):
+  // the base64 lines right before `-----END … PRIVATE KEY-----` (indented, as in a YAML block, or
+  // after JSON's `\\n`), and that line. A match starts only at a run's first line (after no base64
+  // character or backslash, nor after one and a line break), so each run is scanned once.
+  rule(
+    'der-key',
+    `(?=${B64})(?:(?<![A-Za-z0-9+/=\\\\])|(?<=\\\\[rn]))(?<!${B64}={0,2}${B64_BREAK}[ \\t]{0,16})(?:${B64}+={0,2}${B64_BREAK}[ \\t]{0,16})+-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`,
     REDACTED,
   ),
   // `    at fn (/srv/app/x.js:10:5)`, `at new Promise (<anonymous>)`, `at com.x.Y.m(Y.java:12)`,
@@ -270,9 +282,13 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
     VERSION,
   ),
   rule('python-frame', '(?:\\r?\\n|^)[ \\t]*File "[^"\\n]+", line \\d+(?:, in [^\\n]*)?', ''),
-  rule('file-url', `\\bfile:\\/\\/${URL_BODY}`, PATH, 'gi'),
+  // `file:///srv/x`, and `file:/opt/app/x.yml` as Java's `File.toURI()` writes it (`jar:file:/…` too).
+  rule('file-url', `\\bfile:\\/${URL_BODY}`, PATH, 'gi'),
   rule('node-internal', `\\bnode:[\\w/]+${LINE_COL}`, PATH),
   rule('connection-url', `\\b${CONNECTION_SCHEMES}:\\/\\/${URL_BODY}`, CONNECTION, 'gi'),
+  // Any JDBC URL, also without `//`: `jdbc:oracle:thin:app/pw@db-primary:1521:ORCL`, `jdbc:sqlite:/x.db`
+  // (Java's DriverManager echoes it verbatim, credentials included: `No suitable driver found for …`).
+  rule('connection-url', `\\bjdbc:[a-z][a-z0-9]*:${URL_BODY}`, CONNECTION, 'gi'),
   // Not `\\b`: a match starts only where a scheme can (a run like `a.a.a.` was scanned from each dot).
   rule('url', `(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*:\\/\\/${URL_BODY}`, URL, 'gi'),
   // libpq keyword form: `host=db01 port=5432 dbname=orders user=app password=...` (two pairs or more).
@@ -376,6 +392,13 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
     `$1 $2 ${HOST}`,
   ),
   rule('hostname', '\\b(could not translate host name)[ \\t]+"[^"\\n]*"', `$1 ${HOST}`),
+  // libpq's failed connection names the host as given, the address it resolved to and the port:
+  // `connection to server at "db-primary" (10.0.0.5), port 5432 failed` (pg_dump, psql, psycopg).
+  rule(
+    'hostname',
+    '\\b(connection to server at)[ \\t]+"[^"\\n]*"(?:[ \\t]+\\([^()\\n]*\\))?(,[ \\t]*port)[ \\t]+\\d{1,5}(?!\\d)',
+    `$1 ${HOST}$2 ${HOST}`,
+  ),
   // Node's TLS check names the host asked for and every name the certificate holds.
   rule(
     'hostname',
@@ -397,13 +420,14 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
   // The port beside them, unquoted in JSON (`JSON.stringify(err)`: `"address":"10.0.0.5","port":5432`).
   rule('hostname', `\\b((?:port|localPort|remotePort)["']?[ \\t]*[:=][ \\t]*)\\d{1,5}(?!\\d)`, `$1${HOST}`),
   // IPv6: bracketed (`[2001:db8::1]:8443`), full, or compressed with `::` (`::1:5432`, `fe80::1%eth0`,
-  // `::ffff:10.0.0.1`, and with Node's port after a mapped address, `::ffff:10.0.0.1:5432`). Times such
+  // `::ffff:10.0.0.1`, and with Node's port after a mapped or zoned address, `::ffff:10.0.0.1:5432`,
+  // `fe80::1%eth0:5432`). Times such
   // as 12:30:45 have no `::` and fewer than eight groups.
   rule('ipv6', '\\[[0-9A-Fa-f]*:[0-9A-Fa-f:.]*(?:%[\\w.]+)?\\](?::\\d{1,5})?', HOST),
-  rule('ipv6', `(?<![\\w:.])(?:${HEX}:){7}${HEX}(?:%[\\w.]+)?(?![\\w:])`, HOST),
+  rule('ipv6', `(?<![\\w:.])(?:${HEX}:){7}${HEX}${ZONE_PORT}(?![\\w:])`, HOST),
   rule(
     'ipv6',
-    `(?<![\\w:.])(?=[0-9A-Fa-f:.]*[0-9A-Fa-f])(?:${HEX}(?::${HEX}){0,6})?::(?:(?:${HEX}:){0,6}${IPV4}(?::\\d{1,5}(?![\\w:]))?|${HEX}(?::${HEX}){0,6})?(?:%[\\w.]+)?(?![\\w:])`,
+    `(?<![\\w:.])(?=[0-9A-Fa-f:.]*[0-9A-Fa-f])(?:${HEX}(?::${HEX}){0,6})?::(?:(?:${HEX}:){0,6}${IPV4}(?::\\d{1,5}(?![\\w:]))?|${HEX}(?::${HEX}){0,6})?${ZONE_PORT}(?![\\w:])`,
     HOST,
   ),
   rule('ipv4', `(?<![\\w.])${IPV4}(?![\\w]|\\.\\d)${PORT_PATH}`, HOST),

@@ -110,6 +110,13 @@ describe('regular-expression denial of service', () => {
     ':\\na\\',
     '\\nC:\\a',
     'C:\\',
+    'a\n  ',
+    'n\\',
+    'a\n-----END PRIVATE KE',
+    'connection to server at "a" (',
+    'jdbc:a:',
+    'file:/',
+    'fe80::1%a:',
   ];
   const SUFFIXES = ['', '!', ' x', '\n', ':1', ')'];
   // Runs every default pattern over `text` in a fresh context with a watchdog: a pattern that
