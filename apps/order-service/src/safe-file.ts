@@ -1,27 +1,32 @@
 import { constants, type Stats } from 'node:fs';
-import { type FileHandle, lstat, open, readlink, realpath } from 'node:fs/promises';
+import { access, type FileHandle, lstat, open, readlink, realpath } from 'node:fs/promises';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 
 /**
  * The reference way for a file tool to open a file the model named, under one root, against a
  * concurrent attacker who can create, swap and link files inside that root.
  *
- * Node has no openat(), so a walk from a root descriptor with O_NOFOLLOW on each component is not
- * available. Instead: open first, then prove what was opened.
+ * Node has no openat(); on Linux, opening `/proc/self/fd/N/name` is the same lookup of `name` in the
+ * folder N holds. So: pick a candidate by name, open it one folder at a time from the root's
+ * descriptor, then prove what was opened.
  * 1. The name is checked lexically (relative, no NUL, no `..` out of the root) and resolved with
  *    realpath; the result must lie under the root's real path. This only picks a candidate: a link
  *    swapped in after it would otherwise win (check-then-open race).
  * 2. The candidate is lstat-ed (a FIFO or device is refused before it is ever opened: opening a
- *    device can have side effects) and opened O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY:
- *    a final component swapped to a symlink fails with ELOOP, a FIFO swapped in cannot block.
+ *    device can have side effects). On Linux each folder on its path is then opened
+ *    O_DIRECTORY | O_NOFOLLOW through its parent's descriptor, so a folder swapped for a link or a
+ *    file fails there (ELOOP, ENOTDIR) and nothing outside the root is ever opened, not even a
+ *    device to be refused afterwards. The file itself is opened O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+ *    O_NOCTTY: swapped to a symlink it fails with ELOOP, a FIFO swapped in cannot block, a socket
+ *    swapped in fails with ENXIO; each is a refusal.
  * 3. The descriptor is judged, not the name: fstat must say regular file, one link (a hard link
  *    shares the inode of a file outside the root and cannot be told apart by path), and on Linux
  *    the kernel's own path of the open file (`/proc/self/fd/N`, the dentry actually opened, which
- *    no later swap of a name changes) must lie under the root. A directory component swapped to a
- *    symlink between steps 1 and 2 therefore shows up as a path outside the root and is refused.
- *    Without /proc (macOS), the fallback compares the descriptor's dev+ino with an lstat of the
- *    candidate and re-runs realpath after opening; this narrows the window but, being by-name,
- *    cannot close it: run file tools on Linux when the root is writable by anyone untrusted.
+ *    no later swap of a name changes) must lie under the root. Without /proc (macOS) the whole
+ *    path is opened at once, so a folder swapped for a link can make it open a file outside the
+ *    root; the fallback then compares the descriptor's dev+ino with an lstat of the candidate and
+ *    re-runs realpath; this narrows the window but, being by-name, cannot close it: run file
+ *    tools on Linux when the root is writable by anyone untrusted.
  */
 
 export type SafeFileRefusalReason =
@@ -61,6 +66,8 @@ export interface OpenedFile {
 }
 
 const OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY;
+/** O_DIRECTORY fails on anything but a folder before the kernel opens it. */
+const FOLDER_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 
 /**
  * Opens `relativePath` under `root` for reading, or throws a `SafeFileRefusal`. `root` is trusted
@@ -81,11 +88,20 @@ export async function openUnderRoot(
   if (!before.isFile()) throw notRegular(before);
   let handle: FileHandle;
   try {
-    handle = await open(candidate, OPEN_FLAGS);
+    handle = await openFolderByFolder(realRoot, candidate);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ELOOP') throw new SafeFileRefusal('changed', 'the file became a symlink while opening');
+    if (code === 'ELOOP') {
+      throw new SafeFileRefusal('changed', 'the file or a folder on its path became a symlink while opening');
+    }
     if (code === 'ENOENT') throw new SafeFileRefusal('not_found', 'the file vanished while opening');
+    if (code === 'ENOTDIR') {
+      throw new SafeFileRefusal('changed', 'a folder on the path became a file while opening');
+    }
+    // What open() says of a socket (ENXIO) or a device without a driver (ENXIO, ENODEV) swapped in.
+    if (code === 'ENXIO' || code === 'ENODEV') {
+      throw new SafeFileRefusal('not_regular', 'a socket or device was swapped in while opening');
+    }
     throw error;
   }
   try {
@@ -151,6 +167,37 @@ async function candidateUnder(realRoot: string, relativePath: string): Promise<s
   if (!isUnderRoot(realRoot, real))
     throw new SafeFileRefusal('outside_root', 'the path resolves outside the root');
   return real;
+}
+
+/**
+ * Opens `candidate` (a real path under `realRoot`) through the descriptor of each folder on its way
+ * (step 2 above); without /proc, by its whole path.
+ */
+async function openFolderByFolder(realRoot: string, candidate: string): Promise<FileHandle> {
+  if (!(await hasProcFd())) return open(candidate, OPEN_FLAGS);
+  const names = relative(realRoot, candidate).split(sep);
+  const file = names.pop() ?? '';
+  let folder = await open(realRoot, FOLDER_FLAGS);
+  try {
+    for (const name of names) {
+      const next = await open(`/proc/self/fd/${folder.fd}/${name}`, FOLDER_FLAGS);
+      await folder.close();
+      folder = next;
+    }
+    return await open(`/proc/self/fd/${folder.fd}/${file}`, OPEN_FLAGS);
+  } finally {
+    await folder.close();
+  }
+}
+
+let procFd: Promise<boolean> | undefined;
+
+function hasProcFd(): Promise<boolean> {
+  procFd ??= access('/proc/self/fd').then(
+    () => true,
+    () => false,
+  );
+  return procFd;
 }
 
 async function verifyOpened(

@@ -5,6 +5,10 @@ import * as z from 'zod';
 import { isUnderRoot, readFileUnderRoot, SafeFileRefusal } from '../safe-file.js';
 
 export const SEARCH_DOCS_MAX_TOP_K = 5;
+/** Longest `text` of one hit: a longer line is cut around its first match, `…` marking each cut. */
+export const SEARCH_DOCS_MAX_TEXT = 240;
+/** How much of a cut line is kept before its first match. */
+const TEXT_BEFORE_MATCH = 60;
 const DEFAULT_TOP_K = 3;
 const MAX_FILE_BYTES = 1024 * 1024;
 const DEFAULT_MAX_FILES = 200;
@@ -63,7 +67,8 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
       'Keyword search over the refund, shipping and returns policy documents. Use it to answer policy questions ' +
       '(refund windows, delivery times, return rules) with the exact wording and where it stands. ' +
       'Not for order data: use search_orders or get_order_status for that. ' +
-      `Returns file, line and text of the best matching lines; top_k defaults to ${DEFAULT_TOP_K}, at most ${SEARCH_DOCS_MAX_TOP_K}.`,
+      `Returns file, line and text of the best matching lines (a long line cut to ${SEARCH_DOCS_MAX_TEXT} characters around the match); ` +
+      `top_k defaults to ${DEFAULT_TOP_K}, at most ${SEARCH_DOCS_MAX_TOP_K}.`,
     input: {
       query: z.string().max(200).describe('Keywords to look for, e.g. "refund days". Not empty.'),
       top_k: z
@@ -136,7 +141,8 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
         }
         text.split('\n').forEach((lineText, index) => {
           const score = scoreLine(lineText, terms);
-          if (score > 0) hits.push({ file: name, line: index + 1, text: lineText.trim(), score });
+          if (score > 0)
+            hits.push({ file: name, line: index + 1, text: excerpt(lineText.trim(), terms), score });
         });
       }
       hits.sort((a, b) => b.score - a.score || a.file.localeCompare(b.file) || a.line - b.line);
@@ -174,6 +180,34 @@ function scoreLine(line: string, terms: readonly string[]): number {
   for (const term of terms)
     if (words.has(term) || [...words].some((word) => word.startsWith(term))) score += 1;
   return score;
+}
+
+/**
+ * `line` when it is short; otherwise SEARCH_DOCS_MAX_TEXT characters around its first match. A
+ * document may hold a line of up to a megabyte (an inlined image, control bytes that JSON escapes
+ * sixfold): returned whole, five of them flood the model's context, and one can push the answer past
+ * the 10 MiB a stdio client accepts in one message.
+ */
+function excerpt(line: string, terms: readonly string[]): string {
+  if (line.length <= SEARCH_DOCS_MAX_TEXT) return line;
+  let match = 0;
+  for (const word of line.matchAll(/[\p{L}\p{N}]+/gu)) {
+    const lower = word[0].toLowerCase();
+    if (terms.some((term) => lower.startsWith(term))) {
+      match = word.index;
+      break;
+    }
+  }
+  let start = Math.max(0, Math.min(match - TEXT_BEFORE_MATCH, line.length - SEARCH_DOCS_MAX_TEXT));
+  let end = start + SEARCH_DOCS_MAX_TEXT;
+  // Never split a surrogate pair.
+  if (isLowSurrogate(line.charCodeAt(start))) start += 1;
+  if (isLowSurrogate(line.charCodeAt(end))) end -= 1;
+  return `${start > 0 ? '…' : ''}${line.slice(start, end)}${end < line.length ? '…' : ''}`;
+}
+
+function isLowSurrogate(code: number): boolean {
+  return code >= 0xdc00 && code <= 0xdfff;
 }
 
 async function realpathOrUndefined(path: string): Promise<string | undefined> {
