@@ -16,6 +16,9 @@ export interface CheckedRequirement {
 const REQUIREMENT_KEYS = new Set(['scopes', 'anyOf', 'claims', 'check']);
 const NO_SCOPES: readonly string[] = Object.freeze([]);
 const MET: Verdict = Object.freeze({ allow: true, reason: 'requirement met' });
+const EXPIRED: Verdict = Object.freeze({ allow: false, reason: 'token expired', missingScopes: NO_SCOPES });
+// The JWT verifier's default clock tolerance: a token it has just accepted is not refused here.
+const EXPIRY_SKEW_SEC = 5;
 
 /** Validates a requirement where it is configured, so a typo fails at startup, not as an open door. */
 export function checkRequirement(value: unknown, where: string): CheckedRequirement {
@@ -70,9 +73,10 @@ function scopeList(value: unknown, where: string): readonly string[] {
 }
 
 /**
- * Checks a requirement against a caller's token (scopes, then anyOf, then claims, then check; the
- * first failure decides). A caller without a token has no scopes and no claims. Runs twice per call
- * (canSee, then the middleware), so the allowed path allocates nothing.
+ * Checks a requirement against a caller's token (expiry, scopes, then anyOf, then claims, then check;
+ * the first failure decides). A caller without a token has no scopes and no claims; an expired token
+ * passes no requirement, not even `{}`. Runs twice per call (canSee, then the middleware), so the
+ * allowed path allocates nothing.
  */
 export function evaluate(
   requirement: CheckedRequirement,
@@ -81,6 +85,9 @@ export function evaluate(
   request: AccessRequest['request'],
 ): Verdict {
   const auth = request.authInfo;
+  // Nothing in the SDK's transports or core checks expiry after the verifier; a verifier that skips it
+  // or caches its answers would otherwise keep a dead token's rights alive.
+  if (auth != null && isExpired(auth.expiresAt)) return EXPIRED;
   // Only an array counts: a raw `scope` string from another verifier would match by substring
   // (`orders:readonly` would hold `orders:read`).
   const held = Array.isArray(auth?.scopes) ? auth.scopes : NO_SCOPES;
@@ -110,6 +117,14 @@ export function evaluate(
     return { allow: false, reason: 'check refused', missingScopes: NO_SCOPES };
   }
   return MET;
+}
+
+// `expiresAt` is in seconds; absent (or null) means the token does not expire (static tokens). Present
+// but not a number (NaN, a string) fails closed.
+function isExpired(expiresAt: unknown): boolean {
+  return (
+    expiresAt != null && !(typeof expiresAt === 'number' && expiresAt + EXPIRY_SKEW_SEC >= Date.now() / 1000)
+  );
 }
 
 // Own claims only: a token without a `constructor` claim must read undefined, not Object's.

@@ -21,7 +21,8 @@ export type ClaimPredicate = (value: unknown) => boolean;
 
 /**
  * What a caller must hold to see and call a tool. Every part given must pass (scopes AND anyOf AND
- * claims AND check); `{}` lets every caller through, including one without a token.
+ * claims AND check); `{}` lets every caller through, including one without a token (an expired token
+ * passes nothing).
  */
 export interface ToolRequirement {
   /** Scopes the token must carry, all of them. @default [] */

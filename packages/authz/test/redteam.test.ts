@@ -9,7 +9,7 @@ import {
   type ToolMiddleware,
 } from '@toolgate/core';
 import { expectFailure, serveTools } from '@toolgate/core/testing';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import * as z from 'zod';
 import { AUTHZ_META_KEY, type AuthzOptions, createAuthz, createJwtVerifier } from '../src/index.js';
 import { ISSUER, type Issuer, RESOURCE, startIssuer } from './fixtures.js';
@@ -253,6 +253,76 @@ describe('tool names a client chooses', () => {
     expect(await listed(client)).toEqual([]);
     expect(await callError(client, 'refund', { orderId: 1 })).toContain('Unknown tool: refund');
     expect(refund.runs.count + read.runs.count).toBe(0);
+  });
+});
+
+describe('expired tokens', () => {
+  const now = () => Math.floor(Date.now() / 1000);
+  /** A token holding every scope, as a verifier that does not check expiry (or caches answers) hands it on. */
+  const writer = (expiresAt: unknown): AuthInfo => ({
+    ...token(['orders:read', 'orders:write', 'payments']),
+    expiresAt: expiresAt as number,
+  });
+
+  it('a token whose expiresAt has passed opens no tool, not even one that requires nothing', async () => {
+    const options: AuthzOptions = {
+      ...OPTIONS,
+      tools: { ...OPTIONS.tools, get_order_status: { require: {} } },
+    };
+    for (const expiresAt of [now() - 3600, now() - 60, Number.NaN, String(now() + 3600)]) {
+      const client = await serve(options, writer(expiresAt));
+      expect(await listed(client)).toEqual([]);
+      expect(await callError(client, 'refund', { orderId: 1 })).toBe(
+        'McpError: MCP error -32602: Unknown tool: refund',
+      );
+      expect(await callError(client, 'get_order_status', { orderId: 1 })).toBe(
+        'McpError: MCP error -32602: Unknown tool: get_order_status',
+      );
+      expect(client.decisions).toEqual([
+        [{ by: 'authz', action: 'hide', reason: 'token expired' }],
+        [{ by: 'authz', action: 'hide', reason: 'token expired' }],
+      ]);
+    }
+    expect(refund.runs.count + read.runs.count).toBe(0);
+
+    // Refuse mode keeps the tool listed and refuses naming nothing: no scope would help.
+    const refusing = await serve({ ...OPTIONS, mode: 'refuse' }, writer(now() - 3600));
+    const result = await refusing.callTool('refund', { orderId: 1 });
+    expect(expectFailure(result)).toEqual({
+      ok: false,
+      error: 'permission_denied',
+      message: 'You may not call refund.',
+      hint: 'This call is not allowed for this user. Do not retry; tell the user it cannot be done here.',
+      retryable: false,
+    });
+    expect(result._meta?.[AUTHZ_META_KEY]).toBeUndefined();
+    expect(refusing.decisions).toEqual([[{ by: 'authz', action: 'deny', reason: 'token expired' }]]);
+    expect(refund.runs.count).toBe(0);
+
+    // The same token before it expires, and one without expiresAt (a static token), keep their rights.
+    for (const expiresAt of [now() + 300, undefined]) {
+      const client = await serve(OPTIONS, writer(expiresAt));
+      expect(await listed(client)).toEqual(['refund', 'get_order_status']);
+      expect(await client.callToolJson('refund', { orderId: 2 })).toEqual({
+        ok: true,
+        tool: 'refund',
+        orderId: 2,
+      });
+    }
+  });
+
+  it('allows the verifier’s default 5 s of clock skew past expiresAt, and not a second more', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(new Date('2026-12-01T12:00:00Z'));
+      const nowSec = Date.parse('2026-12-01T12:00:00Z') / 1000;
+      const withinSkew = await serve(OPTIONS, writer(nowSec - 5));
+      expect(await listed(withinSkew)).toEqual(['refund', 'get_order_status']);
+      const pastSkew = await serve(OPTIONS, writer(nowSec - 6));
+      expect(await listed(pastSkew)).toEqual([]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
 
