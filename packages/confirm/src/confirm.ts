@@ -212,8 +212,13 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     opts: Readonly<ConfirmToolOptions>,
   ): Promise<ToolResult> => {
     const token = carriedConfirmation(ctx);
-    const page = pages !== undefined && ctx.server.supports('elicitation.url');
-    if (opts.pageOnly && (token !== undefined || !page)) return pageRequired(ctx, token !== undefined);
+    const pageable = pages !== undefined && ctx.server.supports('elicitation.url');
+    // A caller the page cannot tell from other users of its client confirms as a client without the
+    // page would (a pageOnly tool is refused).
+    const page = pageable && pages.knowsPerson(ctx);
+    if (opts.pageOnly && (token !== undefined || !page)) {
+      return pageRequired(ctx, token !== undefined ? 'carried' : pageable ? 'no person' : 'no page');
+    }
     if (token !== undefined) return withConfirmation(ctx, next, token);
     const tool = ctx.tool ?? { name: ctx.toolName, title: undefined };
     const prompt = renderPrompt(tool, coveredArguments(ctx.args), opts.describe, opts.maxPromptChars);
@@ -270,7 +275,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
       } catch (error) {
         // The client lost the ability meanwhile: two steps, unless only the page counts.
         if (isToolError(error) && error.code === 'unavailable') {
-          return opts.pageOnly ? pageRequired(ctx, false) : required(ctx, opts, prompt);
+          return opts.pageOnly ? pageRequired(ctx, 'no page') : required(ctx, opts, prompt);
         }
         decide(ctx, 'refused', shown.digest, isToolError(error) ? error.code : 'elicitation failed');
         throw error;
@@ -317,20 +322,30 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
    * A `pageOnly` tool the person cannot confirm on the page: this client cannot open it, or the call
    * carries a two-step confirmation (which only the model vouches for). Nothing is asked, nothing runs.
    */
-  const pageRequired = (ctx: ToolContext, carried: boolean): ToolResult => {
-    decide(ctx, 'refused', '', carried ? 'page only' : 'no page');
-    return carried
-      ? fail('permission_denied', 'This tool is confirmed on the confirmation page only.', {
-          hint: `Call ${ctx.toolName} again without a confirmation: the user will be sent to the confirmation page.`,
-        })
-      : fail(
-          'unavailable',
-          'This action needs the user to confirm on a confirmation page, which this client cannot open.',
-          {
-            hint: 'Nothing was done. Tell the user this needs an MCP client that supports URL elicitation; do not try another way.',
-            retryable: false,
-          },
-        );
+  const pageRequired = (ctx: ToolContext, why: 'carried' | 'no person' | 'no page'): ToolResult => {
+    decide(ctx, 'refused', '', why === 'carried' ? 'page only' : why);
+    if (why === 'carried') {
+      return fail('permission_denied', 'This tool is confirmed on the confirmation page only.', {
+        hint: `Call ${ctx.toolName} again without a confirmation: the user will be sent to the confirmation page.`,
+      });
+    }
+    if (why === 'no person') {
+      return fail(
+        'permission_denied',
+        'This action needs the user to confirm on a confirmation page, and this sign-in does not say who the user is.',
+        {
+          hint: 'Nothing was done. Tell the user this needs them signed in with an account of their own; do not try another way.',
+        },
+      );
+    }
+    return fail(
+      'unavailable',
+      'This action needs the user to confirm on a confirmation page, which this client cannot open.',
+      {
+        hint: 'Nothing was done. Tell the user this needs an MCP client that supports URL elicitation; do not try another way.',
+        retryable: false,
+      },
+    );
   };
 
   const declined = (ctx: ToolContext, digest: string, reason: string): ToolResult => {

@@ -42,7 +42,8 @@ export interface ConfirmUrlOptions {
   /**
    * Who may read and answer a call's confirmation: a string from the call that your page produces for
    * the person it signed in (pass it as `principal`). Servers that trust several issuers include the
-   * issuer (`${iss} ${sub}`), so equal subjects of two issuers are not one person. @default principalOf(ctx) (the token's sub, else its client id)
+   * issuer (`${iss} ${sub}`), so equal subjects of two issuers are not one person. @default principalOf(ctx) (the token's sub; a
+   * token without one, whose client id may be shared by every user of an app, is not sent to the page)
    */
   person?: (ctx: ToolContext) => string | undefined;
   /**

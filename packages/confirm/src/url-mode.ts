@@ -212,7 +212,14 @@ export function createUrlConfirmations(store: BoundedStore, url: ConfirmUrlOptio
     return stored.expiresAt > Date.now() ? stored : undefined;
   };
 
-  return { prepare, save, wait, end, pending, answer };
+  /**
+   * Whether the page can tell who may answer this call. With the default `person`, a token without a
+   * subject cannot say: its client id names an app every user of a public client shares, so anyone
+   * that app signs in on the page would pass as the caller. `url.person` given: the author decides.
+   */
+  const knowsPerson = (ctx: ToolContext): boolean => url.person !== undefined || ctx.caller.kind !== 'client';
+
+  return { prepare, save, wait, end, pending, answer, knowsPerson };
 }
 
 /** A call without a principal is answered without one: then the page address alone decides (see the README). */

@@ -378,6 +378,113 @@ describe('confirm: URL mode (the person answers on the server’s page)', () => 
     ).toThrow(/url\.person must be a function/);
   });
 
+  describe('a token that does not say who holds it (no subject: the client id names an app all its users share)', () => {
+    const app = 'https://app.example/client.json';
+    const serveApp = async (
+      token: string,
+      confirm: ConfirmMiddleware,
+      tool: ReturnType<typeof refundTool>['tool'],
+      onElicit: (params: ElicitRequest['params']) => ElicitResult | Promise<ElicitResult>,
+    ) => {
+      const client = await serveTools([tool], {
+        middleware: [confirm],
+        authInfo: { token, clientId: app, scopes: [] },
+        elicitUrl: true,
+        onElicit,
+      });
+      closers.push(() => client.close());
+      return client;
+    };
+
+    it('is never sent to the page by the default person, where another user of the app would pass as the caller: asked by form', async () => {
+      const { tool, runs } = refundTool();
+      const confirm = createConfirm({
+        secret: SECRET,
+        tools: { create_refund: { elicitTimeoutMs: 2000 } },
+        url: { build: ({ id }) => `https://page.example/c/${id}`, pollMs: 20 },
+      });
+      const asked: ElicitRequest['params'][] = [];
+      const alice = await serveApp('tok-alice', confirm, tool, (params) => {
+        asked.push(params);
+        return { action: 'accept', content: {} };
+      });
+      expect(
+        (await alice.callTool('create_refund', { order_id: 'A-1', amount: 25 })).structuredContent,
+      ).toEqual({
+        ok: true,
+        refund_id: 'R-1',
+      });
+      expect(asked.map((params) => params.mode ?? 'form')).toEqual(['form']);
+      expect(runs.count).toBe(1);
+    });
+
+    it('a pageOnly tool is refused for it, nothing asked or run', async () => {
+      const { tool, runs } = refundTool();
+      const decisions: PolicyDecision[][] = [];
+      const confirm = createConfirm({
+        secret: SECRET,
+        tools: { create_refund: { pageOnly: true } },
+        url: { build: ({ id }) => `https://page.example/c/${id}`, pollMs: 20 },
+      });
+      const asked: unknown[] = [];
+      const client = await serveTools([tool], {
+        middleware: [decisionsOf(decisions), confirm],
+        authInfo: { token: 'tok-alice', clientId: app, scopes: [] },
+        elicitUrl: true,
+        onElicit: (params) => {
+          asked.push(params);
+          return { action: 'accept' };
+        },
+      });
+      closers.push(() => client.close());
+      expect(expectFailure(await client.callTool('create_refund', { order_id: 'A-1', amount: 25 }))).toEqual({
+        ok: false,
+        error: 'permission_denied',
+        message:
+          'This action needs the user to confirm on a confirmation page, and this sign-in does not say who the user is.',
+        hint: 'Nothing was done. Tell the user this needs them signed in with an account of their own; do not try another way.',
+        retryable: false,
+      });
+      expect(decisions).toEqual([
+        [{ by: 'confirm', action: 'refused', reason: 'no person', detail: { digest: '' } }],
+      ]);
+      expect(asked).toEqual([]);
+      expect(runs.count).toBe(0);
+    });
+
+    it('with url.person the server says who it is, and the page is used: another user of the app is forbidden', async () => {
+      const { tool, runs } = refundTool();
+      const confirm = createConfirm({
+        secret: SECRET,
+        tools: { create_refund: { elicitTimeoutMs: 2000 } },
+        // The server knows whose token it is (its own session table, say).
+        url: {
+          build: ({ id }) => `https://page.example/c/${id}`,
+          pollMs: 20,
+          person: (ctx) => (ctx.request.authInfo?.token === 'tok-alice' ? 'alice' : undefined),
+        },
+      });
+      const outcomes: unknown[] = [];
+      const alice = await serveApp('tok-alice', confirm, tool, (params) => {
+        const id = (params as { elicitationId: string }).elicitationId;
+        void (async () => {
+          await sleep(30);
+          outcomes.push(await confirm.answer(id, { approve: true, principal: app }));
+          outcomes.push(await confirm.answer(id, { approve: true, principal: 'alice' }));
+        })();
+        return { action: 'accept' };
+      });
+      expect(
+        (await alice.callTool('create_refund', { order_id: 'A-1', amount: 25 })).structuredContent,
+      ).toEqual({
+        ok: true,
+        refund_id: 'R-1',
+      });
+      expect(outcomes).toEqual(['forbidden', 'recorded']);
+      expect(runs.count).toBe(1);
+    });
+  });
+
   describe('url.maxOpenPerCaller: how many confirmations one caller may have waiting', () => {
     const tooMany = {
       ok: false,
