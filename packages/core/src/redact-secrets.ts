@@ -33,8 +33,10 @@ export interface SecretPattern {
 // Key names whose value is a secret in `key=value`, `key: value`, `"key":"value"` and header form. The
 // name must END in one of these words (`dbPassword`, `x_api_key`, `_authToken`, `SharedAccessKey`), so
 // `max_tokens: 1500`, `token_count=3` and `passwordless` stay; short words must be the whole name.
+// `pass` ends a name only after a separator (`DB_PASS`, `smtp.pass`, not `bypass` or `compass`); Rails'
+// `SECRET_KEY_BASE` ends in `base`; `api key` may be written with a space (`invalid api key: ...`).
 const SECRET_KEY_SUFFIX =
-  '(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|account[_-]?key|client[_-]?secret|credentials?|signature|session[_-]?(?:id|key))';
+  '(?:password|passwd|passphrase|secret|token|api[ _-]?key|access[_-]?key|secret[_-]?key(?:[_-]?base)?|private[_-]?key|account[_-]?key|client[_-]?secret|credentials?|signature|session[_-]?(?:id|key)|[_.-]pass)';
 const SECRET_KEY_WHOLE = '(?:pass|pwd|pin|sig|_auth)';
 // The key as written: an optional prefix of name characters, the secret word, an optional closing
 // quote (JSON, also escaped as `\"` when JSON sits inside a JSON string, or URL-encoded as `%22`), then
@@ -204,6 +206,10 @@ export const WHOLE_SECRET_KEYS: readonly string[] = [
   'cvc',
 ];
 
+// Between two words of a key: `-`, `_`, `.` or spaces, or a lower-case letter or digit before a capital.
+const WORD_BREAK = /[-_.\s]+|(?<=[a-z0-9])(?=[A-Z])/;
+const LAST_WORD_SECRETS = new Set(WHOLE_SECRET_KEYS.filter((name) => name !== 'auth'));
+
 /**
  * Whether a key name holds a secret: `keys` fragments (default `DEFAULT_SECRET_KEYS`) matched as
  * substrings, and `WHOLE_SECRET_KEYS` as the whole name, after folding compatibility forms (full-width
@@ -217,7 +223,11 @@ export function createSecretKeyMatcher(
   const whole = new Set(WHOLE_SECRET_KEYS);
   return (key) => {
     const normal = normaliseKey(key);
-    return whole.has(normal) || fragments.some((fragment) => normal.includes(fragment));
+    if (whole.has(normal) || fragments.some((fragment) => normal.includes(fragment))) return true;
+    // A short name as the last word of a longer one: `DB_PASS`, `smtpPass`, `card.pin` (`auth` only
+    // whole: `require_auth` is a flag).
+    const last = key.split(WORD_BREAK).at(-1);
+    return last !== undefined && last.length < key.length && LAST_WORD_SECRETS.has(normaliseKey(last));
   };
 }
 

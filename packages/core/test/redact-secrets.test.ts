@@ -88,6 +88,13 @@ const SECRETS: readonly (readonly [string, string])[] = [
     'cookie jar connect.sid=s%3Aabc123.def456; JSESSIONID=9F8E7D6C5B4A; PHPSESSID=abc123def',
     `cookie jar connect.sid=${R}; JSESSIONID=${R}; PHPSESSID=${R}`,
   ],
+  // `_PASS` names of docker-compose files and env dumps, Rails' secret_key_base, `api key` with a space.
+  [
+    'env DB_PASS=hunter2 SMTP_PASS: mail-Pw-77 redis.pass=r3d1s',
+    `env DB_PASS=${R} SMTP_PASS: ${R} redis.pass=${R}`,
+  ],
+  ['{"SECRET_KEY_BASE":"9f2c41d7e8a0b3"}', `{"SECRET_KEY_BASE":"${R}"}`],
+  ['401: invalid api key: sk-proj-short1', `401: invalid api key: ${R}`],
 ];
 
 // Ordinary text a model reads: none of it may change.
@@ -102,6 +109,7 @@ const ORDINARY: readonly string[] = [
   'Refund RF-2026-0042 of 12.50 EUR was approved by Ann at 14:30.',
   'Basic questions go to support; basic plan, basic tier and basic auth are off. Bearer bonds 2026.',
   'The session id is shown on the page; sessionid cookies are cleared on sign-out.',
+  'bypass: off, compass: north, the by-pass road is open. The API key page lists your keys.',
 ];
 
 describe('redactSecrets', () => {
@@ -133,6 +141,14 @@ describe('redactSecrets', () => {
         author: 'bob',
         design: 'blue',
         pinned: true,
+        // As the last word of a longer name (env names, camelCase), but `auth` only whole.
+        DB_PASS: 'hunter2',
+        smtpPass: 'mail-pw',
+        'card.pin': '4921',
+        bypass: 'off',
+        compass: 'north',
+        require_auth: true,
+        pinCode: 'keep-me',
       }),
     ).toEqual({
       pwd: REDACTED,
@@ -145,6 +161,13 @@ describe('redactSecrets', () => {
       author: 'bob',
       design: 'blue',
       pinned: true,
+      DB_PASS: REDACTED,
+      smtpPass: REDACTED,
+      'card.pin': REDACTED,
+      bypass: 'off',
+      compass: 'north',
+      require_auth: true,
+      pinCode: 'keep-me',
     });
   });
 
