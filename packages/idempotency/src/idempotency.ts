@@ -1,14 +1,17 @@
+import { randomUUID } from 'node:crypto';
 import {
   boundStore,
   createMemoryStore,
   fail,
   isPassThrough,
   isStoreFullError,
+  isToolResult,
   type NextFn,
   optInTools,
   outcomeOf,
   raceAbort,
   resolveToolOptions,
+  runDetached,
   type ToolContext,
   type ToolMiddleware,
   type ToolResult,
@@ -30,7 +33,13 @@ export type IdempotencyMiddleware = ToolMiddleware & {
   close(): Promise<void>;
 };
 
-type StoredCall = { s: 'running'; a: string } | { s: 'done'; a: string; r: ToolResult };
+/** Lost claims being removed at once; more are left to expire with claimTtlMs. */
+const MAX_LOST_CLAIMS = 1000;
+const LOST_CLAIM_MAX_DELAY_MS = 5000;
+
+// `c`: the claiming call's own token, so a call whose claim write landed with its answer lost (a cut
+// connection, a late reply, a client that resent the write) knows the claim it finds is its own.
+type StoredCall = { s: 'running'; a: string; c?: string } | { s: 'done'; a: string; r: ToolResult };
 
 interface Flight {
   readonly args: string;
@@ -135,7 +144,19 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
       throw error;
     }
     if (result.isError === true && !(opts.storeFailures && isOutcome(result))) {
-      await release(ctx, keys);
+      // A call that timed out (core answered a cancelled call without its handler, or a deadline further
+      // in answered for it) may still be running its side effect, or have done it: its claim stays until
+      // claimTtlMs, so a retry never runs beside it.
+      if (outcomeOf(result) === 'timeout') {
+        ctx.decisions.push({
+          by: 'idempotency',
+          action: 'held',
+          reason: 'timed out',
+          detail: { key: keys.digest },
+        });
+      } else {
+        await release(ctx, keys);
+      }
       return result;
     }
     const stored: StoredCall = { s: 'done', a: keys.args, r: result };
@@ -151,6 +172,45 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     return result;
   };
 
+  const holdsToken = async (ctx: ToolContext, keys: CallKeys, token: string): Promise<boolean> => {
+    try {
+      const stored = parseStored((await bounded.get(keys.storeKey, ctx.signal)) ?? '');
+      return stored?.s === 'running' && stored.c === token;
+    } catch {
+      return false;
+    }
+  };
+
+  const lostClaims = new Set<ReturnType<typeof setTimeout>>();
+  const removeLostClaim = (keys: CallKeys, token: string, expires: number): void => {
+    // During an outage every call lands here: past MAX_LOST_CLAIMS at once, a claim is left to expire
+    // (claimTtlMs), so an outage never turns into a crowd of timers and a burst of reads at recovery.
+    if (lostClaims.size >= MAX_LOST_CLAIMS) return;
+    let delay = pollIntervalMs;
+    const attempt = async (): Promise<void> => {
+      // Stops well before the claim could have expired and been made again by another call.
+      if (Date.now() + 2 * storeTimeoutMs >= expires) return;
+      try {
+        const stored = parseStored((await bounded.get(keys.storeKey)) ?? '');
+        if (stored?.s === 'running' && stored.c === token) await bounded.delete(keys.storeKey);
+      } catch {
+        // The store still does not answer: tried again less and less often (up to every 5 s).
+        delay = Math.min(delay * 2, LOST_CLAIM_MAX_DELAY_MS);
+        schedule();
+      }
+    };
+    const schedule = (): void => {
+      const timer = setTimeout(() => {
+        lostClaims.delete(timer);
+        void attempt();
+      }, delay);
+      timer.unref();
+      lostClaims.add(timer);
+    };
+    // Outside the call: it outlives the call's answer, and belongs to no call's trace.
+    runDetached(schedule);
+  };
+
   const release = async (ctx: ToolContext, keys: CallKeys): Promise<void> => {
     await bounded.delete(keys.storeKey).catch((error: unknown) => {
       bounded.failed('delete', error, ctx.logger, 'a failed call keeps its claim until claimTtlMs');
@@ -164,12 +224,22 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     opts: IdempotencyToolOptions,
   ): Promise<ToolResult> => {
     const waitUntil = Date.now() + opts.claimTtlMs;
-    const running = JSON.stringify({ s: 'running', a: keys.args } satisfies StoredCall);
+    const token = randomUUID();
+    const running = JSON.stringify({ s: 'running', a: keys.args, c: token } satisfies StoredCall);
     for (;;) {
       let claimed: boolean;
       try {
         claimed = await bounded.setIfAbsent(keys.storeKey, running, opts.claimTtlMs, ctx.signal);
       } catch (error) {
+        // The write may have landed with its answer lost: a claim that holds this call's token is its own.
+        if (!isStoreFullError(error)) {
+          if (!ctx.signal.aborted && (await holdsToken(ctx, keys, token))) {
+            return runClaimed(ctx, next, keys, opts);
+          }
+          // This call will not run under it: once the store answers, a claim of its own is removed, so
+          // retries are not kept waiting for claimTtlMs by a call that is not running.
+          removeLostClaim(keys, token, Date.now() + opts.claimTtlMs);
+        }
         return storeDown(ctx, keys, opts, next, 'setIfAbsent', error);
       }
       if (claimed) return runClaimed(ctx, next, keys, opts);
@@ -181,8 +251,13 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
       }
       if (text !== undefined) {
         const stored = parseStored(text);
-        if (stored !== undefined && stored.a !== keys.args) return otherArguments(ctx, keys);
-        if (stored?.s === 'done') return replay(ctx, keys, stored.r, 'replayed');
+        // Damaged, or written by something else: whether the call ran cannot be read, so it is treated
+        // as a store that cannot be read (never polled until claimTtlMs, never run over it).
+        if (stored === undefined) return storeDown(ctx, keys, opts, next, 'get', new UnreadableEntryError());
+        if (stored.a !== keys.args) return otherArguments(ctx, keys);
+        // This call's own claim, written by a resent write after its first answer was lost.
+        if (stored.s === 'running' && stored.c === token) return runClaimed(ctx, next, keys, opts);
+        if (stored.s === 'done') return replay(ctx, keys, stored.r, 'replayed');
         if (Date.now() >= waitUntil) return stillRunning(ctx, keys, pollIntervalMs);
         await sleep(pollIntervalMs, ctx.signal);
       }
@@ -226,6 +301,8 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     }
   };
   middleware.close = async () => {
+    for (const timer of lostClaims) clearTimeout(timer);
+    lostClaims.clear();
     bounded.flush();
     if (given === undefined) await store.close?.();
   };
@@ -280,12 +357,27 @@ function stillRunning(ctx: ToolContext, keys: CallKeys, pollIntervalMs: number):
   });
 }
 
+/** A stored claim or result, or undefined when the text is neither (damaged, or another writer's). */
 function parseStored(text: string): StoredCall | undefined {
+  let value: Partial<Record<'s' | 'a' | 'c' | 'r', unknown>>;
   try {
-    const value = JSON.parse(text) as StoredCall;
-    return typeof value === 'object' && value !== null && typeof value.a === 'string' ? value : undefined;
+    value = JSON.parse(text);
   } catch {
     return undefined;
+  }
+  if (typeof value !== 'object' || value === null || typeof value.a !== 'string') return undefined;
+  if (value.s === 'running' && (value.c === undefined || typeof value.c === 'string')) {
+    return value as StoredCall;
+  }
+  if (value.s === 'done' && isToolResult(value.r)) return value as StoredCall;
+  return undefined;
+}
+
+/** What the log shows for an entry that is not a claim or result this middleware wrote (never its text). */
+class UnreadableEntryError extends Error {
+  constructor() {
+    super('idempotency: the stored entry is not a claim or result this middleware can read');
+    this.name = 'UnreadableEntryError';
   }
 }
 
