@@ -15,17 +15,19 @@ import type { RateLimitMiddleware, RateLimitOptions, RedisRateLimitClient, ToolR
 
 const WHERE = 'createRateLimit';
 
-/** The limits of one tool, split into the caller's own and the shared ones. */
+/** The limits of one tool, split into the caller's own, the tool's (all callers) and the global ones. */
 interface Plan {
   readonly caller: readonly Limit[];
-  readonly shared: readonly Limit[];
+  readonly tool: readonly Limit[];
+  readonly global: readonly Limit[];
 }
 
 /**
  * Limits tool calls per caller, per caller and tool, per tool and globally, several at once: a call
  * runs only when every limit that applies allows it, and the limit that frees last answers
- * `rate_limited`. The caller's own limits are counted first; shared limits (tool, global) only count
- * calls the caller's limits let through, so one caller's refused calls never spend everyone's budget.
+ * `rate_limited`. The caller's own limits are counted first, then the tool's, then the global ones; each
+ * level counts only the calls the levels before it let through, so one caller's refused calls never
+ * spend everyone's budget, and a saturated tool's refused calls never spend the other tools' global one.
  *
  * Place it after authz and before repeat-guard:
  * `otel → audit → redact-errors → authz → rate-limit → repeat-guard → ... → handler`.
@@ -69,7 +71,11 @@ export function createRateLimit(options: RateLimitOptions = {}): RateLimitMiddle
       limits.set(limit.name, known ?? limit);
       return known ?? limit;
     });
-    plan = { caller: parsed.filter(isCallerLimit), shared: parsed.filter((limit) => !isCallerLimit(limit)) };
+    plan = {
+      caller: parsed.filter(isCallerLimit),
+      tool: parsed.filter((limit) => limit.per === 'tool'),
+      global: parsed.filter((limit) => limit.per === 'global'),
+    };
     plans.set(specs, plan);
     return plan;
   };
@@ -185,7 +191,8 @@ export function createRateLimit(options: RateLimitOptions = {}): RateLimitMiddle
     if (memory) {
       const answer =
         (plan.caller.length > 0 ? judgeNow(ctx, plan.caller) : undefined) ??
-        (plan.shared.length > 0 ? judgeNow(ctx, plan.shared) : undefined);
+        (plan.tool.length > 0 ? judgeNow(ctx, plan.tool) : undefined) ??
+        (plan.global.length > 0 ? judgeNow(ctx, plan.global) : undefined);
       return answer === undefined ? next() : Promise.resolve(answer);
     }
     return limitCallRemote(ctx, plan, next);
@@ -196,8 +203,12 @@ export function createRateLimit(options: RateLimitOptions = {}): RateLimitMiddle
       const answer = refusal(ctx, await judge(ctx, plan.caller));
       if (answer !== undefined) return answer;
     }
-    if (plan.shared.length > 0) {
-      const answer = refusal(ctx, await judge(ctx, plan.shared));
+    if (plan.tool.length > 0) {
+      const answer = refusal(ctx, await judge(ctx, plan.tool));
+      if (answer !== undefined) return answer;
+    }
+    if (plan.global.length > 0) {
+      const answer = refusal(ctx, await judge(ctx, plan.global));
       if (answer !== undefined) return answer;
     }
     return next();
@@ -214,7 +225,7 @@ export function createRateLimit(options: RateLimitOptions = {}): RateLimitMiddle
       const resolved = toolName === undefined ? resolver.global : resolver.forTool(toolName);
       const caller =
         resolved === undefined ? [] : planOf(resolved.limits, WHERE).caller.filter((l) => l.per === 'caller');
-      plan = caller.length === 0 ? undefined : { caller, shared: [] };
+      plan = caller.length === 0 ? undefined : { caller, tool: [], global: [] };
       refusedPlans.set(cacheKey, plan as Plan);
     }
     return plan;
