@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import { isAbortError, withDeadline } from '@toolgate/core';
 import copyStreams from 'pg-copy-streams';
 import { doneWithBytesWhenSettled } from './batch-bytes.js';
 import { parseRecordLine } from './chain.js';
@@ -19,6 +20,13 @@ export interface PostgresSinkOptions {
    * INSERT privilege. @default true
    */
   copy?: boolean;
+  /**
+   * With a `pg.Pool`: how long one statement may take (a batch's COPY or INSERT, the set-up and head
+   * read at start) before it counts as a transient failure. Its connection is then discarded and the
+   * writer retries the batch on a new one, so a silent partition (no reset) costs this long rather
+   * than the kernel's (about 15 minutes on Linux, or never when only the reply is lost). @default 30000
+   */
+  timeoutMs?: number;
 }
 
 /**
@@ -41,7 +49,18 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
   const { client } = options;
   const table = parseTableName(options.table ?? 'toolgate_audit');
   const createTable = options.createTable ?? true;
-  const copyTarget = options.copy === false ? undefined : copyTargetOf(client);
+  const target = copyTargetOf(client);
+  const copyTarget = options.copy === false ? undefined : target;
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) {
+    throw new RangeError('createPostgresSink: timeoutMs must be a positive number');
+  }
+  const pool = target?.pool;
+  // Through a pool, each statement runs on a lent connection under the deadline; any other client as given.
+  const query: AuditQueryable['query'] =
+    pool === undefined
+      ? (text, params) => client.query(text, params)
+      : (text, params) => onLentConnection(pool, timeoutMs, table.sql, (lent) => lent.query(text, params));
   const copy = `COPY ${table.sql} (chain, seq, time, tool, outcome, principal, caller, incident_id, hash, record) FROM STDIN`;
   // Seqs of a batch are consecutive, so one first seq and the row's ordinality give them all. The
   // records, hashes and times never hold a raw newline (JSON escapes it; the others are hex and ISO
@@ -58,10 +77,10 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
   // Done with a batch's bytes once write() settles: COPY's payload and the INSERT's text are copies.
   return doneWithBytesWhenSettled({
     async head(chainId: string): Promise<ChainHead | undefined> {
-      if (createTable) await ensureTable(client, table);
+      if (createTable) await ensureTable(query, table);
       // One round trip: the chain's last record, and whether the table has the caller column (a
       // table made by an earlier version gets it added once, below).
-      const { rows } = await client.query(
+      const { rows } = await query(
         `SELECT (SELECT record::text FROM ${table.sql} WHERE chain = $1 ORDER BY seq DESC LIMIT 1) AS record,
             EXISTS (SELECT 1 FROM pg_attribute
               WHERE attrelid = to_regclass($2) AND attname = 'caller' AND NOT attisdropped) AS has_caller`,
@@ -70,7 +89,7 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
       if (createTable && (rows[0] as { has_caller?: boolean } | undefined)?.has_caller === false) {
         // Only when missing: ALTER TABLE needs the table's owner, and a writer granted INSERT and
         // SELECT must not need that on every start. (With createTable: false, add it yourself.)
-        await client.query(`ALTER TABLE ${table.sql} ADD COLUMN IF NOT EXISTS caller text`);
+        await query(`ALTER TABLE ${table.sql} ADD COLUMN IF NOT EXISTS caller text`);
       }
       const text = (rows[0] as { record?: string | null } | undefined)?.record;
       if (text === undefined || text === null) return undefined;
@@ -84,7 +103,7 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
     },
     async anchor(chainId: string): Promise<ChainAnchor | undefined> {
       // The newest record of any other chain (a scan of the table, once per writer start).
-      const { rows } = await client.query(
+      const { rows } = await query(
         `SELECT chain, seq::text AS seq, hash FROM ${table.sql} WHERE chain <> $1
           ORDER BY time DESC, seq DESC LIMIT 1`,
         [chainId],
@@ -95,7 +114,8 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
     async write(batch: AuditBatch) {
       if (copyTarget !== undefined && batch.rows.length > 0) {
         try {
-          if ((await copyBatch(copyTarget, copy, batch)) === batch.rows.length) return undefined;
+          if ((await copyBatch(copyTarget, copy, batch, timeoutMs, table.sql)) === batch.rows.length)
+            return undefined;
         } catch (error) {
           // 23505: a row of the batch is there already. The INSERT below says whether it is this
           // batch (stored before its reply was lost) or another writer's.
@@ -124,7 +144,7 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
         incidents[index] = row.incidentId === undefined ? null : textColumn(row.incidentId);
         hashes += separator + row.hash;
       }
-      const { rows } = await client.query(insert, [
+      const { rows } = await query(insert, [
         batch.chainId,
         seqs[0],
         times,
@@ -139,7 +159,7 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
       if (rows.length === n) return undefined;
       // Some rows were there already: this batch committed before (a lost reply), or another writer
       // is using this chain id.
-      const stored = await client.query(
+      const stored = await query(
         `SELECT seq::text AS seq, hash FROM ${table.sql} WHERE chain = $1 AND seq = ANY($2::bigint[])`,
         [batch.chainId, seqs],
       );
@@ -160,10 +180,10 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
   });
 }
 
-async function ensureTable(client: AuditQueryable, table: AuditTableName): Promise<void> {
+async function ensureTable(query: AuditQueryable['query'], table: AuditTableName): Promise<void> {
   const create = async (): Promise<void> => {
-    if (table.schema) await client.query(`CREATE SCHEMA IF NOT EXISTS "${table.schema}"`);
-    await client.query(
+    if (table.schema) await query(`CREATE SCHEMA IF NOT EXISTS "${table.schema}"`);
+    await query(
       `CREATE TABLE IF NOT EXISTS ${table.sql} (
         chain text NOT NULL,
         seq bigint NOT NULL,
@@ -182,8 +202,9 @@ async function ensureTable(client: AuditQueryable, table: AuditTableName): Promi
   try {
     await create();
   } catch (error) {
+    if (isAbortError(error)) throw error;
     // Two processes creating the table at once: IF NOT EXISTS can still race; the loser finds it made.
-    const { rows } = await client.query('SELECT to_regclass($1) AS found', [table.sql]);
+    const { rows } = await query('SELECT to_regclass($1) AS found', [table.sql]);
     if ((rows[0] as { found?: unknown } | undefined)?.found == null) throw error;
   }
 }
@@ -207,14 +228,17 @@ interface PgClientLike {
   query(submittable: copyStreams.CopyStreamQuery): copyStreams.CopyStreamQuery;
 }
 
+/** A connection a pool lends. */
+interface PgLentClient {
+  query(submittable: copyStreams.CopyStreamQuery): copyStreams.CopyStreamQuery;
+  query(text: string, params?: unknown[]): Promise<{ rows: unknown[] }>;
+  release(error?: Error | boolean): void;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  off(event: 'error', listener: (error: Error) => void): unknown;
+}
+
 interface PgPoolLike {
-  connect(): Promise<
-    PgClientLike & {
-      release(error?: Error | boolean): void;
-      on(event: 'error', listener: (error: Error) => void): unknown;
-      off(event: 'error', listener: (error: Error) => void): unknown;
-    }
-  >;
+  connect(): Promise<PgLentClient>;
 }
 
 /** A `pg.Pool` or `pg.Client` (recognised by their own fields), or undefined for any other client. */
@@ -231,25 +255,70 @@ function copyTargetOf(client: AuditQueryable): CopyTarget | undefined {
 }
 
 /** Runs one COPY of the batch; resolves with the rows PostgreSQL stored. */
-async function copyBatch(target: CopyTarget, sql: string, batch: AuditBatch): Promise<number> {
+async function copyBatch(
+  target: CopyTarget,
+  sql: string,
+  batch: AuditBatch,
+  timeoutMs: number,
+  table: string,
+): Promise<number> {
   const payload = copyPayload(batch);
   if (target.client !== undefined) return runCopy(target.client, sql, payload);
-  const lent = await target.pool.connect();
-  // A connection lost while lent is also emitted as the client's 'error', which the pool listens to
-  // only while the client is idle: the COPY's own rejection reports it, this keeps it from crashing.
-  lent.on('error', ignore);
-  try {
-    const stored = await runCopy(lent, sql, payload);
-    lent.release();
-    return stored;
-  } catch (error) {
-    // PostgreSQL refused the COPY (it answered with a SQLSTATE): the connection is fine. Anything
-    // else (the connection dropped) and the pool must not lend it again.
-    lent.release(hasSqlState(error) ? undefined : (error as Error));
-    throw error;
-  } finally {
-    lent.off('error', ignore);
-  }
+  return onLentConnection(target.pool, timeoutMs, table, (lent) => runCopy(lent, sql, payload));
+}
+
+/**
+ * Runs `work` on a connection the pool lends, within `timeoutMs` (connecting included). Past it the
+ * promise rejects (a transient `TimeoutError`) and the connection is discarded, its socket destroyed:
+ * a silent partition sends no reset, and the pool must not lend that connection again.
+ */
+function onLentConnection<T>(
+  pool: PgPoolLike,
+  timeoutMs: number,
+  table: string,
+  work: (lent: PgLentClient) => Promise<T>,
+): Promise<T> {
+  return withDeadline(
+    async (signal) => {
+      const lent = await pool.connect();
+      // A connection lost while lent is also emitted as the client's 'error', which the pool listens
+      // to only while the client is idle: the statement's own rejection reports it, this keeps it
+      // from crashing. A discarded connection keeps it: its socket is destroyed after it is released.
+      lent.on('error', ignore);
+      // Lent after the deadline (the pool had none free): a fresh connection, back to the pool.
+      if (signal.aborted) {
+        lent.release();
+        lent.off('error', ignore);
+        throw signal.reason;
+      }
+      const onTimeout = (): void => discard(lent, signal.reason);
+      signal.addEventListener('abort', onTimeout, { once: true });
+      try {
+        const value = await work(lent);
+        lent.release();
+        lent.off('error', ignore);
+        return value;
+      } catch (error) {
+        if (signal.aborted) throw error;
+        // PostgreSQL refused the statement (it answered with a SQLSTATE): the connection is fine.
+        // Anything else (the connection dropped) and the pool must not lend it again.
+        lent.release(hasSqlState(error) ? undefined : (error as Error));
+        lent.off('error', ignore);
+        throw error;
+      } finally {
+        signal.removeEventListener('abort', onTimeout);
+      }
+    },
+    { timeoutMs, what: `audit table ${table}: a statement` },
+  );
+}
+
+/** A lent connection that did not answer in time: out of the pool, its socket destroyed. */
+function discard(lent: PgLentClient, reason: unknown): void {
+  lent.release(reason instanceof Error ? reason : new Error('audit: statement timed out'));
+  // node-postgres has no public way to drop a connection at once: end() waits for a goodbye the
+  // partition never delivers, holding the statement (and its batch) until the kernel gives up.
+  (lent as { connection?: { stream?: { destroy?: () => void } } }).connection?.stream?.destroy?.();
 }
 
 function ignore(): void {}
