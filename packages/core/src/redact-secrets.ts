@@ -255,8 +255,12 @@ export function redactSecrets(value: unknown, options?: RedactSecretsOptions): u
   return createSecretRedactor(options)(value);
 }
 
+const INVISIBLE = /[\u00ad\u200b-\u200d\u2060\ufeff]/g;
+
 function normaliseKey(key: string): string {
   // NFKC only when a character outside ASCII could fold (full-width letters): keys are mostly ASCII.
-  const folded = /[\u0080-\uffff]/.test(key) ? key.normalize('NFKC') : key;
+  // Invisible characters (zero-width space and joiners, word joiner, BOM, soft hyphen) go too:
+  // `pass\u200bword` reads as `password`.
+  const folded = /[\u0080-\uffff]/.test(key) ? key.normalize('NFKC').replace(INVISIBLE, '') : key;
   return folded.toLowerCase().replace(/[-_.\s]/g, '');
 }

@@ -149,6 +149,8 @@ describe('redactSecrets', () => {
         compass: 'north',
         require_auth: true,
         pinCode: 'keep-me',
+        'pass\u200bword': 'zero-width',
+        'api\u00adkey': 'soft-hyphen',
       }),
     ).toEqual({
       pwd: REDACTED,
@@ -168,6 +170,8 @@ describe('redactSecrets', () => {
       compass: 'north',
       require_auth: true,
       pinCode: 'keep-me',
+      'pass\u200bword': REDACTED,
+      'api\u00adkey': REDACTED,
     });
   });
 
