@@ -59,8 +59,10 @@ export function toToolError(
 // Data exceptions a value the model sent can raise in a parameterized read: a number the column type
 // cannot hold (22003), a date or time out of range (22008) or malformed (22007), text the column type
 // cannot read (22P02, e.g. a string filter on a uuid column). The schema let them through, the database
-// did not: the model's to fix, not an incident.
-const VALUE_REFUSED = new Set(['22003', '22007', '22008', '22P02']);
+// did not: the model's to fix, not an incident. Also text the database's encoding cannot hold
+// (22P05, an emoji sent to a LATIN1 database; 22021, a character not in its repertoire).
+const VALUE_REFUSED = new Set(['22003', '22007', '22008', '22P02', '22P05', '22021']);
+const UNSTORABLE_TEXT = new Set(['22P05', '22021']);
 
 // PostgreSQL names the parameter it could not read: `unnamed portal parameter $2 = '...'`.
 const PARAMETER_CONTEXT = /\bportal parameter \$(\d{1,5})\b/;
@@ -75,6 +77,13 @@ function dataExceptionOf(error: unknown, boundValues: number): ToolError | undef
   if (parameter !== undefined && Number(parameter) <= boundValues) {
     return new ToolError('permission_denied', "This tool cannot use the caller's credentials.", {
       hint: 'The credentials do not have the form this tool expects. Do not retry; tell the user.',
+      retryable: false,
+      cause: error,
+    });
+  }
+  if (UNSTORABLE_TEXT.has(code)) {
+    return new ToolError('invalid_argument', 'An argument holds characters the data cannot store.', {
+      hint: 'Leave out the characters the data cannot hold (emoji, for example) and call again.',
       retryable: false,
       cause: error,
     });
