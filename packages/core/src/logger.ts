@@ -34,24 +34,67 @@ export function createSilentLogger(): Logger {
   return { debug: drop, info: drop, warn: drop, error: drop };
 }
 
-function safeStringify(value: unknown): string {
-  const seen = new WeakSet<object>();
-  return JSON.stringify(value, (_key, item: unknown) => {
-    if (item instanceof Error) {
-      return { name: item.name, message: item.message, stack: item.stack, ...describeExtra(item) };
+/**
+ * One JSON line, whatever the fields hold: an error's cause chain (loops cut as `[Circular]`), an
+ * AggregateError's `errors`, symbols and bigints as text. A field JSON cannot write (a `toJSON`, getter
+ * or proxy trap that throws, a chain too deep) is written as `[Unreadable: why]` and the others as usual,
+ * so the line that carries an incident id is never lost.
+ */
+function safeStringify(line: Record<string, unknown>): string {
+  try {
+    return JSON.stringify(line, logReplacer());
+  } catch {
+    const parts: string[] = [];
+    for (const key of Object.keys(line)) {
+      let text: string | undefined;
+      try {
+        text = JSON.stringify(line[key], logReplacer());
+      } catch (error) {
+        text = JSON.stringify(`[Unreadable: ${reasonOf(error)}]`);
+      }
+      if (text !== undefined) parts.push(`${JSON.stringify(key)}:${text}`);
     }
-    if (typeof item === 'bigint') return item.toString();
-    if (typeof item === 'object' && item !== null) {
-      if (seen.has(item)) return '[Circular]';
-      seen.add(item);
-    }
-    return item;
-  });
+    return `{${parts.join(',')}}`;
+  }
 }
 
-function describeExtra(error: Error): Record<string, unknown> {
-  const extra: Record<string, unknown> = {};
-  for (const key of Object.keys(error)) extra[key] = (error as unknown as Record<string, unknown>)[key];
-  if (error.cause !== undefined) extra.cause = error.cause;
-  return extra;
+function logReplacer(): (key: string, item: unknown) => unknown {
+  const seen = new WeakSet<object>();
+  return (_key, item) => {
+    if (typeof item === 'bigint' || typeof item === 'symbol') return item.toString();
+    if (typeof item !== 'object' || item === null) return item;
+    if (seen.has(item)) return '[Circular]';
+    seen.add(item);
+    return item instanceof Error ? describeError(item) : item;
+  };
+}
+
+function describeError(error: Error): Record<string, unknown> {
+  const out: Record<string, unknown> = {
+    name: readSafely(error, 'name'),
+    message: readSafely(error, 'message'),
+    stack: readSafely(error, 'stack'),
+  };
+  for (const key of Object.keys(error)) out[key] = readSafely(error, key);
+  const cause = readSafely(error, 'cause');
+  if (cause !== undefined) out.cause = cause;
+  // Not enumerable, and an AggregateError's message is often empty: its errors are what happened.
+  if (error instanceof AggregateError) out.errors = readSafely(error, 'errors');
+  return out;
+}
+
+function readSafely(object: object, key: string): unknown {
+  try {
+    return (object as Record<string, unknown>)[key];
+  } catch (error) {
+    return `[Unreadable: ${reasonOf(error)}]`;
+  }
+}
+
+function reasonOf(error: unknown): string {
+  try {
+    return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  } catch {
+    return 'unknown';
+  }
 }

@@ -13,7 +13,7 @@ import { markCoreWritten, type ScrubText, toModelFacing } from './boundary.js';
 import { CALL_KEY_SLOT, NO_BINDINGS, SCOPE_KEY_SLOT } from './call-key.js';
 import { createCauseLog } from './cause-log.js';
 import { compose } from './compose.js';
-import { isToolError } from './errors.js';
+import { isToolError, type ToolError } from './errors.js';
 import { type CallerIdentity, type IdentifyCaller, identifyCaller } from './identity.js';
 import { newIncidentId } from './incident.js';
 import { createStderrLogger } from './logger.js';
@@ -321,8 +321,18 @@ function visible(
   caller: CallerIdentity,
   request: ToolRequest,
 ): boolean {
-  for (const canSee of registry.canSee) if (!canSee(tool, caller, request)) return false;
-  return true;
+  try {
+    for (const canSee of registry.canSee) if (!canSee(tool, caller, request)) return false;
+    return true;
+  } catch (error) {
+    // Fail closed: a policy that cannot decide hides the tool; its error (a host, a store) stays here.
+    logSafely(
+      registry.logger,
+      { tool: tool.name, requestId: request.id, err: error },
+      'canSee threw; tool hidden',
+    );
+    return false;
+  }
 }
 
 function sessionKey(extra: CallExtra): string | undefined {
@@ -391,14 +401,19 @@ async function dispatch(registry: Registry, params: CallParams, extra: CallExtra
   try {
     result = await (active ? active.run(ctx) : registry.runUnknown(ctx));
   } catch (error) {
-    result = lastResort(ctx, error);
+    result = lastResort(ctx, error, registry);
   }
   if (!active) {
     // The spec answers an unknown tool with a JSON-RPC error; the chain has seen (and audited) it.
     // A plain error with a code: McpError would prefix "MCP error -32602:" and the client adds it again.
     throw Object.assign(new Error(`Unknown tool: ${params.name}`), { code: RpcErrorCode.InvalidParams });
   }
-  return toModelFacing(ctx, result, registry.scrub);
+  try {
+    return toModelFacing(ctx, result, registry.scrub);
+  } catch (error) {
+    // A scrubText hook or the logger threw: the SDK would send its message to the client as is.
+    return internalError(ctx, error);
+  }
 }
 
 /**
@@ -499,7 +514,8 @@ async function innermost(ctx: ToolContext, registry: Registry): Promise<ToolResu
     const thrown = ctx.validation.error;
     // A bind that refused on purpose answers like a handler's ToolError; anything else thrown while
     // validating or binding goes up the chain like a handler's crash (redaction maps it).
-    if (isToolError(thrown)) return toModelFacing(ctx, toolErrorResult(thrown), registry.scrub);
+    if (isToolError(thrown))
+      return toModelFacing(ctx, toolErrorAnswer(ctx, thrown, registry), registry.scrub);
     if (thrown !== undefined) throw thrown;
     return markCoreWritten(invalidArgumentsResult(tool.name, ctx.validation.issues));
   }
@@ -510,18 +526,7 @@ async function innermost(ctx: ToolContext, registry: Registry): Promise<ToolResu
     result = returned instanceof Promise ? await unlessAbandoned(returned, ctx, registry) : returned;
   } catch (error) {
     if (!isToolError(error)) throw error;
-    if (error.cause === undefined) return toModelFacing(ctx, toolErrorResult(error), registry.scrub);
-    // The model sees the ToolError; the log keeps what caused it, under the id the model sees.
-    // Throttled per failure class: during an outage every call fails the same way.
-    ctx.incidentId ??= newIncidentId();
-    registry.causeLog(ctx.logger, {
-      incidentId: ctx.incidentId,
-      tool: tool.name,
-      requestId: ctx.request.id,
-      code: error.code,
-      err: error,
-    });
-    return toModelFacing(ctx, toolErrorResult(error, ctx.incidentId), registry.scrub);
+    return toModelFacing(ctx, toolErrorAnswer(ctx, error, registry), registry.scrub);
   }
   if (!isToolResult(result)) {
     throw new TypeError(`Tool ${tool.name} returned ${typeof result}; a handler must return ok() or fail()`);
@@ -597,14 +602,57 @@ function unlessAbandoned(pending: Promise<unknown>, ctx: ToolContext, registry: 
   });
 }
 
-/** What the model sees when something escapes every middleware: a ToolError's own result or `internal`. */
-function lastResort(ctx: ToolContext, error: unknown): ToolResult {
-  if (isToolError(error)) return toolErrorResult(error, ctx.incidentId);
+/**
+ * A ToolError's own result. With a cause, the model sees an incident id and the log keeps the cause
+ * under it, throttled per failure class: during an outage every call fails the same way.
+ */
+function toolErrorAnswer(ctx: ToolContext, error: ToolError, registry: Registry): ToolResult {
+  if (error.cause === undefined) return toolErrorResult(error);
+  ctx.incidentId ??= newIncidentId();
+  registry.causeLog(ctx.logger, {
+    incidentId: ctx.incidentId,
+    tool: ctx.toolName,
+    requestId: ctx.request.id,
+    code: error.code,
+    err: error,
+  });
+  return toolErrorResult(error, ctx.incidentId);
+}
+
+/**
+ * What the model sees when something escapes every middleware: a ToolError's own result or `internal`.
+ * Never throws: a ToolError whose fields cannot be read, or a logger that throws, still ends in `internal`.
+ */
+function lastResort(ctx: ToolContext, error: unknown, registry: Registry): ToolResult {
+  try {
+    if (isToolError(error)) {
+      return error.cause === undefined
+        ? toolErrorResult(error, ctx.incidentId)
+        : toolErrorAnswer(ctx, error, registry);
+    }
+  } catch (unreadable) {
+    return internalError(ctx, unreadable);
+  }
+  return internalError(ctx, error);
+}
+
+/** `internal` with an incident id; the full error goes to the log under it (if the logger can take it). */
+function internalError(ctx: ToolContext, error: unknown): ToolResult {
   const incidentId = ctx.incidentId ?? newIncidentId();
   ctx.incidentId = incidentId;
-  ctx.logger.error(
+  logSafely(
+    ctx.logger,
     { incidentId, tool: ctx.toolName, requestId: ctx.request.id, err: error },
     'tool call failed',
   );
   return fail('internal', 'Internal error.', { incidentId });
+}
+
+// A logger that throws must not turn an answer into its own error message.
+function logSafely(logger: Logger, fields: Record<string, unknown>, message: string): void {
+  try {
+    logger.error(fields, message);
+  } catch {
+    // nothing better to do: the logger itself is broken
+  }
 }
