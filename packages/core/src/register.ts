@@ -559,7 +559,8 @@ function unlessAbandoned(pending: Promise<unknown>, ctx: ToolContext, registry: 
       abandoned = true;
       signal.removeEventListener('abort', onAbort);
       ctx.incidentId ??= newIncidentId();
-      ctx.logger.warn(
+      logSafely(
+        ctx.logger,
         {
           incidentId: ctx.incidentId,
           tool: ctx.toolName,
@@ -567,6 +568,7 @@ function unlessAbandoned(pending: Promise<unknown>, ctx: ToolContext, registry: 
           abandonAfterMs: graceMs,
         },
         'handler still running after its call was cancelled; answered without it',
+        'warn',
       );
       resolve(
         fail('timeout', 'The call was cancelled and did not stop in time.', { incidentId: ctx.incidentId }),
@@ -592,9 +594,11 @@ function unlessAbandoned(pending: Promise<unknown>, ctx: ToolContext, registry: 
       (error: unknown) => {
         if (settled()) reject(error);
         else {
-          ctx.logger.warn(
+          logSafely(
+            ctx.logger,
             { incidentId: ctx.incidentId, tool: ctx.toolName, requestId: ctx.request.id, err: error },
             'abandoned handler failed after its call was answered',
+            'warn',
           );
         }
       },
@@ -648,10 +652,16 @@ function internalError(ctx: ToolContext, error: unknown): ToolResult {
   return fail('internal', 'Internal error.', { incidentId });
 }
 
-// A logger that throws must not turn an answer into its own error message.
-function logSafely(logger: Logger, fields: Record<string, unknown>, message: string): void {
+// A logger that throws must not turn an answer into its own error message (nor, in a timer or a
+// promise reaction, into an uncaught exception).
+function logSafely(
+  logger: Logger,
+  fields: Record<string, unknown>,
+  message: string,
+  level: 'warn' | 'error' = 'error',
+): void {
   try {
-    logger.error(fields, message);
+    logger[level](fields, message);
   } catch {
     // nothing better to do: the logger itself is broken
   }

@@ -170,3 +170,45 @@ describe('a handler that ignores its cancelled call', () => {
     }
   });
 });
+
+describe('a handler that ignores its cancelled call, with a logger that throws', () => {
+  it('is still answered timeout and its late failure dropped: the logger breaks neither the answer nor the process', async () => {
+    const broken: LogEntry[] = [];
+    const throwing = {
+      ...recordingLogger(broken),
+      warn: () => {
+        throw new Error("EBADF: bad file descriptor, write '/var/log/orders/toolgate.log'");
+      },
+    };
+    const seen = observer();
+    const handler = stubborn();
+    const server = new McpServer({ name: 'test', version: '1.0.0' });
+    registerTools(server, [handler.tool], {
+      middleware: [seen.middleware],
+      logger: throwing,
+      abandonAfterMs: 20,
+    });
+    client = await connectTestClient(server);
+    const uncaught: unknown[] = [];
+    const onUncaught = (error: unknown): void => {
+      uncaught.push(error);
+    };
+    process.on('uncaughtException', onUncaught);
+    process.on('unhandledRejection', onUncaught);
+    try {
+      const controller = new AbortController();
+      const call = client.callTool('stubborn', {}, { signal: controller.signal, timeoutMs: 10_000 });
+      await handler.started;
+      controller.abort('user gave up');
+      await expect(call).rejects.toThrow();
+      const envelope = parseResultText(await seen.answered) as { error: string };
+      expect(envelope.error).toBe('timeout');
+      handler.settle('throw');
+      await sleep(50);
+      expect(uncaught).toEqual([]);
+    } finally {
+      process.off('uncaughtException', onUncaught);
+      process.off('unhandledRejection', onUncaught);
+    }
+  });
+});
