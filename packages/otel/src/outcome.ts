@@ -95,8 +95,9 @@ function asModelSees(ctx: ToolContext, result: ToolResult, envelope: ErrorEnvelo
 
 /**
  * Records a thrown error on the span; returns its `error.type`. A ToolError becomes its result (core
- * answers with its code); anything else becomes `internal` under an incident id, which is set on the
- * context here so that core's answer, its log entry and this span all carry the same one.
+ * answers with its code, and one with a cause under an incident id); anything else becomes `internal`
+ * under an incident id. Such an id is set on the context here, so that core's answer, its log entry
+ * and this span all carry the same one.
  */
 export function recordThrownOutcome(
   span: Span,
@@ -107,6 +108,9 @@ export function recordThrownOutcome(
   errorTypeOf: (error: unknown) => string,
 ): string {
   if (isToolError(error)) {
+    // Core answers one with a cause under an incident id (its log entry holds the cause): set here, so
+    // the span carries the id the model sees.
+    if (error.cause !== undefined) ctx.incidentId ??= newIncidentId();
     span.setAttribute(ATTR_ERROR_TYPE, ERROR_TYPE_TOOL_ERROR);
     span.setAttribute(ATTR_TOOLGATE_ERROR_CODE, error.code);
     if (ctx.incidentId !== undefined) span.setAttribute(ATTR_TOOLGATE_INCIDENT_ID, ctx.incidentId);
@@ -143,9 +147,17 @@ function statusMessage(code: string, message: string, recorder: TextRecorder): s
   return recorder.text(message, MAX_STATUS_LENGTH);
 }
 
+// An error built from a service's answer can carry any JSON in these (NestJS sends a list of messages):
+// only text may reach the recorder, or recording fails and takes the metric's error.type with it.
 function describeThrown(error: unknown): { message: string; stack: string } {
   try {
-    if (error instanceof Error) return { message: error.message, stack: error.stack ?? '' };
+    if (error instanceof Error) {
+      const { message, stack } = error as { message: unknown; stack: unknown };
+      return {
+        message: typeof message === 'string' ? message : message == null ? '' : String(message),
+        stack: typeof stack === 'string' ? stack : '',
+      };
+    }
     return { message: String(error), stack: '' };
   } catch {
     return { message: '[unreadable error]', stack: '' };

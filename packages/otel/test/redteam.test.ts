@@ -33,11 +33,18 @@ import {
   ATTR_ERROR_TYPE,
   ATTR_EXCEPTION_MESSAGE,
   ATTR_EXCEPTION_STACKTRACE,
+  ATTR_EXCEPTION_TYPE,
   ATTR_GEN_AI_TOOL_CALL_ARGUMENTS,
   ATTR_GEN_AI_TOOL_CALL_RESULT,
   ATTR_GEN_AI_TOOL_NAME,
   ATTR_JSONRPC_REQUEST_ID,
+  ATTR_MCP_METHOD_NAME,
+  ATTR_TOOLGATE_DECISION_ACTION,
+  ATTR_TOOLGATE_DECISION_BY,
   ATTR_TOOLGATE_INCIDENT_ID,
+  EVENT_EXCEPTION,
+  EVENT_TOOLGATE_DECISION,
+  MCP_METHOD_TOOLS_CALL,
   OTHER,
 } from '../src/semconv.js';
 import { createTelemetry } from './harness.js';
@@ -693,6 +700,67 @@ describe('red team (d): tracing never fails, changes or delays a call', () => {
     const spans = toolSpans();
     expect(spans).toHaveLength(hostile.length);
     for (const span of spans) expect(span.ended).toBe(true);
+  });
+  it('an upstream error whose message and stack are not strings (a relayed 400): the metric, the decisions and the exception event are all still recorded', async () => {
+    // An API client that copies the service's error body onto an Error: NestJS answers a 400 with a list
+    // of messages, and a relayed error may carry its remote stack as an object.
+    const relay = defineTool({
+      name: 'relay',
+      description: 'Relays what an upstream API answered.',
+      input: {},
+      handler: async () => {
+        throw Object.assign(new Error(), {
+          name: 'BadRequestException',
+          message: ['email must be an email', `token ${SECRETS.stripe} is not valid`],
+          stack: { frames: ['at /srv/app/client.js:12'] },
+        });
+      },
+    }) as ToolDefinition;
+    const decide: ToolMiddleware = async (ctx, next) => {
+      ctx.decisions.push({ by: 'redact-errors', action: 'internal' });
+      return next();
+    };
+    const fresh = createTelemetry();
+    const logs: LogEntry[] = [];
+    const client = await serveTools([relay], {
+      middleware: [
+        createOtel({
+          tracerProvider: fresh.tracerProvider,
+          meterProvider: fresh.meterProvider,
+          recordErrorStack: true,
+        }),
+        decide,
+      ],
+      logger: recordingLogger(logs),
+    });
+    open.push(client);
+    expect(expectFailure(await client.callTool('relay', {})).error).toBe('internal');
+    const [span] = toolSpans(fresh.exporter);
+    expect(span!.attributes[ATTR_ERROR_TYPE]).toBe('BadRequestException');
+    expect(span!.events.map((event) => [event.name, event.attributes])).toEqual([
+      [
+        EVENT_EXCEPTION,
+        {
+          [ATTR_EXCEPTION_TYPE]: 'BadRequestException',
+          [ATTR_EXCEPTION_MESSAGE]: 'email must be an email,token [REDACTED] is not valid',
+          [ATTR_EXCEPTION_STACKTRACE]: '',
+        },
+      ],
+      [
+        EVENT_TOOLGATE_DECISION,
+        { [ATTR_TOOLGATE_DECISION_BY]: 'redact-errors', [ATTR_TOOLGATE_DECISION_ACTION]: 'internal' },
+      ],
+    ]);
+    // The failed call is counted as a failure, never as a success.
+    expect((await fresh.durationPoints()).map((point) => point.attributes)).toEqual([
+      {
+        [ATTR_MCP_METHOD_NAME]: MCP_METHOD_TOOLS_CALL,
+        [ATTR_GEN_AI_TOOL_NAME]: 'relay',
+        [ATTR_ERROR_TYPE]: 'BadRequestException',
+      },
+    ]);
+    expect(logs.filter((entry) => /otel/.test(entry.message ?? ''))).toEqual([]);
+    await fresh.shutdown();
   });
 });
 

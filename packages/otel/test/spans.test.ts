@@ -615,6 +615,30 @@ describe('otel: what the model typed, on the status message', () => {
     expect(onlyToolSpan().status).toEqual({ code: SpanStatusCode.ERROR, message: envelope.message });
   });
 
+  it('a ToolError with a cause thrown by inner middleware: the span carries the incident id the model and the log see', async () => {
+    // A policy whose store failed: the cause (a host and port) goes to core's log under an incident id.
+    const store: ToolMiddleware = async () => {
+      throw new ToolError('unavailable', 'The limiter store did not answer.', {
+        cause: Object.assign(new Error('connect ECONNREFUSED 10.0.0.7:6379'), { code: 'ECONNREFUSED' }),
+      });
+    };
+    const entries: LogEntry[] = [];
+    const c = await serve([traced(), store], { logger: recordingLogger(entries) });
+    const envelope = expectFailure(await c.callTool('get_order', { id: 'A-1' }));
+    expect(envelope.error).toBe('unavailable');
+    expect(envelope.incidentId).toMatch(/^inc_/);
+    expect(entries.map((entry) => entry.fields?.incidentId)).toEqual([envelope.incidentId]);
+    const span = onlyToolSpan();
+    expect(span.attributes).toEqual({
+      ...callAttributes,
+      [ATTR_ERROR_TYPE]: ERROR_TYPE_TOOL_ERROR,
+      [ATTR_TOOLGATE_ERROR_CODE]: 'unavailable',
+      [ATTR_TOOLGATE_INCIDENT_ID]: envelope.incidentId,
+    });
+    expect(span.status).toEqual({ code: SpanStatusCode.ERROR, message: 'The limiter store did not answer.' });
+    expect(JSON.stringify([span.attributes, span.events, span.status])).not.toContain('10.0.0.7');
+  });
+
   it('a failure returned by inner middleware with a secret in its message: the span status is redacted', async () => {
     const upstream: ToolMiddleware = async () =>
       fail('unavailable', 'The store refused token=sk_live_abcdefghijklmnop.');
