@@ -81,6 +81,7 @@ export class DependencyBreaker implements CallOwner {
   #outageStartedAt = 0;
   /** A dead dependency flaps open → half-open → open every reset period: those lines are throttled. */
   readonly #throttle: LogThrottle = createLogThrottle({ intervalMs: 60_000 });
+  /** performance.now(), as the reset timer runs: a step of the wall clock must not move retryAfterMs. */
   #openedAt = 0;
   #shut = false;
   /** opossum's current window bucket; dropped at each rotation and read again on the next success. */
@@ -145,6 +146,9 @@ export class DependencyBreaker implements CallOwner {
     let probe = false;
     if (!breaker.closed) {
       if (!breaker.halfOpen || this.#probing) return Promise.resolve(this.#shortCircuit(ctx));
+      // Every slot is held by a call that began before the breaker opened (a dependency that swallows
+      // requests): the outage goes on, so say so rather than "at capacity, retry in a second".
+      if (this.#inFlight >= this.settings.capacity) return Promise.resolve(this.#shortCircuit(ctx, true));
       probe = true;
     }
     if (this.#inFlight >= this.settings.capacity) return Promise.resolve(this.#rejectCapacity(ctx));
@@ -317,7 +321,7 @@ export class DependencyBreaker implements CallOwner {
     this.#trippedBy = undefined;
     const fields: Record<string, unknown> = { breaker: this.name, tools: [...this.tools], state: transition };
     if (transition === 'open') {
-      this.#openedAt = Date.now();
+      this.#openedAt = performance.now();
       this.#totals.opened += 1;
       const window = this.#opossum.stats;
       const reason =
@@ -350,7 +354,7 @@ export class DependencyBreaker implements CallOwner {
       for (let bucket = 0; bucket < this.settings.rollingCountBuckets; bucket += 1)
         this.#rotator.emit('rotate');
       this.#throttle.flush();
-      fields.openMs = Date.now() - this.#outageStartedAt;
+      fields.openMs = Math.round(performance.now() - this.#outageStartedAt);
       fields.shortCircuits = this.#outageShortCircuits;
       this.#logger.info(fields, 'circuit breaker closed');
       if (ctx) this.#decide(ctx, 'close', 'the probe call succeeded');
@@ -365,17 +369,26 @@ export class DependencyBreaker implements CallOwner {
     this.#emit(transition, ctx?.toolName);
   }
 
-  #shortCircuit(ctx: ToolContext): ToolResult {
+  /** `noSlot`: half-open, but the probe finds every slot taken (see `run`). */
+  #shortCircuit(ctx: ToolContext, noSlot = false): ToolResult {
     const open = this.#opossum.opened;
-    const retryAfterMs = open ? this.#retryAfterMs() : this.#probeWaitMs();
+    const retryAfterMs = open
+      ? this.#retryAfterMs()
+      : noSlot
+        ? this.settings.resetTimeout
+        : this.#probeWaitMs();
     this.#totals.shortCircuits += 1;
     this.#outageShortCircuits += 1;
-    this.#decide(ctx, 'short-circuit', open ? 'breaker open' : 'half-open: a probe call is in flight', {
-      state: open ? 'open' : 'half-open',
-      retryAfterMs,
-    });
+    const reason = open
+      ? 'breaker open'
+      : noSlot
+        ? 'half-open: every slot is held by a call still running'
+        : 'half-open: a probe call is in flight';
+    this.#decide(ctx, 'short-circuit', reason, { state: open ? 'open' : 'half-open', retryAfterMs });
     this.#emit('short-circuit', ctx.toolName);
-    return open ? openAnswer(ctx.toolName, retryAfterMs) : probingAnswer(ctx.toolName, retryAfterMs);
+    return open || noSlot
+      ? openAnswer(ctx.toolName, retryAfterMs)
+      : probingAnswer(ctx.toolName, retryAfterMs);
   }
 
   #rejectCapacity(ctx: ToolContext): ToolResult {
@@ -396,7 +409,7 @@ export class DependencyBreaker implements CallOwner {
 
   /** Time until the reset timer lets a probe through. */
   #retryAfterMs(): number {
-    return Math.max(1, Math.ceil(this.#openedAt + this.settings.resetTimeout - Date.now()));
+    return Math.max(1, Math.ceil(this.#openedAt + this.settings.resetTimeout - performance.now()));
   }
 
   /** The probe ends within its deadline; without one, suggest one reset period. */

@@ -35,14 +35,9 @@ export function createCircuitBreaker(options: CircuitBreakerOptions = {}): Circu
     let breaker: DependencyBreaker | null = null;
     if (plan?.kind !== 'off') {
       const name = plan?.kind === 'shared' ? plan.dependency : ctx.toolName;
-      const settings =
-        plan?.kind === 'shared'
-          ? (resolved.dependencies.get(plan.dependency) ?? resolved.global)
-          : plan?.kind === 'own'
-            ? plan.settings
-            : (resolved.dependencies.get(name) ?? resolved.global);
       breaker = breakers.get(name) ?? null;
       if (breaker === null) {
+        const settings = resolved.breakerSettings(name);
         // Made outside the call that happens to come first: opossum's rolling-window interval lives as
         // long as the breaker and would keep that call's context (its span, its baggage) alive with it.
         const breakerLogger = logger ?? ctx.logger;

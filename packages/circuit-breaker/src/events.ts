@@ -1,9 +1,11 @@
-import type { Logger } from '@toolgate/core';
+import { createLogThrottle, type Logger, type LogThrottle } from '@toolgate/core';
 import type { CircuitEvent, CircuitEventListener, CircuitEventType } from './types.js';
 
 /** Listeners per event type. A listener that throws is logged and cannot break the call that emitted. */
 export class CircuitEvents {
   readonly #listeners = new Map<CircuitEventType, Set<CircuitEventListener>>();
+  /** A listener that throws on every short-circuit would write a line per call through an outage. */
+  #throttle: LogThrottle | undefined;
 
   on(type: CircuitEventType, listener: CircuitEventListener): () => void {
     if (typeof listener !== 'function')
@@ -28,9 +30,12 @@ export class CircuitEvents {
       try {
         listener(event);
       } catch (error) {
-        logger.error(
-          { err: error, event: event.type, breaker: event.breaker },
-          'circuit breaker listener threw',
+        this.#throttle ??= createLogThrottle();
+        this.#throttle(`${event.type}:${event.breaker}`, (suppressed) =>
+          logger.error(
+            { err: error, event: event.type, breaker: event.breaker, ...(suppressed > 0 && { suppressed }) },
+            'circuit breaker listener threw',
+          ),
         );
       }
     }
@@ -38,5 +43,6 @@ export class CircuitEvents {
 
   clear(): void {
     this.#listeners.clear();
+    this.#throttle?.flush();
   }
 }

@@ -37,10 +37,14 @@ export type ToolPlan =
   | { readonly kind: 'shared'; readonly dependency: string };
 
 export interface ResolvedOptions {
-  readonly global: ResolvedSettings;
   /** A listed tool's plan; `undefined` for a tool `tools` does not name. */
   plan(toolName: string): ToolPlan | undefined;
-  readonly dependencies: ReadonlyMap<string, ResolvedSettings>;
+  /**
+   * The settings of the breaker named `name`: its dependency's, else those of the tool it is named
+   * after (a tool may name another tool as its dependency), else the global ones. One answer per name,
+   * whichever of its tools is called first.
+   */
+  breakerSettings(name: string): ResolvedSettings;
 }
 
 const WHERE = 'createCircuitBreaker';
@@ -107,7 +111,11 @@ export function resolveOptions(options: CircuitBreakerOptions): ResolvedOptions 
       );
     } else plans.set(name, { kind: 'own', settings: settingsOf(fields) });
   }
-  return { global, dependencies, plan: (toolName) => plans.get(toolName) };
+  const breakerSettings = (name: string): ResolvedSettings => {
+    const plan = plans.get(name);
+    return dependencies.get(name) ?? (plan?.kind === 'own' ? plan.settings : global);
+  };
+  return { plan: (toolName) => plans.get(toolName), breakerSettings };
 }
 
 function settingsOf(fields: Readonly<ToolFields> | ResolvedSettings): ResolvedSettings {

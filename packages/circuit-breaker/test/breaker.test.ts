@@ -1,7 +1,7 @@
 import { AsyncLocalStorage, createHook } from 'node:async_hooks';
 import { createSilentLogger, type ToolMiddleware } from '@toolgate/core';
 import { expectFailure, type LogEntry, parseResultText, recordingLogger } from '@toolgate/core/testing';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { CircuitEvent } from '../src/index.js';
 import { actions, closeAll, deferred, scriptedTool, serve, sleep, waitFor } from './harness.js';
 
@@ -129,6 +129,28 @@ describe('a handler failing on a schedule', () => {
     ]);
   });
 
+  it('retryAfterMs counts down the reset timer, not the wall clock: a clock step neither stretches nor zeroes it', async () => {
+    const track = scriptedTool('track_shipment', ['unavailable']);
+    const h = await serve([track], { volumeThreshold: 1, resetTimeout: 60_000 });
+    await h.client.callTool('track_shipment', {});
+    expect(h.breakers.state('track_shipment')).toBe('open');
+    const realNow = Date.now();
+    for (const stepMs of [-3_600_000, 3_600_000]) {
+      // The host's clock is stepped (NTP, a VM resumed) an hour back, then an hour ahead.
+      const clock = vi.spyOn(Date, 'now').mockReturnValue(realNow + stepMs);
+      try {
+        const envelope = expectFailure(await h.client.callTool('track_shipment', {}));
+        expect(envelope.error).toBe('unavailable');
+        // The reset timer is monotonic: the breaker stays open for its minute whatever the clock says.
+        expect(envelope.retryAfterMs).toBeGreaterThan(1);
+        expect(envelope.retryAfterMs).toBeLessThanOrEqual(60_000);
+      } finally {
+        clock.mockRestore();
+      }
+    }
+    expect(track.calls).toBe(1);
+  });
+
   it('half-open lets exactly one probe through; a failing probe reopens it', async () => {
     const probe = deferred();
     const track = scriptedTool('track_shipment', [
@@ -209,6 +231,32 @@ describe('a breaker shared by a named dependency', () => {
     expect(stats.get_order_status!.state).toBe('closed');
   });
 
+  it('a tool that names another tool as its dependency shares that breaker with its settings, whichever tool is called first', async () => {
+    for (const first of ['get_carrier_eta', 'track_shipment']) {
+      const track = scriptedTool('track_shipment', ['unavailable']);
+      const eta = scriptedTool('get_carrier_eta', ['unavailable']);
+      const h = await serve([track, eta], {
+        volumeThreshold: 10,
+        tools: {
+          // The breaker named track_shipment is configured here, and get_carrier_eta shares it.
+          track_shipment: { volumeThreshold: 1, consecutiveFailures: 1, resetTimeout: 60_000 },
+          get_carrier_eta: { dependency: 'track_shipment' },
+        },
+      });
+      expect(expectFailure(await h.client.callTool(first, {})).error).toBe('unavailable');
+      expect(actions(h.decisions.at(-1))).toEqual(['open']);
+      const second = first === 'track_shipment' ? 'get_carrier_eta' : 'track_shipment';
+      const envelope = expectFailure(await h.client.callTool(second, {}));
+      expect(envelope.message).toBe(
+        `${second} is temporarily unavailable: a service it depends on is failing.`,
+      );
+      expect(Object.keys(h.breakers.stats())).toEqual(['track_shipment']);
+      expect(h.breakers.stats().track_shipment!.tools.sort()).toEqual(['get_carrier_eta', 'track_shipment']);
+      expect(track.calls + eta.calls).toBe(1);
+      await h.close();
+    }
+  });
+
   it('an opted-out tool is never guarded and gets no breaker', async () => {
     const poll = scriptedTool('poll_job', Array(12).fill('unavailable'));
     const h = await serve([poll], { volumeThreshold: 1, tools: { poll_job: false } });
@@ -260,6 +308,29 @@ describe('events, logs and decisions', () => {
     const listenerErrors = h.logs.filter((entry) => entry.message === 'circuit breaker listener threw');
     expect(listenerErrors).toHaveLength(1);
     expect(listenerErrors[0]!.fields).toMatchObject({ event: 'open', breaker: 'track_shipment' });
+  });
+
+  it('a listener that throws on every short-circuit is logged once, not once per call, through a long outage', async () => {
+    const track = scriptedTool('track_shipment', ['unavailable']);
+    const h = await serve([track], { volumeThreshold: 1, resetTimeout: 60_000 });
+    // A metrics hook with a bug (a label it never declared): it throws on every event.
+    h.breakers.on('short-circuit', () => {
+      throw new Error('Added label "tool" is not included in initial labelset');
+    });
+    await h.client.callTool('track_shipment', {});
+    for (let i = 0; i < 50; i += 1) {
+      expect(expectFailure(await h.client.callTool('track_shipment', { id: `c${i}` })).error).toBe(
+        'unavailable',
+      );
+    }
+    expect(h.breakers.stats().track_shipment!.totals.shortCircuits).toBe(50);
+    const listenerErrors = h.logs.filter((entry) => entry.message === 'circuit breaker listener threw');
+    expect(listenerErrors).toHaveLength(1);
+    expect(listenerErrors[0]!.fields).toMatchObject({ event: 'short-circuit', breaker: 'track_shipment' });
+    // The count of the lines held back is written when the breakers close.
+    h.breakers.close();
+    expect(h.logs.filter((entry) => entry.message === 'circuit breaker listener threw')).toHaveLength(2);
+    expect(h.logs.at(-1)!.fields).toMatchObject({ event: 'short-circuit', suppressed: 49 });
   });
 
   it("the timer-driven half-open runs outside every call: its listeners and log line carry no call's context", async () => {

@@ -160,6 +160,54 @@ describe('capacity', () => {
     gate.resolve();
     await running;
   });
+
+  it('half-open with every slot held by calls still running past their deadline: unavailable, never a retry-soon rate_limited', async () => {
+    // A black-holed dependency behind a client that cannot be aborted: each call outlives its deadline.
+    const stuck = deferred();
+    const blackHoled = async () => {
+      await stuck.promise;
+      return parseOkResult();
+    };
+    const lookup = scriptedTool('lookup', [blackHoled, blackHoled, blackHoled]);
+    const h = await serve([lookup], {
+      timeout: 40,
+      resetTimeout: 50,
+      capacity: 2,
+      consecutiveFailures: 1,
+    });
+    // The first call times out and opens the breaker; the probe after the reset times out and reopens it.
+    expect(expectFailure(await h.client.callTool('lookup', { id: 'a' })).error).toBe('timeout');
+    await waitFor(() => h.breakers.state('lookup') === 'half-open');
+    expect(expectFailure(await h.client.callTool('lookup', { id: 'b' })).error).toBe('timeout');
+    await waitFor(() => h.breakers.state('lookup') === 'half-open');
+    expect(h.breakers.stats().lookup!.inFlight).toBe(2);
+
+    // No slot is free for a probe: the dependency is still down, and the model must not retry at once.
+    expect(expectFailure(await h.client.callTool('lookup', { id: 'c' }))).toEqual({
+      ok: false,
+      error: 'unavailable',
+      message: 'lookup is temporarily unavailable: a service it depends on is failing.',
+      hint: 'Do not retry now. Tell the user that lookup is unavailable at the moment; it can be tried once more after retryAfterMs.',
+      retryable: true,
+      retryAfterMs: 50,
+    });
+    expect(h.decisions.at(-1)).toEqual([
+      {
+        by: 'circuit-breaker',
+        action: 'short-circuit',
+        reason: 'half-open: every slot is held by a call still running',
+        detail: { breaker: 'lookup', state: 'half-open', retryAfterMs: 50 },
+      },
+    ]);
+    expect(lookup.calls).toBe(2);
+    expect(h.breakers.stats().lookup!.totals).toMatchObject({ shortCircuits: 1, capacityRejections: 0 });
+
+    // Once the stuck calls return, the next call is the probe, and its success closes the breaker.
+    stuck.resolve();
+    await waitFor(() => h.breakers.stats().lookup!.inFlight === 0);
+    expect(parseResultText(await h.client.callTool('lookup', { id: 'd' }))).toEqual({ ok: true, done: true });
+    expect(actions(h.decisions.at(-1))).toEqual(['half-open', 'close']);
+  });
 });
 
 async function parseOkResult() {
