@@ -26,11 +26,15 @@ export interface RecordSettings {
 
 /**
  * The result core's dispatch will answer for an error that escapes the chain, so the record holds
- * what the client gets. A ToolError keeps its code; anything else is `internal` under an incident id
- * set on the context now, so core's answer carries the same id as the record.
+ * what the client gets. A ToolError keeps its code (one with a cause is answered under an incident id,
+ * its cause logged under it); anything else is `internal` under an incident id. Such an id is set on
+ * the context now, so core's answer carries the same id as the record.
  */
 export function resultOfThrow(ctx: ToolContext, error: unknown): ToolResult {
-  if (isToolError(error)) return toolErrorResult(error, ctx.incidentId);
+  if (isToolError(error)) {
+    if (error.cause !== undefined) ctx.incidentId ??= newIncidentId();
+    return toolErrorResult(error, ctx.incidentId);
+  }
   ctx.incidentId ??= newIncidentId();
   return fail('internal', 'Internal error.', { incidentId: ctx.incidentId });
 }

@@ -158,6 +158,25 @@ describe('one record per tools/call, with the exact fields', () => {
     expect(records[0]).not.toHaveProperty('incidentId');
   });
 
+  it('a ToolError with a cause thrown by a middleware: the incident id the model sees and the log holds', async () => {
+    const store: ToolMiddleware = async () => {
+      throw new ToolError('unavailable', 'The store is down.', {
+        cause: new Error('connect ECONNREFUSED 10.0.0.7:6379'),
+      });
+    };
+    const { audit, client, records, log } = await audited([store]);
+    const result = await client.callTool('get_order', { id: 'A-1' });
+    await audit.flush();
+    const envelope = expectFailure(result);
+    expect(envelope).toMatchObject({ error: 'unavailable', incidentId: expect.stringMatching(/^inc_/) });
+    expect(records[0]).toMatchObject({
+      outcome: 'unavailable',
+      incidentId: envelope.incidentId,
+      resultBytes: bytesOf(result),
+    });
+    expect(log.find((entry) => entry.fields.incidentId === envelope.incidentId)).toBeDefined();
+  });
+
   it('a short-circuit by an inner middleware: its result and its decision', async () => {
     const guard: ToolMiddleware = async (ctx) => {
       ctx.decisions.push({
