@@ -25,5 +25,27 @@ export function verdictOfResult(result: ToolResult): Verdict {
 export function verdictOfThrow(error: unknown): Verdict {
   if (isToolError(error)) return DEPENDENCY_FAILURES.has(error.code) ? 'failure' : 'ignored';
   const known = classifyFailure(error);
-  return known === undefined || DEPENDENCY_FAILURES.has(known.code) ? 'failure' : 'ignored';
+  if (known !== undefined) return DEPENDENCY_FAILURES.has(known.code) ? 'failure' : 'ignored';
+  return refusesInput(error) ? 'ignored' : 'failure';
+}
+
+// PostgreSQL answered and refused the call's values (class 22, data exception: a number out of range,
+// a malformed date) or its change (class 23, integrity constraint: a duplicate key, a missing
+// reference): the database is healthy and the input is at fault, so it weighs neither way, also
+// thrown raw by a handler that queries pg itself (or wrapped as an ORM does, with the pg error as cause).
+const PG_INPUT_REFUSED = /^2[23][0-9A-Z]{3}$/;
+
+function refusesInput(error: unknown): boolean {
+  let item: unknown = error;
+  for (let depth = 0; depth < 8 && typeof item === 'object' && item !== null; depth += 1) {
+    try {
+      const { code, cause } = item as { code?: unknown; cause?: unknown };
+      if (typeof code === 'string' && PG_INPUT_REFUSED.test(code)) return true;
+      item = cause;
+    } catch {
+      // A hostile getter: not something PostgreSQL answered.
+      return false;
+    }
+  }
+  return false;
 }

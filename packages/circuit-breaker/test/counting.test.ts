@@ -38,6 +38,52 @@ describe("the model's own mistakes", () => {
     expect(h.breakers.state('lookup_order')).toBe('open');
   });
 
+  it('a raw pg data or constraint error (the values refused, the database healthy) is ignored, also as a cause', async () => {
+    // What node-postgres throws, field for field as PostgreSQL 15 answers.
+    const pgError = (code: string, message: string, detail?: string): Error =>
+      Object.assign(new Error(message), {
+        name: 'error',
+        severity: 'ERROR',
+        code,
+        ...(detail && { detail }),
+      });
+    const refused = [
+      pgError(
+        '23505',
+        'duplicate key value violates unique constraint "refunds_order_id_key"',
+        'Key (order_id)=(A-1) already exists.',
+      ),
+      pgError(
+        '23503',
+        'insert or update on table "refunds" violates foreign key constraint "refunds_order_id_fkey"',
+      ),
+      pgError('22P02', 'invalid input syntax for type uuid: "A-1"'),
+      pgError('22003', 'value "99999999999" is out of range for type integer'),
+      // An ORM's wrapper around it.
+      Object.assign(new Error('Query failed'), {
+        cause: pgError('23514', 'new row for relation "refunds" violates check constraint "amount_positive"'),
+      }),
+    ];
+    const steps: Step[] = [
+      ...refused.map(
+        (error): Step =>
+          () =>
+            Promise.reject(error),
+      ),
+      // A bug is not the input's fault: an undefined table still counts.
+      () => Promise.reject(pgError('42P01', 'relation "refundz" does not exist')),
+    ];
+    const refund = scriptedTool('create_refund', steps);
+    const h = await serve([refund], { volumeThreshold: 1, consecutiveFailures: 1 });
+    for (let i = 0; i < refused.length; i += 1) {
+      expect(expectFailure(await h.client.callTool('create_refund', {})).error).toBe('internal');
+    }
+    expect(h.breakers.state('create_refund')).toBe('closed');
+    expect(h.breakers.stats().create_refund!.totals).toMatchObject({ ignored: refused.length, failures: 0 });
+    await h.client.callTool('create_refund', {});
+    expect(h.breakers.stats().create_refund!.totals).toMatchObject({ failures: 1, opened: 1 });
+  });
+
   it('never open the breaker, however many and however strict the threshold', async () => {
     const lookup = scriptedTool(
       'lookup_order',
