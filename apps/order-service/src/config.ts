@@ -46,7 +46,8 @@ Usage: order-service [--http] [--port N] [--host H] [--insecure-no-auth] [--help
 Transports: stdio by default (stdout carries JSON-RPC only); --http serves Streamable HTTP (stateless) at /mcp,
 plus GET /health (process alive) and GET /ready (database reachable, not shutting down), without auth.
 Shutdown: SIGTERM/SIGINT stop accepting, let in-flight calls finish, flush audit, close breakers and the
-database, then exit 0.
+database, then exit 0 (each closing step is bounded; exit 1 when one had to be left behind). Over stdio,
+the client closing stdin or stdout ends the session the same way.
 Environment:
   DATABASE_URL                  PostgreSQL; embedded PGlite with seeded sample data when unset
   CARRIER_URL                   carrier tracking API base URL; unset: the bundled fake carrier is started

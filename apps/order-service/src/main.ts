@@ -33,6 +33,15 @@ async function auditReady(service: OrderService, logger: Logger): Promise<void> 
   }
 }
 
+/**
+ * How long each closing step after the drain may take. Audit's flush has its own deadline (10 s, 1 s
+ * more for a hung write) and gets that plus a margin; the rest (breakers, stores, pools, the fake
+ * carrier, tracing) get 5 s. A dependency that stopped answering without a reset (a partition) would
+ * otherwise hold the exit forever: pg's `pool.end()` waits for connections whose statement never returns.
+ */
+const AUDIT_CLOSE_MS = 15_000;
+const CLOSE_STEP_MS = 5_000;
+
 /** The SDK's stdio transport closes itself when one line passes this size (its ReadBuffer default). */
 const STDIO_LINE_LIMIT = 'ReadBuffer exceeded maximum size';
 
@@ -43,6 +52,9 @@ async function main(): Promise<void> {
     process.stdout.write(USAGE);
     return;
   }
+  // A host that exits closes our stderr too: a log line would then meet EPIPE, thrown as an uncaught
+  // error, and the shutdown (audit flush) would die with it. Lines with nowhere to go are dropped.
+  process.stderr.on('error', () => undefined);
   // stdout belongs to the stdio transport: every log line goes to stderr.
   const logger = createStderrLogger({ level: config.logLevel, base: { service: SERVER_INFO.name } });
   const stopTracing = config.otlpEndpoint ? startTracing(config.otlpEndpoint, SERVER_INFO.name) : undefined;
@@ -104,19 +116,45 @@ async function main(): Promise<void> {
         logger.info({ inFlight, abandoned }, 'shutdown: in-flight stdio calls drained');
       }
       await stopStdio?.();
-      await service.close();
-      logger.info({}, 'shutdown: audit flushed, breakers and database closed');
-      await fakeCarrier?.close();
+      // Audit alone first (service.close() closes it again: a no-op), so a stuck pool cannot keep the
+      // records from their sink; then each step within its deadline, a step past it left behind.
+      const auditClosed = await closeWithin('audit flush', AUDIT_CLOSE_MS, () => service.audit.close());
+      const restClosed = await closeWithin('breakers, stores and database', CLOSE_STEP_MS, () =>
+        service.close(),
+      );
+      if (auditClosed && restClosed) logger.info({}, 'shutdown: audit flushed, breakers and database closed');
+      else exitCode = 1;
+      if (fakeCarrier && !(await closeWithin('fake carrier', CLOSE_STEP_MS, () => fakeCarrier!.close())))
+        exitCode = 1;
       if (stopTracing) {
-        await stopTracing();
-        logger.info({}, 'shutdown: tracing flushed');
+        if (await closeWithin('tracing flush', CLOSE_STEP_MS, stopTracing))
+          logger.info({}, 'shutdown: tracing flushed');
+        else exitCode = 1;
       }
-      logger.info({ exitCode }, 'shutdown: done');
     } catch (error) {
       logger.error({ err: error }, 'shutdown: a step failed');
       exitCode = 1;
     }
+    logger.info({ exitCode }, 'shutdown: done');
     process.exit(exitCode);
+  };
+  /** Runs one closing step; false (logged) when it did not finish within `timeoutMs` (a failure throws). */
+  const closeWithin = async (
+    what: string,
+    timeoutMs: number,
+    step: () => Promise<void>,
+  ): Promise<boolean> => {
+    try {
+      await withDeadline(step, { timeoutMs, what });
+      return true;
+    } catch (error) {
+      if (!isAbortError(error)) throw error;
+      logger.error(
+        { step: what, waitedMs: timeoutMs },
+        `shutdown: ${what} did not finish within ${timeoutMs} ms (a dependency stopped answering); exiting without it`,
+      );
+      return false;
+    }
   };
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.on(signal, () => void shutdown(signal, 0));
@@ -173,6 +211,12 @@ async function main(): Promise<void> {
     void shutdown(fatal ?? 'stdio transport closed', fatal ? 1 : 0);
   };
   stopStdio = () => server.close();
+  // A client that goes away closes our stdout: the next answer meets EPIPE, which Node throws as an
+  // uncaught error (audit records still buffered were lost with it). It ends the session, as EOF does.
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    logger.warn({ code: error.code }, 'stdio: stdout is closed (the client went away); shutting down');
+    void shutdown('stdout closed', error.code === 'EPIPE' ? 0 : 1);
+  });
   // The client closing our stdin is the end of the session: flush audit, then exit.
   process.stdin.once('end', () => void shutdown('stdin closed', 0));
   await server.connect(transport);
