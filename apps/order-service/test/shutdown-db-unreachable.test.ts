@@ -1,16 +1,12 @@
-import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { type AddressInfo, connect, createServer, type Server, type Socket } from 'node:net';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { verifyAuditFile } from '@toolgate/audit';
-import { reportMissingService } from '@toolgate/core/testing';
+import { type FaultProxy, reportMissingService, startFaultProxy } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
+import { APP, auditRecords, type ChildServer, startChildServer, waitFor } from './child-server.js';
 import { createScratchDatabase, type ScratchDatabase, TEST_DATABASE_URL } from './fleet-harness.js';
-
-const APP = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const MAIN = join(APP, 'dist', 'main.js');
 
 if (!TEST_DATABASE_URL) {
   reportMissingService(
@@ -19,59 +15,6 @@ if (!TEST_DATABASE_URL) {
     'TEST_DATABASE_URL',
     'postgres://postgres@127.0.0.1:5432/test',
   );
-}
-
-interface FreezableProxy {
-  readonly port: number;
-  /**
-   * PostgreSQL stops answering without closing anything (a partition, a host that died without a
-   * reset): relayed bytes go nowhere, new connections are accepted and never answered.
-   */
-  freeze(): void;
-  close(): Promise<void>;
-}
-
-async function startFreezableProxy(targetPort: number, targetHost: string): Promise<FreezableProxy> {
-  const live = new Set<Socket>();
-  let frozen = false;
-  const track = (socket: Socket): void => {
-    live.add(socket);
-    socket.on('error', () => undefined).on('close', () => live.delete(socket));
-  };
-  const server: Server = createServer((client) => {
-    track(client);
-    if (frozen) return;
-    const upstream = connect(targetPort, targetHost);
-    track(upstream);
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
-    client.on('data', (chunk: Buffer) => {
-      if (!frozen) upstream.write(chunk);
-    });
-    upstream.on('data', (chunk: Buffer) => {
-      if (!frozen) client.write(chunk);
-    });
-  });
-  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-  return {
-    port: (server.address() as AddressInfo).port,
-    freeze() {
-      frozen = true;
-    },
-    async close() {
-      const closed = new Promise<void>((done) => server.close(() => done()));
-      for (const socket of live) socket.destroy();
-      await closed;
-    },
-  };
-}
-
-async function waitFor(what: string, check: () => boolean, timeoutMs = 60_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((done) => setTimeout(done, 25));
-  }
 }
 
 async function withinBound<T>(what: string, promise: Promise<T>, log: () => string): Promise<T> {
@@ -89,11 +32,12 @@ async function withinBound<T>(what: string, promise: Promise<T>, log: () => stri
   }
 }
 
-let child: ChildProcessWithoutNullStreams | undefined;
-let proxy: FreezableProxy | undefined;
+let server: ChildServer | undefined;
+let proxy: FaultProxy | undefined;
 let database: ScratchDatabase | undefined;
 let dir: string | undefined;
 afterEach(async () => {
+  const child = server?.child;
   if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   await proxy?.close();
   await database?.drop();
@@ -109,30 +53,21 @@ describe.runIf(TEST_DATABASE_URL)('shutdown with PostgreSQL unreachable', () => 
     });
     expect(setup.status, setup.stderr).toBe(0);
     const target = new URL(database.url);
-    proxy = await startFreezableProxy(Number(target.port || 5432), target.hostname);
+    proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || 5432) });
     const viaProxy = new URL(database.url);
     viaProxy.host = `127.0.0.1:${proxy.port}`;
     dir = mkdtempSync(join(tmpdir(), 'order-service-db-down-'));
     const auditFile = join(dir, 'audit.jsonl');
-    const running = spawn(process.execPath, [MAIN, '--http', '--insecure-no-auth', '--port', '0'], {
-      env: {
-        PATH: process.env.PATH ?? '/usr/bin:/bin',
-        DATABASE_URL: viaProxy.href,
-        CARRIER_URL: 'http://127.0.0.1:9',
-        AUDIT_FILE: auditFile,
-        TOOLGATE_SHUTDOWN_GRACE_MS: '1000',
-      },
+    const running = startChildServer(['--http', '--insecure-no-auth', '--port', '0'], {
+      DATABASE_URL: viaProxy.href,
+      CARRIER_URL: 'http://127.0.0.1:9',
+      AUDIT_FILE: auditFile,
+      TOOLGATE_SHUTDOWN_GRACE_MS: '1000',
     });
-    child = running;
-    let stderr = '';
-    running.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-      stderr += chunk;
-    });
-    const exited = new Promise<[number | null, NodeJS.Signals | null]>((done) =>
-      running.once('exit', (code, signal) => done([code, signal])),
-    );
-    await waitFor('the listening line', () => stderr.includes('"listening"'));
-    const url = /"url":"([^"]+)"/.exec(stderr)![1]!;
+    server = running;
+    const stderr = running.stderr;
+    await waitFor('the listening line', () => stderr().includes('"listening"'));
+    const url = /"url":"([^"]+)"/.exec(stderr())![1]!;
     const call = async (id: number): Promise<Record<string, unknown>> => {
       const response = await fetch(url, {
         method: 'POST',
@@ -154,28 +89,25 @@ describe.runIf(TEST_DATABASE_URL)('shutdown with PostgreSQL unreachable', () => 
     // Connections to the database are open and in use.
     expect(await call(1)).toMatchObject({ result: { structuredContent: { ok: true } } });
 
-    proxy.freeze();
+    proxy.blackhole();
     // Both answer within the orders-db breaker's deadline, but their statements never return: the
     // pool's connections stay checked out.
     const stuck = await withinBound(
       'the stuck calls to be answered',
       Promise.all([call(2), call(3)]),
-      () => stderr,
+      stderr,
     );
     for (const answer of stuck) expect(answer).toMatchObject({ result: { isError: true } });
 
-    running.kill('SIGTERM');
+    running.child.kill('SIGTERM');
     // Not a timing assertion: a shutdown that never ends is the failure, and this says where it hung.
-    const [code, signal] = await withinBound('the process to exit after SIGTERM', exited, () => stderr);
+    const [code, signal] = await withinBound('the process to exit after SIGTERM', running.exited, stderr);
     expect([code, signal]).toEqual([1, null]);
-    expect(stderr).toContain(
+    expect(stderr()).toContain(
       'shutdown: breakers, stores and database did not finish within 5000 ms (a dependency stopped answering); exiting without it',
     );
-    expect(stderr).toContain('"exitCode":1,"msg":"shutdown: done"');
-    const records = readFileSync(auditFile, 'utf8')
-      .split('\n')
-      .filter((line) => line !== '')
-      .map((line) => JSON.parse(line) as { tool: string; outcome: string });
+    expect(stderr()).toContain('"exitCode":1,"msg":"shutdown: done"');
+    const records = auditRecords<{ tool: string; outcome: string }>(auditFile);
     expect(records.map((record) => record.tool)).toEqual(['search_orders', 'search_orders', 'search_orders']);
     expect(await verifyAuditFile(auditFile)).toMatchObject({ intact: true, records: 3 });
   }, 120_000);

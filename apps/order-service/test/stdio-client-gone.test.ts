@@ -1,33 +1,32 @@
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import type { ChildProcessWithoutNullStreams } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { verifyAuditFile } from '@toolgate/audit';
 import { afterEach, describe, expect, it } from 'vitest';
+import {
+  auditRecords,
+  type ChildServer,
+  initializeStdio,
+  startChildServer,
+  toolCall,
+  waitFor,
+} from './child-server.js';
 
-const MAIN = join(resolve(dirname(fileURLToPath(import.meta.url)), '..'), 'dist', 'main.js');
 const CALLS = 3;
 
-let child: ChildProcessWithoutNullStreams | undefined;
+let server: ChildServer | undefined;
 let carrier: Server | undefined;
 let dir: string | undefined;
 afterEach(() => {
+  const child = server?.child;
   if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   carrier?.closeAllConnections();
   carrier?.close();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
-
-async function waitFor(what: string, check: () => boolean, timeoutMs = 60_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((done) => setTimeout(done, 25));
-  }
-}
 
 /**
  * The stdio server with CALLS tracking calls held in flight by the carrier; `hangUp` closes the
@@ -48,63 +47,32 @@ async function clientGoesAway(hangUp: (running: ChildProcessWithoutNullStreams) 
   const carrierUrl = `http://127.0.0.1:${(carrier.address() as AddressInfo).port}`;
   dir = mkdtempSync(join(tmpdir(), 'order-service-stdio-gone-'));
   const auditFile = join(dir, 'audit.jsonl');
-  const running = spawn(process.execPath, [MAIN], {
-    env: {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      CARRIER_URL: carrierUrl,
-      AUDIT_FILE: auditFile,
-      TOOLGATE_SHUTDOWN_GRACE_MS: '20000',
-    },
+  const running = startChildServer([], {
+    CARRIER_URL: carrierUrl,
+    AUDIT_FILE: auditFile,
+    TOOLGATE_SHUTDOWN_GRACE_MS: '20000',
   });
-  child = running;
-  let stdout = '';
-  let stderr = '';
-  running.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-    stdout += chunk;
-  });
-  running.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-    stderr += chunk;
-  });
-  running.stdin.on('error', () => undefined);
-  const exited = new Promise<[number | null, NodeJS.Signals | null]>((done) =>
-    running.once('exit', (code, signal) => done([code, signal])),
-  );
-  const send = (message: unknown): void => {
-    running.stdin.write(`${JSON.stringify(message)}\n`);
-  };
-  send({
-    jsonrpc: '2.0',
-    id: 0,
-    method: 'initialize',
-    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
-  });
-  await waitFor('the initialize answer', () => stdout.includes('"id":0'));
-  send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+  server = running;
+  await initializeStdio(running);
   for (let id = 1; id <= CALLS; id++) {
-    send({
-      jsonrpc: '2.0',
-      id,
-      method: 'tools/call',
-      params: { name: 'track_shipment', arguments: { tracking_number: `TRK0000000${id}` } },
-    });
+    running.send(toolCall(id, 'track_shipment', { tracking_number: `TRK0000000${id}` }));
   }
   await waitFor('the calls to reach the carrier', () => held.length === CALLS);
-  hangUp(running);
+  hangUp(running.child);
   for (const res of held) {
     res
       .writeHead(200, { 'content-type': 'application/json' })
       .end(JSON.stringify({ trackingNumber: 'TRK', carrier: 'Held', status: 'in_transit', events: [] }));
   }
-  const [code, signal] = await exited;
-  return { code, signal, auditFile, stderr };
+  const [code, signal] = await running.exited;
+  return { code, signal, auditFile, stderr: running.stderr() };
 }
 
 function auditedCalls(auditFile: string): Array<[string, string]> {
-  return readFileSync(auditFile, 'utf8')
-    .split('\n')
-    .filter((line) => line !== '')
-    .map((line) => JSON.parse(line) as { tool: string; outcome: string })
-    .map((record) => [record.tool, record.outcome]);
+  return auditRecords<{ tool: string; outcome: string }>(auditFile).map((record) => [
+    record.tool,
+    record.outcome,
+  ]);
 }
 
 describe('stdio: the client goes away with calls in flight', () => {

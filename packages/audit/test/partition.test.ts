@@ -3,8 +3,13 @@
 // (about 15 minutes on Linux; never, when only the reply is lost) while every later record piles up
 // behind it. The sink must give up on the statement, drop that connection and retry the same batch
 // on a new one: nothing lost, nothing stored twice, the chain intact.
-import { connect, createServer, type Server, type Socket } from 'node:net';
-import { type LogEntry, recordingLogger, reportMissingService } from '@toolgate/core/testing';
+import {
+  type FaultProxy,
+  type LogEntry,
+  recordingLogger,
+  reportMissingService,
+  startFaultProxy,
+} from '@toolgate/core/testing';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { createAudit, createPostgresSink, verifyAuditTable } from '../src/index.js';
@@ -14,69 +19,8 @@ import { closeConnections, serve } from './helpers.js';
 /** The frontend's CopyDone message: the end of a COPY's data, after which the server commits it. */
 const COPY_DONE = Buffer.from([0x63, 0, 0, 0, 4]);
 
-/**
- * A loopback proxy with the partitions a stateful firewall or NAT gives when it loses a flow: the
- * connections it held go silent for good (no RST, no FIN: their bytes wait forever), while new
- * connections get through.
- */
-async function partitioningProxy(port: number): Promise<{
-  port: number;
-  /** Every live connection goes silent, both ways; new ones flow. */
-  silenceLive: () => void;
-  /** The next write (an INSERT, or a COPY's CopyDone) reaches the server and commits; then its connection goes silent before the reply. */
-  silenceAfterNextWrite: () => void;
-  close: () => Promise<void>;
-}> {
-  const live = new Set<Socket>();
-  let armed = false;
-  const server: Server = createServer((client) => {
-    const upstream = connect(port, '127.0.0.1');
-    live.add(client).add(upstream);
-    let silent = false;
-    let silenceOnReply = false;
-    const silence = (): void => {
-      silent = true;
-      client.pause();
-      upstream.pause();
-    };
-    (client as Socket & { silence?: () => void }).silence = silence;
-    client.on('data', (chunk: Buffer) => {
-      if (silent) return;
-      if (armed && (chunk.includes('INSERT INTO') || chunk.includes(COPY_DONE))) {
-        armed = false;
-        silenceOnReply = true;
-      }
-      upstream.write(chunk);
-    });
-    upstream.on('data', (chunk: Buffer) => {
-      if (silenceOnReply) silence();
-      if (silent) return;
-      client.write(chunk);
-    });
-    const cut = (): void => {
-      client.destroy();
-      upstream.destroy();
-      live.delete(client);
-      live.delete(upstream);
-    };
-    client.on('error', cut).on('close', cut);
-    upstream.on('error', cut).on('close', cut);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as { port: number }).port,
-    silenceLive: () => {
-      for (const socket of live) (socket as Socket & { silence?: () => void }).silence?.();
-    },
-    silenceAfterNextWrite: () => {
-      armed = true;
-    },
-    close: async () => {
-      for (const socket of live) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
+/** A batch's write: an INSERT, or a COPY's end (the server commits on it). */
+const batchWrite = (chunk: Buffer): boolean => chunk.includes('INSERT INTO') || chunk.includes(COPY_DONE);
 
 describe('createPostgresSink timeoutMs', () => {
   it('refuses a time limit that is not a positive number', () => {
@@ -103,10 +47,10 @@ if (url === undefined) {
 
     async function proxied(): Promise<{
       pool: pg.Pool;
-      proxy: Awaited<ReturnType<typeof partitioningProxy>>;
+      proxy: FaultProxy;
     }> {
       const target = new URL(url!);
-      const proxy = await partitioningProxy(Number(target.port || 5432));
+      const proxy = await startFaultProxy({ host: '127.0.0.1', port: Number(target.port || 5432) });
       target.host = `127.0.0.1:${proxy.port}`;
       const pool = new pg.Pool({ connectionString: target.toString(), max: 2 });
       pool.on('error', () => {});
@@ -172,7 +116,7 @@ if (url === undefined) {
         const served = await serve([audit]);
         await served.callTool('get_order', { id: 'warm-up' });
         await audit.flush();
-        proxy.silenceAfterNextWrite();
+        proxy.silenceAfter(batchWrite);
         await Promise.all(
           Array.from({ length: 30 }, (_, index) => served.callTool('get_order', { id: `A-${index}` })),
         );

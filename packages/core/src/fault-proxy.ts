@@ -29,6 +29,17 @@ export interface FaultProxy {
    * when the window ends.
    */
   loseReplies(durationMs: number): Promise<void>;
+  /**
+   * The connections open now go silent for good, both ways and without a reset (a stateful firewall or
+   * NAT that lost their flows); new connections are relayed as usual.
+   */
+  silenceLive(): void;
+  /**
+   * The next chunk a client sends that `match` accepts (an `INSERT`, a COPY's end) is forwarded; then
+   * its connection goes silent for good before the reply: the server did the work, the client never
+   * hears of it, and nothing resets. Other connections are not touched.
+   */
+  silenceAfter(match: (chunk: Buffer) => boolean): void;
   close(): Promise<void>;
 }
 
@@ -38,6 +49,9 @@ export async function startFaultProxy(target: { host: string; port: number }): P
   let connections = 0;
   let paused = false;
   let losingReplies = false;
+  let silenceMatch: ((chunk: Buffer) => boolean) | undefined;
+  // The silencing of each live connection's pair, by its client socket.
+  const silencers = new Map<Socket, () => void>();
   let server: Server | undefined;
   let port = 0;
   const resetAll = (): void => {
@@ -53,16 +67,34 @@ export async function startFaultProxy(target: { host: string; port: number }): P
         client.pause();
         upstream.pause();
       }
+      let silent = false;
+      let silenceOnReply = false;
+      const silence = (): void => {
+        silent = true;
+        client.pause();
+        upstream.pause();
+      };
+      silencers.set(client, silence);
       const cut = (): void => {
         client.destroy();
         upstream.destroy();
         live.delete(client);
         live.delete(upstream);
+        silencers.delete(client);
       };
       client.on('error', cut).on('close', cut);
       upstream.on('error', cut).on('close', cut);
-      client.on('data', (chunk: Buffer) => upstream.write(chunk));
+      client.on('data', (chunk: Buffer) => {
+        if (silent) return;
+        if (silenceMatch?.(chunk)) {
+          silenceMatch = undefined;
+          silenceOnReply = true;
+        }
+        upstream.write(chunk);
+      });
       upstream.on('data', (chunk: Buffer) => {
+        if (silenceOnReply) silence();
+        if (silent) return;
         if (losingReplies) cut();
         else client.write(chunk);
       });
@@ -108,6 +140,12 @@ export async function startFaultProxy(target: { host: string; port: number }): P
       losingReplies = true;
       await new Promise((done) => setTimeout(done, durationMs));
       losingReplies = false;
+    },
+    silenceLive() {
+      for (const silence of silencers.values()) silence();
+    },
+    silenceAfter(match) {
+      silenceMatch = match;
     },
     close: down,
   };
