@@ -60,12 +60,14 @@ afterAll(async () => {
 describe('search_docs while a folder is swapped for a link out of the root', () => {
   it('never opens the FIFO outside the root, not even to refuse it', async () => {
     // Calls until the swap was caught at the open 5 times (it happened, and was refused), or the
-    // waiter was released (the server opened the FIFO), at most 5000 calls.
+    // waiter was released (the server opened the FIFO), at most 40,000 calls. How often the swap lands
+    // between the check and the open depends on the machine's load (3 in 5000 calls in one CI run): the
+    // test needs it to have happened at least once, or it proved nothing.
     let calls = 0;
     const caught = () =>
       entries.filter((entry) => entry.level === 'warn' && entry.fields.reason === 'changed').length;
     const worker = async (): Promise<void> => {
-      while (waiter.exitCode === null && caught() < 5 && calls < 5000) {
+      while (waiter.exitCode === null && caught() < 5 && calls < 40_000) {
         const result = await client.callTool('search_docs', { query: 'refund', path: 'folder/doc.md' });
         calls += 1;
         expect(JSON.stringify(result)).not.toContain('internal');
@@ -74,6 +76,6 @@ describe('search_docs while a folder is swapped for a link out of the root', () 
     await Promise.all(Array.from({ length: 16 }, worker));
     expect(swapper.exitCode).toBe(null);
     expect(waiter.exitCode).toBe(null);
-    expect(caught()).toBeGreaterThanOrEqual(5);
-  }, 180_000);
+    expect(caught()).toBeGreaterThanOrEqual(1);
+  }, 300_000);
 });

@@ -114,12 +114,13 @@ describe('search_docs when an open fails because of a swap', () => {
       { query: 'refund within', top_k: 5 },
       caught,
       2,
-      3000,
+      30_000,
     );
 
     expect(writer.exitCode).toBe(null);
     expect(internal).toEqual([]);
-    expect(caught()).toBeGreaterThanOrEqual(2);
+    // At least once, or it proved nothing (how often the swap lands in the window depends on load).
+    expect(caught()).toBeGreaterThanOrEqual(1);
     for (const answer of answers) {
       expect(answer.isError).toBeUndefined();
       const { items } = answer.structuredContent as { items: unknown[] };
@@ -143,12 +144,13 @@ describe('search_docs when an open fails because of a swap', () => {
       { query: 'refund', path: 'swap.md' },
       caught,
       2,
-      20_000,
+      60_000,
     );
 
     expect(writer.exitCode).toBe(null);
     expect(internal).toEqual([]);
-    expect(caught()).toBeGreaterThanOrEqual(2);
+    // At least once, or it proved nothing (how often the swap lands in the window depends on load).
+    expect(caught()).toBeGreaterThanOrEqual(1);
     for (const answer of answers) {
       if (answer.isError) {
         expect(expectFailure(answer).message).toBe('That path is not a document under the docs root.');
