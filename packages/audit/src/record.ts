@@ -3,8 +3,8 @@ import {
   canonicalJson,
   errorOf,
   fail,
+  incidentOfThrow,
   isToolError,
-  newIncidentId,
   type PolicyDecision,
   principalOf,
   type ToolContext,
@@ -31,12 +31,10 @@ export interface RecordSettings {
  * the context now, so core's answer carries the same id as the record.
  */
 export function resultOfThrow(ctx: ToolContext, error: unknown): ToolResult {
-  if (isToolError(error)) {
-    if (error.cause !== undefined) ctx.incidentId ??= newIncidentId();
-    return toolErrorResult(error, ctx.incidentId);
-  }
-  ctx.incidentId ??= newIncidentId();
-  return fail('internal', 'Internal error.', { incidentId: ctx.incidentId });
+  const incidentId = incidentOfThrow(ctx, error);
+  return isToolError(error)
+    ? toolErrorResult(error, incidentId)
+    : fail('internal', 'Internal error.', { incidentId });
 }
 
 /**

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { isToolError } from './errors.js';
 
 /** A short, unguessable id that ties what the model saw to the full error in the server log. */
 export function newIncidentId(): string {
@@ -13,4 +14,20 @@ const INCIDENT_ID = /^inc_[A-Za-z0-9_-]{1,32}$/;
  */
 export function isIncidentId(value: unknown): value is string {
   return typeof value === 'string' && INCIDENT_ID.test(value);
+}
+
+/**
+ * The incident id core answers an error thrown out of the chain with (`register.ts`: `lastResort`,
+ * `toolErrorAnswer`), set on the call now: anything
+ * but a ToolError is `internal` under one, and a ToolError with a cause is answered under one (the
+ * cause goes to the log under it). A middleware that records the throw before core answers it (audit,
+ * otel) gets the id the model will see. A ToolError without a cause: the call's id, if it has one.
+ */
+export function incidentOfThrow(
+  ctx: { incidentId?: string | undefined },
+  error: unknown,
+): string | undefined {
+  if (isToolError(error) && error.cause === undefined) return ctx.incidentId;
+  ctx.incidentId ??= newIncidentId();
+  return ctx.incidentId;
 }

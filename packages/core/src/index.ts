@@ -10,7 +10,7 @@ export { defineTool } from './define-tool.js';
 export { runDetached } from './detached.js';
 export { isToolError, ToolError, type ToolErrorOptions } from './errors.js';
 export { type CallerIdentity, type IdentifyCaller, identifyCaller } from './identity.js';
-export { isIncidentId, newIncidentId } from './incident.js';
+export { incidentOfThrow, isIncidentId, newIncidentId } from './incident.js';
 export {
   createMemoryStore,
   isStoreFullError,

@@ -174,8 +174,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
 
   const holdsToken = async (ctx: ToolContext, keys: CallKeys, token: string): Promise<boolean> => {
     try {
-      const stored = parseStored((await bounded.get(keys.storeKey, ctx.signal)) ?? '');
-      return stored?.s === 'running' && stored.c === token;
+      return isOwnClaim(parseStored((await bounded.get(keys.storeKey, ctx.signal)) ?? ''), token);
     } catch {
       return false;
     }
@@ -191,8 +190,9 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
       // Stops well before the claim could have expired and been made again by another call.
       if (Date.now() + 2 * storeTimeoutMs >= expires) return;
       try {
-        const stored = parseStored((await bounded.get(keys.storeKey)) ?? '');
-        if (stored?.s === 'running' && stored.c === token) await bounded.delete(keys.storeKey);
+        if (isOwnClaim(parseStored((await bounded.get(keys.storeKey)) ?? ''), token)) {
+          await bounded.delete(keys.storeKey);
+        }
       } catch {
         // The store still does not answer: tried again less and less often (up to every 5 s).
         delay = Math.min(delay * 2, LOST_CLAIM_MAX_DELAY_MS);
@@ -256,7 +256,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
         if (stored === undefined) return storeDown(ctx, keys, opts, next, 'get', new UnreadableEntryError());
         if (stored.a !== keys.args) return otherArguments(ctx, keys);
         // This call's own claim, written by a resent write after its first answer was lost.
-        if (stored.s === 'running' && stored.c === token) return runClaimed(ctx, next, keys, opts);
+        if (isOwnClaim(stored, token)) return runClaimed(ctx, next, keys, opts);
         if (stored.s === 'done') return replay(ctx, keys, stored.r, 'replayed');
         if (Date.now() >= waitUntil) return stillRunning(ctx, keys, pollIntervalMs);
         await sleep(pollIntervalMs, ctx.signal);
@@ -355,6 +355,11 @@ function stillRunning(ctx: ToolContext, keys: CallKeys, pollIntervalMs: number):
     retryable: true,
     retryAfterMs: Math.max(1000, pollIntervalMs),
   });
+}
+
+/** Whether `stored` is the claim written by the call holding `token` (its own, after a lost reply). */
+function isOwnClaim(stored: StoredCall | undefined, token: string): boolean {
+  return stored?.s === 'running' && stored.c === token;
 }
 
 /** A stored claim or result, or undefined when the text is neither (damaged, or another writer's). */

@@ -4,6 +4,7 @@ import {
   ERROR_META_KEY,
   type ErrorEnvelope,
   errorOf,
+  incidentOfThrow,
   isErrorCode,
   isIncidentId,
   isToolError,
@@ -107,13 +108,13 @@ export function recordThrownOutcome(
   recorder: TextRecorder,
   errorTypeOf: (error: unknown) => string,
 ): string {
+  // Core's rule for which throws it answers under an incident id, set now: the span carries the id the
+  // model sees.
+  const incidentId = incidentOfThrow(ctx, error);
   if (isToolError(error)) {
-    // Core answers one with a cause under an incident id (its log entry holds the cause): set here, so
-    // the span carries the id the model sees.
-    if (error.cause !== undefined) ctx.incidentId ??= newIncidentId();
     span.setAttribute(ATTR_ERROR_TYPE, ERROR_TYPE_TOOL_ERROR);
     span.setAttribute(ATTR_TOOLGATE_ERROR_CODE, error.code);
-    if (ctx.incidentId !== undefined) span.setAttribute(ATTR_TOOLGATE_INCIDENT_ID, ctx.incidentId);
+    if (incidentId !== undefined) span.setAttribute(ATTR_TOOLGATE_INCIDENT_ID, incidentId);
     span.setStatus({
       code: SpanStatusCode.ERROR,
       message: statusMessage(error.code, error.message, recorder),
@@ -121,10 +122,9 @@ export function recordThrownOutcome(
     return ERROR_TYPE_TOOL_ERROR;
   }
   const type = errorTypeOf(error);
-  ctx.incidentId ??= newIncidentId();
   span.setAttribute(ATTR_ERROR_TYPE, type);
   span.setAttribute(ATTR_TOOLGATE_ERROR_CODE, 'internal');
-  span.setAttribute(ATTR_TOOLGATE_INCIDENT_ID, ctx.incidentId);
+  span.setAttribute(ATTR_TOOLGATE_INCIDENT_ID, incidentId!);
   span.setStatus({ code: SpanStatusCode.ERROR, message: THROWN_STATUS_MESSAGE });
   if (settings.recordErrorStack && span.isRecording()) {
     const { message, stack } = describeThrown(error);
