@@ -1,6 +1,7 @@
 import { isAbortError, withDeadline } from '@toolgate/core';
 import { checkAddress } from './address-ranges.js';
 import { hasIdnaIgnored, matchesHost, type NormalHost, normaliseHost } from './host-pattern.js';
+import { LookupQueueFullError } from './lookup-resolver.js';
 import { defaultPort, type NormalPolicy } from './options.js';
 import { UrlRefusedError } from './refusal.js';
 import type { CheckedUrl } from './types.js';
@@ -137,15 +138,23 @@ async function resolveChecked(
   let answers: readonly string[];
   try {
     // A check on its own (the guard's) is bounded too: a name whose DNS never answers must not hold
-    // the call. Inside fetch, fetch's own deadline (same length, started earlier) fires first.
-    answers = await withDeadline(() => policy.resolve(hostname), {
-      signal,
-      timeoutMs: policy.timeoutMs,
-      what: 'resolution',
-    });
+    // the call, also while it waits for a lookup slot. Inside fetch, fetch's own deadline (same
+    // length, started earlier) fires first.
+    answers = await withDeadline(
+      (deadline) =>
+        policy.resolveSignalled === undefined
+          ? policy.resolve(hostname)
+          : policy.resolveSignalled(hostname, deadline),
+      {
+        signal,
+        timeoutMs: policy.timeoutMs,
+        what: 'resolution',
+      },
+    );
   } catch (error) {
     if (signal?.aborted) throw error;
     if (isAbortError(error)) throw resolutionTimeout(policy, hostname, error);
+    if (error instanceof LookupQueueFullError) throw resolverBusy(hostname, error);
     throw unresolvable(hostname, error);
   }
   if (!Array.isArray(answers) || answers.length === 0) throw unresolvable(hostname, undefined);
@@ -189,6 +198,20 @@ function resolutionTimeout(policy: NormalPolicy, host: string, cause: unknown): 
     cause,
     hint: 'The host name did not resolve in time; try again later, and if it keeps failing, tell the user.',
   });
+}
+
+function resolverBusy(host: string, cause: LookupQueueFullError): UrlRefusedError {
+  return new UrlRefusedError(
+    'unresolvable',
+    `Host ${host} could not be resolved now: too many lookups are waiting.`,
+    {
+      host,
+      cause,
+      detail: { waiting: cause.waiting },
+      retryable: true,
+      hint: 'Try again in a few seconds, with fewer URLs at once; if it keeps failing, tell the user.',
+    },
+  );
 }
 
 function unresolvable(host: string, cause: unknown): UrlRefusedError {

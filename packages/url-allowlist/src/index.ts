@@ -7,6 +7,8 @@ export {
   type UrlGuardRules,
   urlArgument,
 } from './create-url-guard.js';
+export { createDnsResolver, type DnsResolverOptions } from './dns-resolver.js';
+export { createLookupResolver, type LookupResolverOptions } from './lookup-resolver.js';
 export { DEFAULT_REDIRECT_HEADERS, SAFE_RESPONSE_HEADERS } from './options.js';
 export { createUrlPolicy } from './policy.js';
 export { isUrlRefusedError, type UrlRefusalReason, UrlRefusedError } from './refusal.js';

@@ -1,7 +1,7 @@
-import { lookup } from 'node:dns/promises';
 import { createSilentLogger, type Logger } from '@toolgate/core';
 import { type Cidr, parseCidr } from './address-ranges.js';
 import { type HostPattern, parseHostPattern } from './host-pattern.js';
+import { defaultResolver, signalledOf } from './lookup-resolver.js';
 import type { Resolver, UrlPolicyOptions } from './types.js';
 
 /** Response headers `fetch` returns by default: content metadata and caching, never cookies. */
@@ -39,6 +39,10 @@ export interface NormalPolicy {
   readonly ports: Readonly<Record<'https' | 'http', ReadonlySet<number>>>;
   readonly allowPrivate: readonly Cidr[];
   readonly resolve: Resolver;
+  /** `resolve`'s form that follows the call's signal, when it is a resolver made by this package. */
+  readonly resolveSignalled:
+    | ((hostname: string, signal: AbortSignal) => Promise<readonly string[]>)
+    | undefined;
   readonly maxRedirects: number;
   readonly maxBodyBytes: number;
   readonly timeoutMs: number;
@@ -49,12 +53,6 @@ export interface NormalPolicy {
   readonly ca: string | Buffer | (string | Buffer)[] | undefined;
   readonly logger: Logger;
 }
-
-/** The default resolver: the OS resolver (as `http.get` would use), every A and AAAA answer. */
-export const lookupAll: Resolver = async (hostname) => {
-  const answers = await lookup(hostname, { all: true, verbatim: true });
-  return answers.map((answer) => answer.address);
-};
 
 export function normalisePolicyOptions(options: UrlPolicyOptions): NormalPolicy {
   if (typeof options !== 'object' || options === null) throw new TypeError('createUrlPolicy: give options');
@@ -71,6 +69,7 @@ export function normalisePolicyOptions(options: UrlPolicyOptions): NormalPolicy 
     }
     return port;
   });
+  const resolve = options.resolve ?? defaultResolver();
   const portsOf = (scheme: 'https' | 'http'): ReadonlySet<number> =>
     new Set(ports ?? [DEFAULT_PORTS[scheme]]);
   return {
@@ -78,7 +77,8 @@ export function normalisePolicyOptions(options: UrlPolicyOptions): NormalPolicy 
     schemes: new Set(schemes),
     ports: { https: portsOf('https'), http: portsOf('http') },
     allowPrivate: (options.allowPrivate ?? []).map(parseCidr),
-    resolve: options.resolve ?? lookupAll,
+    resolve,
+    resolveSignalled: signalledOf(resolve),
     maxRedirects: count('maxRedirects', options.maxRedirects, 5, 0),
     maxBodyBytes: count('maxBodyBytes', options.maxBodyBytes, 1024 * 1024, 1),
     timeoutMs: count('timeoutMs', options.timeoutMs, 10_000, 1),

@@ -24,7 +24,12 @@ export interface UrlPolicyOptions {
    * @default []
    */
   allowPrivate?: readonly string[];
-  /** How hostnames are resolved. @default dns.promises.lookup(host, { all: true, verbatim: true }) */
+  /**
+   * How hostnames are resolved. The default is the OS resolver (`dns.lookup`, every A and AAAA answer)
+   * with at most one lookup in flight per process (`createLookupResolver()`, shared by every policy
+   * without `resolve`); `createDnsResolver()` asks DNS servers directly, off the thread pool.
+   * @default createLookupResolver() (one instance for the process)
+   */
   resolve?: Resolver;
   /** Redirects `fetch` follows, each checked as a new URL; one more is `unavailable` (0 refuses any redirect). @default 5 */
   maxRedirects?: number;
