@@ -3,7 +3,11 @@ import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import * as z from 'zod';
 
 const TokenEntrySchema = z.strictObject({
-  token: z.string().min(16, 'tokens must be at least 16 characters'),
+  token: z
+    .string()
+    .min(16, 'tokens must be at least 16 characters')
+    // A bearer credential carries neither (RFC 6750); a comma is how a proxy joins two of them.
+    .regex(/^[^\s,]+$/, 'tokens must not contain whitespace or commas'),
   clientId: z.string().min(1),
   scopes: z.array(z.string()).default([]),
   /** Claims the tools may bind parameters from, e.g. `{ "sub": "agent-7", "customerId": 17 }`. */

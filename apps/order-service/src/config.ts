@@ -22,6 +22,8 @@ export interface CliConfig {
   breakerResetMs: number | undefined;
   /** How long a shutdown waits for in-flight calls before closing what is left. */
   shutdownGraceMs: number;
+  /** How long GET /ready waits for the database's `SELECT 1` before answering 503 (TOOLGATE_READY_TIMEOUT_MS). */
+  readyTimeoutMs: number;
   /** `--help`: print USAGE to stdout and exit 0 (not serving, so stdout is free). */
   help: boolean;
   redisUrl: string | undefined;
@@ -76,6 +78,7 @@ Environment:
   TOOLGATE_CUSTOMER_SCOPED=1    bind the customer id from the token's claims (customerId)
   TOOLGATE_BREAKER_RESET_MS     how long an open breaker waits before a probe (default 10000)
   TOOLGATE_SHUTDOWN_GRACE_MS    how long shutdown waits for in-flight calls (default 10000)
+  TOOLGATE_READY_TIMEOUT_MS     how long GET /ready waits for the database before answering 503 (default 2000)
   OTEL_EXPORTER_OTLP_ENDPOINT   send traces to this OpenTelemetry collector (OTLP/HTTP)
   LOG_LEVEL                     debug | info | warn | error (default info); logs go to stderr
 `;
@@ -96,6 +99,10 @@ export function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Cli
   const shutdownGraceMs = graceText ? Number(graceText) : 10_000;
   if (!Number.isInteger(shutdownGraceMs) || shutdownGraceMs < 0)
     throw new UsageError(`TOOLGATE_SHUTDOWN_GRACE_MS must be a whole number of ms, got ${graceText}`);
+  const readyText = env.TOOLGATE_READY_TIMEOUT_MS;
+  const readyTimeoutMs = readyText ? Number(readyText) : 2000;
+  if (!Number.isSafeInteger(readyTimeoutMs) || readyTimeoutMs < 1)
+    throw new UsageError(`TOOLGATE_READY_TIMEOUT_MS must be a positive whole number of ms, got ${readyText}`);
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new UsageError(`--port must be 0-65535, got ${values.port}`);
@@ -169,6 +176,7 @@ export function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Cli
     otlpEndpoint: env.OTEL_EXPORTER_OTLP_ENDPOINT || undefined,
     breakerResetMs: env.TOOLGATE_BREAKER_RESET_MS ? Number(env.TOOLGATE_BREAKER_RESET_MS) : undefined,
     shutdownGraceMs,
+    readyTimeoutMs,
     help: values.help,
     redisUrl: env.REDIS_URL || undefined,
     auditDatabaseUrl: env.AUDIT_DATABASE_URL || undefined,

@@ -4,7 +4,7 @@ import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isAccessTokenError, type ProtectedResource } from '@toolgate/authz';
-import type { Logger } from '@toolgate/core';
+import { type Logger, withDeadline } from '@toolgate/core';
 
 /** Checks a bearer token: the static tokens file, or a JWT verifier (`@toolgate/authz`). */
 export interface BearerVerifier {
@@ -42,8 +42,18 @@ export interface HttpServerOptions {
   requestTimeoutMs?: number;
   /** A fresh McpServer per request (stateless mode); tools and shared middleware come from the caller. */
   createServer: () => McpServer;
-  /** Whether the server can take calls (GET /ready); e.g. a database ping. @default always ready */
-  ready?: () => Promise<boolean>;
+  /**
+   * Whether the server can take calls (GET /ready); e.g. a database ping. One check runs at a time,
+   * shared by every probe that arrives meanwhile; its signal aborts when `readyTimeoutMs` runs out.
+   * @default always ready
+   */
+  ready?: (signal: AbortSignal) => Promise<boolean>;
+  /**
+   * Longest wait for `ready` per probe; past it /ready answers 503 `not_ready` (a dependency that
+   * stopped answering would otherwise hold the probe until the load balancer's own timeout).
+   * @default 2000
+   */
+  readyTimeoutMs?: number;
   logger: Logger;
 }
 
@@ -73,6 +83,10 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
   const requiredScope = options.requiredScope ?? 'orders:read';
   const maxBodyBytes = options.maxBodyBytes ?? 256 * 1024;
   const requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
+  const readyTimeoutMs = options.readyTimeoutMs ?? 2000;
+  if (!Number.isSafeInteger(readyTimeoutMs) || readyTimeoutMs < 1) {
+    throw new TypeError(`startHttpServer: readyTimeoutMs must be a positive integer, got ${readyTimeoutMs}`);
+  }
   if (!options.verifier && !LOOPBACK.has(host)) {
     throw new Error(`refusing to serve without auth on ${host}; configure tokens or bind to 127.0.0.1`);
   }
@@ -85,6 +99,23 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
 
   let draining = false;
   let inFlight = 0;
+  // The readiness check running now, shared by every probe: a flood of probes against a silent
+  // database starts one ping, not one per probe.
+  let readyCheck: Promise<boolean> | undefined;
+  const checkReady = (ready: (signal: AbortSignal) => Promise<boolean>): Promise<boolean> => {
+    if (readyCheck === undefined) {
+      const check = withDeadline(async (signal) => (await ready(signal)) === true, {
+        timeoutMs: readyTimeoutMs,
+        what: 'the readiness check',
+      }).catch(() => false);
+      readyCheck = check;
+      // Cleared once it settled (withDeadline settles by the deadline, whatever `ready` does).
+      void check.then(() => {
+        if (readyCheck === check) readyCheck = undefined;
+      });
+    }
+    return readyCheck;
+  };
   const idleWaiters = new Set<() => void>();
   // Node answers 408 itself; it looks for late requests once per checking interval.
   const timeouts = {
@@ -119,7 +150,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
         sendJson(res, 503, { status: 'shutting_down' });
         return;
       }
-      const ready = options.ready ? await options.ready().catch(() => false) : true;
+      const ready = options.ready ? await checkReady(options.ready) : true;
       sendJson(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not_ready' });
       return;
     }
@@ -140,6 +171,17 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
       !(loopbackServer && isLoopbackOrigin(origin))
     ) {
       sendJsonRpcError(res, 403, -32000, 'Forbidden: Origin not allowed');
+      return;
+    }
+    // Node keeps the first of two Authorization headers, a proxy in front may use the last (or join
+    // them with a comma): the two would disagree on who calls. Such a request names no one caller.
+    if (hasAmbiguousAuthorization(req)) {
+      sendJsonRpcError(
+        res,
+        400,
+        -32600,
+        'Bad Request: send exactly one Authorization header with one credential',
+      );
       return;
     }
     let authInfo: AuthInfo | undefined;
@@ -248,6 +290,23 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
       return { abandoned };
     },
   };
+}
+
+/**
+ * Two or more Authorization headers, or one holding comma-joined credentials (how a proxy merges
+ * duplicates). A bearer token (RFC 6750 b64token) never contains a comma.
+ */
+function hasAmbiguousAuthorization(req: IncomingMessage): boolean {
+  const value = req.headers.authorization;
+  if (value === undefined) return false;
+  if (value.includes(',')) return true;
+  const raw = req.rawHeaders;
+  let seen = 0;
+  for (let index = 0; index < raw.length; index += 2) {
+    const name = raw[index]!;
+    if (name.length === 13 && name.toLowerCase() === 'authorization' && ++seen > 1) return true;
+  }
+  return false;
 }
 
 function sendJson(res: ServerResponse, status: number, body: Record<string, unknown>): void {

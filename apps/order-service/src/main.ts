@@ -183,7 +183,8 @@ async function main(): Promise<void> {
       allowedHosts: config.allowedHosts,
       allowedOrigins: config.allowedOrigins,
       createServer: () => service.createServer(),
-      ready: () => databaseReachable(service),
+      ready: () => databaseReachable(service, config.readyTimeoutMs),
+      readyTimeoutMs: config.readyTimeoutMs,
       logger,
     });
     const auth = config.jwt ? 'jwt' : config.tokens ? 'bearer' : 'none';
@@ -223,9 +224,16 @@ async function main(): Promise<void> {
   logger.info({ transport: 'stdio', db: service.db.kind }, 'ready');
 }
 
-async function databaseReachable(service: OrderService): Promise<boolean> {
+/**
+ * A `SELECT 1` within `timeoutMs`. The HTTP server stops waiting at that bound anyway; the query's own
+ * timeout makes pg drop a connection that stopped answering, so a silent ping neither holds one of
+ * the write pool's connections nor keeps the next check waiting behind it.
+ */
+async function databaseReachable(service: OrderService, timeoutMs: number): Promise<boolean> {
   const { db } = service;
-  if (db.pool) await db.pool.query('SELECT 1');
+  // pg reads `query_timeout` from a query's config as well (its types declare it for clients only).
+  const ping = { text: 'SELECT 1', query_timeout: timeoutMs };
+  if (db.pool) await db.pool.query(ping);
   else if (db.pglite) await db.pglite.query('SELECT 1');
   return true;
 }

@@ -14,9 +14,12 @@ import { isAbsolute, relative, resolve, sep } from 'node:path';
  *    swapped in after it would otherwise win (check-then-open race).
  * 2. The candidate is lstat-ed (a FIFO or device is refused before it is ever opened: opening a
  *    device can have side effects). On Linux each folder on its path is then opened
- *    O_DIRECTORY | O_NOFOLLOW through its parent's descriptor, so a folder swapped for a link or a
- *    file fails there (ELOOP, ENOTDIR) and nothing outside the root is ever opened, not even a
- *    device to be refused afterwards. The file itself is opened O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+ *    O_PATH | O_DIRECTORY | O_NOFOLLOW through its parent's descriptor, so a folder swapped for a
+ *    link or a file fails there (ENOTDIR: O_DIRECTORY refuses the link O_NOFOLLOW did not follow)
+ *    and nothing outside the root is ever opened, not even a device to be refused afterwards.
+ *    O_PATH needs only search (x) permission on a folder, as a lookup by whole path does, so a
+ *    folder of mode 0711 on the way works; listing a folder still needs read permission.
+ *    The file itself is opened O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
  *    O_NOCTTY: swapped to a symlink it fails with ELOOP, a FIFO swapped in cannot block, a socket
  *    swapped in fails with ENXIO; each is a refusal.
  * 3. The descriptor is judged, not the name: fstat must say regular file, one link (a hard link
@@ -27,6 +30,8 @@ import { isAbsolute, relative, resolve, sep } from 'node:path';
  *    root; the fallback then compares the descriptor's dev+ino with an lstat of the candidate and
  *    re-runs realpath; this narrows the window but, being by-name, cannot close it: run file
  *    tools on Linux when the root is writable by anyone untrusted.
+ * A file the process may not open or read (EACCES, EPERM) is refused as `unreadable`, so a tool can
+ * skip it like any other refusal.
  */
 
 export type SafeFileRefusalReason =
@@ -36,7 +41,8 @@ export type SafeFileRefusalReason =
   | 'not_regular'
   | 'hard_link'
   | 'too_large'
-  | 'changed';
+  | 'changed'
+  | 'unreadable';
 
 /** Why a path was refused; `reason` is for the tool to choose its answer, the message for the log. */
 export class SafeFileRefusal extends Error {
@@ -66,8 +72,14 @@ export interface OpenedFile {
 }
 
 const OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY;
-/** O_DIRECTORY fails on anything but a folder before the kernel opens it. */
-const FOLDER_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
+/**
+ * Linux's O_PATH: a descriptor that only names the folder, which needs search (x) permission and not
+ * read. Node 20 does not export it; its value is the same on every Linux architecture Node runs on.
+ */
+const O_PATH: number | undefined =
+  (constants as { O_PATH?: number }).O_PATH ?? (process.platform === 'linux' ? 0o10000000 : undefined);
+/** O_DIRECTORY fails on anything but a folder (a symlink O_NOFOLLOW left unfollowed too). */
+const FOLDER_FLAGS = (O_PATH ?? constants.O_RDONLY) | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 
 /**
  * Opens `relativePath` under `root` for reading, or throws a `SafeFileRefusal`. `root` is trusted
@@ -92,11 +104,14 @@ export async function openUnderRoot(
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ELOOP') {
-      throw new SafeFileRefusal('changed', 'the file or a folder on its path became a symlink while opening');
+      throw new SafeFileRefusal('changed', 'the file became a symlink while opening');
     }
     if (code === 'ENOENT') throw new SafeFileRefusal('not_found', 'the file vanished while opening');
     if (code === 'ENOTDIR') {
-      throw new SafeFileRefusal('changed', 'a folder on the path became a file while opening');
+      throw new SafeFileRefusal('changed', 'a folder on the path became a file or a symlink while opening');
+    }
+    if (code === 'EACCES' || code === 'EPERM') {
+      throw new SafeFileRefusal('unreadable', `the process may not open the file (${code})`);
     }
     // What open() says of a socket (ENXIO) or a device without a driver (ENXIO, ENODEV) swapped in.
     if (code === 'ENXIO' || code === 'ENODEV') {
@@ -134,10 +149,19 @@ export async function readFileUnderRoot(
   try {
     const buffer = Buffer.alloc(Math.min(opened.stats.size, options.maxBytes));
     let filled = 0;
-    while (filled < buffer.length) {
-      const { bytesRead } = await opened.handle.read(buffer, filled, buffer.length - filled, filled);
-      if (bytesRead === 0) break;
-      filled += bytesRead;
+    try {
+      while (filled < buffer.length) {
+        const { bytesRead } = await opened.handle.read(buffer, filled, buffer.length - filled, filled);
+        if (bytesRead === 0) break;
+        filled += bytesRead;
+      }
+    } catch (error) {
+      // A security module or a network file system may refuse the read itself.
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'EACCES' || code === 'EPERM') {
+        throw new SafeFileRefusal('unreadable', `the process may not read the file (${code})`);
+      }
+      throw error;
     }
     return { relativePath: opened.relativePath, text: buffer.subarray(0, filled).toString('utf8') };
   } finally {

@@ -225,3 +225,94 @@ describe('Streamable HTTP with bearer auth', () => {
     });
   });
 });
+
+/**
+ * A request written byte for byte on a socket (Connection: close), so header lines repeat exactly as
+ * a client or a proxy in front sends them; the status and the body of the answer.
+ */
+function rawPost(headerLines: readonly string[], body: string): Promise<{ status: number; body: string }> {
+  const port = Number(new URL(http.url).port);
+  const head = [
+    'POST /mcp HTTP/1.1',
+    `Host: 127.0.0.1:${port}`,
+    'Content-Type: application/json',
+    'Accept: application/json, text/event-stream',
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    'Connection: close',
+    ...headerLines,
+  ];
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    let text = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      text += chunk;
+    });
+    socket.on('error', reject);
+    socket.on('close', () => {
+      const status = Number(/^HTTP\/1\.1 (\d{3}) /.exec(text)?.[1] ?? 0);
+      const split = text.indexOf('\r\n\r\n');
+      let rest = text.slice(split + 4);
+      if (!/\r\ntransfer-encoding: chunked\r\n/i.test(text.slice(0, split + 2))) {
+        resolve({ status, body: rest });
+        return;
+      }
+      let body = '';
+      for (;;) {
+        const size = Number.parseInt(rest, 16);
+        if (!(size > 0)) break;
+        const start = rest.indexOf('\r\n') + 2;
+        body += rest.slice(start, start + size);
+        rest = rest.slice(start + size + 2);
+      }
+      resolve({ status, body });
+    });
+    socket.end(`${head.join('\r\n')}\r\n\r\n${body}`);
+  });
+}
+
+describe('Authorization that names more than one caller', () => {
+  const AMBIGUOUS = {
+    jsonrpc: '2.0',
+    error: {
+      code: -32600,
+      message: 'Bad Request: send exactly one Authorization header with one credential',
+    },
+    id: null,
+  };
+
+  it('one Authorization header with one token is served (the raw request itself is sound)', async () => {
+    const answer = await rawPost([`Authorization: Bearer ${READER}`], INITIALIZE);
+    expect(answer.status).toBe(200);
+  });
+
+  it.each([
+    [
+      'a valid token first, another after it',
+      [`Authorization: Bearer ${READER}`, `Authorization: Bearer ${NO_SCOPE}`],
+    ],
+    [
+      'an unknown token first, a valid one last',
+      ['Authorization: Bearer wrong-token-0123456789', `Authorization: Bearer ${READER}`],
+    ],
+    ['the same valid token twice', [`Authorization: Bearer ${READER}`, `Authorization: Bearer ${READER}`]],
+    [
+      'two header names differing in case',
+      [`authorization: Bearer ${READER}`, `AUTHORIZATION: Bearer ${NO_SCOPE}`],
+    ],
+    ['two Bearer credentials joined with a comma', [`Authorization: Bearer ${READER}, Bearer ${NO_SCOPE}`]],
+    ['two tokens joined with a comma', [`Authorization: Bearer ${READER},${NO_SCOPE}`]],
+  ] as const)('400 with a JSON-RPC error, before auth, for %s', async (_, lines) => {
+    const answer = await rawPost(lines, INITIALIZE);
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.body)).toEqual(AMBIGUOUS);
+  });
+
+  it('a configured token cannot contain a comma or whitespace (no request could carry it as one credential)', () => {
+    for (const token of ['desk-token-0123456789,abcdef', 'desk-token 0123456789abcdef']) {
+      expect(() => createTokenVerifier({ tokens: [{ token, clientId: 'desk' }] })).toThrow(
+        /tokens must not contain whitespace or commas/,
+      );
+    }
+  });
+});

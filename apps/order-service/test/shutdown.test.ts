@@ -1,6 +1,6 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, get, request, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -13,6 +13,23 @@ const MAIN = join(resolve(dirname(fileURLToPath(import.meta.url)), '..'), 'dist'
 const HELD_CALLS = 30;
 const DOCS_CALLS = 20;
 const CALLS = HELD_CALLS + DOCS_CALLS;
+
+/**
+ * GET on a connection of its own: fetch's pool would reuse a kept-alive connection that the draining
+ * server has just closed (closeIdleConnections), and read "other side closed" instead of the answer.
+ */
+function probe(url: string): Promise<{ status: number; body: string }> {
+  return new Promise((done, fail) => {
+    get(url, { agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8').on('data', (chunk: string) => {
+        body += chunk;
+      });
+      res.on('end', () => done({ status: res.statusCode ?? 0, body }));
+      res.on('error', fail);
+    }).on('error', fail);
+  });
+}
 
 /** A carrier that holds every tracking answer until the test releases it: calls stay in flight. */
 async function startHeldCarrier(): Promise<{
@@ -60,12 +77,45 @@ async function callTool(url: string, id: number, name: string, args: Record<stri
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
     body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } }),
   });
-  const text = await response.text();
+  return { status: response.status, message: messageOf(await response.text()) };
+}
+
+/** callTool on a connection of its own (see `probe`): for a call sent while the server drains. */
+function callToolAlone(url: string, id: number, name: string, args: Record<string, unknown>) {
+  const body = JSON.stringify({
+    jsonrpc: '2.0',
+    id,
+    method: 'tools/call',
+    params: { name, arguments: args },
+  });
+  return new Promise<{ status: number; message: Record<string, unknown> }>((done, fail) => {
+    const req = request(
+      url,
+      {
+        method: 'POST',
+        agent: false,
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8').on('data', (chunk: string) => {
+          text += chunk;
+        });
+        res.on('end', () => done({ status: res.statusCode ?? 0, message: messageOf(text) }));
+        res.on('error', fail);
+      },
+    );
+    req.on('error', fail).end(body);
+  });
+}
+
+/** The JSON-RPC message of an answer, plain JSON or one SSE event. */
+function messageOf(text: string): Record<string, unknown> {
   const data = text
     .split('\n')
     .find((line) => line.startsWith('data: '))
     ?.slice('data: '.length);
-  return { status: response.status, message: JSON.parse(data ?? text) as Record<string, unknown> };
+  return JSON.parse(data ?? text) as Record<string, unknown>;
 }
 
 let child: ChildProcessWithoutNullStreams | undefined;
@@ -96,7 +146,7 @@ describe('shutdown over HTTP (SIGTERM)', () => {
     await waitFor('the listening line', () => stderr.includes('"listening"'));
     const url = /"url":"([^"]+)"/.exec(stderr)![1]!;
     const base = url.replace(/\/mcp$/, '');
-    expect((await fetch(`${base}/ready`)).status).toBe(200);
+    expect((await probe(`${base}/ready`)).status).toBe(200);
 
     const calls = Array.from({ length: CALLS }, (_, i) =>
       i < HELD_CALLS
@@ -112,11 +162,11 @@ describe('shutdown over HTTP (SIGTERM)', () => {
     await waitFor('shutdown to start', () => stderr.includes('shutdown: stop accepting new calls'));
 
     // Draining: a load balancer sees not-ready, a late call is refused, the process is still alive.
-    const ready = await fetch(`${base}/ready`);
+    const ready = await probe(`${base}/ready`);
     expect(ready.status).toBe(503);
-    expect(await ready.json()).toEqual({ status: 'shutting_down' });
-    expect((await fetch(`${base}/health`)).status).toBe(200);
-    const late = await callTool(url, 999, 'track_shipment', { tracking_number: 'TRK99999999' });
+    expect(JSON.parse(ready.body)).toEqual({ status: 'shutting_down' });
+    expect((await probe(`${base}/health`)).status).toBe(200);
+    const late = await callToolAlone(url, 999, 'track_shipment', { tracking_number: 'TRK99999999' });
     expect(late.status).toBe(503);
 
     carrier.release();

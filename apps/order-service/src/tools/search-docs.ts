@@ -1,3 +1,4 @@
+import type { Dirent } from 'node:fs';
 import { readdir, realpath, stat } from 'node:fs/promises';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import { defineTool, fail, type Logger, ok, type ToolDefinition } from '@toolgate/core';
@@ -39,6 +40,8 @@ interface Walk {
   /** Why the listing stopped early, if it did: the document limit or the entry limit. */
   stopped: 'files' | 'entries' | undefined;
   readonly visited: Set<string>;
+  /** Folders the process may not list (EACCES, EPERM): their documents were not searched. */
+  unreadableFolders: number;
 }
 
 interface Hit {
@@ -91,6 +94,11 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
       items: z.array(
         z.object({ file: z.string(), line: z.number().int(), text: z.string(), score: z.number() }),
       ),
+      unreadable: z
+        .number()
+        .int()
+        .optional()
+        .describe('Documents and folders skipped because the server may not read them (absent when none).'),
     },
     annotations: { readOnlyHint: true, openWorldHint: false },
     handler: async ({ query, top_k, path }, ctx) => {
@@ -120,7 +128,9 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
         entriesLeft: maxEntries,
         stopped: undefined,
         visited: new Set(),
+        unreadableFolders: 0,
       };
+      let unreadableFiles = 0;
       for (const file of await markdownFiles(walk, start, 0)) {
         let name: string;
         let text: string;
@@ -135,6 +145,12 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
             { tool: 'search_docs', entry: file, reason: error.reason, detail: error.message },
             'skipped a document that cannot be read safely',
           );
+          // One document the server may not read costs that document, never the whole search; the
+          // answer counts it (without its name) whether it was met while listing or named.
+          if (error.reason === 'unreadable') {
+            unreadableFiles += 1;
+            continue;
+          }
           // A document the model named itself gets a clear answer; one met while listing is skipped.
           if (file === start) return refusePath();
           continue;
@@ -159,15 +175,25 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
           `Stopped after looking at ${maxEntries} folder entries; give a path (a document or folder) to search the others.`,
         );
       }
+      const unreadable = unreadableFiles + walk.unreadableFolders;
+      if (unreadable > 0) notes.push(unreadableNote(unreadableFiles, walk.unreadableFolders));
       if (hits.length === 0) notes.push('No line matches these keywords; try other words.');
       else if (hits.length > items.length)
         notes.push(`Showing ${items.length} of ${hits.length} matching lines.`);
       return ok(
-        { items },
+        unreadable > 0 ? { items, unreadable } : { items },
         notes.length > 0 ? { total: hits.length, note: notes.join(' ') } : { total: hits.length },
       );
     },
   });
+}
+
+/** "Skipped 1 document and 2 folders the server has no permission to read." */
+function unreadableNote(files: number, folders: number): string {
+  const parts: string[] = [];
+  if (files > 0) parts.push(`${files} ${files === 1 ? 'document' : 'documents'}`);
+  if (folders > 0) parts.push(`${folders} ${folders === 1 ? 'folder' : 'folders'}`);
+  return `Skipped ${parts.join(' and ')} the server has no permission to read.`;
 }
 
 function tokenize(text: string): string[] {
@@ -251,7 +277,19 @@ async function markdownFiles(walk: Walk, start: string, depth: number): Promise<
   // FIFOs, sockets and devices are neither documents nor folders.
   if (!info.isDirectory() || depth > walk.maxDepth) return [];
   const found: string[] = [];
-  const entries = await readdir(start, { withFileTypes: true }).catch(() => []);
+  let entries: Dirent[];
+  try {
+    entries = await readdir(start, { withFileTypes: true });
+  } catch (error) {
+    // Listing needs read permission (a folder of mode 0711 can be searched, not listed): counted, so
+    // the answer says documents were left out. A folder gone meanwhile is simply empty.
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EACCES' || code === 'EPERM') {
+      walk.unreadableFolders += 1;
+      walk.logger.warn({ tool: 'search_docs', entry: start, code }, 'skipped a folder that cannot be listed');
+    }
+    return [];
+  }
   for (const entry of entries.sort((a, b) => a.name.localeCompare(b.name))) {
     if (walk.stopped !== undefined) break;
     if (walk.entriesLeft === 0) {
