@@ -1,12 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import {
   boundStore,
+  createLogThrottle,
   createMemoryStore,
+  type ErrorCode,
+  errorOf,
   fail,
+  isErrorCode,
   isPassThrough,
   isStoreFullError,
   isToolResult,
   type NextFn,
+  newIncidentId,
   optInTools,
   outcomeOf,
   raceAbort,
@@ -39,7 +44,22 @@ const LOST_CLAIM_MAX_DELAY_MS = 5000;
 
 // `c`: the claiming call's own token, so a call whose claim write landed with its answer lost (a cut
 // connection, a late reply, a client that resent the write) knows the claim it finds is its own.
-type StoredCall = { s: 'running'; a: string; c?: string } | { s: 'done'; a: string; r: ToolResult };
+// `ran`: the call ran but its result could not be kept (too large for the store, not JSON, a refused
+// write); `o` is its outcome ('ok' or the error code) and `t` when it finished (epoch ms).
+type StoredCall =
+  | { s: 'running'; a: string; c?: string }
+  | { s: 'done'; a: string; r: ToolResult }
+  | RanMarker;
+type RanMarker = { s: 'ran'; a: string; o: 'ok' | ErrorCode; t: number };
+
+/** A claim this call wrote: its token, and a time it does not expire before (epoch ms). */
+interface Claim {
+  readonly token: string;
+  readonly expires: number;
+}
+
+/** Why a finished call's result was not kept (a decision's reason). */
+type NotKept = 'not serialisable' | 'store full' | 'store failed';
 
 interface Flight {
   readonly args: string;
@@ -130,6 +150,10 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     next: NextFn,
     keys: CallKeys,
     opts: IdempotencyToolOptions,
+    token: string,
+    // Taken before any claim write of this call: its claim expires no earlier (never an object here,
+    // so a successful call allocates nothing more).
+    claimExpires: number,
   ): Promise<ToolResult> => {
     ctx.decisions.push({
       by: 'idempotency',
@@ -160,16 +184,91 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
       return result;
     }
     const stored: StoredCall = { s: 'done', a: keys.args, r: result };
-    // Not bound to the call's signal: a cancelled call that ran must still leave its result behind.
-    await bounded.set(keys.storeKey, JSON.stringify(stored), opts.windowMs).catch((error: unknown) => {
-      bounded.failed(
-        'set',
+    let text: string;
+    try {
+      text = JSON.stringify(stored);
+    } catch (error) {
+      await keepMarker(ctx, keys, opts, { token, expires: claimExpires }, result, 'not serialisable', error);
+      return result;
+    }
+    try {
+      // Not bound to the call's signal: a cancelled call that ran must still leave its result behind.
+      await bounded.set(keys.storeKey, text, opts.windowMs);
+    } catch (error) {
+      await keepMarker(
+        ctx,
+        keys,
+        opts,
+        { token, expires: claimExpires },
+        result,
+        isStoreFullError(error) ? 'store full' : 'store failed',
         error,
-        ctx.logger,
-        'a finished result was not kept; its claim expires after claimTtlMs',
       );
-    });
+    }
     return result;
+  };
+
+  const unserialisable = createLogThrottle({ intervalMs: 60_000 });
+  /**
+   * The call ran but its result cannot be kept: a small marker takes its claim's place for `windowMs`,
+   * so a retry is told the call already ran instead of waiting out claimTtlMs and then running it again.
+   * A marker that cannot be written now is tried again until shortly before the claim expires (a retry
+   * meanwhile waits as for a running call); the log follows it under an incident id.
+   */
+  const keepMarker = async (
+    ctx: ToolContext,
+    keys: CallKeys,
+    opts: IdempotencyToolOptions,
+    claim: Claim,
+    result: ToolResult,
+    why: NotKept,
+    error: unknown,
+  ): Promise<void> => {
+    const outcome = result.isError === true ? (errorOf(result)?.error ?? 'internal') : 'ok';
+    const marker = JSON.stringify({ s: 'ran', a: keys.args, o: outcome, t: Date.now() } satisfies RanMarker);
+    let markerError: unknown;
+    try {
+      await bounded.set(keys.storeKey, marker, opts.windowMs);
+    } catch (failure) {
+      markerError = failure;
+    }
+    const written = markerError === undefined;
+    const retrying = !written && replaceLostClaim(keys, claim, marker, opts.windowMs, ctx);
+    ctx.decisions.push({
+      by: 'idempotency',
+      action: 'result-not-kept',
+      reason: why,
+      detail: { key: keys.digest, marker: written ? 'written' : retrying ? 'retrying' : 'not written' },
+    });
+    const then = written
+      ? 'a retry is told the call already ran'
+      : 'a retry waits as for a running call until a marker is written or the claim expires';
+    if (why === 'not serialisable') {
+      unserialisable(`idempotency:not-serialisable:${ctx.toolName}`, (suppressed) =>
+        ctx.logger.warn(
+          { tool: ctx.toolName, err: error, ...(suppressed > 0 ? { repeated: suppressed } : {}) },
+          `idempotency: a finished call's result is not JSON and was not kept; ${then}`,
+        ),
+      );
+    } else {
+      bounded.failed('set', error, ctx.logger, `a finished result was not kept; ${then}`);
+    }
+    if (written) return;
+    ctx.incidentId ??= newIncidentId();
+    ctx.logger.error(
+      {
+        incidentId: ctx.incidentId,
+        tool: ctx.toolName,
+        requestId: ctx.request.id,
+        key: keys.digest,
+        claimTtlMs: opts.claimTtlMs,
+        reason: why,
+        err: markerError,
+      },
+      retrying
+        ? 'idempotency: a call ran, but neither its result nor a marker saying so could be stored; the marker is tried again until its claim expires, after which a retry would run the call again'
+        : 'idempotency: a call ran, but neither its result nor a marker saying so could be stored; after its claim expires a retry runs the call again',
+    );
   };
 
   const holdsToken = async (ctx: ToolContext, keys: CallKeys, token: string): Promise<boolean> => {
@@ -181,17 +280,50 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
   };
 
   const lostClaims = new Set<ReturnType<typeof setTimeout>>();
-  const removeLostClaim = (keys: CallKeys, token: string, expires: number): void => {
+  /**
+   * Once the store answers, replaces a claim of this call's own: removes it (a call that did not run
+   * under it), or puts `marker` in its place (a call that ran, whose result and marker were not
+   * written). False when too many are pending: the claim is then left to expire (claimTtlMs).
+   */
+  const replaceLostClaim = (
+    keys: CallKeys,
+    claim: Claim,
+    marker?: string,
+    windowMs?: number,
+    ctx?: ToolContext,
+  ): boolean => {
     // During an outage every call lands here: past MAX_LOST_CLAIMS at once, a claim is left to expire
     // (claimTtlMs), so an outage never turns into a crowd of timers and a burst of reads at recovery.
-    if (lostClaims.size >= MAX_LOST_CLAIMS) return;
+    if (lostClaims.size >= MAX_LOST_CLAIMS) return false;
+    // The log lines that follow a marker written late, under the call's incident id.
+    const report = (level: 'info' | 'error', message: string): void => {
+      if (ctx === undefined) return;
+      try {
+        ctx.logger[level]({ incidentId: ctx.incidentId, tool: ctx.toolName, key: keys.digest }, message);
+      } catch {
+        // a logger that throws must not break the timer
+      }
+    };
     let delay = pollIntervalMs;
     const attempt = async (): Promise<void> => {
       // Stops well before the claim could have expired and been made again by another call.
-      if (Date.now() + 2 * storeTimeoutMs >= expires) return;
+      if (Date.now() + 2 * storeTimeoutMs >= claim.expires) {
+        report(
+          'error',
+          'idempotency: the marker of a call that ran was never written; once its claim expires a retry runs the call again',
+        );
+        return;
+      }
       try {
-        if (isOwnClaim(parseStored((await bounded.get(keys.storeKey)) ?? ''), token)) {
-          await bounded.delete(keys.storeKey);
+        if (isOwnClaim(parseStored((await bounded.get(keys.storeKey)) ?? ''), claim.token)) {
+          if (marker === undefined) await bounded.delete(keys.storeKey);
+          else {
+            await bounded.set(keys.storeKey, marker, windowMs!);
+            report(
+              'info',
+              'idempotency: the marker of a call that ran was written after all; a retry is told the call already ran',
+            );
+          }
         }
       } catch {
         // The store still does not answer: tried again less and less often (up to every 5 s).
@@ -209,6 +341,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     };
     // Outside the call: it outlives the call's answer, and belongs to no call's trace.
     runDetached(schedule);
+    return true;
   };
 
   const release = async (ctx: ToolContext, keys: CallKeys): Promise<void> => {
@@ -234,15 +367,15 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
         // The write may have landed with its answer lost: a claim that holds this call's token is its own.
         if (!isStoreFullError(error)) {
           if (!ctx.signal.aborted && (await holdsToken(ctx, keys, token))) {
-            return runClaimed(ctx, next, keys, opts);
+            return runClaimed(ctx, next, keys, opts, token, waitUntil);
           }
           // This call will not run under it: once the store answers, a claim of its own is removed, so
           // retries are not kept waiting for claimTtlMs by a call that is not running.
-          removeLostClaim(keys, token, Date.now() + opts.claimTtlMs);
+          replaceLostClaim(keys, { token, expires: Date.now() + opts.claimTtlMs });
         }
         return storeDown(ctx, keys, opts, next, 'setIfAbsent', error);
       }
-      if (claimed) return runClaimed(ctx, next, keys, opts);
+      if (claimed) return runClaimed(ctx, next, keys, opts, token, waitUntil);
       let text: string | undefined;
       try {
         text = await bounded.get(keys.storeKey, ctx.signal);
@@ -256,8 +389,9 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
         if (stored === undefined) return storeDown(ctx, keys, opts, next, 'get', new UnreadableEntryError());
         if (stored.a !== keys.args) return otherArguments(ctx, keys);
         // This call's own claim, written by a resent write after its first answer was lost.
-        if (isOwnClaim(stored, token)) return runClaimed(ctx, next, keys, opts);
+        if (isOwnClaim(stored, token)) return runClaimed(ctx, next, keys, opts, token, waitUntil);
         if (stored.s === 'done') return replay(ctx, keys, stored.r, 'replayed');
+        if (stored.s === 'ran') return alreadyRan(ctx, keys, stored);
         if (Date.now() >= waitUntil) return stillRunning(ctx, keys, pollIntervalMs);
         await sleep(pollIntervalMs, ctx.signal);
       }
@@ -304,6 +438,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     for (const timer of lostClaims) clearTimeout(timer);
     lostClaims.clear();
     bounded.flush();
+    unserialisable.flush();
     if (given === undefined) await store.close?.();
   };
   return middleware;
@@ -336,6 +471,30 @@ function replay(
   return { ...result, _meta: { ...result._meta, [IDEMPOTENCY_META]: { replayed: true, key: keys.digest } } };
 }
 
+/** The answer to a retry of a call that ran but whose result could not be kept: never a second run. */
+function alreadyRan(ctx: ToolContext, keys: CallKeys, marker: RanMarker): ToolResult {
+  const ranAt = new Date(marker.t).toISOString().replace(/\.\d{3}Z$/, 'Z');
+  ctx.decisions.push({
+    by: 'idempotency',
+    action: 'already-ran',
+    detail: { key: keys.digest, outcome: marker.o },
+  });
+  const how = marker.o === 'ok' ? 'succeeded' : `failed (${marker.o})`;
+  const result = fail(
+    'repeated_call',
+    `This call already ran at ${ranAt} and ${how}; its result could not be kept, so it was not run again.`,
+    {
+      hint: 'Do not repeat it. Check what it did with a tool that reads the current state, then tell the user.',
+      retryable: false,
+    },
+  );
+  result._meta = {
+    ...result._meta,
+    [IDEMPOTENCY_META]: { replayed: true, key: keys.digest, resultKept: false, outcome: marker.o, ranAt },
+  };
+  return result;
+}
+
 function otherArguments(ctx: ToolContext, keys: CallKeys): ToolResult {
   ctx.decisions.push({
     by: 'idempotency',
@@ -364,7 +523,7 @@ function isOwnClaim(stored: StoredCall | undefined, token: string): boolean {
 
 /** A stored claim or result, or undefined when the text is neither (damaged, or another writer's). */
 function parseStored(text: string): StoredCall | undefined {
-  let value: Partial<Record<'s' | 'a' | 'c' | 'r', unknown>>;
+  let value: Partial<Record<'s' | 'a' | 'c' | 'r' | 'o' | 't', unknown>>;
   try {
     value = JSON.parse(text);
   } catch {
@@ -375,6 +534,15 @@ function parseStored(text: string): StoredCall | undefined {
     return value as StoredCall;
   }
   if (value.s === 'done' && isToolResult(value.r)) return value as StoredCall;
+  if (
+    value.s === 'ran' &&
+    (value.o === 'ok' || isErrorCode(value.o)) &&
+    typeof value.t === 'number' &&
+    Number.isFinite(value.t) &&
+    Math.abs(value.t) <= 8.64e15
+  ) {
+    return value as StoredCall;
+  }
   return undefined;
 }
 
