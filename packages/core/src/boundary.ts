@@ -1,3 +1,4 @@
+import { CallToolResultSchema, RELATED_TASK_META_KEY } from '@modelcontextprotocol/sdk/types.js';
 import { ERROR_CODE_DEFAULTS, isErrorCode } from './codes.js';
 import { isIncidentId, newIncidentId } from './incident.js';
 import { mapStrings } from './map-strings.js';
@@ -38,7 +39,9 @@ export function markCoreWritten(result: ToolResult): ToolResult {
  * and in `_meta["toolgate/error"]`, no `structuredContent`, no other content parts. A failure built
  * without `fail()` (a raw `isError` result) becomes `internal`; its raw content goes to the log under the
  * incident id the model sees. Every string of a failure (message, hint, fields, any other `_meta`,
- * its keys included) goes through core's secret patterns and then each `scrub`.
+ * its keys included) goes through core's secret patterns and then each `scrub`. A result the SDK would
+ * refuse (see `malformation`) becomes `internal` too, with what was wrong in the log: the SDK would
+ * answer it with a JSON-RPC error carrying its own validation message and no incident id.
  */
 export function toModelFacing(ctx: ToolContext, result: unknown, scrub: readonly ScrubText[]): ToolResult {
   if (!isToolResult(result)) {
@@ -48,6 +51,8 @@ export function toModelFacing(ctx: ToolContext, result: unknown, scrub: readonly
   }
   if (coreWritten.has(result)) return result;
   if (result.isError !== true) {
+    const problem = malformation(result);
+    if (problem !== undefined) return internalFailure(ctx, 'a malformed result', problem);
     if (result._meta === undefined || !(ERROR_META_KEY in result._meta)) return result;
     const { [ERROR_META_KEY]: _reserved, ...meta } = result._meta;
     return { ...result, _meta: meta };
@@ -84,8 +89,64 @@ export function toModelFacing(ctx: ToolContext, result: unknown, scrub: readonly
       >),
       ...out._meta,
     };
+    // Other `_meta` keys are the only part of a rebuilt failure core did not write itself.
+    const problem = malformation(out);
+    if (problem !== undefined) return internalFailure(ctx, 'a malformed failure', problem);
   }
   return out;
+}
+
+// Results the SDK's schema accepted here, so one that needs it is parsed once, not at each boundary.
+const vouched = new WeakSet<ToolResult>();
+
+/**
+ * What the SDK's `CallToolResultSchema` would refuse in `result` (it checks every result it sends), for
+ * the log, or undefined. The common result (`ok()`'s: text parts, a plain `structuredContent`) is decided
+ * by comparisons; one with other parts, annotations or `_meta` fields the schema types is parsed with
+ * that schema, once per result object (a second parse only on that less common path).
+ */
+function malformation(result: ToolResult): Record<string, unknown> | undefined {
+  let unsure = false;
+  const isError: unknown = result.isError;
+  if (isError !== undefined && typeof isError !== 'boolean') return { problem: 'isError is not a boolean' };
+  const structured: unknown = result.structuredContent;
+  if (structured !== undefined) {
+    if (typeof structured !== 'object' || structured === null || Array.isArray(structured)) {
+      return { problem: 'structuredContent is not an object' };
+    }
+    if (Object.getPrototypeOf(structured) !== Object.prototype) unsure = true;
+  }
+  const meta: unknown = result._meta;
+  if (meta !== undefined) {
+    if (typeof meta !== 'object' || meta === null || Array.isArray(meta)) {
+      return { problem: '_meta is not an object' };
+    }
+    const fields = meta as Record<string, unknown>;
+    if (fields.progressToken !== undefined || fields[RELATED_TASK_META_KEY] !== undefined) unsure = true;
+  }
+  const content = result.content;
+  for (let i = 0; i < content.length; i += 1) {
+    const part = content[i] as { type?: unknown; text?: unknown; annotations?: unknown; _meta?: unknown };
+    const type = part?.type;
+    if (type === 'text') {
+      if (typeof part.text !== 'string') return { problem: `content[${i}].text is not a string` };
+      if (part.annotations !== undefined || part._meta !== undefined) unsure = true;
+    } else if (type === 'image' || type === 'audio' || type === 'resource_link' || type === 'resource') {
+      unsure = true;
+    } else {
+      return {
+        problem: `content[${i}] is not a content block of a known type`,
+        type: typeof type === 'string' ? type.slice(0, 64) : typeof type,
+      };
+    }
+  }
+  if (!unsure || vouched.has(result)) return undefined;
+  const parsed = CallToolResultSchema.safeParse(result);
+  if (parsed.success) {
+    vouched.add(result);
+    return undefined;
+  }
+  return { problem: 'not a valid MCP tool result', issues: parsed.error.issues };
 }
 
 function scrubAll(text: string, scrub: readonly ScrubText[], ctx: ToolContext): string {

@@ -11,9 +11,9 @@ import {
 import * as z from 'zod';
 import { markCoreWritten, type ScrubText, toModelFacing } from './boundary.js';
 import { CALL_KEY_SLOT, NO_BINDINGS, SCOPE_KEY_SLOT } from './call-key.js';
-import { createCauseLog } from './cause-log.js';
+import { type CauseLog, createCauseLog } from './cause-log.js';
 import { compose } from './compose.js';
-import { isToolError, type ToolError } from './errors.js';
+import { isToolError, ToolError } from './errors.js';
 import { type CallerIdentity, type IdentifyCaller, identifyCaller } from './identity.js';
 import { newIncidentId } from './incident.js';
 import { createStderrLogger } from './logger.js';
@@ -77,7 +77,7 @@ interface Registry {
   readonly abandonAfterMs: number | false;
   /** `logging/setLevel` per session (the key `undefined` for a transport without sessions). */
   readonly logLevels: Map<string | undefined, LoggingLevel>;
-  readonly causeLog: ReturnType<typeof createCauseLog>;
+  readonly causeLog: CauseLog;
 }
 
 // Each server's registry, on the server itself under a private symbol: a stateless HTTP server builds an
@@ -159,7 +159,9 @@ interface Prepared {
   readonly scrub: readonly ScrubText[];
   readonly chains: WeakMap<ToolDefinition, ToolMiddleware>;
   /** Shared by every server registered with this list, so its throttling holds across requests. */
-  readonly causeLog: ReturnType<typeof createCauseLog>;
+  readonly causeLog: CauseLog;
+  /** How many servers registered with this list are open: the last to close writes the held incident ids. */
+  openServers: { count: number };
 }
 
 const preparedLists = new WeakMap<readonly ToolMiddleware[], Prepared>();
@@ -175,6 +177,7 @@ function preparedFor(list: readonly ToolMiddleware[]): Prepared {
     scrub: global.flatMap((m) => (typeof m.scrubText === 'function' ? [m.scrubText.bind(m)] : [])),
     chains: new WeakMap(),
     causeLog: cached?.causeLog ?? createCauseLog(),
+    openServers: cached?.openServers ?? { count: 0 },
   };
   preparedLists.set(list, prepared);
   return prepared;
@@ -235,7 +238,32 @@ function newRegistry(server: McpServer, prepared: Prepared, options: RegisterToo
     logLevels: new Map(),
     causeLog: prepared.causeLog,
   };
+  flushOnClose(server, prepared);
   return registry;
+}
+
+/**
+ * Writes the incident ids the cause log holds (at most a second's worth) when the last open server that
+ * shares it closes (its transport closed: `server.close()`, stdin ended, a per-request server's response
+ * done), so a shutdown does not lose ids a model may quote. Not at every close: a stateless HTTP server
+ * closes one server per request, and the ids of a flood would then take a line per call. Chained to
+ * `server.server.onclose`: an app that sets that property after registration replaces this (the ids are
+ * then written within a second, as always, unless the process exits first).
+ */
+function flushOnClose(server: McpServer, prepared: Prepared): void {
+  const low = server.server;
+  const previous = low.onclose;
+  const open = prepared.openServers;
+  let closed = false;
+  open.count += 1;
+  low.onclose = () => {
+    if (!closed) {
+      closed = true;
+      open.count -= 1;
+      if (open.count <= 0) prepared.causeLog.flush();
+    }
+    previous?.();
+  };
 }
 
 function abandonAfterMsOf(value: number | false | undefined): number | false {
@@ -280,7 +308,18 @@ function installHandlers(registry: Registry): void {
   low.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
     const listed = (await listTools(request, extra)) as ListToolsResult;
     const toolRequest = requestOf(extra as unknown as CallExtra, undefined);
-    const caller = registry.canSee.length === 0 ? undefined : registry.identify(toolRequest);
+    let caller: CallerIdentity | undefined;
+    if (registry.canSee.length > 0) {
+      const identified = identifySafely(registry, toolRequest, 'tools/list');
+      if (identified instanceof Unidentified) {
+        // No caller, so no canSee can judge a tool: a designed JSON-RPC error, the reason in the log.
+        throw Object.assign(new Error('Internal error.'), {
+          code: RpcErrorCode.InternalError,
+          data: { incidentId: identified.incidentId },
+        });
+      }
+      caller = identified;
+    }
     const tools: ListToolsResult['tools'] = [];
     for (const item of listed.tools) {
       const entry = registry.tools.get(item.name);
@@ -359,7 +398,8 @@ interface CallParams {
 
 async function dispatch(registry: Registry, params: CallParams, extra: CallExtra): Promise<ToolResult> {
   const request = requestOf(extra, params._meta);
-  const caller = registry.identify(request);
+  const caller = identifySafely(registry, request, params.name);
+  if (caller instanceof Unidentified) return caller.answer;
   const entry = registry.tools.get(params.name);
   // A hidden tool is decided before validation, so a refused schema cannot reveal that it exists.
   const active =
@@ -409,12 +449,80 @@ async function dispatch(registry: Registry, params: CallParams, extra: CallExtra
     throw Object.assign(new Error(`Unknown tool: ${params.name}`), { code: RpcErrorCode.InvalidParams });
   }
   try {
+    const schema = active.tool.outputSchema;
+    // A success a middleware answered with other data than the handler's (a cached or replayed answer,
+    // a rewrite) is checked here; the handler's own was checked at the innermost step. The SDK client
+    // would refuse data that does not match with an error of its own, and no incident id.
+    if (
+      schema !== undefined &&
+      isToolResult(result) &&
+      result.isError !== true &&
+      result.structuredContent !== (ctx as CallContext)[OUTPUT_CHECKED]
+    ) {
+      const parsing = safeParseFast(schema, result.structuredContent);
+      const checked = parsing instanceof Promise ? await parsing : parsing;
+      if (!checked.success) {
+        return internalError(
+          ctx,
+          new TypeError(`Tool ${params.name} was answered with data that does not match its output schema`, {
+            cause: checked.error,
+          }),
+        );
+      }
+    }
     return toModelFacing(ctx, result, registry.scrub);
   } catch (error) {
-    // A scrubText hook or the logger threw: the SDK would send its message to the client as is.
+    // A scrubText hook, the logger or an output schema's refinement threw: the SDK would send its
+    // message to the client as is.
     return internalError(ctx, error);
   }
 }
+
+/** A call whose caller could not be identified: its answer, under `incidentId`. */
+class Unidentified {
+  readonly answer: ToolResult;
+  constructor(readonly incidentId: string) {
+    this.answer = fail('internal', 'Internal error.', { incidentId });
+  }
+}
+
+/**
+ * The caller, or `internal` when a custom `identify` throws or returns no identity. Decided before the
+ * chain runs, so no policy sees the call: policies key on the caller, and one stand-in for every such
+ * call would put them all in one bucket. Even a ToolError is `internal` here: identify names the caller,
+ * it does not refuse one (a `bind` or a policy does, inside the chain, where audit records it). Its
+ * message goes to the log under the incident id, throttled per cause as ToolError causes are.
+ */
+function identifySafely(
+  registry: Registry,
+  request: ToolRequest,
+  toolName: string,
+): CallerIdentity | Unidentified {
+  let error: unknown;
+  try {
+    const caller = registry.identify(request);
+    // An async identify gives a promise: its id, undefined, would make every caller one key. Checked
+    // without reading the identity's fields: a call no policy keys reads none of them.
+    if (typeof caller === 'object' && caller !== null && !(caller instanceof Promise)) return caller;
+    error = new TypeError(
+      `identify returned ${caller === null ? 'null' : caller instanceof Promise ? 'a promise' : typeof caller}, not a caller identity`,
+    );
+  } catch (thrown) {
+    error = thrown;
+  }
+  const incidentId = newIncidentId();
+  registry.causeLog(registry.logger, {
+    incidentId,
+    tool: toolName,
+    requestId: request.id,
+    code: 'internal',
+    err: new ToolError('internal', 'The caller could not be identified.', { cause: error }),
+    during: 'identify',
+  });
+  return new Unidentified(incidentId);
+}
+
+const OUTPUT_CHECKED = Symbol('toolgate.outputChecked');
 
 /**
  * The context of one call. A class, so every call's context has one shape; server access is built
@@ -431,6 +539,8 @@ class CallContext implements ToolContext {
   // callKey/callerScope cache their keys here (see call-key.ts).
   [SCOPE_KEY_SLOT]: unknown = undefined;
   [CALL_KEY_SLOT]: unknown = undefined;
+  /** The handler's `structuredContent` the innermost step checked against the output schema. */
+  [OUTPUT_CHECKED]: unknown = undefined;
   #signal: AbortSignal;
   #signalSource: SignalSource | undefined = undefined;
   readonly logger: Logger;
@@ -539,6 +649,7 @@ async function innermost(ctx: ToolContext, registry: Registry): Promise<ToolResu
         cause: checked.error,
       });
     }
+    (ctx as CallContext)[OUTPUT_CHECKED] = result.structuredContent;
   }
   return toModelFacing(ctx, result, registry.scrub);
 }

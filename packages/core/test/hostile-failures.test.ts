@@ -1,8 +1,11 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import * as z from 'zod';
 import {
+  type CallerIdentity,
   createStderrLogger,
   defineTool,
+  ERROR_META_KEY,
   fail,
   type Logger,
   type NextFn,
@@ -10,6 +13,7 @@ import {
   type ToolContext,
   ToolError,
   type ToolMiddleware,
+  type ToolRequest,
 } from '../src/index.js';
 import {
   expectFailure,
@@ -285,5 +289,176 @@ describe('a ToolError with a cause, wherever it is thrown', () => {
     expect(entries).toHaveLength(1);
     expect(entries[0]!.fields.incidentId).toBe(envelope.incidentId);
     expect(((entries[0]!.fields.err as Error).cause as Error).message).toContain('10.0.0.2:6379');
+  });
+});
+
+/** The exact wire answer `internal` is, under `incidentId`. */
+function internalAnswer(incidentId: string | undefined): Record<string, unknown> {
+  const envelope = { ...INTERNAL, incidentId };
+  return {
+    isError: true,
+    content: [{ type: 'text', text: JSON.stringify(envelope) }],
+    _meta: { [ERROR_META_KEY]: envelope },
+  };
+}
+
+describe('a custom identify that fails', () => {
+  const ping = defineTool({ name: 'ping', description: 'Ping.', input: {}, handler: () => ok() });
+
+  it('throwing: the call is internal under an incident id, its message in the log only', async () => {
+    const entries: LogEntry[] = [];
+    let chainRan = false;
+    const spy: ToolMiddleware = async (_ctx, next) => {
+      chainRan = true;
+      return next();
+    };
+    const identify = (request: ToolRequest): CallerIdentity => {
+      const tenant = (request.authInfo?.extra as { tenant?: { id: string } } | undefined)?.tenant;
+      if (tenant === undefined) throw new Error('tenant lookup at https://idp.orders.internal/t failed');
+      return { id: `tenant:${tenant.id}`, kind: 'client' };
+    };
+    client = await serveTools([ping], { middleware: [spy], identify, logger: recordingLogger(entries) });
+    const result = await client.callTool('ping', {});
+    const incidentId = expectFailure(result).incidentId;
+    expect(result).toEqual(internalAnswer(incidentId));
+    expect(incidentId).toMatch(/^inc_/);
+    expect(JSON.stringify(result)).not.toMatch(/tenant|idp\.orders/);
+    // No caller, so no policy can judge the call: it is answered before the chain.
+    expect(chainRan).toBe(false);
+    expect(entries).toHaveLength(1);
+    expect(entries[0]).toMatchObject({
+      level: 'error',
+      message: 'tool error with a cause',
+      fields: { incidentId, tool: 'ping', code: 'internal', during: 'identify' },
+    });
+    const err = entries[0]!.fields.err as ToolError;
+    expect(err.message).toBe('The caller could not be identified.');
+    expect((err.cause as Error).message).toBe('tenant lookup at https://idp.orders.internal/t failed');
+  });
+
+  it('throwing a ToolError: still internal (identify names callers, refusing one is a bind’s or a policy’s job)', async () => {
+    const entries: LogEntry[] = [];
+    const identify = (): CallerIdentity => {
+      throw new ToolError(
+        'permission_denied',
+        'No tenant claim in the token from https://idp.orders.internal.',
+      );
+    };
+    client = await serveTools([ping], { middleware: [], identify, logger: recordingLogger(entries) });
+    const result = await client.callTool('ping', {});
+    const incidentId = expectFailure(result).incidentId;
+    expect(result).toEqual(internalAnswer(incidentId));
+    expect(JSON.stringify(result)).not.toMatch(/tenant|idp\.orders/);
+    expect(entries).toHaveLength(1);
+    expect(entries[0]!.fields.incidentId).toBe(incidentId);
+    expect(((entries[0]!.fields.err as Error).cause as ToolError).message).toContain('No tenant claim');
+  });
+
+  it('async (a promise): internal, never one key shared by every caller', async () => {
+    const entries: LogEntry[] = [];
+    const identify = (async () => ({ id: 'tenant:7', kind: 'client' })) as unknown as (
+      request: ToolRequest,
+    ) => CallerIdentity;
+    client = await serveTools([ping], { middleware: [], identify, logger: recordingLogger(entries) });
+    const result = await client.callTool('ping', {});
+    const incidentId = expectFailure(result).incidentId;
+    expect(result).toEqual(internalAnswer(incidentId));
+    expect(entries).toHaveLength(1);
+    expect(entries[0]!.fields.incidentId).toBe(incidentId);
+    expect(((entries[0]!.fields.err as Error).cause as Error).message).toBe(
+      'identify returned a promise, not a caller identity',
+    );
+  });
+
+  it('in tools/list (a canSee needs the caller): a designed JSON-RPC error with the incident id', async () => {
+    const entries: LogEntry[] = [];
+    const policy: ToolMiddleware = Object.assign((_ctx: ToolContext, next: NextFn) => next(), {
+      canSee: () => true,
+    }) as ToolMiddleware;
+    const identify = (): CallerIdentity => {
+      throw new Error('tenant lookup at https://idp.orders.internal/t failed');
+    };
+    client = await serveTools([ping], { middleware: [policy], identify, logger: recordingLogger(entries) });
+    const error = await client.client.listTools().then(
+      () => undefined,
+      (thrown: unknown) => thrown,
+    );
+    expect(error).toBeInstanceOf(McpError);
+    expect((error as McpError).message).toBe('MCP error -32603: Internal error.');
+    expect((error as McpError).code).toBe(-32603);
+    const incidentId = ((error as McpError).data as { incidentId: string }).incidentId;
+    expect(incidentId).toMatch(/^inc_/);
+    expect(entries).toHaveLength(1);
+    expect(entries[0]!.fields).toMatchObject({ incidentId, tool: 'tools/list', during: 'identify' });
+    expect(((entries[0]!.fields.err as Error).cause as Error).message).toContain('idp.orders.internal');
+  });
+});
+
+describe('incident ids held by the cause log', () => {
+  it('are written when the server closes, not only when the hold ends', async () => {
+    // Fake timers: the hold never ends by itself here, so only the close can write the ids.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const entries: LogEntry[] = [];
+      const down = defineTool({
+        name: 'down',
+        description: 'Always down.',
+        input: { n: z.number() },
+        handler: () => {
+          const cause = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), {
+            code: 'ECONNREFUSED',
+          });
+          throw new ToolError('unavailable', 'The database is unavailable.', { cause });
+        },
+      });
+      const served = await serveTools([down], { middleware: [], logger: recordingLogger(entries) });
+      const ids: string[] = [];
+      for (let n = 0; n < 5; n++) ids.push(expectFailure(await served.callTool('down', { n })).incidentId!);
+      expect(entries.map((entry) => entry.message)).toEqual(['tool error with a cause']);
+      await served.close();
+      expect(
+        entries.map((entry) => [entry.message, entry.fields.incidentId ?? entry.fields.incidentIds]),
+      ).toEqual([
+        ['tool error with a cause', ids[0]],
+        ['tool errors with the same cause (first one logged in full)', ids.slice(1)],
+      ]);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('are written only when the last server sharing the middleware list closes (one server per request)', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const entries: LogEntry[] = [];
+      const logger = recordingLogger(entries);
+      const middleware: ToolMiddleware[] = [];
+      const down = defineTool({
+        name: 'down',
+        description: 'Always down.',
+        input: { n: z.number() },
+        handler: () => {
+          throw new ToolError('unavailable', 'Down.', {
+            cause: Object.assign(new Error('x'), { code: 'EPIPE' }),
+          });
+        },
+      });
+      const first = await serveTools([down], { middleware, logger });
+      const second = await serveTools([down], { middleware, logger });
+      const ids = [
+        expectFailure(await first.callTool('down', { n: 1 })).incidentId!,
+        expectFailure(await second.callTool('down', { n: 2 })).incidentId!,
+        expectFailure(await first.callTool('down', { n: 3 })).incidentId!,
+      ];
+      await first.close();
+      expect(entries).toHaveLength(1);
+      await second.close();
+      expect(entries.map((entry) => entry.fields.incidentId ?? entry.fields.incidentIds)).toEqual([
+        ids[0],
+        ids.slice(1),
+      ]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
