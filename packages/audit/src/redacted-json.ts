@@ -5,6 +5,7 @@ import {
   REDACTED,
   redactSecretsInText,
   type SecretPattern,
+  SPLIT_SECRET_OPENER,
 } from '@toolgate/core';
 import { createQuoted } from './quoted.js';
 
@@ -29,6 +30,10 @@ const KEY_PATTERNED = 2;
  *   rules and patterns run once per distinct name;
  * - a string is tested against one combined expression of every pattern before the patterns run one
  *   by one; most strings hold no secret, so they cost one scan instead of one per pattern.
+ * A string that may open a secret split over sibling strings (core's `SPLIT_SECRET_OPENER`: a key's
+ * BEGIN line, `Bearer` at its end) sends the whole value to the general path, which finds such secrets
+ * across an array's items or an object's values; the same combined scan tests for it, so plain strings
+ * pay nothing more.
  * Anything else (a Date, a Map, a class instance, a cycle, more than 32 levels, a throwing getter)
  * goes through core's redactor and canonicalJson, unchanged.
  */
@@ -39,6 +44,11 @@ export function createRedactedJson(
   const general = createSecretRedactor({ keys, patterns });
   const isSecretKey = createSecretKeyMatcher(keys);
   const mayHoldSecret = createPatternPretest(patterns);
+  // The pretest for the string case: any pattern, or an opener of a split secret.
+  const mayHoldOrOpenSecret = createPatternPretest([
+    ...patterns,
+    { name: 'split-opener', pattern: SPLIT_SECRET_OPENER, replace: '' },
+  ]);
   const verdicts = new Map<string, KeyVerdict>();
   const keyVerdict = (key: string): KeyVerdict => {
     let verdict = verdicts.get(key);
@@ -52,13 +62,13 @@ export function createRedactedJson(
   };
   // A key's JSON, remembered like its verdict (keys repeat from call to call).
   const quotedKey = createQuoted(KEY_CACHE_LIMIT);
-  const redactText = (text: string): string =>
-    mayHoldSecret(text) ? redactSecretsInText(text, patterns) : text;
-
   const write = (value: unknown, depth: number): string | undefined | typeof GENERAL => {
     switch (typeof value) {
       case 'string':
-        return JSON.stringify(redactText(value));
+        if (!mayHoldOrOpenSecret(value)) return JSON.stringify(value);
+        // Its siblings may hold the rest of a split secret: the general walk reads them together.
+        if (SPLIT_SECRET_OPENER.test(value)) return GENERAL;
+        return JSON.stringify(redactSecretsInText(value, patterns));
       case 'number':
         return Number.isFinite(value) ? JSON.stringify(value) : 'null';
       case 'boolean':

@@ -39,6 +39,26 @@ const PLAIN_TEXTS = [
   'A'.repeat(5000),
 ];
 
+const KEY_LINES = [
+  '-----BEGIN PRIVATE KEY-----',
+  'MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj',
+  'MzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu',
+  'NMoSfm76oqFvAp8Gy0iz5sxjZmSnXyCdPEovGhLa0VzMaQ8s+CLOyS56YyCFGeJZ',
+  '-----END PRIVATE KEY-----',
+];
+
+function splitSecrets(): unknown[] {
+  return [
+    { tls: KEY_LINES, host: 'db' },
+    { lines: ['log start', ...KEY_LINES, 'log end'] },
+    { a: KEY_LINES[0], b: KEY_LINES[1], c: KEY_LINES[2], d: KEY_LINES[4] },
+    { headers: ['Authorization: Bearer', 'abcdefghijklmnopqrstuvwxyz012345'] },
+    [['AKIAABCDEFGHIJKLMNOP', 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY']],
+    // One opener and no sibling string: nothing split, the same text either way.
+    { only: KEY_LINES[0], n: 1 },
+  ];
+}
+
 class Money {
   constructor(readonly cents: number) {}
 }
@@ -86,6 +106,9 @@ const VALUES: unknown[] = [
   // Secrets in keys: the redacted key sorts elsewhere, and two keys may become one.
   { 'postgres://app:s3cret@db:5432/o': 1, a: 2, 'postgres://app:other@db:5432/o': 3 },
   { outer: [{ 'Bearer abcdefghijkl': 'v', b: 'w' }] },
+  // Secrets split over sibling strings: the general walk reads an array's items (an object's values)
+  // together, so these take it.
+  ...splitSecrets(),
 ];
 
 describe('createRedactedJson: exactly canonicalJson of core redaction, in one pass', () => {
@@ -112,6 +135,15 @@ describe('createRedactedJson: exactly canonicalJson of core redaction, in one pa
       }
     });
   }
+
+  it('no line of a private key given as array items or object values is kept', () => {
+    const fast = createRedactedJson(DEFAULT_SECRET_KEYS, SECRET_PATTERNS);
+    for (const value of splitSecrets().slice(0, 3)) {
+      const text = fast(value);
+      for (const line of KEY_LINES.slice(1, 4)) expect(text).not.toContain(line.slice(0, 24));
+    }
+    expect(fast({ lines: ['log start', ...KEY_LINES, 'log end'] })).toContain('log end');
+  });
 
   it('redacts secrets inside keys', () => {
     const fast = createRedactedJson(DEFAULT_SECRET_KEYS, SECRET_PATTERNS);

@@ -34,6 +34,7 @@ export {
   redactSecretsInText,
   SECRET_PATTERNS,
   type SecretPattern,
+  SPLIT_SECRET_OPENER,
   WHOLE_SECRET_KEYS,
 } from './redact-secrets.js';
 export { type RegisterToolsOptions, registerTools } from './register.js';

@@ -45,8 +45,14 @@ const SECRET_KEY_WHOLE = '(?:pass|pwd|pin|sig|_auth)';
 // digits and letters: `22client_secret`, which still ends in the secret word).
 const SECRET_KEY = `(?<![A-Za-z0-9_.-])(?:[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}|${SECRET_KEY_WHOLE})(?:\\\\?["']|%22)?[ \\t]*(?:=>|[=:]|%3[DdAa])[ \\t]*`;
 
+// Base64 and the line breaks of a key body: real ones, or `\n` written inside JSON text (`\\n` when
+// that JSON is itself quoted in a JSON string).
+const B64 = '[A-Za-z0-9+/]';
+const B64_BREAK = '(?:\\r?\\n|(?:\\\\{1,2}r)?\\\\{1,2}n)';
+
 /**
- * Secrets recognised inside any string, whatever its key: private key blocks, password hashes,
+ * Secrets recognised inside any string, whatever its key: private key blocks and bodies (also without
+ * their PEM header), password hashes,
  * `Authorization` and cookie headers, bearer tokens, JWTs, AWS access key ids (also cut short),
  * well-known provider key shapes (GitHub, GitLab, Slack, Stripe, Google, npm, OpenAI-style `sk-`),
  * credentials in URLs, and values written under a secret-looking key in `key=value`, `key: value`,
@@ -59,6 +65,33 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     name: 'pem-private-key',
     pattern:
       /-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)/g,
+    replace: REDACTED,
+  },
+  // A private key's base64 (DER) body without its PEM header (core's rule takes a whole block): a
+  // message cut mid-key, a key pasted into a JSON field. PKCS#8 and PKCS#1 RSA keys open with `MII`
+  // (`MIIEvQIBADANBgkqhkiG9w0BAQEFAASC…`, `MIIEpAIBAAKCAQEA…`), EC and Ed25519 keys with `MIGHAgEA…`,
+  // `MHcCAQEE…`, `MC4CAQAw…`; certificates and public keys share `MII` and go too. The following lines
+  // go with it when each is a whole line of base64. Early, before a path rule (in @toolgate/redact-errors) can cut a
+  // `+/a/b` out of it. A match starts only where a base64 run does (or right after a JSON `\\n`), so a 200 KB run is
+  // one scan, and each line ends at a break no base64 character can be: no ambiguous split.
+  {
+    name: 'der-key',
+    pattern: new RegExp(
+      `(?:(?<![A-Za-z0-9+/])|(?<=\\\\[rn]))(?:MII${B64}{57,}|(?:MIG${B64}AgE[AB]|MHcCAQEE|MC4CAQAw)${B64}{40,})={0,2}(?:${B64_BREAK}${B64}+={0,2}(?=[ \\t]*(?:\\r?\\n|$)|\\\\{1,2}[rn]|\\\\{0,2}["'\`]))*`,
+      'g',
+    ),
+    replace: REDACTED,
+  },
+  // The tail of a key whose BEGIN line was cut off (a message quoting the end of a command's output):
+  // the base64 lines right before `-----END … PRIVATE KEY-----` (indented, as in a YAML block, or
+  // after JSON's `\\n`), and that line. A match starts only at a run's first line (after no base64
+  // character or backslash, nor after one and a line break), so each run is scanned once.
+  {
+    name: 'der-key',
+    pattern: new RegExp(
+      `(?=${B64})(?:(?<![A-Za-z0-9+/=\\\\])|(?<=\\\\[rn]))(?<!${B64}={0,2}${B64_BREAK}[ \\t]{0,16})(?:${B64}+={0,2}${B64_BREAK}[ \\t]{0,16})+-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`,
+      'g',
+    ),
     replace: REDACTED,
   },
   {
@@ -172,10 +205,23 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
 export interface RedactSecretsOptions {
   /** Key-name fragments whose values are always replaced. @default DEFAULT_SECRET_KEYS */
   keys?: readonly string[];
-  /** Value patterns replaced inside every string. @default SECRET_PATTERNS */
+  /** Value patterns replaced inside every string, and found across sibling strings. @default SECRET_PATTERNS */
   patterns?: readonly SecretPattern[];
   /** Deepest level walked; deeper values become `[Truncated]`. @default 32 */
   maxDepth?: number;
+  /**
+   * Redacts one string (values, keys) in place of `redactSecretsInText(text, patterns)`: for a caller
+   * that also decodes or counts. Called once for each string of the copy. `patterns` still find a
+   * secret split across sibling strings. @default redactSecretsInText over `patterns`
+   */
+  redactText?: (text: string) => string;
+  /**
+   * Decides each object entry in place of the key rule: a string replaces the value wholesale,
+   * undefined walks it. @default values under `keys` (and `WHOLE_SECRET_KEYS`) become `[REDACTED]`
+   */
+  replaceEntry?: (key: string, value: unknown, parent: object) => string | undefined;
+  /** Told the name of each pattern that matched across sibling strings. @default undefined */
+  onSplitSecret?: (name: string) => void;
 }
 
 /** Replaces secret patterns inside one string. */
@@ -234,20 +280,32 @@ export function createSecretKeyMatcher(
 /**
  * A copy of `value` with secrets replaced: values under secret-looking keys wholesale, and secret
  * patterns inside every string, object keys included, through nested objects and arrays ({@link mapStrings}: `__proto__` stays
- * a key, cycles and depth bounded, dates and errors turned into strings). The input is not changed.
+ * a key, cycles and depth bounded, dates and errors turned into strings). A secret split over sibling
+ * strings (a private key's lines as an array's items or an object's values, `Bearer` and its token in
+ * two items) goes too: see `redactSplitSecrets`. The input is not changed.
  */
 export function createSecretRedactor(options: RedactSecretsOptions = {}): (value: unknown) => unknown {
-  const isSecretKey = createSecretKeyMatcher(options.keys);
-  const patterns = options.patterns ?? SECRET_PATTERNS;
-  const redactText = (text: string): string => redactSecretsInText(text, patterns);
-  const walkOptions: MapStringsOptions = {
-    maxDepth: options.maxDepth ?? 32,
-    replaceEntry: (key, item) =>
-      isSecretKey(key) && item !== null && item !== undefined ? REDACTED : undefined,
-    // A key is a string the reader sees too: a URL with credentials used as a key must not survive.
-    mapKey: redactText,
+  const patterns = (options.patterns ?? SECRET_PATTERNS).map(globalPattern);
+  const redactText = options.redactText ?? ((text: string): string => redactSecretsInText(text, patterns));
+  let replaceEntry = options.replaceEntry;
+  if (replaceEntry === undefined) {
+    const isSecretKey = createSecretKeyMatcher(options.keys);
+    replaceEntry = (key, item) =>
+      isSecretKey(key) && item !== null && item !== undefined ? REDACTED : undefined;
+  }
+  const maxDepth = options.maxDepth ?? 32;
+  // A key is a string the reader sees too: a URL with credentials used as a key must not survive.
+  const walkOptions: MapStringsOptions = { maxDepth, replaceEntry, mapKey: redactText };
+  const onSplit = options.onSplitSecret;
+  return (value) => {
+    if (typeof value !== 'object' || value === null || !hasSplitOpener(value, maxDepth)) {
+      return mapStrings(value, redactText, walkOptions);
+    }
+    // Rare: a plain copy first (read once), its split secrets cut, then the copy redacted as usual.
+    const copy = mapStrings(value, (text) => text, { maxDepth });
+    cutSplitSecrets(copy, patterns, onSplit);
+    return mapStrings(copy, redactText, walkOptions);
   };
-  return (value) => mapStrings(value, redactText, walkOptions);
 }
 
 /** `createSecretRedactor()` with the defaults, applied once. */
@@ -263,4 +321,188 @@ function normaliseKey(key: string): string {
   // `pass\u200bword` reads as `password`.
   const folded = /[\u0080-\uffff]/.test(key) ? key.normalize('NFKC').replace(INVISIBLE, '') : key;
   return folded.toLowerCase().replace(/[-_.\s]/g, '');
+}
+
+// Sibling strings: an array's string items, or an object's string values, in order. Each is scrubbed on
+// its own, so a secret whose pieces sit in two siblings (a PEM key's lines in `_meta.lines`) would keep
+// all but its first piece. Patterns that read across a line break can join such pieces: a private key
+// block, `Bearer`/`Basic` and the token after it, an AWS key id and its secret. A run is joined with
+// line breaks and scanned only when one of its strings opens such a secret (a cheap test), so plain
+// arrays cost that test per string and nothing more.
+/**
+ * True for a string that may open (or close) a secret split over sibling strings: a private key's
+ * BEGIN or END line or the first line of its body, `Bearer`/`Basic` at a string's end, an AWS key id
+ * at a string's end. A redactor that skips `createSecretRedactor`'s walk for speed (audit's JSON
+ * writer) hands any value holding such a string to that walk instead.
+ */
+export const SPLIT_SECRET_OPENER: RegExp =
+  /-----(?:BEGIN|END) |(?<![A-Za-z0-9+/])(?:MII|MIG|MHcCAQEE|MC4CAQAw)[A-Za-z0-9+/]{20}|\b(?:[Bb]earer|BEARER|[Bb]asic|BASIC)[ \t]*$|\b(?:AKIA|ASIA)[0-9A-Z]{16}[ \t:,;]*$/;
+
+/** Whether a run of sibling strings in `value` (at any depth) holds a string that may open a split secret. */
+function hasSplitOpener(value: object, maxDepth: number): boolean {
+  // Created at the first nested object: a flat value (most arguments) allocates nothing here.
+  let seen: Set<object> | undefined;
+  const visit = (node: object, depth: number): boolean => {
+    if (depth >= maxDepth) return false;
+    if (depth > 0) {
+      seen ??= new Set();
+      if (seen.has(node)) return false;
+      seen.add(node);
+    }
+    const entries = Array.isArray(node) ? node : plainValues(node);
+    // Something the plain walk does not read (a Map, a class instance): the copy decides.
+    if (entries === undefined) return true;
+    let strings = 0;
+    let opener = false;
+    for (const entry of entries) {
+      if (typeof entry === 'string') {
+        strings += 1;
+        if (!opener && SPLIT_SECRET_OPENER.test(entry)) opener = true;
+      } else if (typeof entry === 'object' && entry !== null && visit(entry, depth + 1)) return true;
+    }
+    return opener && strings >= 2;
+  };
+  try {
+    return visit(value, 0);
+  } catch {
+    // A throwing getter or proxy: the copy (which turns it into `[Unreadable]`) decides.
+    return true;
+  }
+}
+
+/** A plain object's values; undefined for anything else but a date, an error or bytes (one string each). */
+function plainValues(node: object): unknown[] | undefined {
+  const prototype = Object.getPrototypeOf(node);
+  if (prototype === Object.prototype || prototype === null) return Object.values(node);
+  if (
+    node instanceof Date ||
+    node instanceof Error ||
+    ArrayBuffer.isView(node) ||
+    node instanceof ArrayBuffer
+  ) {
+    return [];
+  }
+  return undefined;
+}
+
+/** Cuts split secrets out of a plain copy (`mapStrings` output), in place, at any depth. */
+function cutSplitSecrets(
+  node: unknown,
+  patterns: readonly SecretPattern[],
+  onSplit: ((name: string) => void) | undefined,
+): void {
+  if (typeof node !== 'object' || node === null) return;
+  const keys = Array.isArray(node) ? node.map((_, index) => index) : Object.keys(node);
+  const record = node as Record<string | number, unknown>;
+  const run: (string | number)[] = [];
+  for (const key of keys) {
+    const entry = record[key];
+    if (typeof entry === 'string') run.push(key);
+    else cutSplitSecrets(entry, patterns, onSplit);
+  }
+  if (run.length < 2) return;
+  const items = run.map((key) => record[key] as string);
+  if (!items.some((item) => SPLIT_SECRET_OPENER.test(item))) return;
+  const cut = redactSplitSecrets(items, patterns, onSplit);
+  for (const [index, key] of run.entries()) {
+    if (cut[index] === items[index]) continue;
+    // defineProperty: a "__proto__" key of the copy stays a key.
+    Object.defineProperty(node, key, {
+      value: cut[index],
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  }
+}
+
+/**
+ * Sibling strings with each secret that spans two or more of them cut out: the run is joined with line
+ * breaks, every pattern is matched over the joined text, and what a match that crosses a join would
+ * replace is replaced in each string it covers (a private key's BEGIN line, body lines and END line
+ * each become `[REDACTED]`; text before BEGIN and after END stays). A match inside one string is left
+ * to that string's own redaction. A key block without its END line runs to the last string.
+ */
+function redactSplitSecrets(
+  items: readonly string[],
+  patterns: readonly SecretPattern[] = SECRET_PATTERNS,
+  onSplit?: (name: string) => void,
+): string[] {
+  const joined = items.join('\n');
+  const starts: number[] = [];
+  let offset = 0;
+  for (const item of items) {
+    starts.push(offset);
+    offset += item.length + 1;
+  }
+  const cuts: { from: number; to: number; text: string }[] = [];
+  for (const { name, pattern, replace } of patterns) {
+    const global = globalPattern({ name, pattern, replace }).pattern;
+    global.lastIndex = 0;
+    for (const match of joined.matchAll(global)) {
+      const from = match.index;
+      const to = from + match[0].length;
+      // Crosses a join: some string starts after the match's start and at or before its end.
+      const next = starts.find((start) => start > from);
+      if (next === undefined || next > to) continue;
+      const replaced = expandReplacement(replace, match);
+      let head = 0;
+      const most = Math.min(match[0].length, replaced.length);
+      while (head < most && match[0][head] === replaced[head]) head += 1;
+      let tail = 0;
+      while (
+        tail < most - head &&
+        match[0][match[0].length - 1 - tail] === replaced[replaced.length - 1 - tail]
+      ) {
+        tail += 1;
+      }
+      if (head === match[0].length && head === replaced.length) continue;
+      cuts.push({
+        from: from + head,
+        to: to - tail,
+        text: replaced.slice(head, replaced.length - tail).trim(),
+      });
+      onSplit?.(name);
+    }
+  }
+  if (cuts.length === 0) return [...items];
+  // Overlapping matches (a key block and its body's own rule) make one cut, shown by the first's text.
+  cuts.sort((a, b) => a.from - b.from || b.to - a.to);
+  const merged: typeof cuts = [];
+  for (const cut of cuts) {
+    const last = merged.at(-1);
+    if (last !== undefined && cut.from < last.to) last.to = Math.max(last.to, cut.to);
+    else merged.push({ ...cut });
+  }
+  return items.map((item, index) => {
+    const start = starts[index] ?? 0;
+    const end = start + item.length;
+    let out = '';
+    let at = start;
+    for (const cut of merged) {
+      if (cut.to <= at || cut.from >= end) continue;
+      const from = Math.max(cut.from, at);
+      out += joined.slice(at, from) + cut.text;
+      at = Math.min(cut.to, end);
+    }
+    return at === start ? item : out + joined.slice(at, end);
+  });
+}
+
+/** A replacement string (`$1`, `$&`, `$<name>`, `$$`) filled in from a match. */
+function expandReplacement(replace: string, match: RegExpMatchArray): string {
+  return replace.replace(/\$(?:(\$)|(&)|(\d{1,2})|<([^>]*)>)/g, (token, dollar, whole, group, name) => {
+    if (dollar !== undefined) return '$';
+    if (whole !== undefined) return match[0];
+    if (group !== undefined) {
+      const index = Number(group);
+      return index > 0 && index < match.length ? (match[index] ?? '') : token;
+    }
+    return match.groups?.[name] ?? '';
+  });
+}
+
+function globalPattern(pattern: SecretPattern): SecretPattern {
+  if (pattern.pattern.global) return pattern;
+  return { ...pattern, pattern: new RegExp(pattern.pattern.source, `${pattern.pattern.flags}g`) };
 }

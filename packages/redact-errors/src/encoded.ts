@@ -4,12 +4,15 @@ type ScanDecoded = (plain: string) => string | undefined;
 /**
  * Encoded text in an error: a redirect target percent-encoded (`postgres%3A%2F%2Fapp%3Ahunter2%40db`),
  * an HTML error page's entities (`postgres&#x3A;&#x2F;&#x2F;…`), a JSON or Python string's escapes
- * (`postgres\x3a\/\/…`, `ghp\u005f…`), a hex dump, a value base64-encoded in a header or a JSON field.
+ * (`postgres\x3a\/\/…`, `ghp\u005f…`, octal `\160\141…` as shells and loggers print bytes), a
+ * quoted-printable mail or log body (`password=3Dhunter2`, lines cut by `=` soft breaks), a hex dump,
+ * a value base64- or base32-encoded in a header or a JSON field.
  * No pattern sees through the encoding, and a model decodes each at a glance. Each such run is decoded
  * and scanned, and so are the runs its decoding holds, `levels` deep (base64 of base64, of
  * percent-encoded text, of JSON with a base64 field). A run that held something is replaced (a
- * percent, entity or escape run by its scrubbed decoding, a hex or base64 run whole); a run that held
- * nothing stays exactly as it was.
+ * percent, entity, escape or quoted-printable run by its scrubbed decoding, a hex, base64 or base32
+ * run whole); a run that held nothing stays exactly as it was. Each kind is tried only where a cheap
+ * test finds its mark, so plain text costs a few scans.
  */
 export function scrubEncodedRuns(text: string, scan: ScanDecoded, levels = MAX_LEVELS): string {
   const held: ScanDecoded = (plain) => {
@@ -26,9 +29,18 @@ export function scrubEncodedRuns(text: string, scan: ScanDecoded, levels = MAX_L
   if (ESCAPE.test(out)) {
     out = out.replace(ESCAPE_RUN, (run) => shownDecoded(run, escapesDecoded, held, asEscape));
   }
+  if (out.includes('=') && QP_MARK.test(out)) {
+    out = out.replace(
+      QP_RUN,
+      (run) => held(qpDecoded(run))?.replace(UNSAFE_DECODED, asQuotedPrintable) ?? run,
+    );
+  }
   out = out.replace(HEX_RUN, (run) => hiddenWhole(run, hexText(run), held));
   if (BASE64_CANDIDATE.test(out)) {
     out = out.replace(BASE64_RUN, (run) => hiddenWhole(run, base64Text(run), held));
+    // Base32's alphabet is a part of base64's: only where a base64 run could be.
+    if (BASE32_CANDIDATE.test(out))
+      out = out.replace(BASE32_RUN, (run) => hiddenWhole(run, base32Text(run), held));
   }
   return out;
 }
@@ -191,17 +203,19 @@ function asEntity(char: string): string {
 }
 
 // Backslash escapes that spell a character by its code: `\x2F` (JavaScript, Python's repr, C),
-// `\u002F`, `\u{2F}`, `\U0000002F`, and JSON's `\/`; also with the backslash doubled, as JSON text
-// quoted in a JSON string writes them. JSON's `\n`, `\t`, `\"`, `\\` are left as written: they hide
-// nothing, and JSON text is full of them.
+// `\u002F`, `\u{2F}`, `\U0000002F`, JSON's `\/`, and three octal digits `\057` (C, `printf %q`, bash's
+// `$'…'`, loggers that print a byte string); also with the backslash doubled, as JSON text quoted in a
+// JSON string writes them. JSON's `\n`, `\t`, `\"`, `\\` are left as written: they hide nothing, and
+// JSON text is full of them.
 const ESCAPE_UNIT =
-  '\\\\{1,2}(?:x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|u\\{[0-9A-Fa-f]{1,6}\\}|U[0-9A-Fa-f]{8}|\\/)';
+  '\\\\{1,2}(?:x[0-9A-Fa-f]{2}|[0-3][0-7]{2}|u[0-9A-Fa-f]{4}|u\\{[0-9A-Fa-f]{1,6}\\}|U[0-9A-Fa-f]{8}|\\/)';
 const ESCAPE = new RegExp(ESCAPE_UNIT);
 const ESCAPE_RUN = runOf(ESCAPE_UNIT);
 const ESCAPE_PARTS =
-  /(?:\\{1,2}x[0-9A-Fa-f]{2})+|\\{1,2}(?:u([0-9A-Fa-f]{4})|u\{([0-9A-Fa-f]{1,6})\}|U([0-9A-Fa-f]{8})|\/)/g;
+  /(?:\\{1,2}(?:x[0-9A-Fa-f]{2}|[0-3][0-7]{2}))+|\\{1,2}(?:u([0-9A-Fa-f]{4})|u\{([0-9A-Fa-f]{1,6})\}|U([0-9A-Fa-f]{8})|\/)/g;
+const BYTE_ESCAPE = /\\{1,2}(?:x([0-9A-Fa-f]{2})|([0-3][0-7]{2}))/g;
 
-/** `\x` escapes decoded as bytes (Python's `b'caf\xc3\xa9'`), the others as code points. */
+/** `\x` and octal escapes decoded as bytes (Python's `b'caf\xc3\xa9'`), the others as code points. */
 function escapesDecoded(run: string): string {
   return repeatedly(
     (text) =>
@@ -212,15 +226,42 @@ function escapesDecoded(run: string): string {
           return code > 0x10ffff ? sequence : String.fromCodePoint(code);
         }
         if (sequence.endsWith('/')) return '/';
-        return bytesText(Buffer.from(sequence.replace(/\\{1,2}x/g, ''), 'hex'));
+        const bytes = [...sequence.matchAll(BYTE_ESCAPE)].map(([, hex, octal]) =>
+          hex === undefined ? Number.parseInt(octal ?? '0', 8) : Number.parseInt(hex, 16),
+        );
+        return bytesText(Buffer.from(bytes));
       }),
     ESCAPE,
     run,
   );
 }
 
+// Quoted-printable (RFC 2045): `=3D` for `=`, `=20` for a space, `=C3=A9` for UTF-8 bytes, and a soft
+// line break (`=` ending a line, also as JSON's escaped `=\r\n` in text quoted in JSON) where a long
+// line was cut. A run is a word holding an escape or a soft break, carried on over soft breaks, so a
+// secret cut across lines is decoded whole. Only text with an `=XX` escape is taken for quoted-printable
+// (base64 ends lines in `=` too): the cheap test is an `=` (a string search), then such an escape.
+const QP_UNIT = '=(?:[0-9A-F]{2}|\\r?\\n|(?:\\\\{1,2}r)?\\\\{1,2}n)';
+const QP_MARK = /=[0-9A-F]{2}/;
+const QP_PLAIN = `(?:[^\\s"'<>\`=]|=(?!${QP_UNIT.slice(1)}))`;
+// From a word's start only (as the other runs), so a word is scanned once.
+const QP_RUN = new RegExp(`(?<![^\\s"'<>\`])(?=${QP_PLAIN}*${QP_UNIT})(?:${QP_PLAIN}|${QP_UNIT})+`, 'g');
+
+/** Soft line breaks removed, `=XX` decoded as bytes. */
+function qpDecoded(run: string): string {
+  return run
+    .replace(/=(?:\r?\n|(?:\\{1,2}r)?\\{1,2}n)/g, '')
+    .replace(/(?:=[0-9A-F]{2})+/g, (escapes) => bytesText(Buffer.from(escapes.replace(/=/g, ''), 'hex')));
+}
+
 function asEscape(char: string): string {
   return `\\u${(char.codePointAt(0) ?? 0).toString(16).padStart(4, '0')}`;
+}
+
+function asQuotedPrintable(char: string): string {
+  return [...Buffer.from(char, 'utf8')]
+    .map((byte) => `=${byte.toString(16).toUpperCase().padStart(2, '0')}`)
+    .join('');
 }
 
 // A hex dump of 16 bytes or more: contiguous (`706f7374…`, `0x706f…`) or a byte or group at a time
@@ -244,6 +285,29 @@ function base64Text(run: string): string | undefined {
   // One alphabet or the other: a run mixing `+`/`/` with `-`/`_` is not base64.
   if (/[+/]/.test(run) && /[-_]/.test(run)) return undefined;
   return asText(Buffer.from(run, /[-_]/.test(run) ? 'base64url' : 'base64'));
+}
+
+// Base32 (RFC 4648, upper or lower case, `=` padding): TOTP seeds, DNS-safe ids, some key encodings.
+// 24 characters are 15 bytes; `asText` asks for 16, so a shorter run (an AWS key id) is never tried.
+const BASE32_CANDIDATE = /[A-Z2-7]{24}|[a-z2-7]{24}/;
+const BASE32_RUN = /(?<![A-Za-z0-9+/_-])(?:[A-Z2-7]{24,}|[a-z2-7]{24,})={0,6}(?![A-Za-z0-9+/_=-])/g;
+const BASE32_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+
+/** The run's decoding when it is text, else undefined. */
+function base32Text(run: string): string | undefined {
+  const digits = run.replace(/=+$/, '').toUpperCase();
+  const bytes: number[] = [];
+  let buffer = 0;
+  let bits = 0;
+  for (const digit of digits) {
+    buffer = ((buffer << 5) | BASE32_ALPHABET.indexOf(digit)) & 0xfff;
+    bits += 5;
+    if (bits >= 8) {
+      bits -= 8;
+      bytes.push((buffer >> bits) & 0xff);
+    }
+  }
+  return asText(Buffer.from(bytes));
 }
 
 /** Control characters other than tab, line feed and carriage return: binary, not text. */

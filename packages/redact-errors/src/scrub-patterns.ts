@@ -68,11 +68,6 @@ const JSON_VALUE = '(?:[^"\\\\\\n]|\\\\[^"\\n])*';
 // Media types look like relative paths (`application/vnd.oasis.opendocument.text`).
 const MEDIA_TYPE =
   '(?:application|audio|font|image|message|model|multipart|text|video)\\/[\\w.+-]+(?![\\w.@+%~\\/-])';
-// Base64 and the line breaks of a key body: real ones, or `\\n` written inside JSON text (`\\\\n` when
-// that JSON is itself quoted in a JSON string).
-const B64 = '[A-Za-z0-9+/]';
-const B64_BREAK = '(?:\\r?\\n|(?:\\\\{1,2}r)?\\\\{1,2}n)';
-
 function rule(name: string, source: string, replace: string, flags = 'g'): SecretPattern {
   return { name, pattern: new RegExp(source, flags), replace };
 }
@@ -84,27 +79,6 @@ function rule(name: string, source: string, replace: string, flags = 'g'): Secre
  * a match. Tuned not to touch ordinary text: ids, dates, times, versions, prices, sentences.
  */
 export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
-  // A private key's base64 (DER) body without its PEM header (core's rule takes a whole block): a
-  // message cut mid-key, a key pasted into a JSON field. PKCS#8 and PKCS#1 RSA keys open with `MII`
-  // (`MIIEvQIBADANBgkqhkiG9w0BAQEFAASC…`, `MIIEpAIBAAKCAQEA…`), EC and Ed25519 keys with `MIGHAgEA…`,
-  // `MHcCAQEE…`, `MC4CAQAw…`; certificates and public keys share `MII` and go too. The following lines
-  // go with it when each is a whole line of base64. First, before a path rule can cut a `+/a/b` out of
-  // it. A match starts only where a base64 run does (or right after a JSON `\\n`), so a 200 KB run is
-  // one scan, and each line ends at a break no base64 character can be: no ambiguous split.
-  rule(
-    'der-key',
-    `(?:(?<![A-Za-z0-9+/])|(?<=\\\\[rn]))(?:MII${B64}{57,}|(?:MIG${B64}AgE[AB]|MHcCAQEE|MC4CAQAw)${B64}{40,})={0,2}(?:${B64_BREAK}${B64}+={0,2}(?=[ \\t]*(?:\\r?\\n|$)|\\\\{1,2}[rn]|\\\\{0,2}["'\`]))*`,
-    REDACTED,
-  ),
-  // The tail of a key whose BEGIN line was cut off (a message quoting the end of a command's output):
-  // the base64 lines right before `-----END … PRIVATE KEY-----` (indented, as in a YAML block, or
-  // after JSON's `\\n`), and that line. A match starts only at a run's first line (after no base64
-  // character or backslash, nor after one and a line break), so each run is scanned once.
-  rule(
-    'der-key',
-    `(?=${B64})(?:(?<![A-Za-z0-9+/=\\\\])|(?<=\\\\[rn]))(?<!${B64}={0,2}${B64_BREAK}[ \\t]{0,16})(?:${B64}+={0,2}${B64_BREAK}[ \\t]{0,16})+-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`,
-    REDACTED,
-  ),
   // `    at fn (/srv/app/x.js:10:5)`, `at new Promise (<anonymous>)`, `at com.x.Y.m(Y.java:12)`,
   // `at wasm://wasm/0a1b:wasm-function[9]:0x4dd44f`; and the property dump util.inspect() prints
   // after the last frame (` {\n  errno: -111,\n  code: 'ECONNREFUSED', ... address, port\n}`), nested

@@ -35,7 +35,7 @@ export function scrubErrorResult(
     meta = scrubber.value(rest, removed) as Record<string, unknown>;
   }
   if (envelope === undefined) {
-    out.content = result.content.map((part) => scrubPart(part, scrubber, removed));
+    out.content = scrubParts(result.content, () => false, '', scrubber, removed);
     if (result._meta !== undefined && ERROR_META_KEY in result._meta) {
       meta = { ...meta, [ERROR_META_KEY]: scrubber.value(result._meta[ERROR_META_KEY], removed) };
     }
@@ -46,12 +46,14 @@ export function scrubErrorResult(
     const id = envelope.incidentId ?? incidentId;
     if (id !== undefined) clean.incidentId = id;
     const text = JSON.stringify(clean);
-    out.content = result.content.map((part) => {
-      if (!isEnvelopeText(part, envelope)) return scrubPart(part, scrubber, removed);
-      // The envelope's text is re-derived, not scrubbed again; the part's other fields are walked.
-      const { text: _old, ...rest } = part as Extract<ContentPart, { type: 'text' }>;
-      return { ...scrubPart(rest, scrubber, removed), text };
-    });
+    // The envelope's text is re-derived, not scrubbed again; the part's other fields are walked.
+    out.content = scrubParts(
+      result.content,
+      (part) => isEnvelopeText(part, envelope),
+      text,
+      scrubber,
+      removed,
+    );
     meta = { ...meta, [ERROR_META_KEY]: clean };
   }
   if (meta !== undefined) out._meta = meta;
@@ -71,11 +73,46 @@ function isEnvelopeText(part: ContentPart, envelope: ErrorEnvelope): boolean {
   }
 }
 
+/**
+ * The parts scrubbed one by one, their texts also as one run of sibling strings (core's walk), so a
+ * secret split over consecutive text parts (a key's lines, one part each) is found across them. A part
+ * `isEnvelope` says is the envelope's text gets `envelopeText` instead, and stays out of the run.
+ */
+function scrubParts(
+  parts: readonly ContentPart[],
+  isEnvelope: (part: ContentPart) => boolean,
+  envelopeText: string,
+  scrubber: Scrubber,
+  removed: RemovedCounts,
+): ContentPart[] {
+  const envelopes = parts.map((part) => part.type === 'text' && isEnvelope(part));
+  const texts: string[] = [];
+  for (const [index, part] of parts.entries()) {
+    if (part.type === 'text' && typeof part.text === 'string' && !envelopes[index]) texts.push(part.text);
+  }
+  // One text alone has no sibling: the part's own walk scrubs it.
+  const clean = texts.length < 2 ? undefined : (scrubber.value(texts, removed) as string[]);
+  let next = 0;
+  return parts.map((part, index) => {
+    if (envelopes[index]) return scrubPart(part, scrubber, removed, envelopeText);
+    if (clean === undefined || part.type !== 'text' || typeof part.text !== 'string') {
+      return scrubPart(part, scrubber, removed);
+    }
+    next += 1;
+    return scrubPart(part, scrubber, removed, clean[next - 1]);
+  });
+}
+
 // Every field of a part is walked (text, uri, name, title, annotations, `_meta` at any depth) except
 // the discriminant, media types and base64 payloads; an embedded resource is a part of its own.
-function scrubPart<T extends object>(part: T, scrubber: Scrubber, removed: RemovedCounts): T {
+// `text`: the part's text, already scrubbed (or re-derived), in place of walking it again.
+function scrubPart<T extends object>(part: T, scrubber: Scrubber, removed: RemovedCounts, text?: string): T {
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(part)) {
+    if (key === 'text' && text !== undefined) {
+      out.text = text;
+      continue;
+    }
     const embedded =
       key === 'resource' && typeof value === 'object' && value !== null && !Array.isArray(value);
     const clean = NOT_TEXT.has(key)

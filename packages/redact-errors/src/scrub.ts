@@ -1,4 +1,4 @@
-import { createSecretKeyMatcher, mapStrings, REDACTED, type SecretPattern } from '@toolgate/core';
+import { createSecretKeyMatcher, createSecretRedactor, REDACTED, type SecretPattern } from '@toolgate/core';
 import { scrubEncodedRuns } from './encoded.js';
 import { fieldReplacement } from './field-rules.js';
 import { ERROR_SCRUB_PATTERNS } from './scrub-patterns.js';
@@ -75,24 +75,39 @@ export function createScrubber(patterns: readonly SecretPattern[]): Scrubber {
     }
     return out;
   };
-  // core's walk: a hostile "__proto__" key stays a key, cycles and depth are bounded, and dates,
-  // errors and buffers become safe strings, exactly as on core's own boundary.
-  const value = (input: unknown, removed: RemovedCounts): unknown =>
-    mapStrings(input, (s) => text(s, removed), {
-      maxDepth: MAX_DEPTH,
-      mapKey: (key) => text(key, removed),
-      replaceEntry: (key, item, parent) => {
-        if (item === null || item === undefined) return undefined;
-        if (isSecretKey(key)) {
-          removed['secret-key'] = (removed['secret-key'] ?? 0) + 1;
-          return REDACTED;
-        }
-        const field = fieldReplacement(key, item, parent);
-        if (field === undefined) return undefined;
-        removed[field.name] = (removed[field.name] ?? 0) + 1;
-        return field.replace;
-      },
-    });
+  // core's walk: a hostile "__proto__" key stays a key, cycles and depth are bounded, dates, errors
+  // and buffers become safe strings, and a secret split over sibling strings (a key's lines as array
+  // items) is found across them, exactly as on core's own boundary. The counts go to the call's record.
+  let counting: RemovedCounts = {};
+  const count = (name: string): void => {
+    counting[name] = (counting[name] ?? 0) + 1;
+  };
+  const redactValue = createSecretRedactor({
+    patterns: rules,
+    maxDepth: MAX_DEPTH,
+    redactText: (s) => text(s, counting),
+    replaceEntry: (key, item, parent) => {
+      if (item === null || item === undefined) return undefined;
+      if (isSecretKey(key)) {
+        count('secret-key');
+        return REDACTED;
+      }
+      const field = fieldReplacement(key, item, parent);
+      if (field === undefined) return undefined;
+      count(field.name);
+      return field.replace;
+    },
+    onSplitSecret: (name) => count(`split-${name}`),
+  });
+  const value = (input: unknown, removed: RemovedCounts): unknown => {
+    const outer = counting;
+    counting = removed;
+    try {
+      return redactValue(input);
+    } finally {
+      counting = outer;
+    }
+  };
   // Only when undoing the disguise uncovers something is the text changed: ordinary text keeps its
   // emoji joiners and its `½`.
   const undisguised = (text: string, removed: RemovedCounts): string => {
