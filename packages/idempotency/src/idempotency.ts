@@ -17,6 +17,7 @@ import {
   raceAbort,
   resolveToolOptions,
   runDetached,
+  type StoreFullError,
   type ToolContext,
   type ToolMiddleware,
   type ToolResult,
@@ -361,6 +362,9 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     const running = JSON.stringify({ s: 'running', a: keys.args, c: token } satisfies StoredCall);
     for (;;) {
       let claimed: boolean;
+      // A full store refuses every write, even of a key that holds a value (Redis answers OOM before it
+      // looks at NX): a repeat needs no new key, so what the key holds answers it, as below.
+      let full: StoreFullError | undefined;
       try {
         claimed = await bounded.setIfAbsent(keys.storeKey, running, opts.claimTtlMs, ctx.signal);
       } catch (error) {
@@ -372,26 +376,42 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
           // This call will not run under it: once the store answers, a claim of its own is removed, so
           // retries are not kept waiting for claimTtlMs by a call that is not running.
           replaceLostClaim(keys, { token, expires: Date.now() + opts.claimTtlMs });
+          return storeDown(ctx, keys, opts, next, 'setIfAbsent', error);
         }
-        return storeDown(ctx, keys, opts, next, 'setIfAbsent', error);
+        if (ctx.signal.aborted) throw ctx.signal.reason;
+        full = error;
+        claimed = false;
       }
       if (claimed) return runClaimed(ctx, next, keys, opts, token, waitUntil);
       let text: string | undefined;
       try {
         text = await bounded.get(keys.storeKey, ctx.signal);
       } catch (error) {
-        return storeDown(ctx, keys, opts, next, 'get', error);
+        // On a full store a read that fails leaves it refused as full (never run unguarded by 'open').
+        return full === undefined
+          ? storeDown(ctx, keys, opts, next, 'get', error)
+          : storeDown(ctx, keys, opts, next, 'setIfAbsent', full);
       }
+      // Nothing stored and no room for a claim: refused as a full store.
+      if (text === undefined && full !== undefined)
+        return storeDown(ctx, keys, opts, next, 'setIfAbsent', full);
       if (text !== undefined) {
         const stored = parseStored(text);
         // Damaged, or written by something else: whether the call ran cannot be read, so it is treated
-        // as a store that cannot be read (never polled until claimTtlMs, never run over it).
-        if (stored === undefined) return storeDown(ctx, keys, opts, next, 'get', new UnreadableEntryError());
+        // as a store that cannot be read (never polled until claimTtlMs, never run over it); on a full
+        // store, as a full store.
+        if (stored === undefined) {
+          return full === undefined
+            ? storeDown(ctx, keys, opts, next, 'get', new UnreadableEntryError())
+            : storeDown(ctx, keys, opts, next, 'setIfAbsent', full);
+        }
         if (stored.a !== keys.args) return otherArguments(ctx, keys);
         // This call's own claim, written by a resent write after its first answer was lost.
         if (isOwnClaim(stored, token)) return runClaimed(ctx, next, keys, opts, token, waitUntil);
         if (stored.s === 'done') return replay(ctx, keys, stored.r, 'replayed');
         if (stored.s === 'ran') return alreadyRan(ctx, keys, stored);
+        // Another call's claim: waited for as for any running call, full store or not (each poll tries
+        // the claim again, so a call whose claim was released claims it once there is room).
         if (Date.now() >= waitUntil) return stillRunning(ctx, keys, pollIntervalMs);
         await sleep(pollIntervalMs, ctx.signal);
       }
@@ -557,8 +577,13 @@ class UnreadableEntryError extends Error {
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return raceAbort(
     new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      signal.addEventListener('abort', () => clearTimeout(timer), { once: true });
+      // Removed when the timer fires: a call polling a long claim would otherwise add one per poll.
+      const onAbort = (): void => clearTimeout(timer);
+      const timer = setTimeout(() => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      }, ms);
+      signal.addEventListener('abort', onAbort, { once: true });
     }),
     signal,
   );

@@ -1,6 +1,7 @@
-import { createMemoryStore, type KeyValueStore, ok } from '@toolgate/core';
+import { getEventListeners } from 'node:events';
+import { createMemoryStore, type KeyValueStore, ok, type ToolMiddleware } from '@toolgate/core';
 import { createTestContext, expectFailure, type LogEntry, recordingLogger } from '@toolgate/core/testing';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createIdempotency, IDEMPOTENCY_META } from '../src/index.js';
 import { authAs, readTool, refundTool, serve } from './fixtures.js';
 
@@ -198,6 +199,45 @@ describe('idempotency: replicas sharing a store', () => {
     expect(ran).toBe(false);
     release();
     expect((await held).structuredContent).toEqual({ ok: true, refund_id: 'R-held' });
+  });
+
+  it("a call polling another replica's claim holds no more abort listeners on its signal as the polls go on", async () => {
+    const inner = createMemoryStore();
+    let reads = 0;
+    const store: KeyValueStore = {
+      ...inner,
+      get: (key, op) => {
+        reads += 1;
+        return inner.get(key, op);
+      },
+    };
+    const { tool } = refundTool();
+    let release: () => void = () => {};
+    const holder = createIdempotency({ store, tools: { create_refund: {} } });
+    const held = holder(
+      createTestContext({ tool, args: refund }),
+      () =>
+        new Promise((resolve) => {
+          release = () => resolve(ok({ refund_id: 'R-held' }));
+        }),
+    );
+    let signal: AbortSignal | undefined;
+    const capture: ToolMiddleware = (ctx, next) => {
+      signal = ctx.signal;
+      return next();
+    };
+    const client = await serve([tool], {
+      middleware: [capture, createIdempotency({ store, pollIntervalMs: 1, tools: { create_refund: {} } })],
+    });
+    const waiting = client.callTool('create_refund', refund);
+    await vi.waitFor(() => expect(reads).toBeGreaterThanOrEqual(5), { timeout: 5000, interval: 1 });
+    const early = getEventListeners(signal!, 'abort').length;
+    await vi.waitFor(() => expect(reads).toBeGreaterThanOrEqual(40), { timeout: 5000, interval: 1 });
+    // One poll's own listeners at most may come and go between the two looks; one per poll, never.
+    expect(getEventListeners(signal!, 'abort').length).toBeLessThanOrEqual(early + 2);
+    release();
+    expect((await held).structuredContent).toEqual({ ok: true, refund_id: 'R-held' });
+    expect((await waiting).structuredContent).toEqual({ ok: true, refund_id: 'R-held' });
   });
 });
 
