@@ -27,7 +27,7 @@ const requestRefund = defineTool({
 
 const secret = process.env.TOOLGATE_CONFIRM_SECRET; // >= 32 bytes, the same on every replica
 if (!secret) throw new Error('TOOLGATE_CONFIRM_SECRET is not set');
-// Several replicas remember used confirmations in Redis (omit `store` for memory: one process).
+// Several replicas share issued confirmations in Redis (omit `store` for memory: one process).
 const redis = createRedisClient(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
 await redisReady(redis);
 

@@ -143,12 +143,17 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     });
   };
 
-  /** Marks a confirmation used; false when it already was. Throws when the store cannot answer. */
-  const consume = (ctx: ToolContext, nonce: string, expiresAt: number): Promise<boolean> => {
-    const scope = callerTag(ctx);
-    const ttl = Math.max(1, Math.ceil(expiresAt - Date.now()) + KEPT_PAST_EXPIRY_MS);
-    return bounded.setIfAbsent(`confirm:used:{${scope}}:${nonce}`, '1', ttl, ctx.signal);
-  };
+  /**
+   * Where an issued two-step confirmation is held until it is used, in its caller's scope. Single use is
+   * the key's deletion, so a store that forgets (a restart, a flush, a failover to an empty replica, a
+   * new process's memory store) forgets the confirmation too: it is refused, never accepted again.
+   */
+  const issuedKey = (ctx: ToolContext, nonce: string): string =>
+    `confirm:issued:{${callerTag(ctx)}}:${nonce}`;
+
+  /** Takes an issued confirmation; false when it was used already (or the store no longer holds it). Throws when the store cannot answer. */
+  const consume = (ctx: ToolContext, nonce: string): Promise<boolean> =>
+    bounded.delete(issuedKey(ctx, nonce), ctx.signal);
 
   const withConfirmation = async (ctx: ToolContext, next: NextFn, token: unknown): Promise<ToolResult> => {
     const verdict =
@@ -165,9 +170,9 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     }
     let fresh: boolean;
     try {
-      fresh = await consume(ctx, verdict.nonce, verdict.expiresAt);
+      fresh = await consume(ctx, verdict.nonce);
     } catch (error) {
-      return storeFailed(ctx, error, 'setIfAbsent', verdict.digest, 'with the same confirmation');
+      return storeFailed(ctx, error, 'delete', verdict.digest, 'with the same confirmation');
     }
     if (!fresh) {
       decide(ctx, 'refused', verdict.digest, 'used');
@@ -179,8 +184,18 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     return next();
   };
 
-  const required = (ctx: ToolContext, opts: ConfirmToolOptions, prompt: string): ToolResult => {
+  const required = async (
+    ctx: ToolContext,
+    opts: ConfirmToolOptions,
+    prompt: string,
+  ): Promise<ToolResult> => {
     const issued = issue(secret, ctx, opts.ttlMs);
+    try {
+      // Held a minute past the expiry: the store keeps time by its own clock, replicas by theirs.
+      await bounded.set(issuedKey(ctx, issued.nonce), '1', opts.ttlMs + KEPT_PAST_EXPIRY_MS, ctx.signal);
+    } catch (error) {
+      return storeFailed(ctx, error, 'set', issued.digest, 'without a confirmation');
+    }
     decide(ctx, 'required', issued.digest);
     const expiresAt = new Date(issued.expiresAt).toISOString();
     const declared = ctx.tool?.inputSchema.shape[CONFIRMATION_ARGUMENT] !== undefined;

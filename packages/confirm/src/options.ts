@@ -57,7 +57,7 @@ export interface ConfirmUrlOptions {
 export interface ConfirmOptions extends Partial<ConfirmToolOptions>, PerToolOptions<ConfirmToolOptions> {
   /** The server's HMAC key (at least 32 bytes, the same on every replica, from a secret store). Required. @default none */
   secret: string | Uint8Array;
-  /** Where used confirmations are remembered (each is accepted once); `@toolgate/redis-store` shares them across replicas. @default createMemoryStore() */
+  /** Where issued two-step confirmations are held until used (each is accepted once, and only while held) and URL-mode calls wait; `@toolgate/redis-store` shares them across replicas. @default createMemoryStore() */
   store?: KeyValueStore;
   /** Longest one store operation may take, in ms. @default 200 */
   storeTimeoutMs?: number;
@@ -91,10 +91,9 @@ export function checkToolOptions(resolved: Readonly<ConfirmToolOptions>, where: 
 }
 
 /**
- * How long what the store remembers about a confirmation (that a two-step one was used, a page's answer
- * or that the call stopped waiting) outlives the confirmation's expiry. Replicas check expiry by their
- * own clocks while a shared store expires keys by its own: a replica whose clock lags must still find
- * the record (with a second's margin, one more than a second behind ran a used confirmation again), and
- * a late page still learns the confirmation was taken.
+ * How long what the store holds about a confirmation (an issued two-step one, a page's answer or that
+ * the call stopped waiting) outlives the confirmation's expiry. Replicas check expiry by their own clocks
+ * while a shared store expires keys by its own: a replica whose clock lags must still find the record,
+ * and a late page still learns the confirmation was taken.
  */
 export const KEPT_PAST_EXPIRY_MS = 60_000;

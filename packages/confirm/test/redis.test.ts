@@ -45,6 +45,15 @@ if (TEST_REDIS_URL === undefined) {
         const refund = { order_id: 'A-1', amount: 25 };
         const first = await servers[0]!.callTool('create_refund', refund);
         const { confirmation } = (first._meta?.[CONFIRM_META] ?? {}) as { confirmation: string };
+        // Issued: held in the caller's hash tag under its nonce, for its 5 minutes plus a minute.
+        const nonce = confirmation.split('.')[2];
+        const keys = await clients[0]!.keys(`${prefix}*`);
+        expect(keys).toEqual([
+          expect.stringMatching(new RegExp(`^${prefix}confirm:issued:\\{[\\w-]{22}\\}:${nonce}$`)),
+        ]);
+        const ttl = await clients[0]!.pttl(keys[0]!);
+        expect(ttl).toBeGreaterThan(350_000);
+        expect(ttl).toBeLessThanOrEqual(360_000);
         const results = await Promise.all(
           Array.from({ length: 6 }, (_, i) =>
             servers[i % 2]!.callTool('create_refund', { ...refund, confirmation }),
@@ -52,13 +61,8 @@ if (TEST_REDIS_URL === undefined) {
         );
         expect(runs.count).toBe(1);
         expect(results.filter((result) => result.isError !== true)).toHaveLength(1);
-        const keys = await clients[0]!.keys(`${prefix}*`);
-        expect(keys).toEqual([
-          expect.stringMatching(new RegExp(`^${prefix}confirm:used:\\{[\\w-]{22}\\}:[0-9a-f]{32}$`)),
-        ]);
-        const ttl = await clients[0]!.pttl(keys[0]!);
-        expect(ttl).toBeGreaterThan(350_000);
-        expect(ttl).toBeLessThanOrEqual(360_000);
+        // Used: nothing is left behind.
+        expect(await clients[0]!.keys(`${prefix}*`)).toEqual([]);
       } finally {
         await Promise.all(servers.map((server) => server.close()));
       }
@@ -187,6 +191,55 @@ if (TEST_REDIS_URL === undefined) {
     });
   });
 
+  // Losing every key is server-wide: a redis-server of its own, so the shared one keeps its data.
+  describe('confirm on a Redis that loses its data (restart without persistence, failover to an empty replica)', () => {
+    let own: OwnRedisServer;
+    beforeAll(async () => {
+      own = await startOwnRedis({ maxmemory: '0' });
+    }, 20_000);
+    afterAll(async () => {
+      await own?.close();
+    });
+
+    it('a used confirmation is not accepted again once Redis has forgotten it was used', async () => {
+      const { tool, runs } = refundTool();
+      const servers = await Promise.all(
+        [0, 1].map(() =>
+          serveTools([tool], {
+            middleware: [
+              createConfirm({
+                secret: SECRET,
+                store: createRedisStore(own.client, { prefix: 'orders:' }),
+                tools: { create_refund: {} },
+              }),
+            ],
+            authInfo: authAs('alice'),
+          }),
+        ),
+      );
+      try {
+        const refund = { order_id: 'A-1', amount: 25 };
+        const first = await servers[0]!.callTool('create_refund', refund);
+        const { confirmation } = (first._meta?.[CONFIRM_META] ?? {}) as { confirmation: string };
+        const done = await servers[0]!.callTool('create_refund', { ...refund, confirmation });
+        expect(done.structuredContent).toEqual({ ok: true, refund_id: 'R-1' });
+
+        // What a restart without persistence leaves: an empty dataset. The model replays on any replica.
+        await own.client.flushall();
+        for (const server of servers) {
+          const replay = expectFailure(await server.callTool('create_refund', { ...refund, confirmation }));
+          expect(replay).toMatchObject({
+            error: 'permission_denied',
+            message: 'This confirmation was already used.',
+          });
+        }
+        expect(runs.count).toBe(1);
+      } finally {
+        await Promise.all(servers.map((server) => server.close()));
+      }
+    });
+  });
+
   // maxmemory is server-wide: a redis-server of its own, so the shared one never runs full.
   describe('confirm on a real Redis at its maxmemory (noeviction)', () => {
     let own: OwnRedisServer;
@@ -198,7 +251,7 @@ if (TEST_REDIS_URL === undefined) {
       await own?.close();
     });
 
-    it('a two-step confirmation on the full Redis is refused rate_limited and not spent: with room again it runs once', async () => {
+    it('on the full Redis a confirmation issued before is used exactly once; a new one is refused rate_limited, nothing issued', async () => {
       await own.client.config('SET', 'maxmemory', '3mb');
       const { tool, runs } = refundTool();
       const server = await serveTools([tool], {
@@ -218,13 +271,7 @@ if (TEST_REDIS_URL === undefined) {
         const { confirmation } = (first._meta?.[CONFIRM_META] ?? {}) as { confirmation: string };
         expect(isStoreFullError(await fillRedis(own.client))).toBe(true);
 
-        const refused = expectFailure(await server.callTool('create_refund', { ...refund, confirmation }));
-        expect(refused).toMatchObject({ error: 'rate_limited', retryable: true });
-        expect(refused.hint).toContain('with the same confirmation');
-        expect(runs.count).toBe(0);
-        expect(await own.client.keys(`${prefix}*`)).toEqual([]);
-
-        await own.client.config('SET', 'maxmemory', '0');
+        // Using a confirmation deletes its key, which a full Redis still does: once, and only once.
         const done = await server.callTool('create_refund', { ...refund, confirmation });
         expect(done.structuredContent).toEqual({ ok: true, refund_id: 'R-1' });
         const again = expectFailure(await server.callTool('create_refund', { ...refund, confirmation }));
@@ -232,7 +279,21 @@ if (TEST_REDIS_URL === undefined) {
           error: 'permission_denied',
           message: 'This confirmation was already used.',
         });
-        expect(runs.count).toBe(1);
+
+        // A new confirmation needs a key: refused, and the model is given nothing to carry back.
+        const other = { order_id: 'A-2', amount: 5 };
+        const refused = await server.callTool('create_refund', other);
+        expect(expectFailure(refused)).toMatchObject({ error: 'rate_limited', retryable: true });
+        expect(expectFailure(refused).hint).toContain('without a confirmation');
+        expect(refused._meta?.[CONFIRM_META]).toBeUndefined();
+        expect(await own.client.keys(`${prefix}*`)).toEqual([]);
+
+        await own.client.config('SET', 'maxmemory', '0');
+        const asked = await server.callTool('create_refund', other);
+        const { confirmation: fresh } = (asked._meta?.[CONFIRM_META] ?? {}) as { confirmation: string };
+        const ran = await server.callTool('create_refund', { ...other, confirmation: fresh });
+        expect(ran.structuredContent).toEqual({ ok: true, refund_id: 'R-2' });
+        expect(runs.count).toBe(2);
       } finally {
         await server.close();
       }

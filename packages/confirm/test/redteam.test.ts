@@ -248,9 +248,38 @@ describe('two steps: a confirmation is bound to the exact call', () => {
     expect(expectFailure(replay).message).toBe(USED);
     expect(runs.count).toBe(1);
   });
+
+  it('a server restarted with the same secret (the default memory store is new) does not accept a confirmation again', async () => {
+    // The secret outlives the process (a secret store); what the memory store remembered does not.
+    // The model still holds the confirmation it used before the deploy and sends it once more.
+    const { tool, runs } = refundTool();
+    const before = await serve([tool], {
+      middleware: [createConfirm({ secret: SECRET, tools: { create_refund: {} } })],
+      authInfo: authAs('alice'),
+    });
+    const confirmation = confirmationOf(await before.callTool('create_refund', refund));
+    expect((await before.callTool('create_refund', { ...refund, confirmation })).isError).toBeFalsy();
+    await before.close();
+
+    const decisions: PolicyDecision[][] = [];
+    const after = await serve([tool], {
+      middleware: [decisionsOf(decisions), createConfirm({ secret: SECRET, tools: { create_refund: {} } })],
+      authInfo: authAs('alice'),
+    });
+    const replay = await after.callTool('create_refund', { ...refund, confirmation });
+    expect(expectFailure(replay)).toMatchObject({ error: 'permission_denied', message: USED });
+    expect(decisions).toEqual([
+      [{ by: 'confirm', action: 'refused', reason: 'used', detail: { digest: confirmation.split('.')[3] } }],
+    ]);
+    expect(runs.count).toBe(1);
+    // Asked again after the restart, the same call is confirmed and runs once more, as the user agreed.
+    const fresh = confirmationOf(await after.callTool('create_refund', refund));
+    expect((await after.callTool('create_refund', { ...refund, confirmation: fresh })).isError).toBeFalsy();
+    expect(runs.count).toBe(2);
+  });
 });
 
-describe('a flood of confirmations cannot push out another caller’s used one (memory store)', () => {
+describe('a flood of confirmations cannot push out another caller’s (memory store)', () => {
   const full = (retry: string) => ({
     ok: false,
     error: 'rate_limited',
@@ -265,7 +294,7 @@ describe('a flood of confirmations cannot push out another caller’s used one (
     { name: 'the whole store', store: { maxEntries: 4, maxEntriesPerScope: 2 }, full: 'store', attackers: 2 },
   ] as const;
   for (const limit of limits) {
-    it(`an attacker who fills ${limit.name} is refused rate_limited, unrun; the victim’s used confirmation stays used`, async () => {
+    it(`an attacker who fills ${limit.name} is refused rate_limited, given nothing; the victim’s confirmation works once`, async () => {
       const { tool, runs } = refundTool();
       const decisions: PolicyDecision[][] = [];
       const logs: LogEntry[] = [];
@@ -279,11 +308,10 @@ describe('a flood of confirmations cannot push out another caller’s used one (
       ];
       const bob = await serve([tool], { middleware, authInfo: caller('bob'), logger: recordingLogger(logs) });
       const bobs = confirmationOf(await bob.callTool('create_refund', refund));
-      expect((await bob.callTool('create_refund', { ...refund, confirmation: bobs })).isError).toBeFalsy();
 
-      // Each attacker confirms call after call (a new used-confirmation key each) until refused.
+      // Each attacker asks for confirmation after confirmation (a new key each) and never uses one.
       const refusals: CallToolResult[] = [];
-      let ran = 0;
+      let issued = 0;
       for (let a = 0; a < limit.attackers; a += 1) {
         const mallory = await serve([tool], {
           middleware,
@@ -291,20 +319,17 @@ describe('a flood of confirmations cannot push out another caller’s used one (
           logger: recordingLogger(logs),
         });
         for (let i = 0; i < 8; i += 1) {
-          const call = { order_id: `M-${a}-${i}`, amount: 1 };
-          const confirmation = confirmationOf(await mallory.callTool('create_refund', call));
-          const result = await mallory.callTool('create_refund', { ...call, confirmation });
-          if (result.isError === true) refusals.push(result);
-          else ran += 1;
+          const result = await mallory.callTool('create_refund', { order_id: `M-${a}-${i}`, amount: 1 });
+          if (confirmationOf(result) !== '') issued += 1;
+          else refusals.push(result);
         }
       }
-      // Three ran: the attacker's scope holds three; or two in the first attacker's scope and one in
-      // the second's, until the store holds four with the victim's. Nothing else ran.
-      expect(ran).toBe(3);
-      expect(refusals).toHaveLength(8 * limit.attackers - ran);
-      for (const refusal of refusals)
-        expect(expectFailure(refusal)).toEqual(full('with the same confirmation'));
-      expect(runs.count).toBe(1 + ran);
+      // Three issued: the attacker's scope holds three; or two in the first attacker's scope and one in
+      // the second's, until the store holds four with the victim's. Nothing ran.
+      expect(issued).toBe(3);
+      expect(refusals).toHaveLength(8 * limit.attackers - issued);
+      for (const refusal of refusals) expect(expectFailure(refusal)).toEqual(full('without a confirmation'));
+      expect(runs.count).toBe(0);
       expect(decisions.at(-1)).toEqual([
         {
           by: 'confirm',
@@ -314,15 +339,14 @@ describe('a flood of confirmations cannot push out another caller’s used one (
         },
       ]);
       expect(logs.map((entry) => entry.message)).toContain(
-        `confirm: the store is full (setIfAbsent, ${limit.full === 'scope' ? 'per scope' : 'in total'}); confirmations that need a new key are refused rate_limited`,
+        `confirm: the store is full (set, ${limit.full === 'scope' ? 'per scope' : 'in total'}); confirmations that need a new key are refused rate_limited`,
       );
 
-      // Bob's confirmation is still known as used: replaying it is refused, his refund ran once.
+      // Bob's confirmation, issued before the flood, was not pushed out: it runs once, a replay is refused.
+      expect((await bob.callTool('create_refund', { ...refund, confirmation: bobs })).isError).toBeFalsy();
       const replay = await bob.callTool('create_refund', { ...refund, confirmation: bobs });
       expect(expectFailure(replay).message).toBe(USED);
-      expect(
-        runs.args.filter((args) => (args as { order_id: string }).order_id === refund.order_id),
-      ).toHaveLength(1);
+      expect(runs.args).toEqual([{ ...refund, confirmation: bobs }]);
     });
   }
 

@@ -166,13 +166,17 @@ describe('confirm: two steps for a client without elicitation', () => {
     expect(runs.count).toBe(1);
   });
 
-  it('store down while consuming: unavailable, nothing runs, no hang', async () => {
+  it('store down while issuing or consuming: unavailable, nothing given or run, no hang', async () => {
     const { tool, runs } = refundTool();
+    // Issuing stored the confirmation; then the store stops answering.
+    const memory = createMemoryStore();
+    let down = false;
+    const hang = <T>(op: () => Promise<T>): Promise<T> => (down ? new Promise<T>(() => {}) : op());
     const hanging: KeyValueStore = {
-      setIfAbsent: () => new Promise(() => {}),
-      set: () => new Promise(() => {}),
-      get: () => new Promise(() => {}),
-      delete: () => new Promise(() => {}),
+      setIfAbsent: (...args) => hang(() => memory.setIfAbsent(...args)),
+      set: (...args) => hang(() => memory.set(...args)),
+      get: (...args) => hang(() => memory.get(...args)),
+      delete: (...args) => hang(() => memory.delete(...args)),
     };
     const client = await serve([tool], {
       middleware: [
@@ -180,7 +184,13 @@ describe('confirm: two steps for a client without elicitation', () => {
       ],
       logger: recordingLogger([]),
     });
+    down = true;
+    const unissued = await client.callTool('create_refund', refund, { timeoutMs: 5000 });
+    expect(expectFailure(unissued)).toMatchObject({ error: 'unavailable', retryable: true });
+    expect(requiredOf(unissued)).toBeUndefined();
+    down = false;
     const { confirmation } = requiredOf(await client.callTool('create_refund', refund));
+    down = true;
     const result = await client.callTool('create_refund', { ...refund, confirmation }, { timeoutMs: 5000 });
     expect(expectFailure(result)).toMatchObject({
       error: 'unavailable',
