@@ -50,17 +50,24 @@ const SECRET_NAME = /KEY|TOKEN|SECRET|PASS|CRED|AUTH|PRIVATE|COOKIE|SESSION|DSN/
 const MIN_SECRET_VALUE = 6;
 
 /**
- * The values of the environment's variables named like credentials, longest first: a program that
- * prints its own key (an error echoing it, `env`) must not hand it to the model when the value matches
- * none of core's secret patterns (an opaque key). Each also as JSON writes it (`\\` for `\`, `\"`
- * for `"`), the form a program's `--json` output or an env dump carries.
+ * The values of the variables named like credentials, longest first, of the program's environment and
+ * of the server's own: a program that prints its own key (an error echoing it, `env`) must not hand
+ * it to the model when the value matches none of core's secret patterns (an opaque key), and neither
+ * may one that prints the server's (it runs as the server's user, so `/proc/<server pid>/environ` is
+ * readable to it). Each also as JSON writes it (`\\` for `\`, `\"` for `"`), the form a program's
+ * `--json` output or an env dump carries.
  */
-export function secretValuesOf(env: Readonly<Record<string, string>>): readonly string[] {
+export function secretValuesOf(
+  env: Readonly<Record<string, string>>,
+  serverEnv: Readonly<Record<string, string | undefined>> = {},
+): readonly string[] {
   const values = new Set<string>();
-  for (const [name, value] of Object.entries(env)) {
-    if (SECRET_NAME.test(name) && value.length >= MIN_SECRET_VALUE) {
-      values.add(value);
-      values.add(JSON.stringify(value).slice(1, -1));
+  for (const variables of [env, serverEnv]) {
+    for (const [name, value] of Object.entries(variables)) {
+      if (value !== undefined && SECRET_NAME.test(name) && value.length >= MIN_SECRET_VALUE) {
+        values.add(value);
+        values.add(JSON.stringify(value).slice(1, -1));
+      }
     }
   }
   return Object.freeze([...values].sort((a, b) => b.length - a.length));

@@ -7,8 +7,10 @@ export interface NormalisedExecOptions {
   readonly command: ResolvedCommand;
   readonly cwd: string;
   readonly env: Readonly<Record<string, string>>;
-  /** Values of `env` named like credentials, scrubbed from what the model sees (`scrubOutput`). */
+  /** Values of `env` and of the server's environment named like credentials, scrubbed from what the model sees (`scrubOutput`). */
   readonly secretValues: readonly string[];
+  /** `secretValues` as UTF-8, encoded once for the output capture. */
+  readonly secretBytes: readonly Buffer[];
   readonly timeoutMs: number;
   readonly maxOutputBytes: number;
   readonly killAfterOutputBytes: number;
@@ -35,11 +37,14 @@ export function normaliseExecOptions(command: string, options: ExecOptions): Nor
     throw new TypeError('exec: killAfterOutputBytes must be at least maxOutputBytes');
   }
   const env = buildEnvironment(options.env, options.inheritEnv);
+  // The server's own credentials too: the program can read them in /proc/<server pid>/environ.
+  const secretValues = secretValuesOf(env, process.env);
   return Object.freeze({
     command: resolveCommand(command, options.allow),
     cwd: resolveWorkingDirectory(options.cwd),
     env,
-    secretValues: secretValuesOf(env),
+    secretValues,
+    secretBytes: Object.freeze(secretValues.map((secret) => Buffer.from(secret))),
     timeoutMs: positive(options.timeoutMs, DEFAULT_TIMEOUT_MS, 'timeoutMs'),
     maxOutputBytes,
     killAfterOutputBytes,

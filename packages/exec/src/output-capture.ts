@@ -16,9 +16,12 @@ export class OutputCapture {
   constructor(
     private readonly limit: number,
     private readonly tailBytes: number,
-    secretValues: readonly string[] = [],
+    secretValues: readonly (string | Buffer)[] = [],
   ) {
-    this.secrets = secretValues.map((secret) => Buffer.from(secret)).filter((secret) => secret.length > 1);
+    // Callers pass them encoded once (`secretBytes`), so a call allocates nothing per secret.
+    this.secrets = secretValues
+      .map((secret) => (typeof secret === 'string' ? Buffer.from(secret) : secret))
+      .filter((secret) => secret.length > 1);
     this.margin = Math.max(3, ...this.secrets.map((secret) => secret.length));
   }
 

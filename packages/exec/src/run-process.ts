@@ -40,8 +40,8 @@ export function runProcess(
   // Guard against a future edit: nothing here may ever go through a shell.
   if (spawnOptions.shell !== false) throw new Error('exec: refusing to spawn through a shell');
   const started = performance.now();
-  const stdout = new OutputCapture(options.maxOutputBytes, 0, options.secretValues);
-  const stderr = new OutputCapture(options.maxOutputBytes, options.stderrTailBytes, options.secretValues);
+  const stdout = new OutputCapture(options.maxOutputBytes, 0, options.secretBytes);
+  const stderr = new OutputCapture(options.maxOutputBytes, options.stderrTailBytes, options.secretBytes);
 
   return new Promise<ExecOutcome>((resolve, reject) => {
     let child: ChildProcess;

@@ -63,11 +63,16 @@ function isScalar(value: unknown): boolean {
 
 // PostgreSQL text cannot hold NUL, and NaN or Infinity compare with nothing a claim meant. A lone
 // surrogate (JSON's "\ud800") is no character: the driver sends U+FFFD in its place, an id the token
-// never spelled. An integer past 2^53 is not the id the token's JSON spelled either (JSON.parse rounded
+// never spelled. Nor is a string padded with whitespace: integer, numeric and boolean input skip it
+// and char(n) ignores trailing blanks, so " 42" would be customer 42 to the database while every
+// check before it (the identity provider's uniqueness, an allowlist, a cache key) saw another string.
+// An integer past 2^53 is not the id the token's JSON spelled either (JSON.parse rounded
 // 1234567890123456789 to ...768, which several ids share), so it would scope the call to whichever of
 // them the double equals: such ids must come as strings (or bigints).
 function isListItem(value: unknown): boolean {
-  if (typeof value === 'string') return !value.includes('\u0000') && value.isWellFormed() && !isBlank(value);
+  if (typeof value === 'string') {
+    return !value.includes('\u0000') && value.isWellFormed() && value.trim() === value && value !== '';
+  }
   return (
     typeof value === 'number' &&
     Number.isFinite(value) &&

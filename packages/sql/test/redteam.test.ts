@@ -537,6 +537,58 @@ describe.each(ENGINES)('red team: sqlTool on $name', (engine) => {
     }
   });
 
+  it('a claim padded with whitespace is refused before SQL: the column type would read " 1" as customer 1, "acme " as acme', async () => {
+    // PostgreSQL's input functions skip surrounding whitespace (integer, numeric, boolean) and char(n)
+    // compares without trailing blanks: a padded claim is another string to every check before SQL
+    // (an identity provider's uniqueness, an allowlist, a cache key), yet the same tenant in the table.
+    await database.rows(`CREATE TABLE ${SCHEMA}.accounts (id integer PRIMARY KEY, org char(8) NOT NULL)`);
+    await database.rows(`INSERT INTO ${SCHEMA}.accounts VALUES (1, 'acme'), (2, 'globex')`);
+    try {
+      db = recording(database.db);
+      const mine = sqlTool({
+        ...myOrdersDeclaration,
+        name: 'my_orders',
+        description: 'My orders.',
+        db,
+      }) as ToolDefinition;
+      const orgAccounts = sqlTool({
+        from: { schema: SCHEMA, table: 'accounts' },
+        columns: ['id'],
+        bind: { org: (ctx) => ctx.request.authInfo?.extra?.org as string | undefined },
+        limit: { default: 10, max: 10 },
+        name: 'org_accounts',
+        description: "My organisation's accounts.",
+        db,
+      }) as ToolDefinition;
+      const padded: [string, Record<string, unknown>][] = [
+        ['my_orders', { customerId: ' 1' }],
+        ['my_orders', { customerId: '1 ' }],
+        ['my_orders', { customerId: '\t1\n' }],
+        ['org_accounts', { org: 'acme ' }],
+        ['org_accounts', { org: '\u00a0acme' }],
+      ];
+      for (const [tool, extra] of padded) {
+        const c = await serveAnother([mine, orgAccounts], { ...customer(0), extra });
+        const failure = expectFailure(await c.callTool(tool, {}));
+        expect([tool, extra, failure.error, failure.message]).toEqual([
+          tool,
+          extra,
+          'permission_denied',
+          "This tool cannot use the caller's credentials.",
+        ]);
+      }
+      expect(db.statements).toEqual([]);
+      const c = await serveAnother([mine, orgAccounts], {
+        ...customer(0),
+        extra: { customerId: '1', org: 'acme' },
+      });
+      expect(itemIds(await c.callTool('my_orders', {}))).toEqual([1, 2]);
+      expect(itemIds(await c.callTool('org_accounts', {}))).toEqual([1]);
+    } finally {
+      await database.rows(`DROP TABLE ${SCHEMA}.accounts`);
+    }
+  });
+
   it('a claim with a lone surrogate is refused before SQL: the driver would send U+FFFD, an id the token never spelled', async () => {
     db = recording(database.db);
     const byEmail = sqlTool({
