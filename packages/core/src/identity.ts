@@ -78,7 +78,7 @@ function deriveIdentity(auth: AuthInfo): CallerIdentity {
   const clientId = auth.clientId || undefined;
   if (subject !== undefined) {
     return Object.freeze({
-      id: `sub:${issuerPart(issuer)}|${subject}`,
+      id: `sub:${iss != null && typeof iss !== 'string' ? NOT_STRING_ISSUER : ''}${issuerPart(issuer)}|${subject}`,
       kind: 'subject',
       subject,
       ...(issuer === undefined ? {} : { issuer }),
@@ -115,6 +115,13 @@ function deriveIdentity(auth: AuthInfo): CallerIdentity {
     ...(clientId === undefined ? {} : { clientId }),
   });
 }
+
+/**
+ * Marks an issuer part written from a claim that is not a string (its canonical JSON): a string
+ * issuer's part never holds `%J` (its `%` is always written `%25`), so `["https://a"]` the array and
+ * `'["https://a"]'` the string are two issuers.
+ */
+const NOT_STRING_ISSUER = '%J';
 
 /** A claim the token itself holds, never one inherited through the claims object's prototype. */
 export function ownClaim(extra: Readonly<Record<string, unknown>>, name: string): unknown {

@@ -187,8 +187,12 @@ describe('caller identity', () => {
 
   it('writes an issuer that is not a string as JSON, so it is not the same caller as no issuer', () => {
     const id = (claims: Record<string, unknown>) => identifyCaller(requestWith(token('portal', claims))).id;
-    expect(id({ iss: ['https://a'], sub: 'alice' })).toBe('sub:["https://a"]|alice');
+    expect(id({ iss: ['https://a'], sub: 'alice' })).toBe('sub:%J["https://a"]|alice');
     expect(id({ iss: ['https://a'], sub: 'alice' })).not.toBe(id({ sub: 'alice' }));
+    // The array and the string that spells its JSON are two issuers.
+    expect(id({ iss: ['https://a'], sub: 'alice' })).not.toBe(id({ iss: '["https://a"]', sub: 'alice' }));
+    expect(id({ iss: 7, sub: 'alice' })).not.toBe(id({ iss: '7', sub: 'alice' }));
+    expect(id({ iss: null, sub: 'alice' })).toBe('sub:|alice');
     expect(id({ iss: 7, sub: 'alice' })).not.toBe(id({ iss: '7x', sub: 'alice' }));
     expect(id({ iss: '', sub: 'alice' })).toBe(id({ sub: 'alice' }));
   });
