@@ -35,15 +35,29 @@ export function verdictOfThrow(error: unknown): Verdict {
 // thrown raw by a handler that queries pg itself (or wrapped as an ORM does, with the pg error as cause).
 const PG_INPUT_REFUSED = /^2[23][0-9A-Z]{3}$/;
 
+// Node.js refused to send the call's values at all: a URL that does not parse (`new URL`, `fetch`,
+// which wraps it as its cause), a request path with unescaped characters, a header name or value with
+// a control character (a CR/LF the model put in an argument). Nothing reached the dependency, so it
+// says nothing about its health: counted, five such arguments in a row would open the breaker for
+// every caller, and one at each probe would keep it open.
+const NODE_INPUT_REFUSED: ReadonlySet<string> = new Set([
+  'ERR_INVALID_URL',
+  'ERR_UNESCAPED_CHARACTERS',
+  'ERR_INVALID_CHAR',
+  'ERR_INVALID_HTTP_TOKEN',
+]);
+
 function refusesInput(error: unknown): boolean {
   let item: unknown = error;
   for (let depth = 0; depth < 8 && typeof item === 'object' && item !== null; depth += 1) {
     try {
       const { code, cause } = item as { code?: unknown; cause?: unknown };
-      if (typeof code === 'string' && PG_INPUT_REFUSED.test(code)) return true;
+      if (typeof code === 'string' && (PG_INPUT_REFUSED.test(code) || NODE_INPUT_REFUSED.has(code))) {
+        return true;
+      }
       item = cause;
     } catch {
-      // A hostile getter: not something PostgreSQL answered.
+      // A hostile getter: not something PostgreSQL or Node.js answered.
       return false;
     }
   }

@@ -1,3 +1,4 @@
+import { ok } from '@toolgate/core';
 import { expectFailure, parseResultText } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { actions, closeAll, deferred, type Step, scriptedTool, serve, sleep, waitFor } from './harness.js';
@@ -82,6 +83,56 @@ describe("the model's own mistakes", () => {
     expect(h.breakers.stats().create_refund!.totals).toMatchObject({ ignored: refused.length, failures: 0 });
     await h.client.callTool('create_refund', {});
     expect(h.breakers.stats().create_refund!.totals).toMatchObject({ failures: 1, opened: 1 });
+  });
+
+  it("Node.js refusing to send the model's values (a URL, a path, a header) is ignored: nothing reached the dependency", async () => {
+    const http = await import('node:http');
+    const { createServer, connect } = await import('node:net');
+    const closed = await new Promise<number>((resolve) => {
+      const server = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = server.address() as { port: number };
+        server.close(() => resolve(port));
+      });
+    });
+    // Handlers that put the model's id where a carrier API wants it, as real Node.js throws for each.
+    const region: Step = (ctx) => fetch(`http://${String(ctx.args.id)}.carrier.example/eta`).then(() => ok());
+    const path: Step = async (ctx) => {
+      http.request({ host: '127.0.0.1', port: closed, path: `/track/${String(ctx.args.id)}` }).end();
+      return ok();
+    };
+    const header: Step = async (ctx) => {
+      http.request({ host: '127.0.0.1', port: closed, headers: { 'x-tracking': String(ctx.args.id) } }).end();
+      return ok();
+    };
+    const headerName: Step = async (ctx) => {
+      http.request({ host: '127.0.0.1', port: closed, headers: { [String(ctx.args.id)]: '1' } }).end();
+      return ok();
+    };
+    const callback: Step = async (ctx) => ok({ host: new URL(String(ctx.args.id)).host });
+    const refusedConnect: Step = () =>
+      new Promise((_, reject) => connect(closed, '127.0.0.1').on('error', reject));
+    const hostile: [Step, string][] = [
+      [region, 'us east'],
+      [path, 'A 1'],
+      [header, 'A1\r\nX-Admin: 1'],
+      [headerName, 'x tracking'],
+      [callback, 'not a url'],
+    ];
+    const eta = scriptedTool('get_carrier_eta', [
+      ...hostile.map(([step]) => step),
+      ...hostile.map(([step]) => step),
+      refusedConnect,
+    ]);
+    const h = await serve([eta], { volumeThreshold: 1, consecutiveFailures: 1 });
+    for (const [, id] of [...hostile, ...hostile]) {
+      expect(expectFailure(await h.client.callTool('get_carrier_eta', { id })).error).toBe('internal');
+    }
+    expect(h.breakers.state('get_carrier_eta')).toBe('closed');
+    expect(h.breakers.stats().get_carrier_eta!.totals).toMatchObject({ ignored: 10, failures: 0 });
+    // The dependency really failing still counts.
+    await h.client.callTool('get_carrier_eta', { id: 'A1' });
+    expect(h.breakers.stats().get_carrier_eta!.totals).toMatchObject({ failures: 1, opened: 1 });
+    expect(h.breakers.state('get_carrier_eta')).toBe('open');
   });
 
   it('never open the breaker, however many and however strict the threshold', async () => {

@@ -17,7 +17,15 @@ import {
   type SpanProcessor,
   TraceIdRatioBasedSampler,
 } from '@opentelemetry/sdk-trace-base';
-import { defineTool, fail, ok, type ToolDefinition, type ToolMiddleware } from '@toolgate/core';
+import {
+  defineTool,
+  type ErrorCode,
+  fail,
+  ok,
+  type ToolDefinition,
+  ToolError,
+  type ToolMiddleware,
+} from '@toolgate/core';
 import {
   expectFailure,
   type LogEntry,
@@ -41,6 +49,7 @@ import {
   ATTR_MCP_METHOD_NAME,
   ATTR_TOOLGATE_DECISION_ACTION,
   ATTR_TOOLGATE_DECISION_BY,
+  ATTR_TOOLGATE_ERROR_CODE,
   ATTR_TOOLGATE_INCIDENT_ID,
   EVENT_EXCEPTION,
   EVENT_TOOLGATE_DECISION,
@@ -306,6 +315,33 @@ describe('red team (a): secrets in recorded arguments, results, errors and names
     // The span, the answer and core's log entry (with the raw text) share one incident id.
     expect(onlyToolSpan().attributes[ATTR_TOOLGATE_INCIDENT_ID]).toBe(envelope.incidentId);
     expect(everything()).not.toMatch(/10\.0\.0\.5|SELECT/);
+  });
+  it('a ToolError relaying an upstream’s own code (no core code) records internal as the model sees it, never the code', async () => {
+    // A middleware that passes an upstream's error on as a ToolError, code and message as the upstream
+    // chose them (plain JavaScript: nothing checks the code).
+    const relay: ToolMiddleware = async (ctx) => {
+      const { code, message } = ctx.args as { code: string; message: string };
+      throw new ToolError(code as ErrorCode, message, { hint: 'Ask the upstream.', retryable: false });
+    };
+    const client = await serveTools([upstream], {
+      middleware: [createOtel({ tracerProvider, meterProvider }), relay],
+      logger: recordingLogger([]),
+    });
+    open.push(client);
+    const code = `${SECRETS.aws}:${'x'.repeat(100_000)}`;
+    const envelope = expectFailure(
+      await client.callTool('upstream', { code, message: `rejected ${SECRETS.stripe} at 10.0.0.5` }),
+    );
+    expect([envelope.error, envelope.message]).toEqual(['internal', 'Internal error.']);
+    const span = onlyToolSpan();
+    expect(span.attributes[ATTR_TOOLGATE_ERROR_CODE]).toBe('internal');
+    expect(span.attributes[ATTR_ERROR_TYPE]).toBe('tool_error');
+    expect(span.status).toEqual({ code: SpanStatusCode.ERROR, message: 'Internal error.' });
+    // The span and the answer share one incident id.
+    expect(span.attributes[ATTR_TOOLGATE_INCIDENT_ID]).toBe(envelope.incidentId);
+    expect(everything().length).toBeLessThan(4096);
+    expect(everything()).not.toContain('10.0.0.5');
+    expectNoSecrets(everything());
   });
 });
 

@@ -1,4 +1,10 @@
-import { isToolResult, mirrorsStructuredContent, type ToolResult } from '@toolgate/core';
+import {
+  ERROR_META_KEY,
+  isErrorCode,
+  isToolResult,
+  mirrorsStructuredContent,
+  type ToolResult,
+} from '@toolgate/core';
 
 /** What the store remembers about one call key. */
 export interface CallEntry {
@@ -53,21 +59,58 @@ export function decodeCallEntry(text: string | undefined): CallEntry | undefined
     !Number.isInteger(stored.n) ||
     typeof stored.f !== 'number' ||
     typeof stored.t !== 'number' ||
-    !isToolResult(stored.r)
+    !isReplayable(stored.r)
   ) {
     return undefined;
   }
   let result = stored.r;
   if (stored.s === 1) {
+    if (result.structuredContent !== undefined) return undefined;
     const first = result.content[0];
     if (first?.type !== 'text') return undefined;
+    let structured: unknown;
     try {
-      result = { ...result, structuredContent: JSON.parse(first.text) as Record<string, unknown> };
+      structured = JSON.parse(first.text);
     } catch {
       return undefined;
     }
+    if (!isRecord(structured)) return undefined;
+    result = { ...result, structuredContent: structured };
   }
   return { count: stored.n!, firstAt: stored.f, at: stored.t, result };
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * A result the guard can answer with: what the chain below returns and core passes on. A damaged or
+ * forged value (a content part that is null or not an object, text that is not a string, structured
+ * content or `_meta` that is not an object) would make the answer throw, or replay garbage: it reads
+ * as absent, and the call runs. Read only when an entry is found, never on a first call.
+ */
+function isReplayable(value: unknown): value is ToolResult {
+  if (!isToolResult(value)) return false;
+  for (const part of value.content as unknown[]) {
+    if (!isRecord(part) || typeof part.type !== 'string') return false;
+    if (part.type === 'text' && typeof part.text !== 'string') return false;
+  }
+  const { structuredContent, _meta, isError } = value as {
+    structuredContent?: unknown;
+    _meta?: unknown;
+    isError?: unknown;
+  };
+  if (structuredContent !== undefined && !isRecord(structuredContent)) return false;
+  if (isError !== undefined && typeof isError !== 'boolean') return false;
+  if (_meta === undefined) return true;
+  if (!isRecord(_meta)) return false;
+  // An error envelope core's boundary would not pass on (its message not text) is not one the chain
+  // returned and the guard remembered as such.
+  const envelope = _meta[ERROR_META_KEY];
+  if (envelope === undefined) return true;
+  if (!isRecord(envelope)) return false;
+  return !isErrorCode(envelope.error) || typeof envelope.message === 'string';
 }
 
 // JSON escapes a character into at most 6 ("\\u001f"); the rest of an entry's JSON (field names, counts,

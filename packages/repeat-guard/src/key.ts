@@ -27,9 +27,20 @@ export class CallerNumbers {
   readonly #callers: Generations<CallerEntry>;
   #next = 0;
 
-  /** `maxCallers`: caller scopes held, about (the older half is dropped at once). */
-  constructor(maxCallers: number) {
-    this.#callers = new Generations<CallerEntry>(maxCallers, maxCallers, () => 0);
+  /**
+   * `maxCallers`: caller scopes held, about (the older half is dropped at once); `maxSize`: their
+   * summed characters. A scope is as long as what it is made of (claims, bindings, a `scope` built
+   * from what the client sent), so counting them alone would let distinct long ones hold
+   * `maxCallers` times that. A scope longer than `maxSize` is not held: each of its calls gets a
+   * fresh number, so it never repeats (and never meets another caller).
+   */
+  constructor(maxCallers: number, maxSize: number) {
+    this.#callers = new Generations<CallerEntry>(maxCallers, maxSize, () => 0);
+  }
+
+  /** Summed characters of the caller scopes held now. */
+  get size(): number {
+    return this.#callers.totalSize;
   }
 
   /** The key of the call in `ctx` (with the guard's extra `scope`, if any). */
@@ -38,7 +49,7 @@ export class CallerNumbers {
     const caller = scope === undefined ? callerScope(ctx) : callerScope(ctx) + JSON.stringify(scope);
     let entry = this.#callers.get(caller);
     if (entry === undefined) {
-      entry = { expiresAt: Number.POSITIVE_INFINITY, size: 1, tools: new Map() };
+      entry = { expiresAt: Number.POSITIVE_INFINITY, size: caller.length, tools: new Map() };
       this.#callers.set(caller, entry);
     }
     let number = entry.tools.get(ctx.toolName);

@@ -25,6 +25,8 @@ export interface MemoryEntries {
    */
   set(key: string, entry: CallEntry, ttlMs: number, size: number, absentSince: number): void;
   delete(key: string): void;
+  /** Summed characters of the caller scopes the store numbers (see `CallerNumbers`). */
+  callerSize(): number;
 }
 
 // Not a property of the store: the public face stays the string `RepeatStore`.
@@ -87,9 +89,10 @@ export function createMemoryRepeatStore(options: MemoryRepeatStoreOptions = {}):
       cache.clear();
     },
   };
-  const callers = new CallerNumbers(maxEntries);
+  const callers = new CallerNumbers(maxEntries, maxSize);
   entriesOf.set(store, {
     keyOf: (ctx, scope) => callers.keyOf(ctx, scope),
+    callerSize: () => callers.size,
     get(key) {
       const stored = cache.get(key);
       return stored === undefined

@@ -556,6 +556,41 @@ describe('createRepeatGuard: hostile input and a failing store', () => {
     expect(fixture.invocations.get_order_status).toBe(4);
   });
 
+  it('runs calls when a stored entry is damaged so that answering from it would throw or replay garbage', async () => {
+    // Well-formed JSON of the guard's own format, damaged inside the result: a null part, mirrored
+    // text that is not an object, structured content or _meta that is not one, an envelope whose
+    // message is not text. Each must read as absent, as a foreign value does.
+    const at = Date.now();
+    const entry = (result: string, mirrored = false): string =>
+      `{"v":1,"n":5,"f":${at},"t":${at},"r":${result}${mirrored ? ',"s":1' : ''}}`;
+    const damaged = [
+      entry('{"content":[null]}'),
+      entry('{"content":[{"type":"text","text":"null"}]}', true),
+      entry('{"content":[{"type":"text","text":"[1,2]"}]}', true),
+      entry('{"content":[{"type":"text","text":5}]}'),
+      entry('{"content":[],"structuredContent":null}'),
+      entry('{"content":[],"structuredContent":"x"}'),
+      entry('{"content":[],"isError":true,"_meta":null}'),
+      entry('{"content":[],"isError":true,"_meta":{"toolgate/error":null}}'),
+      entry(
+        '{"content":[],"isError":true,"_meta":{"toolgate/error":{"ok":false,"error":"not_found","message":5}}}',
+      ),
+    ];
+    let reads = 0;
+    const { fixture, call } = await setup({
+      store: {
+        get: () => damaged[reads++ % damaged.length],
+        set: () => undefined,
+        delete: () => undefined,
+      },
+    });
+    for (let i = 0; i < damaged.length; i += 1) {
+      const result = await call('get_order_status', { id: '1' });
+      expect(result.structuredContent).toEqual({ ok: true, id: '1', status: 'shipped' });
+    }
+    expect(fixture.invocations.get_order_status).toBe(damaged.length);
+  });
+
   it('fails open when the store throws: the call runs and the log gets a warning', async () => {
     const { fixture, logs, call } = await setup({
       store: {

@@ -4,6 +4,7 @@ import { createTestContext } from '@toolgate/core/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createMemoryRepeatStore, createRedisRepeatStore, createRepeatGuard } from '../src/index.js';
+import { memoryEntriesOf } from '../src/memory-store.js';
 import { closeAll, createFixture, serve, sleep } from './fixtures.js';
 
 const searchOrders = { name: 'search_orders' } as ToolDefinition;
@@ -43,6 +44,34 @@ describe('memory store: bounded', () => {
     for (let i = 0; i < 500; i += 1) await guard(searchContext({ page: i }), handler);
     expect(store.totalSize).toBeLessThanOrEqual(20_000);
     expect(store.size).toBeLessThan(40);
+  });
+
+  it('bounds the caller scopes it numbers by maxSize too: distinct long scopes from the client cannot pile up', async () => {
+    // A scope built from what the client sends (a conversation id in _meta): each call a new 50,000
+    // character one. Counted by number alone, 1,000 of them would be held (50 MB); by characters, the
+    // store's maxSize bounds them.
+    const store = createMemoryRepeatStore({ maxEntries: 1000, maxSize: 200_000 });
+    const fixture = createFixture();
+    const client = await serve(fixture.tools, [
+      createRepeatGuard({ store, scope: (ctx) => String(ctx.request.meta?.conversation ?? '') }),
+    ]);
+    const conversation = (i: number): string => `${i}:${'c'.repeat(50_000)}`;
+    for (let i = 0; i < 40; i += 1) {
+      await client.callTool('get_order_status', { id: '1' }, { meta: { conversation: conversation(i) } });
+    }
+    expect(memoryEntriesOf(store)!.callerSize()).toBeLessThanOrEqual(200_000);
+    // The newest caller scope is still held: its repeat is answered without running.
+    await client.callTool('get_order_status', { id: '1' }, { meta: { conversation: conversation(39) } });
+    expect(fixture.invocations.get_order_status).toBe(40);
+    // The oldest were let go to stay within maxSize (by number alone all 40 would still be held).
+    await client.callTool('get_order_status', { id: '1' }, { meta: { conversation: conversation(0) } });
+    expect(fixture.invocations.get_order_status).toBe(41);
+    // A scope longer than maxSize is never held, so it never repeats: its calls simply run.
+    const huge = 'h'.repeat(250_000);
+    await client.callTool('get_order_status', { id: '1' }, { meta: { conversation: huge } });
+    await client.callTool('get_order_status', { id: '1' }, { meta: { conversation: huge } });
+    expect(fixture.invocations.get_order_status).toBe(43);
+    expect(memoryEntriesOf(store)!.callerSize()).toBeLessThanOrEqual(200_000);
   });
 
   it('measures a result by its JSON: a short text full of quotes over maxResultSize is not remembered', async () => {
@@ -206,6 +235,36 @@ describe('Redis store (real Redis)', () => {
     const keys = await client.keys(`${PREFIX}c:*`);
     expect(keys).toHaveLength(1);
     expect(await client.pttl(keys[0]!)).toBeLessThanOrEqual(60_000);
+  });
+
+  it('runs the call when the entry under its key in Redis was damaged or forged, never answering from it', async ({
+    skip,
+  }) => {
+    const client = connected(skip);
+    const fixture = createFixture();
+    const prefix = `${PREFIX}damaged:`;
+    const replica = await serve(fixture.tools, [
+      createRepeatGuard({ store: createRedisRepeatStore(client, { prefix }) }),
+    ]);
+    await replica.callTool('get_order_status', { id: 'redis-3' });
+    const [key] = await client.keys(`${prefix}c:*`);
+    const stored = JSON.parse((await client.get(key!))!) as Record<string, unknown>;
+    // The guard's own format with its counts and times intact, the result damaged (a partial write, a
+    // buggy writer, someone with write access to Redis).
+    const results: [unknown, boolean][] = [
+      [{ content: [null] }, false],
+      [{ content: [{ type: 'text', text: 'null' }] }, true],
+      [{ content: [{ type: 'text', text: '["forged"]' }] }, true],
+      [{ content: [], structuredContent: 'forged' }, false],
+      [{ content: [], isError: true, _meta: null }, false],
+    ];
+    for (const [r, mirrored] of results) {
+      const { s: _mirror, ...rest } = stored;
+      await client.set(key!, JSON.stringify({ ...rest, r, ...(mirrored && { s: 1 }) }), 'PX', 60_000);
+      const result = await replica.callTool('get_order_status', { id: 'redis-3' });
+      expect(result.structuredContent).toEqual({ ok: true, id: 'redis-3', status: 'shipped' });
+    }
+    expect(fixture.invocations.get_order_status).toBe(1 + results.length);
   });
 
   it('runs the identical call again after the window, when Redis has expired the entry', async ({ skip }) => {
