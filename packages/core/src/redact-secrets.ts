@@ -425,8 +425,9 @@ function cutSplitSecrets(
  */
 function redactSplitSecrets(
   items: readonly string[],
-  patterns: readonly SecretPattern[] = SECRET_PATTERNS,
-  onSplit?: (name: string) => void,
+  // Global already (createSecretRedactor made them so once): matchAll needs the flag.
+  patterns: readonly SecretPattern[],
+  onSplit: ((name: string) => void) | undefined,
 ): string[] {
   const joined = items.join('\n');
   const starts: number[] = [];
@@ -437,9 +438,9 @@ function redactSplitSecrets(
   }
   const cuts: { from: number; to: number; text: string }[] = [];
   for (const { name, pattern, replace } of patterns) {
-    const global = globalPattern({ name, pattern, replace }).pattern;
-    global.lastIndex = 0;
-    for (const match of joined.matchAll(global)) {
+    // matchAll starts its copy where the pattern's lastIndex stands.
+    pattern.lastIndex = 0;
+    for (const match of joined.matchAll(pattern)) {
       const from = match.index;
       const to = from + match[0].length;
       // Crosses a join: some string starts after the match's start and at or before its end.

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { type KeyValueStore, StoreFullError, type StoreOperationOptions, withDeadline } from '@toolgate/core';
 
 /** The commands the store sends; an ioredis 6 client (`createRedisClient`) has them. */
@@ -140,7 +140,7 @@ function commandError(error: unknown, sent: Sent): RedisCommandError {
   const fields = readFields(error);
   const command: RedisCommandSummary = {
     name: sent.name,
-    keyDigest: `sha256:${createHash('sha256').update(sent.key).digest('base64url')}`,
+    keyDigest: `sha256:${hash('sha256', sent.key, 'base64url')}`,
     ...(sent.value === undefined ? {} : { valueLength: sent.value.length }),
     ...(sent.options === undefined ? {} : { options: sent.options }),
   };
