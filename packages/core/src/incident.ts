@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { isErrorCode } from './codes.js';
 import { isToolError } from './errors.js';
 
 /** A short, unguessable id that ties what the model saw to the full error in the server log. */
@@ -20,14 +21,16 @@ export function isIncidentId(value: unknown): value is string {
  * The incident id core answers an error thrown out of the chain with (`register.ts`: `lastResort`,
  * `toolErrorAnswer`), set on the call now: anything
  * but a ToolError is `internal` under one, and a ToolError with a cause is answered under one (the
- * cause goes to the log under it). A middleware that records the throw before core answers it (audit,
- * otel) gets the id the model will see. A ToolError without a cause: the call's id, if it has one.
+ * cause goes to the log under it), and so is one whose code is none of core's (relayed from an
+ * upstream: the boundary answers `internal` for it). A middleware that records the throw before core
+ * answers it (audit, otel) gets the id the model will see. A ToolError without a cause: the call's id,
+ * if it has one.
  */
 export function incidentOfThrow(
   ctx: { incidentId?: string | undefined },
   error: unknown,
 ): string | undefined {
-  if (isToolError(error) && error.cause === undefined) return ctx.incidentId;
+  if (isToolError(error) && error.cause === undefined && isErrorCode(error.code)) return ctx.incidentId;
   ctx.incidentId ??= newIncidentId();
   return ctx.incidentId;
 }

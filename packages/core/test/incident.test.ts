@@ -2,11 +2,16 @@ import { describe, expect, it } from 'vitest';
 import { incidentOfThrow, isIncidentId, newIncidentId, ToolError } from '../src/index.js';
 
 describe('incidentOfThrow: the incident id core answers a thrown error with', () => {
-  it('sets one for anything but a ToolError, and for a ToolError with a cause; keeps one already set', () => {
+  it("sets one for anything but a ToolError, for a ToolError with a cause or a code none of core's; keeps one already set", () => {
     for (const error of [
       new Error('connect ECONNREFUSED 10.0.0.7:5432'),
       'a string',
       new ToolError('unavailable', 'The store is down.', { cause: new Error('ETIMEDOUT') }),
+      // A code none of core's (an upstream's own, relayed): the boundary answers internal for it.
+      new ToolError('UPSTREAM_QUOTA_EXCEEDED' as never, 'Quota exceeded.', {
+        hint: 'Later.',
+        retryable: true,
+      }),
     ]) {
       const ctx: { incidentId?: string } = {};
       const id = incidentOfThrow(ctx, error);

@@ -110,25 +110,18 @@ export function recordThrownOutcome(
 ): string {
   // Core's rule for which throws it answers under an incident id, set now: the span carries the id the
   // model sees.
-  if (isToolError(error) && !isErrorCode(error.code)) {
-    // A ToolError whose code is none of core's (relayed from an upstream that chose it): core's boundary
-    // answers `internal` for it, so the span does too, under the incident id the answer will carry; the
-    // code (any text, any length) stays off the span, as a malformed envelope's does.
-    ctx.incidentId ??= newIncidentId();
-    span.setAttribute(ATTR_ERROR_TYPE, ERROR_TYPE_TOOL_ERROR);
-    span.setAttribute(ATTR_TOOLGATE_ERROR_CODE, 'internal');
-    span.setAttribute(ATTR_TOOLGATE_INCIDENT_ID, ctx.incidentId);
-    span.setStatus({ code: SpanStatusCode.ERROR, message: THROWN_STATUS_MESSAGE });
-    return ERROR_TYPE_TOOL_ERROR;
-  }
   const incidentId = incidentOfThrow(ctx, error);
   if (isToolError(error)) {
+    // A code none of core's (relayed from an upstream that chose it): core's boundary answers `internal`
+    // for it, so the span does too; the code (any text, any length) stays off the span, as a malformed
+    // envelope's does.
+    const known = isErrorCode(error.code);
     span.setAttribute(ATTR_ERROR_TYPE, ERROR_TYPE_TOOL_ERROR);
-    span.setAttribute(ATTR_TOOLGATE_ERROR_CODE, error.code);
+    span.setAttribute(ATTR_TOOLGATE_ERROR_CODE, known ? error.code : 'internal');
     if (incidentId !== undefined) span.setAttribute(ATTR_TOOLGATE_INCIDENT_ID, incidentId);
     span.setStatus({
       code: SpanStatusCode.ERROR,
-      message: statusMessage(error.code, error.message, recorder),
+      message: known ? statusMessage(error.code, error.message, recorder) : THROWN_STATUS_MESSAGE,
     });
     return ERROR_TYPE_TOOL_ERROR;
   }
