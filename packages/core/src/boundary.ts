@@ -96,6 +96,16 @@ export function toModelFacing(ctx: ToolContext, result: unknown, scrub: readonly
   return out;
 }
 
+/**
+ * A tool result the SDK would send as it is: `isToolResult`, and nothing its `CallToolResultSchema`
+ * refuses (a content block of an unknown type, text that is not a string, `structuredContent` or
+ * `_meta` that is not an object, `isError` not a boolean, ...). For a result read back from a store
+ * (a cached or replayed answer): a damaged or forged one fails it.
+ */
+export function isWellFormedResult(value: unknown): value is ToolResult {
+  return isToolResult(value) && malformation(value) === undefined;
+}
+
 // Results the SDK's schema accepted here, so one that needs it is parsed once, not at each boundary.
 const vouched = new WeakSet<ToolResult>();
 

@@ -1,4 +1,4 @@
-export type { ScrubText } from './boundary.js';
+export { isWellFormedResult, type ScrubText } from './boundary.js';
 export { type BoundedStore, boundStore } from './bounded-store.js';
 export { callerScope, callerTag, callKey } from './call-key.js';
 export { canonicalJson } from './canonical-json.js';

@@ -7,6 +7,7 @@ import {
   ERROR_META_KEY,
   errorOf,
   fail,
+  isWellFormedResult,
   ok,
   type ToolMiddleware,
   type ToolResult,
@@ -269,5 +270,27 @@ describe('well-formed rich results pass unchanged', () => {
       structuredContent: { ok: true, pages: 1 },
       _meta: { progressToken: 7, 'example/source': 'cache' },
     });
+  });
+});
+
+describe('isWellFormedResult: the same rule, for a result read back from a store', () => {
+  it('passes what the SDK sends as it is and refuses what it would refuse', () => {
+    expect(isWellFormedResult(ok({ id: 'A-1' }))).toBe(true);
+    expect(isWellFormedResult(fail('not_found', 'No order A-1.'))).toBe(true);
+    expect(
+      isWellFormedResult({ content: [{ type: 'image', data: 'aGVsbG8=', mimeType: 'image/png' }] }),
+    ).toBe(true);
+    for (const damaged of [
+      undefined,
+      'text',
+      { content: [null] },
+      { content: [{ type: 'text', text: 7 }] },
+      { content: [{ type: 'video', text: 'x' }] },
+      { content: [], structuredContent: [1] },
+      { content: [], _meta: 'x' },
+      { content: [], isError: 'yes' },
+    ]) {
+      expect(isWellFormedResult(damaged), JSON.stringify(damaged)).toBe(false);
+    }
   });
 });

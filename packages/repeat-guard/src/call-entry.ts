@@ -1,7 +1,7 @@
 import {
   ERROR_META_KEY,
   isErrorCode,
-  isToolResult,
+  isWellFormedResult,
   mirrorsStructuredContent,
   type ToolResult,
 } from '@toolgate/core';
@@ -85,29 +85,17 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 }
 
 /**
- * A result the guard can answer with: what the chain below returns and core passes on. A damaged or
- * forged value (a content part that is null or not an object, text that is not a string, structured
- * content or `_meta` that is not an object) would make the answer throw, or replay garbage: it reads
- * as absent, and the call runs. Read only when an entry is found, never on a first call.
+ * A result the guard can answer with: what the chain below returns and core passes on (core's
+ * `isWellFormedResult`). A damaged or forged value (a content part that is null or not an object, text
+ * that is not a string, structured content or `_meta` that is not an object) would make the answer
+ * throw, or replay garbage: it reads as absent, and the call runs. Read only when an entry is found,
+ * never on a first call.
  */
 function isReplayable(value: unknown): value is ToolResult {
-  if (!isToolResult(value)) return false;
-  for (const part of value.content as unknown[]) {
-    if (!isRecord(part) || typeof part.type !== 'string') return false;
-    if (part.type === 'text' && typeof part.text !== 'string') return false;
-  }
-  const { structuredContent, _meta, isError } = value as {
-    structuredContent?: unknown;
-    _meta?: unknown;
-    isError?: unknown;
-  };
-  if (structuredContent !== undefined && !isRecord(structuredContent)) return false;
-  if (isError !== undefined && typeof isError !== 'boolean') return false;
-  if (_meta === undefined) return true;
-  if (!isRecord(_meta)) return false;
+  if (!isWellFormedResult(value)) return false;
   // An error envelope core's boundary would not pass on (its message not text) is not one the chain
   // returned and the guard remembered as such.
-  const envelope = _meta[ERROR_META_KEY];
+  const envelope: unknown = value._meta?.[ERROR_META_KEY];
   if (envelope === undefined) return true;
   if (!isRecord(envelope)) return false;
   return !isErrorCode(envelope.error) || typeof envelope.message === 'string';
