@@ -383,14 +383,17 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
         claimed = false;
       }
       if (claimed) return runClaimed(ctx, next, keys, opts, token, waitUntil);
+      // What the key cannot answer is refused as the store's failure: on a full store, as a full store
+      // (never run unguarded by onStoreFailure 'open').
+      const refuse = (error: unknown) =>
+        full === undefined
+          ? storeDown(ctx, keys, opts, next, 'get', error)
+          : storeDown(ctx, keys, opts, next, 'setIfAbsent', full);
       let text: string | undefined;
       try {
         text = await bounded.get(keys.storeKey, ctx.signal);
       } catch (error) {
-        // On a full store a read that fails leaves it refused as full (never run unguarded by 'open').
-        return full === undefined
-          ? storeDown(ctx, keys, opts, next, 'get', error)
-          : storeDown(ctx, keys, opts, next, 'setIfAbsent', full);
+        return refuse(error);
       }
       // Nothing stored and no room for a claim: refused as a full store.
       if (text === undefined && full !== undefined)
@@ -398,13 +401,8 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
       if (text !== undefined) {
         const stored = parseStored(text);
         // Damaged, or written by something else: whether the call ran cannot be read, so it is treated
-        // as a store that cannot be read (never polled until claimTtlMs, never run over it); on a full
-        // store, as a full store.
-        if (stored === undefined) {
-          return full === undefined
-            ? storeDown(ctx, keys, opts, next, 'get', new UnreadableEntryError())
-            : storeDown(ctx, keys, opts, next, 'setIfAbsent', full);
-        }
+        // as a store that cannot be read (never polled until claimTtlMs, never run over it).
+        if (stored === undefined) return refuse(new UnreadableEntryError());
         if (stored.a !== keys.args) return otherArguments(ctx, keys);
         // This call's own claim, written by a resent write after its first answer was lost.
         if (isOwnClaim(stored, token)) return runClaimed(ctx, next, keys, opts, token, waitUntil);
