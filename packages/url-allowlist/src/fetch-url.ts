@@ -1,6 +1,6 @@
 import { deadlineSignal } from '@toolgate/core';
 import { Agent, fetch as undiciFetch } from 'undici';
-import type { NormalPolicy } from './options.js';
+import { HTTP_TOKEN, type NormalPolicy } from './options.js';
 import { createPinnedConnector } from './pinned-connector.js';
 import { UrlRefusedError } from './refusal.js';
 import type { CheckedUrl, UrlFetchInit, UrlFetchResult } from './types.js';
@@ -9,11 +9,13 @@ type Check = (url: string | URL, signal: AbortSignal) => Promise<CheckedUrl>;
 
 const REDIRECT_STATUSES: ReadonlySet<number> = new Set([301, 302, 303, 307, 308]);
 // Set by the client from the checked URL and the body; a caller's own value would let it
-// address another virtual host on the pinned server, or desynchronise the framing.
+// address another virtual host on the pinned server, or desynchronise the framing (`expect`:
+// undici cannot send it).
 const FORBIDDEN_REQUEST_HEADERS: ReadonlySet<string> = new Set([
   'host',
   'connection',
   'content-length',
+  'expect',
   'keep-alive',
   'proxy-connection',
   'te',
@@ -21,6 +23,19 @@ const FORBIDDEN_REQUEST_HEADERS: ReadonlySet<string> = new Set([
   'transfer-encoding',
   'upgrade',
 ]);
+// Methods fetch refuses to send.
+const FORBIDDEN_METHODS: ReadonlySet<string> = new Set(['CONNECT', 'TRACE', 'TRACK']);
+const METHOD_HINT = 'Use GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS.';
+const HEADER_NAME_HINT = 'Header names are letters, digits and - (for example x-request-id).';
+const HEADER_VALUE_HINT =
+  'Send each header value on one line, as Latin-1 text; leave out line breaks and NUL.';
+const HOP_HEADER_HINT =
+  'Leave out host, connection, content-length, transfer-encoding, expect and other hop-by-hop headers: they come from the URL and the body.';
+// What fetch asks for unless the caller names its own: undici would add br on https (and zstd on
+// Node versions that decode it), whose decoders take the window the server declares (brotli up to
+// 16 MiB, zstd up to 128 MiB) for every response, however little of it is read.
+const DEFAULT_ACCEPT_ENCODING = 'gzip, deflate';
+const WINDOWED_CODINGS: ReadonlySet<string> = new Set(['br', 'zstd']);
 // Describe the body: dropped with it (303), kept with it on any hop that resends it (307/308).
 const BODY_HEADERS: ReadonlySet<string> = new Set(['content-type', 'content-encoding', 'content-language']);
 
@@ -119,14 +134,70 @@ async function checkRedirect(
   }
 }
 
+/**
+ * The caller's method, headers and body, checked as fetch would check them, so a value it cannot
+ * send (often the model's: a CR LF in a header value, a method that is no token) is refused as
+ * `invalid_argument` before anything is resolved or sent. Left to fetch, it failed as "could not
+ * connect" (`unavailable`), which a circuit breaker counts against the dependency for every caller.
+ */
 function initialRequest(init: UrlFetchInit): HopRequest {
+  const given: unknown = init.method ?? 'GET';
+  if (typeof given !== 'string' || !HTTP_TOKEN.test(given)) {
+    throw requestRefusal('The request method is not a valid HTTP method.', METHOD_HINT);
+  }
+  const method = given.toUpperCase();
+  if (FORBIDDEN_METHODS.has(method))
+    throw requestRefusal(`The ${method} method cannot be used.`, METHOD_HINT);
+  if (init.body !== undefined && init.body !== null && (method === 'GET' || method === 'HEAD')) {
+    throw requestRefusal(
+      `A ${method} request cannot have a body.`,
+      'Leave the body out, or send it with POST, PUT or PATCH.',
+    );
+  }
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(init.headers ?? {})) {
+    if (!HTTP_TOKEN.test(name)) {
+      throw requestRefusal('A request header name is not a valid HTTP header name.', HEADER_NAME_HINT);
+    }
     const lower = name.toLowerCase();
-    if (FORBIDDEN_REQUEST_HEADERS.has(lower)) throw new TypeError(`fetch: the ${lower} header cannot be set`);
-    headers[lower] = value;
+    if (FORBIDDEN_REQUEST_HEADERS.has(lower)) {
+      throw requestRefusal(`The ${lower} header cannot be set.`, HOP_HEADER_HINT);
+    }
+    const text = sendableHeaderValue(typeof value === 'string' ? value : String(value));
+    if (text === undefined) {
+      throw requestRefusal(
+        `The ${lower} header value holds a line break, NUL or a character above U+00FF.`,
+        HEADER_VALUE_HINT,
+      );
+    }
+    headers[lower] = text;
   }
-  return { method: (init.method ?? 'GET').toUpperCase(), headers, body: init.body };
+  return { method, headers, body: init.body };
+}
+
+function requestRefusal(message: string, hint: string): UrlRefusedError {
+  return new UrlRefusedError('request', message, { hint });
+}
+
+/**
+ * A header value as fetch sends it: leading and trailing HTTP whitespace (tab, space, CR, LF)
+ * removed, then refused (undefined) if NUL, CR or LF remain or any character is above U+00FF.
+ */
+function sendableHeaderValue(value: string): string | undefined {
+  let start = 0;
+  let end = value.length;
+  while (start < end && isHttpWhitespace(value.charCodeAt(start))) start += 1;
+  while (end > start && isHttpWhitespace(value.charCodeAt(end - 1))) end -= 1;
+  for (let index = 0; index < value.length; index += 1) {
+    const code = value.charCodeAt(index);
+    if (code > 0xff) return undefined;
+    if ((code === 0x00 || code === 0x0a || code === 0x0d) && index >= start && index < end) return undefined;
+  }
+  return start === 0 && end === value.length ? value : value.slice(start, end);
+}
+
+function isHttpWhitespace(code: number): boolean {
+  return code === 0x09 || code === 0x0a || code === 0x0d || code === 0x20;
 }
 
 /**
@@ -177,7 +248,10 @@ async function fetchPinned(
     try {
       response = await undiciFetch(checked.url, {
         method: request.method,
-        headers: request.headers,
+        headers:
+          request.headers['accept-encoding'] === undefined
+            ? { ...request.headers, 'accept-encoding': DEFAULT_ACCEPT_ENCODING }
+            : request.headers,
         ...(request.body !== undefined && { body: request.body }),
         redirect: 'manual',
         signal,
@@ -201,6 +275,16 @@ async function fetchPinned(
     }
     let read: Awaited<ReturnType<typeof readCapped>>;
     try {
+      const coding = response.headers.get('content-encoding');
+      if (
+        coding !== null &&
+        response.body !== null &&
+        unaskedWindowedCoding(coding, request.headers['accept-encoding'])
+      ) {
+        // Cancelled at once: its decoder is freed before it decodes more than the first bytes.
+        await response.body?.cancel();
+        throw new Error(`content-encoding "${coding}" was not asked for`);
+      }
       read = await readCapped(response.body, policy.maxBodyBytes);
     } catch (cause) {
       // The server hung up mid-body, or sent bytes its content-encoding does not decode: the
@@ -234,6 +318,19 @@ async function fetchPinned(
     // One agent per hop: it can only ever reach the origin it was pinned for.
     await agent.destroy().catch(() => undefined);
   }
+}
+
+/** Whether a response is in br or zstd though the request's accept-encoding did not ask for it. */
+function unaskedWindowedCoding(coding: string, accepted: string | undefined): boolean {
+  const codings = coding.toLowerCase();
+  if (!codings.includes('br') && !codings.includes('zstd')) return false;
+  const asked = new Set(
+    (accepted ?? DEFAULT_ACCEPT_ENCODING)
+      .toLowerCase()
+      .split(',')
+      .map((item) => item.split(';', 1)[0]!.trim()),
+  );
+  return codings.split(',').some((name) => WINDOWED_CODINGS.has(name.trim()) && !asked.has(name.trim()));
 }
 
 function emptyResult(

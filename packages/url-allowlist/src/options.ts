@@ -31,6 +31,9 @@ const CREDENTIAL_HEADERS: ReadonlySet<string> = new Set(['authorization', 'cooki
 
 const DEFAULT_PORTS = { https: 443, http: 80 } as const;
 
+/** An HTTP token (RFC 9110): what a header name or a method may be. */
+export const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
 /** The options once normalised: every list parsed, every default filled in. */
 export interface NormalPolicy {
   readonly patterns: readonly HostPattern[];
@@ -99,7 +102,7 @@ function redirectHeadersOf(names: readonly string[] | undefined): ReadonlySet<st
     throw new TypeError('createUrlPolicy: redirectHeaders must be an array of header names');
   return new Set(
     names.map((name) => {
-      if (typeof name !== 'string' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
+      if (typeof name !== 'string' || !HTTP_TOKEN.test(name)) {
         throw new TypeError(`createUrlPolicy: redirectHeaders: ${JSON.stringify(name)} is not a header name`);
       }
       const lower = name.toLowerCase();

@@ -12,7 +12,8 @@ export type UrlRefusalReason =
   | 'unresolvable'
   | 'connect'
   | 'timeout'
-  | 'redirects';
+  | 'redirects'
+  | 'request';
 
 const CODE_OF: Readonly<Record<UrlRefusalReason, ErrorCode>> = {
   malformed: 'invalid_argument',
@@ -26,6 +27,8 @@ const CODE_OF: Readonly<Record<UrlRefusalReason, ErrorCode>> = {
   connect: 'unavailable',
   timeout: 'timeout',
   redirects: 'unavailable',
+  // A method, header or body fetch cannot send: refused before anything is resolved or sent.
+  request: 'invalid_argument',
 };
 
 export interface UrlRefusalOptions {

@@ -77,8 +77,14 @@ export interface CheckedUrl {
 
 /** What a caller may pass to `fetch`. Only replayable bodies, so 307/308 redirects can resend them. */
 export interface UrlFetchInit {
-  /** @default 'GET' */
+  /** An HTTP token; CONNECT, TRACE and TRACK are refused (`invalid_argument`, reason `request`). @default 'GET' */
   method?: string;
+  /**
+   * Sent as given to the first origin. A name that is no token, a value fetch cannot send (NUL,
+   * CR, LF, a character above U+00FF) and `host` or hop-by-hop headers are refused before anything
+   * is resolved (`invalid_argument`, reason `request`). Without `accept-encoding`, fetch asks for
+   * `gzip, deflate` and refuses a br or zstd body. @default {}
+   */
   headers?: Record<string, string>;
   body?: string | Uint8Array;
   /** Follows the caller (pass `ctx.signal`); the policy's own `timeoutMs` applies as well. */

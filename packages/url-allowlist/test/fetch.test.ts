@@ -162,10 +162,23 @@ describe('fetch(): an allowed host on a local server', () => {
   });
 
   it('refuses a Host header (it would address another virtual host on the pinned server)', async () => {
-    const policy = carrierPolicy(carrierDns());
-    await expect(
-      policy.fetch(`http://api.carrier.test:${api.port}/echo`, { headers: { Host: 'admin.internal' } }),
-    ).rejects.toThrow('fetch: the host header cannot be set');
+    const dns = carrierDns();
+    const policy = carrierPolicy(dns);
+    const before = api.seen.length;
+    const error = await policy
+      .fetch(`http://api.carrier.test:${api.port}/echo`, { headers: { Host: 'admin.internal' } })
+      .then(
+        () => undefined,
+        (caught: unknown) => caught,
+      );
+    expect(error).toBeInstanceOf(UrlRefusedError);
+    expect(error).toMatchObject({
+      reason: 'request',
+      code: 'invalid_argument',
+      message: 'The host header cannot be set.',
+    });
+    expect(dns.calls).toEqual([]);
+    expect(api.seen.length).toBe(before);
   });
 });
 

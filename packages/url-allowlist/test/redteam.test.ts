@@ -1,5 +1,6 @@
 // Red-team regression suite: SSRF attacks from a model that controls every URL argument (and from
 // an allowed server that controls its redirects), over real HTTP on loopback and real SDK round trips.
+import { brotliCompressSync, gzipSync, constants as zlibConstants } from 'node:zlib';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { createSilentLogger, defineTool, ok, registerTools } from '@toolgate/core';
 import { connectTestClient, expectFailure, type TestClient } from '@toolgate/core/testing';
@@ -9,6 +10,12 @@ import * as z from 'zod';
 import { createUrlGuard, createUrlPolicy, type UrlPolicy, UrlRefusedError } from '../src/index.js';
 import { type LocalServer, startLocalServer } from './support/local-server.js';
 import { type StubResolver, stubResolver } from './support/stub-resolver.js';
+
+// 4 MiB compressed to a few dozen bytes with brotli's largest window (16 MiB): a decoder for it
+// holds that window however little of the body is read.
+const BROTLI_BOMB = brotliCompressSync(Buffer.alloc(4 * 1024 * 1024, 'a'), {
+  params: { [zlibConstants.BROTLI_PARAM_LGWIN]: 24, [zlibConstants.BROTLI_PARAM_QUALITY]: 5 },
+});
 
 let api: LocalServer;
 let stranger: LocalServer;
@@ -26,6 +33,12 @@ beforeAll(async () => {
       response.writeHead(200, { 'content-length': '1000' });
       response.write('partial', () => response.socket?.destroy());
     },
+    // An allowed server turned hostile: a brotli body the client never asked for.
+    '/br': (_request, response) => response.writeHead(200, { 'content-encoding': 'br' }).end(BROTLI_BOMB),
+    '/gzip-br': (_request, response) =>
+      response
+        .writeHead(200, { 'content-encoding': 'gzip, br' })
+        .end(brotliCompressSync(gzipSync(Buffer.alloc(4 * 1024 * 1024, 'a')))),
     '/raw': (request, response) =>
       response.end(JSON.stringify({ path: request.path, headers: request.headers })),
     // Redirects to whatever the query says: an allowed server turned hostile (or an open redirect).
@@ -452,5 +465,194 @@ describe('what the model sees: no address, errno, stack or path, in content or _
     const envelope = expectFailure(await client.callTool('check_links', { links }));
     expect(envelope.message).toBe('At most 16 URLs per call.');
     expect(dns.calls).toEqual([]);
+  });
+});
+
+describe('request headers, method and body the model passes through a tool', () => {
+  // A tool that lets the model call the carrier's API with its own method, headers and body: the
+  // values are the model's, so one that cannot be sent is the model's mistake (invalid_argument,
+  // nothing resolved or sent), never "the carrier is unavailable" (which a circuit breaker counts
+  // against the carrier for every caller, and which tells the model to retry the same values).
+  let client: TestClient | undefined;
+  afterEach(async () => {
+    await client?.close();
+    client = undefined;
+  });
+
+  async function serveCarrierApi(): Promise<{ client: TestClient; dns: StubResolver }> {
+    const { policy, dns } = carrier();
+    const tool = defineTool({
+      name: 'call_carrier_api',
+      description: 'Calls the carrier API with a method, headers and body (test).',
+      input: {
+        url: z.string(),
+        method: z.string().optional(),
+        headers: z.record(z.string(), z.string()).optional(),
+        body: z.string().optional(),
+      },
+      handler: async ({ url, method, headers, body }, ctx) => {
+        const page = await policy.fetch(url, {
+          signal: ctx.signal,
+          ...(method !== undefined && { method }),
+          ...(headers !== undefined && { headers }),
+          ...(body !== undefined && { body }),
+        });
+        return ok({ status: page.status, body: page.body });
+      },
+    });
+    const server = new McpServer({ name: 'carrier-api', version: '1.0.0' });
+    registerTools(server, [tool], { logger: createSilentLogger() });
+    client = await connectTestClient(server);
+    return { client, dns };
+  }
+
+  const VALUE_HINT = 'Send each header value on one line, as Latin-1 text; leave out line breaks and NUL.';
+  const HOP_HINT =
+    'Leave out host, connection, content-length, transfer-encoding, expect and other hop-by-hop headers: they come from the URL and the body.';
+  it.each([
+    [
+      'a CR LF in a header value (header injection)',
+      { headers: { 'x-track': 'a\r\nX-Injected: yes' } },
+      'The x-track header value holds a line break, NUL or a character above U+00FF.',
+      VALUE_HINT,
+    ],
+    [
+      'a NUL in a header value',
+      { headers: { 'x-track': 'a\u0000b' } },
+      'The x-track header value holds a line break, NUL or a character above U+00FF.',
+      VALUE_HINT,
+    ],
+    [
+      'a character above U+00FF in a header value',
+      { headers: { 'x-track': 'price \u20ac' } },
+      'The x-track header value holds a line break, NUL or a character above U+00FF.',
+      VALUE_HINT,
+    ],
+    [
+      'a space in a header name',
+      { headers: { 'x track': 'a' } },
+      'A request header name is not a valid HTTP header name.',
+      'Header names are letters, digits and - (for example x-request-id).',
+    ],
+    [
+      'a Host header (another virtual host on the pinned server)',
+      { headers: { Host: 'admin.internal' } },
+      'The host header cannot be set.',
+      HOP_HINT,
+    ],
+    [
+      'a Transfer-Encoding header (request smuggling)',
+      { headers: { 'Transfer-Encoding': 'chunked' } },
+      'The transfer-encoding header cannot be set.',
+      HOP_HINT,
+    ],
+    [
+      'an Expect header',
+      { headers: { expect: '100-continue' } },
+      'The expect header cannot be set.',
+      HOP_HINT,
+    ],
+    [
+      'a method that is no HTTP token',
+      { method: 'GET /admin HTTP/1.1\r\nHost: x' },
+      'The request method is not a valid HTTP method.',
+      'Use GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS.',
+    ],
+    [
+      'TRACE',
+      { method: 'trace' },
+      'The TRACE method cannot be used.',
+      'Use GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS.',
+    ],
+    [
+      'a body on GET',
+      { method: 'GET', body: 'x' },
+      'A GET request cannot have a body.',
+      'Leave the body out, or send it with POST, PUT or PATCH.',
+    ],
+  ])('%s is invalid_argument, before any lookup or connection', async (_what, args, message, hint) => {
+    const { client: caller, dns } = await serveCarrierApi();
+    const before = api.seen.length;
+    const result = await caller.callTool('call_carrier_api', {
+      url: `http://api.carrier.test:${api.port}/raw`,
+      ...args,
+    });
+    expect(expectFailure(result)).toEqual({
+      ok: false,
+      error: 'invalid_argument',
+      message,
+      hint,
+      retryable: false,
+    });
+    expect(dns.calls).toEqual([]);
+    expect(api.seen.length).toBe(before);
+  });
+
+  it('sends what fetch can send: Latin-1 values, and a value with a trailing line break trimmed', async () => {
+    const { client: caller } = await serveCarrierApi();
+    const result = await caller.callTool('call_carrier_api', {
+      url: `http://api.carrier.test:${api.port}/raw`,
+      method: 'post',
+      headers: { 'x-track': 'caf\u00e9', 'x-token': ' t0k3n\n' },
+      body: 'q',
+    });
+    expect(result.isError).not.toBe(true);
+    const { body } = result.structuredContent as { body: string };
+    const seen = JSON.parse(body) as { headers: Record<string, string> };
+    expect(Buffer.from(seen.headers['x-track']!, 'latin1').toString('latin1')).toBe('caf\u00e9');
+    expect(seen.headers['x-token']).toBe('t0k3n');
+  });
+});
+
+describe('content codings the client did not ask for', () => {
+  // Brotli and zstd decoders take the window the server declares (brotli up to 16 MiB, zstd up to
+  // 128 MiB on Node versions that decode it) for every response, however little of it is read:
+  // maxBodyBytes caps the text, not that memory. fetch asks for gzip and deflate only, and refuses
+  // a body in another coding unless the caller's own accept-encoding asked for it.
+  let client: TestClient | undefined;
+  afterEach(async () => {
+    await client?.close();
+    client = undefined;
+  });
+
+  async function servePageTool(acceptEncoding?: string): Promise<TestClient> {
+    const { policy } = carrier();
+    const tool = defineTool({
+      name: 'fetch_page',
+      description: 'Fetches a carrier page (test).',
+      input: { url: z.string() },
+      handler: async ({ url }, ctx) => {
+        const page = await policy.fetch(url, {
+          signal: ctx.signal,
+          ...(acceptEncoding !== undefined && { headers: { 'accept-encoding': acceptEncoding } }),
+        });
+        return ok({ bytes: page.bytes, truncated: page.truncated });
+      },
+    });
+    const server = new McpServer({ name: 'codings', version: '1.0.0' });
+    registerTools(server, [tool], { logger: createSilentLogger() });
+    client = await connectTestClient(server);
+    return client;
+  }
+
+  it.each(['/br', '/gzip-br'])('a %s body nobody asked for is unavailable, not decoded', async (path) => {
+    const caller = await servePageTool();
+    const before = api.seen.length;
+    const result = await caller.callTool('fetch_page', { url: `http://api.carrier.test:${api.port}${path}` });
+    const { incidentId: _incident, ...envelope } = expectFailure(result);
+    expect(envelope).toEqual({
+      ok: false,
+      error: 'unavailable',
+      message: 'Could not read the response from api.carrier.test.',
+      hint: 'A service this tool depends on is unavailable. Do not retry now; tell the user and try once later.',
+      retryable: true,
+    });
+    expect(api.seen.slice(before).map((seen) => seen.headers['accept-encoding'])).toEqual(['gzip, deflate']);
+  });
+
+  it("decodes br when the caller's own accept-encoding asked for it", async () => {
+    const caller = await servePageTool('br');
+    const result = await caller.callTool('fetch_page', { url: `http://api.carrier.test:${api.port}/br` });
+    expect(result.structuredContent).toEqual({ ok: true, bytes: 1024 * 1024, truncated: true });
   });
 });

@@ -32,6 +32,15 @@ function tlsPolicy(names: Record<string, string[]>, ca?: string) {
 }
 
 describe('fetch() over https', () => {
+  it('asks for gzip and deflate only, not br (whose decoder the server can make take a 16 MiB window)', async () => {
+    const { policy } = tlsPolicy({ 'api.carrier.test': ['127.0.0.1'] }, TEST_CERT);
+    const seenBefore = server.seen.length;
+    await policy.fetch(`https://api.carrier.test:${server.port}/status`);
+    expect(server.seen.slice(seenBefore).map((seen) => seen.headers['accept-encoding'])).toEqual([
+      'gzip, deflate',
+    ]);
+  });
+
   it('pins the connection, sends the hostname as SNI and Host, and verifies the certificate for it', async () => {
     const { policy, dns } = tlsPolicy({ 'api.carrier.test': ['127.0.0.1'] }, TEST_CERT);
     const seenBefore = server.seen.length;
