@@ -13,6 +13,9 @@ const DASH_HINT =
   'Values are passed to the program as data and may not start with "-" (that would read as an option). Remove the leading "-".';
 const CONTROL_HINT = 'Remove NUL bytes and line breaks from the value and call again.';
 const EMPTY_HINT = 'This option needs a value: pass a non-empty one.';
+// Linux refuses one argv string past 32 pages with its NUL (MAX_ARG_STRLEN; 128 KiB with 4 KiB pages):
+// the spawn fails with E2BIG whatever maxArgvBytes allows.
+const MAX_ELEMENT_BYTES = 128 * 1024;
 // How deep the input is indexed and probed; deeper input is refused (see `indexInputTexts`).
 const MAX_INPUT_DEPTH = 32;
 
@@ -30,6 +33,7 @@ export interface ArgProbes {
  *   comes after the declaration's own `--` (the bare `-`, read as stdin/stdout by many programs even
  *   as an operand, still needs `allowDash`);
  * - an inline short option (`-e` + value) never stands alone: it would take the next element;
+ * - no element is longer than the system takes for one argument (128 KiB with its NUL);
  * - the total size stays within `maxArgvBytes`.
  * `input` is the call's validated arguments; `undefined` for `safeExec`, where positions name the field.
  * `probes` are the declaration's answers for the probe inputs of `input`.
@@ -91,7 +95,13 @@ export function buildArgv(
       argv.push(entry.flag, entry.text);
     }
   });
-  const bytes = argv.reduce((sum, element) => sum + Buffer.byteLength(element) + 1, 0);
+  let bytes = 0;
+  let longest = 0;
+  for (const element of argv) {
+    const size = Buffer.byteLength(element) + 1;
+    if (size > longest) longest = size;
+    bytes += size;
+  }
   if (bytes > maxArgvBytes) {
     throw new ArgumentRefusal(
       `The arguments are too long (${bytes} bytes; at most ${maxArgvBytes}).`,
@@ -99,6 +109,8 @@ export function buildArgv(
       { path: '(arguments)', expected: `at most ${maxArgvBytes} bytes in all` },
     );
   }
+  // Reached only where maxArgvBytes was raised past the default.
+  if (longest > MAX_ELEMENT_BYTES) refuseLongElement(argv, inputTexts);
   return argv;
 }
 
@@ -118,6 +130,27 @@ function refuseDash(text: string, path: string, afterSeparator: boolean, allowDa
     path,
     expected: 'a value that does not start with "-"',
   });
+}
+
+function refuseLongElement(argv: readonly string[], inputTexts: Map<string, string>): never {
+  // Only on this failure path: the field is the longest input value the element holds.
+  const sizes = argv.map((candidate) => Buffer.byteLength(candidate) + 1);
+  const size = Math.max(...sizes);
+  const element = argv[sizes.indexOf(size)]!;
+  let path = '(arguments)';
+  let longest = 0;
+  for (const [text, textPath] of inputTexts) {
+    if (text.length > longest && element.includes(text)) {
+      path = textPath;
+      longest = text.length;
+    }
+  }
+  const most = MAX_ELEMENT_BYTES - 1;
+  throw new ArgumentRefusal(
+    `Argument ${path} is too long (${size - 1} bytes; at most ${most} in one argument).`,
+    'Pass a shorter value.',
+    { path, expected: `at most ${most} bytes` },
+  );
 }
 
 function refuseEmpty(path: string): void {

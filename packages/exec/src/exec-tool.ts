@@ -61,18 +61,14 @@ export function execTool<const S extends InputSchema>(
         });
       } catch (error) {
         if (!(error instanceof ArgumentRefusal)) throw error;
-        ctx.decisions.push({
-          by: 'exec',
-          action: 'refuse',
-          reason: error.message,
-          detail: { fields: error.fields },
-        });
-        return fail('invalid_argument', error.message, { hint: error.hint, fields: error.fields });
+        return refuse(error, ctx);
       }
       let outcome: ExecOutcome;
       try {
         outcome = await runProcess(normalised, argv, ctx.signal, ctx.logger);
       } catch (error) {
+        // The system refused the arguments at spawn (E2BIG): refused like an argv rule.
+        if (error instanceof ArgumentRefusal) return refuse(error, ctx);
         if (isToolError(error) && error.code === 'timeout') {
           ctx.decisions.push({ by: 'exec', action: 'kill', reason: error.message });
         }
@@ -81,6 +77,17 @@ export function execTool<const S extends InputSchema>(
       return resultOf(outcome, normalised, exitCodes, ctx);
     },
   });
+}
+
+/** A refused argument as the model sees it, recorded as a policy decision for audit and tracing. */
+function refuse(error: ArgumentRefusal, ctx: Pick<ToolContext, 'decisions'>): ToolResult {
+  ctx.decisions.push({
+    by: 'exec',
+    action: 'refuse',
+    reason: error.message,
+    detail: { fields: error.fields },
+  });
+  return fail('invalid_argument', error.message, { hint: error.hint, fields: error.fields });
 }
 
 /** The declaration's entries for a probe input; undefined when it throws on it (it may parse values). */

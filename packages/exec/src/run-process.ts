@@ -1,6 +1,8 @@
 import { type ChildProcess, type SpawnOptions, spawn } from 'node:child_process';
 import { deadlineSignal, type Logger, ToolError } from '@toolgate/core';
+import { ArgumentRefusal } from './argument-refusal.js';
 import { scrubOutput } from './environment.js';
+import { releaseGroup, watchGroup } from './group-reaper.js';
 import type { NormalisedExecOptions } from './options.js';
 import { OutputCapture } from './output-capture.js';
 import { signalProcessTree } from './process-tree.js';
@@ -51,6 +53,8 @@ export function runProcess(
       reject(spawnFailure(options, error, logger));
       return;
     }
+    // Spawned: stopped by the reaper if this server dies before the program ends (see group-reaper.ts).
+    if (child.pid !== undefined) watchGroup(child.pid, options.killGraceMs, logger);
     let stopReason: StopReason | undefined;
     let settled = false;
     const timers: NodeJS.Timeout[] = [];
@@ -96,8 +100,12 @@ export function runProcess(
       reject(spawnFailure(options, error, logger));
     });
     child.on('exit', () => {
+      // The program finished: a deadline noticed later (while the pipes drain) did not stop it, and
+      // answering timeout would have the model retry a run that completed.
+      deadline.removeEventListener('abort', onDeadline);
       // Descendants left behind in the group are stopped with it: a tool call leaves no processes.
       signalTree('SIGKILL');
+      if (child.pid !== undefined) releaseGroup(child.pid);
       // A descendant that left the group may still hold the pipes open; do not wait for it forever.
       timers.push(
         setTimeout(() => {
@@ -137,6 +145,18 @@ export function runProcess(
 }
 
 function spawnFailure(options: NormalisedExecOptions, error: unknown, logger: Logger): ToolError {
+  if ((error as NodeJS.ErrnoException | undefined)?.code === 'E2BIG') {
+    // The model's arguments and the environment together passed the system's limit (ARG_MAX): the
+    // model's to fix, not a failing dependency (unavailable would open a breaker for every caller).
+    logger.warn(
+      { command: options.command.declared, err: error },
+      'exec: the arguments and environment are too long for the system',
+    );
+    return new ArgumentRefusal('The arguments are too long for the system.', 'Pass shorter values.', {
+      path: '(arguments)',
+      expected: 'shorter arguments',
+    });
+  }
   logger.error(
     { command: options.command.declared, real: options.command.real, cwd: options.cwd, err: error },
     'exec: the program could not be started',

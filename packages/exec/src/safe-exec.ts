@@ -11,9 +11,9 @@ import type { ExecOutcome, SafeExecOptions } from './types.js';
  * yours in `value()` / `option()`). Resolves with the outcome whatever the exit code.
  *
  * Throws a TypeError for a bad command or option, and a ToolError for the rest: `invalid_argument`
- * for a refused argv element, `timeout` when the deadline or `signal` stopped the program (its whole
- * process group), `unavailable` when it could not start. In a handler, a ToolError becomes the
- * matching `fail()` result.
+ * for a refused argv element (or arguments the system refuses as too long, E2BIG), `timeout` when
+ * the deadline or `signal` stopped the program (its whole process group), `unavailable` when it
+ * could not start. In a handler, a ToolError becomes the matching `fail()` result.
  *
  * The command, cwd and environment are checked on every call; a tool should use `execTool`, which
  * checks them once at definition.

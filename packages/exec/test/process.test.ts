@@ -198,6 +198,47 @@ describe('process tree', () => {
   });
 });
 
+describe('a deadline that fires after the program exited', () => {
+  it('answers with what the program did, not timeout (a retry would run a finished side effect again)', async () => {
+    // The program exits long before its limit; a busy server notices the deadline only in the moment
+    // between the exit and the end of the pipes (a descendant still holds them, here until the group
+    // kill that follows the exit). The server is held up exactly there: the group kill first waits
+    // past the deadline, as a loaded event loop would.
+    const quick = execTool({
+      name: 'quick',
+      description: 'Runs the misbehaving fixture with a short limit (test).',
+      input: { pidFile: z.string() },
+      command: NODE,
+      cwd: sandbox,
+      timeoutMs: 500,
+      args: (input) => [BEHAVE, 'leave-behind', value(input.pidFile)],
+    });
+    const realKill = process.kill.bind(process);
+    let held = false;
+    const kill = vi.spyOn(process, 'kill').mockImplementation((pid: number, signal?: string | number) => {
+      if (pid < 0 && signal === 'SIGKILL' && !held) {
+        held = true;
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 600);
+      }
+      return realKill(pid, signal);
+    });
+    try {
+      client = await serve([quick], recordingLogger(logs));
+      const result = await client.callTool('quick', { pidFile: path.join(sandbox, 'late-deadline.pids') });
+      expect(held).toBe(true);
+      expect(result.structuredContent).toEqual({
+        ok: true,
+        exitCode: 0,
+        stdout: 'done',
+        stderr: '',
+        truncated: false,
+      });
+    } finally {
+      kill.mockRestore();
+    }
+  });
+});
+
 describe('output cap', () => {
   it('keeps the first maxOutputBytes and says so in a note', async () => {
     const { callTool } = await connect();

@@ -452,3 +452,59 @@ describe('what the model sees on failure', () => {
     });
   });
 });
+
+describe('arguments too long for the system (a declaration that raised maxArgvBytes)', () => {
+  // Linux refuses one argument past 128 KiB and all of argv and env past ARG_MAX, whatever
+  // maxArgvBytes allows; the spawn failed with E2BIG and the model got unavailable ("try later"),
+  // which a circuit breaker counts: one long value opened the breaker for every caller.
+  const longValues = execTool({
+    name: 'long_values',
+    description: 'Echoes tagged values, long ones allowed (test).',
+    input: { values: z.array(z.string()) },
+    command: NODE,
+    cwd: sandbox,
+    env: { PATH: '/usr/bin:/bin', RAN_MARKER: marker },
+    maxArgvBytes: 16 * 1024 * 1024,
+    args: (input) => [ECHO, ...input.values.map((text) => value(text))],
+  });
+  let longClient: TestClient;
+  const longLogs: LogEntry[] = [];
+  beforeAll(async () => {
+    longClient = await serve([longValues], recordingLogger(longLogs));
+  });
+  afterAll(async () => longClient.close());
+
+  it('refuses one value past the system limit for one argument, naming it, before spawning', async () => {
+    const result = await longClient.callTool('long_values', { values: ['ok', 'a'.repeat(200_000)] });
+    expect(expectFailure(result)).toEqual({
+      ok: false,
+      error: 'invalid_argument',
+      message: 'Argument values.1 is too long (200000 bytes; at most 131071 in one argument).',
+      hint: 'Pass a shorter value.',
+      retryable: false,
+      fields: [{ path: 'values.1', expected: 'at most 131071 bytes' }],
+    });
+    expect(existsSync(marker)).toBe(false);
+    // The longest one argument the system takes still runs.
+    const fits = await longClient.callTool('long_values', { values: ['b'.repeat(131_071)] });
+    expect((JSON.parse(stdoutOf(fits)) as { argv: string[] }).argv).toEqual(['b'.repeat(131_071)]);
+  });
+
+  it('answers invalid_argument, not unavailable, when argv and env together pass ARG_MAX', async () => {
+    // 64 values of 130 000 bytes: each fits, all of them pass ARG_MAX (at most 6 MiB on Linux).
+    const values = Array.from({ length: 64 }, (_, index) => `${index}`.padEnd(130_000, 'c'));
+    longLogs.length = 0;
+    expect(expectFailure(await longClient.callTool('long_values', { values }))).toEqual({
+      ok: false,
+      error: 'invalid_argument',
+      message: 'The arguments are too long for the system.',
+      hint: 'Pass shorter values.',
+      retryable: false,
+      fields: [{ path: '(arguments)', expected: 'shorter arguments' }],
+    });
+    expect(existsSync(marker)).toBe(false);
+    expect(longLogs.map((entry) => [entry.level, entry.message])).toEqual([
+      ['warn', 'exec: the arguments and environment are too long for the system'],
+    ]);
+  });
+});

@@ -1,0 +1,119 @@
+// The server dies (kill -9, or SIGTERM with no handler: an orchestrator, the OOM killer, a crash)
+// while a program it started still runs. Its time limit lived in the dead server, so nothing would
+// ever stop the program or its children: each death under load left their process groups running.
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { expectGone, readPids, scratchDir } from './harness.js';
+
+const SERVER = fileURLToPath(new URL('./fixtures/tree-server.ts', import.meta.url));
+const sandbox = scratchDir();
+
+const started: Client[] = [];
+afterEach(async () => {
+  for (const client of started.splice(0)) await client.close().catch(() => {});
+});
+
+async function startServer(): Promise<{ client: Client; pid: number }> {
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: ['--import', 'tsx', SERVER],
+    env: { PATH: '/usr/bin:/bin' },
+    stderr: 'ignore',
+  });
+  const client = new Client({ name: 'server-death-test', version: '1.0.0' });
+  await client.connect(transport);
+  started.push(client);
+  if (transport.pid === null) throw new Error('the server did not start');
+  return { client, pid: transport.pid };
+}
+
+/** The reapers among the children of `parent` (from /proc): Node running an inline script (`-e`). */
+function reapersOf(parent: number): number[] {
+  const reapers: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) !== parent) continue;
+      const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+      if (argv[1] === '-e') reapers.push(Number(entry));
+    } catch {
+      // gone since readdir
+    }
+  }
+  return reapers;
+}
+
+describe('a server that dies while its programs run', () => {
+  // kill -9 of a tree that ignores SIGTERM: SIGTERM first, SIGKILL after killGraceMs, as at a timeout.
+  for (const [signal, mode] of [
+    ['SIGKILL', 'ignore-term'],
+    ['SIGTERM', ''],
+  ] as const) {
+    it(`takes the program and its grandchild with it (${signal}${mode && `, tree ${mode}`})`, async () => {
+      const { client, pid } = await startServer();
+      const pidFile = path.join(sandbox, `${signal}.pids`);
+      const args = mode === '' ? [pidFile] : [pidFile, mode];
+      const call = client.callTool({ name: 'behave', arguments: { mode: 'tree', args } });
+      call.catch(() => {});
+      const pids = await readPids(pidFile);
+      // The reaper that outlives the server to stop what it left running: one per server.
+      const [reaper, ...others] = reapersOf(pid);
+      expect(reaper).toBeDefined();
+      expect(others).toEqual([]);
+      process.kill(pid, signal);
+      await expectGone(pid);
+      await expectGone(pids.child);
+      await expectGone(pids.grandchild);
+      await expectGone(reaper!);
+    });
+  }
+
+  it('a reaper that was killed is started again at the next run, with every group still running', async () => {
+    const { client, pid } = await startServer();
+    const first = path.join(sandbox, 'first.pids');
+    client.callTool({ name: 'behave', arguments: { mode: 'tree', args: [first] } }).catch(() => {});
+    const firstPids = await readPids(first);
+    const [reaper] = reapersOf(pid);
+    process.kill(reaper!, 'SIGKILL');
+    await expectGone(reaper!);
+    const second = path.join(sandbox, 'second.pids');
+    client.callTool({ name: 'behave', arguments: { mode: 'tree', args: [second] } }).catch(() => {});
+    const secondPids = await readPids(second);
+    const [replacement, ...others] = reapersOf(pid);
+    expect(replacement).toBeDefined();
+    expect(others).toEqual([]);
+    process.kill(pid, 'SIGKILL');
+    for (const gone of [
+      pid,
+      firstPids.child,
+      firstPids.grandchild,
+      secondPids.child,
+      secondPids.grandchild,
+    ]) {
+      await expectGone(gone);
+    }
+    await expectGone(replacement!);
+  });
+
+  it('a server that ends normally leaves no reaper behind', async () => {
+    const { client, pid } = await startServer();
+    const result = await client.callTool({ name: 'behave', arguments: { mode: 'exit', args: ['0', 'bye'] } });
+    expect(result.structuredContent).toEqual({
+      ok: true,
+      exitCode: 0,
+      stdout: '',
+      stderr: 'bye',
+      truncated: false,
+    });
+    const reapers = reapersOf(pid);
+    expect(reapers).toHaveLength(1);
+    await client.close();
+    await expectGone(pid);
+    await expectGone(reapers[0]!);
+  });
+});
