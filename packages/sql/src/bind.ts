@@ -1,6 +1,6 @@
 import { type CallerIdentity, ToolError, type ToolRequest } from '@toolgate/core';
 import type { CompiledBinding, CompiledQuery, Condition } from './compile.js';
-import type { BindValue } from './types.js';
+import type { BindValue, ClaimProbe } from './types.js';
 
 /**
  * The tool's `bind` for core: resolves every declared binding from the caller before the chain runs,
@@ -44,9 +44,75 @@ export function boundCondition(binding: CompiledBinding, value: unknown): Condit
   if (Array.isArray(value) ? binding.acceptsList && value.every(isListItem) : isScalar(value)) {
     return Array.isArray(value) ? binding.list : binding.scalar;
   }
-  throw new ToolError('permission_denied', "This tool cannot use the caller's credentials.", {
+  throw credentialsRefused();
+}
+
+function credentialsRefused(): ToolError {
+  return new ToolError('permission_denied', "This tool cannot use the caller's credentials.", {
     hint: 'The credentials do not have the form this tool expects. Do not retry; tell the user.',
   });
+}
+
+/**
+ * The probe a bound string needs before the statement runs, or undefined (nearly always: nothing to
+ * check). A claim that spells a number or a uuid another way than the database prints it (`+42`,
+ * `042`, `-0`, `4_2`, `0x2A` from PostgreSQL 16, an uppercase or braced uuid) is another string to
+ * every check before SQL (an identity provider's uniqueness, an allowlist, a cache key), yet the same
+ * value to an integer or uuid column: customer 42's rows. In a text column it is just its text (`007`,
+ * `+44...`), so the column's own type decides: the probe reads the claim as the column reads it.
+ */
+export function claimProbe(
+  binding: CompiledBinding,
+  condition: Condition,
+  value: unknown,
+): ClaimProbe | undefined {
+  if (typeof value === 'string') {
+    return mayReadAsAnother(value) ? { text: binding.probe.scalar, value } : undefined;
+  }
+  if (condition !== binding.list) return undefined;
+  for (const item of value as readonly unknown[]) {
+    if (typeof item === 'string' && mayReadAsAnother(item)) {
+      return { text: binding.probe.list, value: value as readonly (string | number)[] };
+    }
+  }
+  return undefined;
+}
+
+/** Refuses the call unless the column read every checked claim as the very text the token spelled. */
+export function checkProbe(probe: ClaimProbe, read: unknown): void {
+  const value = probe.value;
+  const same =
+    typeof value === 'string'
+      ? read === value
+      : Array.isArray(read) &&
+        value.every(
+          (item, index) => typeof item !== 'string' || !mayReadAsAnother(item) || read[index] === item,
+        );
+  if (!same) throw credentialsRefused();
+}
+
+// PostgreSQL's integer input (16+ adds 0x/0o/0b and _ between digits), and its one output spelling.
+const INTEGER_INPUT = /^[+-]?(?:\d+(?:_\d+)*|0[xX](?:_?[\da-fA-F])+|0[oO](?:_?[0-7])+|0[bB](?:_?[01])+)$/;
+const CANONICAL_INTEGER = /^(?:0|-?[1-9]\d*)$/;
+// uuid input takes any case, braces and a hyphen after any group of four digits; output is one form.
+const UUID_INPUT = /^\{?[\da-fA-F]{4}(?:-?[\da-fA-F]{4}){7}\}?$/;
+const CANONICAL_UUID = /^[\da-f]{8}-[\da-f]{4}-[\da-f]{4}-[\da-f]{4}-[\da-f]{12}$/;
+
+/** Whether a column's type may read `value` as a value it prints another way. Cheap for most claims. */
+function mayReadAsAnother(value: string): boolean {
+  const length = value.length;
+  if (length >= 32 && length <= 41) {
+    if (length === 36 && value.charCodeAt(8) === 45 && value.charCodeAt(23) === 45) {
+      if (CANONICAL_UUID.test(value)) return false;
+    }
+    if (UUID_INPUT.test(value)) return true;
+  }
+  const first = value.charCodeAt(0);
+  const lead = first === 43 || first === 45 ? value.charCodeAt(1) : first;
+  if (lead < 48 || lead > 57) return false;
+  // A plain decimal (no +, no leading zero, no _) is already the one spelling: no pattern to run.
+  if (first !== 43 && lead !== 48 && !value.includes('_')) return false;
+  return INTEGER_INPUT.test(value) && !CANONICAL_INTEGER.test(value);
 }
 
 function isEmpty(value: unknown): boolean {

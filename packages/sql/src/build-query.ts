@@ -1,6 +1,6 @@
-import { boundCondition } from './bind.js';
+import { boundCondition, claimProbe } from './bind.js';
 import { type CompiledQuery, type Condition, compileDeclaration, TOTAL_COLUMN } from './compile.js';
-import type { BindValue, BuiltQuery, SqlQueryDeclaration } from './types.js';
+import type { BindValue, BuiltQuery, ClaimProbe, SqlQueryDeclaration } from './types.js';
 
 const MAX_CACHED_STATEMENTS = 512;
 
@@ -33,6 +33,7 @@ export function buildCompiledQuery(
 ): BuiltQuery {
   const conditions: Condition[] = [];
   const values: unknown[] = [];
+  let probes: ClaimProbe[] | undefined;
   let shape = '';
   for (const binding of compiled.bindings) {
     // Checked again here, the last step before SQL: a handler may be called with any bindings.
@@ -45,6 +46,11 @@ export function buildCompiledQuery(
     conditions.push(condition);
     values.push(value);
     shape += condition === binding.list ? '2' : '1';
+    const probe = claimProbe(binding, condition, value);
+    if (probe !== undefined) {
+      probes ??= [];
+      probes.push(probe);
+    }
   }
   shape += '|';
   const boundValues = values.length;
@@ -68,7 +74,7 @@ export function buildCompiledQuery(
     // Bounded: a declaration with many filters has many shapes, but only used ones are kept.
     if (compiled.statements.size < MAX_CACHED_STATEMENTS) compiled.statements.set(shape, text);
   }
-  return { text, values, boundValues, limit, requestedLimit };
+  return { text, values, boundValues, limit, requestedLimit, probes };
 }
 
 function pickSort(compiled: CompiledQuery, requested: unknown): string | undefined {

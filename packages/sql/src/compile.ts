@@ -42,6 +42,11 @@ export interface CompiledBinding {
   readonly acceptsList: boolean;
   readonly scalar: Condition;
   readonly list: Condition;
+  /**
+   * Reads `$1` (one value; for `list`, an array) as the column's type and prints it back as text: what
+   * the column makes of a claim that may spell a value another way (`+42`, `042`, an uppercase uuid).
+   */
+  readonly probe: { readonly scalar: string; readonly list: string };
 }
 
 export interface CompiledOutputColumn {
@@ -90,6 +95,11 @@ export function compileDeclaration(declaration: SqlQueryDeclaration, what = 'sql
       acceptsList: typeof spec === 'function' ? false : spec.list === true,
       scalar: { before: `${column} = `, after: '', toValue: identity },
       list: { before: `${column} = ANY(`, after: ')', toValue: identity },
+      // The CASE takes the column's type (its subquery never runs), so $1 is read as the comparison reads it.
+      probe: {
+        scalar: `SELECT CAST(CASE WHEN false THEN (SELECT ${column} FROM ${from} LIMIT 0) ELSE $1 END AS text) AS "read"`,
+        list: `SELECT CAST(CASE WHEN false THEN ARRAY(SELECT ${column} FROM ${from} LIMIT 0) ELSE $1 END AS text[]) AS "read"`,
+      },
     } satisfies CompiledBinding;
   });
   const compiledArguments: CompiledArgument[] = [];

@@ -9,6 +9,7 @@ import {
   type SessionSettings,
   sessionSettings,
 } from './read-only-session.js';
+import { replyOf } from './reply-deadline.js';
 import { abortReason, readOnlySettings } from './transaction-start.js';
 import type { Queryable, QueryRows, QueryRunner, ReadOnlyOptions } from './types.js';
 
@@ -211,7 +212,7 @@ async function runTransaction<T>(
   if (options.signal?.aborted) throw abortReason(options.signal);
   try {
     // No parameters, so pg sends both statements in one simple-protocol round trip.
-    await client.query({ text: `BEGIN READ ONLY; ${settings}` });
+    await replyOf(client, options.timeoutMs, client.query({ text: `BEGIN READ ONLY; ${settings}` }));
   } catch (error) {
     if (isBroken(error)) {
       outcome.rolledBack = false;
@@ -219,28 +220,33 @@ async function runTransaction<T>(
     }
     // BEGIN may have run before the SET failed (a cancel landing between them): the connection then
     // sits in an aborted transaction block that would refuse every later caller with 25P02.
-    await rollBack(client, outcome);
+    await rollBack(client, options.timeoutMs, outcome);
     throw error;
   }
   try {
     const result = await work({
-      query: (text, values) => sendStatement(client, prepared, text, values, false),
+      query: (text, values) =>
+        replyOf(client, options.timeoutMs, sendStatement(client, prepared, text, values, false)),
     });
-    await client.query({ text: 'COMMIT' });
+    await replyOf(client, options.timeoutMs, client.query({ text: 'COMMIT' }));
     return result;
   } catch (error) {
     if (isBroken(error)) {
       outcome.rolledBack = false;
     } else {
-      await rollBack(client, outcome);
+      await rollBack(client, options.timeoutMs, outcome);
     }
     throw error;
   }
 }
 
 // A ROLLBACK outside a transaction only warns; one that fails leaves the connection unfit for reuse.
-async function rollBack(client: PgClientLike, outcome: { rolledBack: boolean }): Promise<void> {
-  await client.query({ text: 'ROLLBACK' }).then(
+async function rollBack(
+  client: PgClientLike,
+  timeoutMs: number,
+  outcome: { rolledBack: boolean },
+): Promise<void> {
+  await replyOf(client, timeoutMs, client.query({ text: 'ROLLBACK' })).then(
     () => undefined,
     () => {
       outcome.rolledBack = false;
@@ -265,13 +271,13 @@ async function runAlone(
   if (options.signal?.aborted) throw abortReason(options.signal);
   if (!hasSession(client, session)) {
     try {
-      await client.query({ text: session.text });
+      await replyOf(client, options.timeoutMs, client.query({ text: session.text }));
     } catch (error) {
       throw isBroken(error) ? markConnectionFailure(error) : error;
     }
     markSession(client, session);
   }
-  return sendStatement(client, prepared, text, values, true);
+  return replyOf(client, options.timeoutMs, sendStatement(client, prepared, text, values, true));
 }
 
 // pg's server errors carry a severity; anything else thrown mid-transaction is the connection's.

@@ -1,5 +1,5 @@
 import { defineTool, ok, type ToolContext, type ToolDefinition, type ToolResult } from '@toolgate/core';
-import { bindValues } from './bind.js';
+import { bindValues, checkProbe } from './bind.js';
 import { buildCompiledQuery } from './build-query.js';
 import { type CompiledQuery, compileDeclaration } from './compile.js';
 import { toToolError } from './database-error.js';
@@ -59,11 +59,19 @@ async function runSqlTool(
   let rows: Record<string, unknown>[];
   try {
     const options = { timeoutMs, signal: ctx.signal };
-    // One statement: an adapter that can run it alone (one round trip) says so with readOnlyQuery.
+    const probes = query.probes;
+    // One statement: an adapter that can run it alone (one round trip) says so with readOnlyQuery. A
+    // claim the column may read as another value is read back first, in the same transaction.
     rows =
-      db.readOnlyQuery === undefined
-        ? await db.readOnly(options, async (runner) => (await runner.query(query.text, query.values)).rows)
-        : (await db.readOnlyQuery(options, query.text, query.values)).rows;
+      probes !== undefined
+        ? await db.readOnly(options, async (runner) => {
+            for (const probe of probes)
+              checkProbe(probe, (await runner.query(probe.text, [probe.value])).rows[0]?.read);
+            return (await runner.query(query.text, query.values)).rows;
+          })
+        : db.readOnlyQuery === undefined
+          ? await db.readOnly(options, async (runner) => (await runner.query(query.text, query.values)).rows)
+          : (await db.readOnlyQuery(options, query.text, query.values)).rows;
   } catch (error) {
     // Core logs a thrown ToolError with its cause (the raw driver error) under an incident id.
     throw toToolError(error, ctx.signal, timeoutMs, query.boundValues);

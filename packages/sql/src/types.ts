@@ -224,4 +224,12 @@ export interface BuiltQuery {
   readonly limit: number;
   /** The limit the arguments asked for, when it was clamped. */
   readonly requestedLimit: number | undefined;
+  /** Bound values the column's type may read as another value, to be read back before the statement. */
+  readonly probes: readonly ClaimProbe[] | undefined;
+}
+
+/** A statement that reads a bound value as its column's type and prints it back (see `checkProbe`). */
+export interface ClaimProbe {
+  readonly text: string;
+  readonly value: string | readonly (string | number)[];
 }

@@ -608,6 +608,98 @@ describe.each(ENGINES)('red team: sqlTool on $name', (engine) => {
     expect(itemIds(await c.callTool('my_orders', {}))).toEqual([1, 2]);
   });
 
+  it('a claim spelling another tenant’s integer or uuid another way (+1, 01, -0, 0x1, an uppercase uuid) is refused before the tool’s statement; in a text column the same text is just itself', async () => {
+    // The identity provider (or an allowlist, a cache key) sees "+1" and "1" as two values; an integer
+    // column reads both as customer 1 (PostgreSQL 16+ also reads 0x1, 0o1, 0b1 and 0_1 so), a uuid
+    // column reads every case and brace of one uuid as the same.
+    await database.rows(
+      `CREATE TABLE ${SCHEMA}.members (id integer PRIMARY KEY, tenant uuid NOT NULL, code text NOT NULL)`,
+    );
+    await database.rows(`INSERT INTO ${SCHEMA}.members VALUES
+      (1, 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '007'),
+      (2, 'b1ffcd00-0d1c-4ef8-bb6d-6bb9bd380a22', '+4420')`);
+    try {
+      db = recording(database.db);
+      const claim = (name: string) => (source: { request: { authInfo?: AuthInfo } }) =>
+        source.request.authInfo?.extra?.[name] as string | undefined;
+      const members = (name: string, bind: Parameters<typeof sqlTool>[0]['bind']): ToolDefinition =>
+        sqlTool({
+          from: { schema: SCHEMA, table: 'members' },
+          columns: ['id'],
+          bind,
+          limit: { default: 10, max: 10 },
+          name,
+          description: 'Members of my tenant.',
+          db,
+        }) as ToolDefinition;
+      const tools = [
+        sqlTool({
+          ...myOrdersDeclaration,
+          name: 'my_orders',
+          description: 'My orders.',
+          db,
+        }) as ToolDefinition,
+        sqlTool({
+          ...myOrdersDeclaration,
+          bind: { customer_id: { value: (source) => claim('customerIds')(source) as never, list: true } },
+          name: 'group_orders',
+          description: "My group's orders.",
+          db,
+        }) as ToolDefinition,
+        members('tenant_members', { tenant: claim('tenant') }),
+        members('code_members', { code: claim('code') }),
+      ];
+      const respelled: [string, Record<string, unknown>][] = [
+        ['my_orders', { customerId: '+1' }],
+        ['my_orders', { customerId: '01' }],
+        ['my_orders', { customerId: '0001' }],
+        ['my_orders', { customerId: '-0' }],
+        ['my_orders', { customerId: '0x1' }],
+        ['my_orders', { customerId: '0b1' }],
+        ['my_orders', { customerId: '0_1' }],
+        ['group_orders', { customerIds: ['4', '+1'] }],
+        ['tenant_members', { tenant: 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11' }],
+        ['tenant_members', { tenant: '{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}' }],
+        ['tenant_members', { tenant: 'a0eebc999c0b4ef8bb6d6bb9bd380a11' }],
+      ];
+      for (const [tool, extra] of respelled) {
+        const c = await serveAnother(tools, { ...customer(0), extra });
+        const result = await c.callTool(tool, {});
+        const failure = expectFailure(result);
+        expect([tool, extra, failure.error, failure.message]).toEqual([
+          tool,
+          extra,
+          'permission_denied',
+          "This tool cannot use the caller's credentials.",
+        ]);
+        const seen = JSON.stringify(result);
+        for (const internal of ['customer_id', 'tenant', 'integer', 'uuid', '$1']) {
+          expect([tool, internal, seen.includes(internal)]).toEqual([tool, internal, false]);
+        }
+      }
+      // The tool's own statement never ran for them: at most the read-back of the claim did.
+      expect(db.statements.filter(({ text }) => text.includes('_toolgate_total'))).toEqual([]);
+      // The one spelling the column prints is served, and so is any text in a text column.
+      const plain = await serveAnother(tools, {
+        ...customer(0),
+        extra: {
+          customerId: '1',
+          customerIds: ['4', '2'],
+          tenant: 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
+          code: '007',
+        },
+      });
+      expect(itemIds(await plain.callTool('my_orders', {}))).toEqual([1, 2]);
+      expect(itemIds(await plain.callTool('group_orders', {}))).toEqual([3, 4, 7, 8]);
+      expect(itemIds(await plain.callTool('tenant_members', {}))).toEqual([1]);
+      expect(itemIds(await plain.callTool('code_members', {}))).toEqual([1]);
+      const phone = await serveAnother(tools, { ...customer(0), extra: { code: '+4420' } });
+      expect(itemIds(await phone.callTool('code_members', {}))).toEqual([2]);
+    } finally {
+      await database.rows(`DROP TABLE ${SCHEMA}.members`);
+    }
+  });
+
   it('on a pool dedicated to read-only tools, a timeout, a cancel and another tool’s SET LOCAL never change the session the next caller gets', async () => {
     const one = await oneConnection({
       pg: { readOnlySession: { timeoutMs: 2000 }, preparedStatements: true },
