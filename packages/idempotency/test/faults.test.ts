@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import {
   createMemoryStore,
   defineTool,
+  fail,
   type KeyValueStore,
   ok,
   type PolicyDecision,
@@ -259,6 +260,15 @@ describe('idempotency: a stored entry that is no longer valid', () => {
   }
 });
 
+/** A promise the test settles by hand. */
+function signal(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((settle) => {
+    resolve = settle;
+  });
+  return { promise, resolve };
+}
+
 if (TEST_REDIS_URL === undefined) {
   reportRedisMissing('the idempotency fault tests on a real Redis (lost replies, damaged entries)');
 } else {
@@ -335,6 +345,91 @@ if (TEST_REDIS_URL === undefined) {
       const retry = await client.callTool('create_refund', refund, { timeoutMs: 2000 });
       expect(expectFailure(retry).error).toBe('unavailable');
       expect(runs.count).toBe(1);
+    });
+
+    it('a release (DEL) whose reply was lost with its connection is not sent again after the reconnect, where it would delete the claim of a retry running on another replica', async () => {
+      const target = new URL(url);
+      const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || 6379) });
+      try {
+        target.port = String(proxy.port);
+        // Replica one reaches Redis through the proxy, replica two directly; each has the shared client.
+        const viaProxy = createRedisClient(target.toString(), { logger: recordingLogger([]) });
+        const direct = createRedisClient(url, { logger: recordingLogger([]) });
+        clients.push(viaProxy, direct);
+        await Promise.all([redisReady(viaProxy), redisReady(direct)]);
+
+        // Run 1 fails once the test lets it; run 2 succeeds once the test lets it; any later run at once.
+        const runs = { count: 0, running: 0, mostAtOnce: 0 };
+        const gates = [signal(), signal()];
+        const started = [signal(), signal(), signal()];
+        const tool = defineTool({
+          name: 'create_refund',
+          description: 'Refund an amount on an order.',
+          input: { order_id: z.string(), amount: z.number().positive() },
+          handler: async ({ order_id, amount }): Promise<ToolResult> => {
+            const run = runs.count;
+            runs.count += 1;
+            runs.running += 1;
+            runs.mostAtOnce = Math.max(runs.mostAtOnce, runs.running);
+            started[run]?.resolve();
+            await gates[run]?.promise;
+            runs.running -= 1;
+            if (run === 0) return fail('unavailable', 'The payment service did not answer.');
+            return ok({ refund_id: `R-${run + 1}`, order_id, amount });
+          },
+        }) as ToolDefinition;
+        const own = `${prefix}release:`;
+        // Resolves when replica one reads a running claim of another call (it then waits for it).
+        const sawClaim = signal();
+        const watched = (store: KeyValueStore): KeyValueStore => ({
+          ...store,
+          async get(key, op) {
+            const value = await store.get(key, op);
+            if (value?.startsWith('{"s":"running"')) sawClaim.resolve();
+            return value;
+          },
+        });
+        const replica = (store: KeyValueStore) =>
+          createIdempotency({ store, pollIntervalMs: 10, tools: { create_refund: { claimTtlMs: 60_000 } } });
+        const one = await serve([tool], {
+          middleware: [replica(watched(createRedisStore(viaProxy, { prefix: own })))],
+          logger: recordingLogger([]),
+        });
+        const two = await serve([tool], {
+          middleware: [replica(createRedisStore(direct, { prefix: own }))],
+          logger: recordingLogger([]),
+        });
+
+        // Run 1 fails; its release reaches Redis and deletes the claim, but its reply never comes back.
+        const first = one.callTool('create_refund', refund, { timeoutMs: 5000 });
+        await started[0]!.promise;
+        proxy.silenceAfter((chunk) => chunk.toString('latin1').startsWith('*2\r\n$3\r\ndel\r\n'));
+        gates[0]!.resolve();
+        expect(expectFailure(await first).error).toBe('unavailable');
+
+        // The model retries on replica two, which claims the key and runs the refund (run 2).
+        const retry = two.callTool('create_refund', refund, { timeoutMs: 5000 });
+        await started[1]!.promise;
+
+        // Replica one's connection drops; its client connects again (and sends what it sends then).
+        const closed = new Promise((resolve) => viaProxy.once('close', resolve));
+        proxy.cut();
+        await closed;
+        await redisReady(viaProxy, 3000);
+        await viaProxy.ping();
+
+        // Another retry on replica one while run 2 still runs: it waits for run 2, never runs beside it.
+        const again = one.callTool('create_refund', refund, { timeoutMs: 5000 });
+        await Promise.race([sawClaim.promise, started[2]!.promise]);
+        gates[1]!.resolve();
+        expect((await retry).structuredContent).toEqual({ ok: true, refund_id: 'R-2', ...refund });
+        const answer = await again;
+        expect(answer.structuredContent).toEqual({ ok: true, refund_id: 'R-2', ...refund });
+        expect(replayedOf(answer)).toBe(true);
+        expect(runs).toEqual({ count: 2, running: 0, mostAtOnce: 1 });
+      } finally {
+        await proxy.close();
+      }
     });
   });
 }

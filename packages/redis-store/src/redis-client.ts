@@ -19,7 +19,10 @@ export interface RedisClientOptions {
  * An ioredis client with the one configuration every toolgate Redis user shares:
  * - `enableOfflineQueue: false`: while disconnected a command fails at once instead of queueing behind
  *   a dead connection (policy stores must answer within their time limit);
- * - `maxRetriesPerRequest: 1`: a command is retried at most once across a reconnect;
+ * - never a command sent twice (`autoResendUnfulfilledCommands: false`, `maxRetriesPerRequest: 0`): a
+ *   command whose connection dropped before its reply may have been applied, and ioredis would send it
+ *   again after the reconnect, when other replicas may have moved on (an idempotency claim's release,
+ *   applied twice, deletes the claim of the retry running elsewhere); it fails at once instead;
  * - short `connectTimeout` and `commandTimeout` (500 ms): a partitioned Redis is noticed quickly;
  * - `protocol: 2` (RESP2): ioredis 6 defaults to RESP3, which the libraries built on it are not tested on;
  * - connects at once (`lazyConnect: false`) and keeps reconnecting in the background;
@@ -32,7 +35,8 @@ export function createRedisClient(url: string, options: RedisClientOptions = {})
   const throttle = createLogThrottle({ intervalMs: options.logIntervalMs ?? 60_000 });
   const client = new Redis(url, {
     enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
+    autoResendUnfulfilledCommands: false,
+    maxRetriesPerRequest: 0,
     connectTimeout: options.connectTimeoutMs ?? 500,
     commandTimeout: options.commandTimeoutMs ?? 500,
     protocol: 2,

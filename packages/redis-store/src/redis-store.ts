@@ -7,6 +7,11 @@ export interface RedisStoreClient {
   set(key: string, value: string, px: 'PX', ttlMs: number, nx: 'NX'): Promise<unknown>;
   get(key: string): Promise<string | null>;
   del(key: string): Promise<number>;
+  /** ioredis' options, checked at creation when present (a Cluster's are under `redisOptions`). */
+  readonly options?: {
+    autoResendUnfulfilledCommands?: boolean;
+    redisOptions?: { autoResendUnfulfilledCommands?: boolean };
+  };
 }
 
 /** Options of `createRedisStore`. */
@@ -38,6 +43,7 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
   if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) {
     throw new RangeError('createRedisStore: timeoutMs must be a positive number of milliseconds');
   }
+  checkNoResend(client);
   const bounded = <T>(op: StoreOperationOptions | undefined, work: () => Promise<T>): Promise<T> => {
     // Checked here, not inside the work: core's raceAbort would leave the work's own rejection unhandled.
     if (op?.signal?.aborted) return Promise.reject(op.signal.reason);
@@ -199,6 +205,23 @@ function fullOr(error: RedisCommandError): Error {
     });
   }
   return error;
+}
+
+/**
+ * Refuses a client that would send a command twice: ioredis (by default) sends the commands whose replies
+ * a dropped connection lost again after it reconnects, though Redis may have applied them. A `DEL` that
+ * released a claim, applied a second time after another replica claimed the key, deletes that claim,
+ * and a third call then runs beside the second. Checked where the client shows its options (ioredis).
+ */
+function checkNoResend(client: RedisStoreClient): void {
+  const options = client.options;
+  if (options === undefined || options === null) return;
+  const resend = options.autoResendUnfulfilledCommands ?? options.redisOptions?.autoResendUnfulfilledCommands;
+  if (resend !== false) {
+    throw new TypeError(
+      'createRedisStore: create the ioredis client with autoResendUnfulfilledCommands: false (createRedisClient does): a write whose reply a dropped connection lost may have been applied, and sent again after the reconnect it can undo what other replicas did since',
+    );
+  }
 }
 
 function checkTtl(ttlMs: number): void {

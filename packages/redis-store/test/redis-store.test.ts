@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { createServer, type Server } from 'node:net';
 import type { LogEntry } from '@toolgate/core/testing';
-import { recordingLogger } from '@toolgate/core/testing';
-import type { Redis } from 'ioredis';
+import { recordingLogger, startFaultProxy } from '@toolgate/core/testing';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisClient, createRedisStore, redisReady } from '../src/index.js';
 import { reportRedisMissing, TEST_REDIS_URL } from './needs-redis.js';
@@ -26,6 +26,25 @@ describe('createRedisStore: options', () => {
   it('rejects with TimeoutError when the client never answers, after timeoutMs', async () => {
     const store = createRedisStore({ ...fake, get: () => new Promise(() => {}) }, { timeoutMs: 30 });
     await expect(store.get('k')).rejects.toMatchObject({ name: 'TimeoutError' });
+  });
+  it('refuses an ioredis client that sends again, after a reconnect, the commands whose replies were lost', () => {
+    const message =
+      'createRedisStore: create the ioredis client with autoResendUnfulfilledCommands: false (createRedisClient does): a write whose reply a dropped connection lost may have been applied, and sent again after the reconnect it can undo what other replicas did since';
+    const resending = new Redis({ lazyConnect: true });
+    expect(() => createRedisStore(resending)).toThrow(message);
+    expect(() =>
+      createRedisStore({ ...fake, options: { redisOptions: { autoResendUnfulfilledCommands: true } } }),
+    ).toThrow(message);
+    // The shared client, a client set up by hand the same way, and a Cluster's node options are taken.
+    const shared = createRedisClient('redis://127.0.0.1:1', { redis: { lazyConnect: true } });
+    const byHand = new Redis({ lazyConnect: true, autoResendUnfulfilledCommands: false });
+    expect(createRedisStore(shared).prefix).toBe('toolgate:');
+    expect(createRedisStore(byHand).prefix).toBe('toolgate:');
+    expect(
+      createRedisStore({ ...fake, options: { redisOptions: { autoResendUnfulfilledCommands: false } } })
+        .prefix,
+    ).toBe('toolgate:');
+    for (const client of [resending, shared, byHand]) client.disconnect();
   });
   it("follows the caller's signal", async () => {
     const store = createRedisStore({ ...fake, get: () => new Promise(() => {}) }, { timeoutMs: 10_000 });
@@ -134,12 +153,41 @@ if (TEST_REDIS_URL === undefined) {
       expect(await client.exists(`${prefix}never`)).toBe(0);
     });
 
-    it('the shared client speaks RESP2 and has no offline queue', () => {
+    it('the shared client speaks RESP2, has no offline queue and never sends a command twice', () => {
       expect(client.options).toMatchObject({
         protocol: 2,
         enableOfflineQueue: false,
-        maxRetriesPerRequest: 1,
+        autoResendUnfulfilledCommands: false,
+        maxRetriesPerRequest: 0,
       });
+    });
+
+    it('a DEL whose reply a dropped connection lost fails, and is not sent again after the reconnect', async () => {
+      const target = new URL(url);
+      const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || 6379) });
+      target.port = String(proxy.port);
+      const viaProxy = createRedisClient(target.toString(), { logger: recordingLogger([]) });
+      try {
+        await redisReady(viaProxy);
+        const store = createRedisStore(viaProxy, { prefix, timeoutMs: 200 });
+        await store.set('{caller-a}:claim', 'mine', 60_000);
+        // The DEL reaches Redis, which applies it; its reply is never delivered.
+        proxy.silenceAfter((chunk) => chunk.toString('latin1').startsWith('*2\r\n$3\r\ndel\r\n'));
+        await expect(store.delete('{caller-a}:claim')).rejects.toMatchObject({ name: 'TimeoutError' });
+        expect(await client.exists(`${prefix}{caller-a}:claim`)).toBe(0);
+        // Another replica claims the key meanwhile.
+        await client.set(`${prefix}{caller-a}:claim`, 'theirs', 'PX', 60_000);
+        // The silent connection is cut; the client connects again and answers commands.
+        const closed = new Promise((resolve) => viaProxy.once('close', resolve));
+        proxy.cut();
+        await closed;
+        await redisReady(viaProxy, 3000);
+        expect(await store.get('{caller-a}:claim')).toBe('theirs');
+        expect(await client.get(`${prefix}{caller-a}:claim`)).toBe('theirs');
+      } finally {
+        viaProxy.disconnect();
+        await proxy.close();
+      }
     });
   });
 }

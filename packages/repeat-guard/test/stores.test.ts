@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { canonicalJson, ok, type ToolDefinition, type ToolResult } from '@toolgate/core';
-import { createTestContext } from '@toolgate/core/testing';
+import { createTestContext, type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createMemoryRepeatStore, createRedisRepeatStore, createRepeatGuard } from '../src/index.js';
@@ -265,6 +265,60 @@ describe('Redis store (real Redis)', () => {
       expect(result.structuredContent).toEqual({ ok: true, id: 'redis-3', status: 'shipped' });
     }
     expect(fixture.invocations.get_order_status).toBe(1 + results.length);
+  });
+
+  it('a command Redis refuses reaches the log without the stored result or the key: name, code, message and a summary', async ({
+    skip,
+  }) => {
+    const admin = connected(skip);
+    // A user of this test's own that may not SET (NOPERM), as an ACL or a rename would leave it.
+    const user = `toolgate-repeat-${randomUUID()}`;
+    await admin.call('ACL', 'SETUSER', user, 'on', 'nopass', '~*', '&*', '+@all', '-set');
+    const denied = new Redis(REDIS_URL, {
+      username: user,
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
+    try {
+      await denied.connect();
+      const fixture = createFixture();
+      const entries: LogEntry[] = [];
+      const prefix = `${PREFIX}refused:`;
+      const replica = await serve(
+        fixture.tools,
+        [createRepeatGuard({ store: createRedisRepeatStore(denied, { prefix }) })],
+        { logger: recordingLogger(entries) },
+      );
+      const id = 'jane.doe@example.com customer 4711';
+      const result = await replica.callTool('get_order_status', { id });
+      // The call ran; the write the guard could not make is a store failure, logged once.
+      expect(result.structuredContent).toEqual({ ok: true, id, status: 'shipped' });
+      const warning = entries.find((entry) => entry.message?.startsWith('repeat-guard: the store failed'));
+      expect(warning?.fields).toMatchObject({
+        operation: 'set',
+        err: {
+          name: 'ReplyError',
+          message: expect.stringMatching(/^NOPERM /),
+          command: {
+            name: 'set',
+            keyDigest: expect.stringMatching(/^sha256:[\w-]{43}$/),
+            valueLength: expect.any(Number),
+            options: ['PX', 60_000],
+          },
+        },
+      });
+      const logged = JSON.stringify(entries, (_key, value) =>
+        value instanceof Error ? { ...value, message: value.message, name: value.name } : value,
+      );
+      expect(logged).not.toContain('jane.doe');
+      expect(logged).not.toContain(prefix);
+      expect(logged).not.toContain('"args"');
+    } finally {
+      denied.disconnect();
+      await admin.call('ACL', 'DELUSER', user);
+    }
   });
 
   it('runs the identical call again after the window, when Redis has expired the entry', async ({ skip }) => {
