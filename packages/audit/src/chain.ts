@@ -300,3 +300,18 @@ export function parseRecordLine(line: string): AuditRecord | undefined {
   if (!Number.isSafeInteger(record.seq) || !isHash(record.hash) || !isHash(record.prevHash)) return undefined;
   return record as AuditRecord;
 }
+
+/**
+ * Whether a line that is no record is the start of one, left by a write cut short (a crash mid-write):
+ * a record's line is one JSON object without whitespace, and no proper prefix of it parses. It holds
+ * no record, so passing over it hides none: the record after it must still link to the one before.
+ */
+export function isCutShort(line: string): boolean {
+  if (line.charCodeAt(0) !== 0x7b) return false;
+  try {
+    JSON.parse(line);
+    return false;
+  } catch {
+    return true;
+  }
+}

@@ -1,7 +1,7 @@
 import { writeSync } from 'node:fs';
 import { constants, type FileHandle, open } from 'node:fs/promises';
 import { doneWithBytesWhenSettled } from './batch-bytes.js';
-import { parseRecordLine } from './chain.js';
+import { isCutShort, parseRecordLine } from './chain.js';
 import { AuditSinkError, isPermanentSinkError } from './sink-errors.js';
 import type { AuditBatch, AuditSink, ChainAnchor, ChainHead } from './types.js';
 
@@ -125,7 +125,10 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
   });
 }
 
-/** The last complete line of a file (read backwards in chunks), and whether a partial line follows it. */
+/**
+ * The last complete line of a file that no crash cut short (read backwards in chunks), and whether a
+ * partial line follows it.
+ */
 async function readLastLine(path: string): Promise<{ line: string | undefined; torn: boolean }> {
   const file = await open(path, 'r');
   try {
@@ -145,8 +148,11 @@ async function readLastLine(path: string): Promise<{ line: string | undefined; t
       const lines = text.split('\n');
       // Complete lines end in '\n'; with a torn tail the last element is the partial line.
       lines.pop();
-      if (lines.length >= 2 || (end === 0 && lines.length === 1)) {
-        return { line: lines.at(-1), torn };
+      // The first element is whole only once the file's start is read. Lines an earlier crash cut
+      // short (closed off by the writer after it) are passed over: the chain goes on from the last
+      // whole record, as the writer after the first crash did, rather than refusing every later record.
+      for (let index = lines.length - 1; index >= (end === 0 ? 0 : 1); index -= 1) {
+        if (!isCutShort(lines[index]!)) return { line: lines[index], torn };
       }
     }
     return { line: undefined, torn: torn ?? false };

@@ -1,7 +1,14 @@
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { canonicalJson } from '@toolgate/core';
-import { GENESIS_HASH, hashOfCanonical, isChainAnchor, lineOf, parseRecordLine } from './chain.js';
+import {
+  GENESIS_HASH,
+  hashOfCanonical,
+  isChainAnchor,
+  isCutShort,
+  lineOf,
+  parseRecordLine,
+} from './chain.js';
 import { type ChainKey, chainKeysOf, isKeyId } from './chain-key.js';
 import { parseTableName } from './pg-table.js';
 import { textColumn } from './postgres-sink.js';
@@ -173,15 +180,27 @@ async function verifyPass(
   const chains = new Map<string, ChainState>();
   let number = 0;
   let last: string | undefined;
+  // The first line a write cut short left (see `isCutShort`): reported only when nothing after it breaks.
+  let torn: number | undefined;
   for await (const line of lines) {
     number += 1;
     const checked = checkLine(line, number, chains, pass);
-    if (typeof checked === 'string') return broken(chains, chainOfLine(line), number, checked);
+    if (typeof checked === 'string') {
+      // A crash mid-write leaves such a line for good (the next writer closes it off and chains on
+      // from the record before it): stopping there would leave every later record unchecked, so an
+      // edit made after any crash would be reported exactly as the crash was.
+      if (isCutShort(line)) {
+        torn ??= number;
+        continue;
+      }
+      return broken(chains, chainOfLine(line), number, checked);
+    }
     last = checked.hash;
   }
   // A missing record has no line: it is reported at the line after the last.
   const missed = pass.expected?.firstMissed(chains, () => number + 1);
   if (missed !== undefined) return broken(chains, missed.chain, missed.brokenAt, missed.reason);
+  if (torn !== undefined) return broken(chains, '', torn, notRecordReason(torn));
   return intact(chains, last);
 }
 
@@ -203,13 +222,22 @@ async function verifyFilePass(path: string, pass: Pass): Promise<VerifyResult> {
   });
   const source = lines[Symbol.asyncIterator]();
   // A wrapper, so that the verifier stopping early leaves `source` open to ask whether lines follow.
-  const unclosed = { [Symbol.asyncIterator]: () => ({ next: () => source.next() }) };
+  let read = 0;
+  const unclosed = {
+    [Symbol.asyncIterator]: () => ({
+      next: async () => {
+        const item = await source.next();
+        if (item.done !== true) read += 1;
+        return item;
+      },
+    }),
+  };
   try {
     const result = await verifyPass(unclosed, pass);
     if (result.intact || result.reason !== notRecordReason(result.brokenAt)) return result;
     // The failing line is the last one and no newline ends it: a write cut short (a crash mid-write;
     // a sink reopening the file closes such a line and chains on from the record before it).
-    if ((await source.next()).done && !endsWithNewline) {
+    if (result.brokenAt === read && (await source.next()).done && !endsWithNewline) {
       return { ...result, reason: tornReason(result.brokenAt) };
     }
     return result;

@@ -218,9 +218,10 @@ describe('file sink', () => {
       prevHash: JSON.parse(one!).hash,
       args: { id: 'after' },
     });
+    // Reported, and the record after it checked too (it links to the one before the torn line).
     await expect(verifyAuditFile(path)).resolves.toMatchObject({
       intact: false,
-      records: 1,
+      records: 2,
       brokenAt: 2,
       reason: 'record 2 is not an audit record (not JSON, or no seq, hash and prevHash)',
     });

@@ -462,6 +462,90 @@ describe('an insider with write access to the file', () => {
   });
 });
 
+describe('a crash mid-write on the file sink, then an insider', () => {
+  // What a write cut short leaves (kill -9 across a page boundary, a power cut): the first bytes of
+  // the line it was writing. The next writer closes the line off with a newline and chains on.
+  const cutShort = (line: string): string => line.slice(0, 60);
+
+  it('a line torn by a crash does not hide a later edit: every record after it is still checked', async () => {
+    const path = join(dir, 'audit.jsonl');
+    const [first] = await writeRuns(path, [['pod-a', 1]]);
+    await writeFile(path, `${first}\n${cutShort(first!)}`);
+    const kept = await writeRuns(path, [
+      ['pod-a', 2],
+      ['pod-b', 2],
+    ]);
+    // The torn line stays where it was, closed off; pod-a goes on after its last whole record.
+    expect(kept[1]).toBe(cutShort(first!));
+    expect(kept.filter((_, index) => index !== 1).map((line) => JSON.parse(line).seq)).toEqual([
+      1, 2, 3, 1, 2,
+    ]);
+    // The log as the sinks left it: the torn line reported, the five records after it checked.
+    const torn = {
+      intact: false,
+      records: 5,
+      brokenAt: 2,
+      reason: 'record 2 is not an audit record (not JSON, or no seq, hash and prevHash)',
+    };
+    await expect(verifyAuditFile(path)).resolves.toMatchObject(torn);
+    // Days later an insider edits pod-a's third call, then deletes pod-b's first record.
+    const edited = [...kept];
+    edited[3] = edited[3]!.replace('"outcome":"ok"', '"outcome":"not_found"');
+    await writeFile(path, `${edited.join('\n')}\n`);
+    await expect(verifyAuditFile(path)).resolves.toMatchObject({
+      intact: false,
+      brokenAt: 4,
+      reason: 'record 4 (seq 3) was altered: its content does not match its hash',
+    });
+    await writeFile(path, `${[...kept.slice(0, 4), kept[5]].join('\n')}\n`);
+    await expect(verifyAuditFile(path)).resolves.toMatchObject({
+      intact: false,
+      brokenAt: 5,
+      reason: 'record 5 (seq 2) does not start the chain: the records before it were deleted',
+    });
+    // Untouched again, the one-pass stream and an array verify alike.
+    await writeFile(path, `${kept.join('\n')}\n`);
+    await expect(verifyAuditLines(kept)).resolves.toMatchObject(torn);
+  });
+
+  it('a second crash during the first write after the first one: the next process still records every call', async () => {
+    const path = join(dir, 'audit.jsonl');
+    const [first] = await writeRuns(path, [['pod-a', 1]]);
+    const record = JSON.parse(first!) as AuditRecord;
+    // The first crash tore a line; the next process closed it off, and a crash tore its first batch too.
+    await writeFile(
+      path,
+      `${first}\n${cutShort(first!)}\n${cutShort(forge([{ ...record, seq: 2 }], record.hash)[0]!)}`,
+    );
+    const log: LogEntry[] = [];
+    const audit = createAudit({
+      sink: createFileSink(path),
+      chainId: 'pod-a',
+      durable: true,
+      logger: recordingLogger(log),
+    });
+    const client = await serve([audit]);
+    const answer = await client.callTool('get_order', { id: 'A-2' });
+    expect(JSON.parse((answer.content as { text: string }[])[0]!.text)).toEqual({
+      ok: true,
+      id: 'A-2',
+      status: 'shipped',
+    });
+    await audit.close();
+    expect(audit.stats()).toMatchObject({ written: 1, dropped: 0, rejected: 0 });
+    expect(log).toEqual([]);
+    const stored = (await readFile(path, 'utf8')).split('\n');
+    expect(stored).toHaveLength(5);
+    expect(JSON.parse(stored[3]!)).toMatchObject({ chainId: 'pod-a', seq: 2, prevHash: record.hash });
+    await expect(verifyAuditFile(path)).resolves.toMatchObject({
+      intact: false,
+      records: 2,
+      brokenAt: 2,
+      reason: 'record 2 is not an audit record (not JSON, or no seq, hash and prevHash)',
+    });
+  });
+});
+
 describe('a client that chooses its own request ids', () => {
   it('a megabyte string request id is recorded cut at 256 characters, and the chain verifies', async () => {
     const path = join(dir, 'ids.jsonl');

@@ -47,6 +47,21 @@ const NODE_INPUT_REFUSED: ReadonlySet<string> = new Set([
   'ERR_INVALID_HTTP_TOKEN',
 ]);
 
+// fetch (undici, Node's own and the npm package alike: same words in 6.x and 7.x) refuses the call's
+// values with a TypeError that has no code and no cause, thrown while building the Request, before
+// any connection exists: a header name or value it cannot send (a CR/LF or NUL, a space in a name, a
+// character above U+00FF), credentials in the URL, a method that is no token or is forbidden, a body
+// on GET/HEAD. Only these exact sentences match; a failed request is always `fetch failed` with the
+// network error as its cause (or `terminated` for a cut body), and a handler's own TypeError (a bug)
+// says neither, so both still count.
+const FETCH_INPUT_REFUSED: readonly RegExp[] = [
+  /^Headers\.(?:append|set|get|has|delete): ".*" is an invalid header (?:name|value)\.$/s,
+  /^Cannot convert argument to a ByteString because the character at index \d+ has a value of \d+ which is greater than 255\.$/,
+  /^Request cannot be constructed from a URL that includes credentials: /,
+  /^'.*' (?:is not a valid HTTP method|HTTP method is unsupported)\.$/s,
+  /^Request with GET\/HEAD method cannot have body\.$/,
+];
+
 function refusesInput(error: unknown): boolean {
   let item: unknown = error;
   for (let depth = 0; depth < 8 && typeof item === 'object' && item !== null; depth += 1) {
@@ -54,6 +69,10 @@ function refusesInput(error: unknown): boolean {
       const { code, cause } = item as { code?: unknown; cause?: unknown };
       if (typeof code === 'string' && (PG_INPUT_REFUSED.test(code) || NODE_INPUT_REFUSED.has(code))) {
         return true;
+      }
+      if (code === undefined && cause === undefined && item instanceof TypeError) {
+        const { message } = item;
+        return typeof message === 'string' && FETCH_INPUT_REFUSED.some((sentence) => sentence.test(message));
       }
       item = cause;
     } catch {

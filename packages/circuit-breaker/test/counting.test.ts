@@ -135,6 +135,119 @@ describe("the model's own mistakes", () => {
     expect(h.breakers.state('get_carrier_eta')).toBe('open');
   });
 
+  it("fetch refusing the model's values before it sends anything (a header, a method, credentials) is ignored; fetch failing is not", async () => {
+    const http = await import('node:http');
+    const { createServer } = await import('node:net');
+    const closed = await new Promise<number>((resolve) => {
+      const server = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = server.address() as { port: number };
+        server.close(() => resolve(port));
+      });
+    });
+    // A carrier that sends half its body, then drops the connection.
+    const carrier = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
+      res.write('{"status":');
+      setImmediate(() => res.destroy());
+    });
+    await new Promise<void>((resolve) => carrier.listen(0, '127.0.0.1', resolve));
+    const live = `http://127.0.0.1:${(carrier.address() as { port: number }).port}`;
+    try {
+      // Node's own fetch (undici) answers each of these with a bare TypeError that has no code and
+      // no cause, before any request exists.
+      const withHeader =
+        (name: string, value: string): Step =>
+        () =>
+          fetch(`${live}/track`, { headers: { [name]: value } }).then(() => ok());
+      const refusals: [Step, string][] = [
+        [
+          withHeader('x-tracking', 'A1\r\nX-Admin: 1'),
+          'Headers.append: "A1\r\nX-Admin: 1" is an invalid header value.',
+        ],
+        [withHeader('x-tracking', 'A1\0'), 'Headers.append: "A1\0" is an invalid header value.'],
+        [withHeader('x tracking', '1'), 'Headers.append: "x tracking" is an invalid header name.'],
+        [
+          withHeader('x-tracking', 'A€1'),
+          'Cannot convert argument to a ByteString because the character at index 1 has a value of 8364 which is greater than 255.',
+        ],
+        [
+          () => fetch(`http://carrier:secret@127.0.0.1:${closed}/track`).then(() => ok()),
+          `Request cannot be constructed from a URL that includes credentials: http://carrier:secret@127.0.0.1:${closed}/track`,
+        ],
+        [
+          () => fetch(`${live}/track`, { method: 'GE T' }).then(() => ok()),
+          "'GE T' is not a valid HTTP method.",
+        ],
+        [
+          () => fetch(`${live}/track`, { method: 'TRACE' }).then(() => ok()),
+          "'TRACE' HTTP method is unsupported.",
+        ],
+        [
+          () => fetch(`${live}/track`, { method: 'GET', body: 'A1' }).then(() => ok()),
+          'Request with GET/HEAD method cannot have body.',
+        ],
+        // A wrapper (an HTTP client library) that keeps fetch's refusal as its cause.
+        [
+          () =>
+            fetch(`${live}/track`, { headers: { 'x-tracking': 'A1\nB' } }).then(
+              () => ok(),
+              (error: unknown) => {
+                throw new Error('carrier request failed', { cause: error });
+              },
+            ),
+          'Headers.append: "A1\nB" is an invalid header value.',
+        ],
+      ];
+      const seen: string[] = [];
+      const recording =
+        (step: Step): Step =>
+        async (ctx) => {
+          try {
+            return await (step as Exclude<Step, string>)(ctx);
+          } catch (error) {
+            const cause = (error as Error).cause;
+            const refusal = (cause instanceof TypeError ? cause : error) as Error & { code?: unknown };
+            seen.push(`${refusal.constructor.name}|${String(refusal.code)}|${refusal.message}`);
+            throw error;
+          }
+        };
+      // Really failing: nothing listens (fetch failed, ECONNREFUSED), the body is cut (terminated), a bug.
+      const realFailures: Step[] = [
+        () => fetch(`http://127.0.0.1:${closed}/track`).then(() => ok()),
+        () =>
+          fetch(`${live}/track`)
+            .then((response) => response.json())
+            .then(() => ok()),
+        (ctx) =>
+          Promise.resolve(ok({ status: (ctx.args as { shipment?: { status: string } }).shipment!.status })),
+      ];
+      const track = scriptedTool('track_shipment', [
+        ...refusals.map(([step]) => recording(step)),
+        ...realFailures,
+      ]);
+      const h = await serve([track], { volumeThreshold: 100, consecutiveFailures: 3 });
+      const codes: string[] = [];
+      for (let i = 0; i < refusals.length; i += 1) {
+        codes.push(expectFailure(await h.client.callTool('track_shipment', { id: 'A1' })).error);
+      }
+      expect(codes).toEqual(refusals.map(() => 'internal'));
+      expect(seen).toEqual(refusals.map(([, message]) => `TypeError|undefined|${message}`));
+      expect(h.breakers.state('track_shipment')).toBe('closed');
+      expect(h.breakers.stats().track_shipment!.totals).toMatchObject({
+        ignored: refusals.length,
+        failures: 0,
+      });
+      for (let i = 0; i < realFailures.length; i += 1) {
+        expect(expectFailure(await h.client.callTool('track_shipment', { id: 'A1' })).error).toBe('internal');
+      }
+      expect(h.breakers.stats().track_shipment!.totals).toMatchObject({ failures: 3, opened: 1 });
+      expect(h.breakers.state('track_shipment')).toBe('open');
+    } finally {
+      carrier.closeAllConnections();
+      await new Promise<void>((resolve) => carrier.close(() => resolve()));
+    }
+  });
+
   it('never open the breaker, however many and however strict the threshold', async () => {
     const lookup = scriptedTool(
       'lookup_order',
