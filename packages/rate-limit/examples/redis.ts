@@ -8,7 +8,8 @@ declare const logger: Logger;
 const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', {
   enableOfflineQueue: false,
   protocol: 2,
-  maxRetriesPerRequest: 1,
+  maxRetriesPerRequest: 0,
+  autoResendUnfulfilledCommands: false,
 });
 redis.on('error', (error) => logger.warn({ err: error }, 'redis'));
 

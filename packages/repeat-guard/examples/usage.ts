@@ -30,7 +30,8 @@ registerTools(server, [searchOrders, getOrderStatus, getJobStatus], {
 // Several replicas behind a load balancer: share the state through Redis.
 const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', {
   enableOfflineQueue: false,
-  maxRetriesPerRequest: 1,
+  maxRetriesPerRequest: 0,
+  autoResendUnfulfilledCommands: false,
 });
 export const sharedGuard = createRepeatGuard({
   store: createRedisRepeatStore(redis, { prefix: 'orders:repeat:' }),
