@@ -23,6 +23,14 @@ export const ORDER_FIELDS = {
 export const SEED_CUSTOMERS = 200;
 export const SEED_ORDERS = 10_000;
 
+// The idempotency key of the call that made each change (databases set up before it get the column on
+// start): a retry whose first run committed but never heard so (a lost acknowledgement, a crash before
+// idempotency stored the result) finds that change instead of making a second one.
+const WRITE_CALL_KEYS_SQL = `
+ALTER TABLE refunds ADD COLUMN IF NOT EXISTS call_key text;
+ALTER TABLE order_cancellations ADD COLUMN IF NOT EXISTS call_key text;
+`;
+
 // Idempotent: safe to run on every start and by `db:setup` against PostgreSQL.
 const SCHEMA_SQL = `
 CREATE TABLE IF NOT EXISTS customers (
@@ -63,7 +71,7 @@ CREATE TABLE IF NOT EXISTS order_cancellations (
   requested_by text NOT NULL,
   created_at timestamptz NOT NULL DEFAULT now()
 );
-`;
+${WRITE_CALL_KEYS_SQL}`;
 
 // Deterministic: every value is arithmetic on the row number, so each seeded database holds the
 // same orders. Dates are relative to the moment of seeding; on PostgreSQL, which outlives a process,
@@ -143,6 +151,7 @@ export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<O
       },
     };
     if (options.setup) await setupDatabase(database);
+    else await addWriteCallKeys(pool);
     await reanchorSeed(pool);
     return database;
   }
@@ -165,6 +174,25 @@ export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<O
 export async function setupDatabase(database: Pick<OrderDatabase, 'runScript'>): Promise<void> {
   await database.runScript(SCHEMA_SQL);
   await database.runScript(SEED_SQL);
+}
+
+/**
+ * Gives a database set up by an earlier version the write tables' `call_key` column. Skipped where the
+ * schema is missing or the user may not alter it (a read-only role, which cannot write either).
+ */
+async function addWriteCallKeys(pool: pg.Pool): Promise<void> {
+  try {
+    // Looked up first: ALTER TABLE waits for (and queues) every lock on the table, even with IF NOT EXISTS.
+    const present = await pool.query(
+      `SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+         AND table_name IN ('refunds', 'order_cancellations') AND column_name = 'call_key'`,
+    );
+    if (present.rowCount === 2) return;
+    await pool.query(WRITE_CALL_KEYS_SQL);
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (code !== '42P01' && code !== '42501') throw error;
+  }
 }
 
 // Row g = 120 of the seed was placed 0 days and (120 * 97) s before the moment of seeding, so that

@@ -42,6 +42,13 @@ import { writeTransactions } from './write-transaction.js';
 
 const APP_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
+/**
+ * How long a write call is answered from what it did instead of run again: idempotency's window, and
+ * the write tools' own look-up of a change the same call made (its COMMIT acknowledgement lost, or the
+ * process killed before idempotency stored the result).
+ */
+const WRITE_REPLAY_WINDOW_MS = 600_000;
+
 export const SERVER_INFO = { name: 'order-service', title: 'Order assistant', version: '0.1.0' };
 
 export const INSTRUCTIONS = [
@@ -155,8 +162,8 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
       cwd: APP_DIR,
       customerScoped,
     }),
-    requestRefundTool({ db: writes, customerScoped }),
-    cancelOrderTool({ db: writes, customerScoped }),
+    requestRefundTool({ db: writes, customerScoped, replayWindowMs: WRITE_REPLAY_WINDOW_MS }),
+    cancelOrderTool({ db: writes, customerScoped, replayWindowMs: WRITE_REPLAY_WINDOW_MS }),
   ];
   const breakers = createCircuitBreaker({
     logger,
@@ -189,7 +196,8 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
       },
     },
   });
-  // One Redis client for every piece of shared policy state (one documented configuration).
+  // One Redis client for every piece of shared policy state (one documented configuration; a connection
+  // that goes silent without a reset is closed and made again after 2 s, see DEPLOYMENT.md).
   const redis = config.redisUrl ? createRedisClient(config.redisUrl, { logger }) : undefined;
   if (redis) await redisReady(redis);
   const stateStore: KeyValueStore = redis
@@ -251,6 +259,7 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
   });
   const idempotency = createIdempotency({
     store: stateStore,
+    windowMs: WRITE_REPLAY_WINDOW_MS,
     tools: { request_refund: {}, cancel_order: {} },
   });
   const confirm = createConfirm({

@@ -1,4 +1,5 @@
 import type { PGlite, Transaction } from '@electric-sql/pglite';
+import { ToolError } from '@toolgate/core';
 import type pg from 'pg';
 import type { OrderDatabase } from './db.js';
 
@@ -42,22 +43,56 @@ async function pgWrite<T>(
 ): Promise<T> {
   signal?.throwIfAborted();
   const client = await pool.connect();
+  // pg-pool listens for errors on idle clients only: a connection that dies while this transaction
+  // holds it emits 'error', which Node would throw as an uncaught exception, ending the process (every
+  // call in flight, the audit buffer). The statement in flight rejects anyway.
+  let broken = false;
+  const onError = (): void => {
+    broken = true;
+  };
+  client.on('error', onError);
+  // A statement whose reply never comes (a silent partition, a lost acknowledgement) fails after this
+  // bound and its connection is dropped, instead of holding one of the pool's connections for good.
+  let lost: unknown;
+  const send = async (text: string, values?: unknown[]) => {
+    try {
+      return await client.query({
+        text,
+        values,
+        query_timeout: timeoutMs + REPLY_MARGIN_MS,
+      } as pg.QueryConfig);
+    } catch (error) {
+      if (!isServerError(error)) lost = error;
+      throw error;
+    }
+  };
   let clean = false;
+  let committing = false;
   try {
-    await client.query('BEGIN READ WRITE');
-    await client.query(`SET LOCAL statement_timeout = ${timeoutMs}`);
+    // The server ends a transaction whose client stopped talking (the row lock it holds would
+    // otherwise block every later change of that order until the server's TCP keepalive, hours).
+    await send(
+      `BEGIN READ WRITE; SET LOCAL statement_timeout = ${timeoutMs}; ` +
+        `SET LOCAL idle_in_transaction_session_timeout = ${timeoutMs + REPLY_MARGIN_MS}`,
+    );
     const result = await work({
       query: async (text, values) => {
         signal?.throwIfAborted();
-        const answer = await client.query(text, values as unknown[]);
+        const answer = await send(text, values as unknown[]);
         return { rows: answer.rows, rowCount: answer.rowCount ?? 0 };
       },
     });
     signal?.throwIfAborted();
-    await client.query('COMMIT');
+    committing = true;
+    await send('COMMIT');
     clean = true;
     return result;
   } catch (error) {
+    if (lost !== undefined) {
+      // The connection is gone or silent: a ROLLBACK would wait behind it. Dropping the connection
+      // ends the transaction on the server, unless its COMMIT had already arrived.
+      throw committing ? commitOutcomeUnknown(lost) : connectionLost(lost);
+    }
     await client.query('ROLLBACK').then(
       () => {
         clean = true;
@@ -66,8 +101,41 @@ async function pgWrite<T>(
     );
     throw error;
   } finally {
-    client.release(clean ? undefined : true);
+    client.off('error', onError);
+    client.release(clean && !broken ? undefined : true);
   }
+}
+
+/** How much longer than the statement timeout a reply may take before the connection counts as lost. */
+const REPLY_MARGIN_MS = 1000;
+
+// PostgreSQL's own errors carry a severity; anything else means the connection failed.
+function isServerError(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && 'severity' in error;
+}
+
+/** A statement before COMMIT got no answer: the server rolls the transaction back when the connection goes. */
+function connectionLost(cause: unknown): ToolError {
+  return new ToolError('unavailable', 'The database stopped answering; nothing was changed.', {
+    retryAfterMs: 2000,
+    cause,
+  });
+}
+
+/**
+ * COMMIT was sent and its answer lost: the change may have been made. Said so, never "nothing was
+ * done"; the write tools find a change already made by the same call when it is retried.
+ */
+function commitOutcomeUnknown(cause: unknown): ToolError {
+  return new ToolError(
+    'unavailable',
+    'The connection to the database was lost while the change was being saved; it may have been made.',
+    {
+      hint: 'Do not make a different change. Repeat this exact call in a few seconds: if the change was made, it answers with it instead of making it again.',
+      retryAfterMs: 2000,
+      cause,
+    },
+  );
 }
 
 async function pgliteWrite<T>(

@@ -9,6 +9,11 @@ export interface RedisClientOptions {
   connectTimeoutMs?: number;
   /** Longest a command may wait for its reply before ioredis rejects it, in ms. @default 500 */
   commandTimeoutMs?: number;
+  /**
+   * Longest a connection may leave a sent command without any reply before ioredis closes it and
+   * connects again, in ms (ioredis' `socketTimeout`). @default 2000
+   */
+  socketTimeoutMs?: number;
   /** How long repeated connection errors are only counted after one is logged, in ms. @default 60000 */
   logIntervalMs?: number;
   /** Further ioredis options, applied last (they may override the shared configuration: think twice). @default {} */
@@ -24,6 +29,9 @@ export interface RedisClientOptions {
  *   again after the reconnect, when other replicas may have moved on (an idempotency claim's release,
  *   applied twice, deletes the claim of the retry running elsewhere); it fails at once instead;
  * - short `connectTimeout` and `commandTimeout` (500 ms): a partitioned Redis is noticed quickly;
+ * - `socketTimeout` (2 s): a connection that stops answering without a reset (a partition, a NAT or
+ *   firewall that forgot the flow) is closed and made again; the command timeout alone fails each
+ *   command but keeps the silent connection for good, so every later command would fail too;
  * - `protocol: 2` (RESP2): ioredis 6 defaults to RESP3, which the libraries built on it are not tested on;
  * - connects at once (`lazyConnect: false`) and keeps reconnecting in the background;
  * - an `error` listener that logs once per incident: without one, Node would crash the process on the
@@ -39,6 +47,7 @@ export function createRedisClient(url: string, options: RedisClientOptions = {})
     maxRetriesPerRequest: 0,
     connectTimeout: options.connectTimeoutMs ?? 500,
     commandTimeout: options.commandTimeoutMs ?? 500,
+    socketTimeout: options.socketTimeoutMs ?? 2000,
     protocol: 2,
     lazyConnect: false,
     ...options.redis,

@@ -159,7 +159,33 @@ if (TEST_REDIS_URL === undefined) {
         enableOfflineQueue: false,
         autoResendUnfulfilledCommands: false,
         maxRetriesPerRequest: 0,
+        socketTimeout: 2000,
       });
+    });
+
+    it('a connection that goes silent without a reset is closed and made again: commands succeed after it', async () => {
+      const target = new URL(url);
+      const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || 6379) });
+      target.port = String(proxy.port);
+      const viaProxy = createRedisClient(target.toString(), { logger: recordingLogger([]), socketTimeoutMs: 300 });
+      try {
+        await redisReady(viaProxy);
+        const store = createRedisStore(viaProxy, { prefix, timeoutMs: 200 });
+        await store.set('{caller-a}:silent', 'kept', 60_000);
+        const connectionsBefore = proxy.connections;
+        // A NAT that forgot the flow: the open connection carries nothing either way, and nothing resets it.
+        proxy.silenceLive();
+        const closed = new Promise((resolve) => viaProxy.once('close', resolve));
+        await expect(store.get('{caller-a}:silent')).rejects.toMatchObject({ name: 'TimeoutError' });
+        // Without socketTimeout ioredis keeps the silent connection and this waits forever.
+        await closed;
+        await redisReady(viaProxy, 3000);
+        expect(await store.get('{caller-a}:silent')).toBe('kept');
+        expect(proxy.connections).toBeGreaterThan(connectionsBefore);
+      } finally {
+        viaProxy.disconnect();
+        await proxy.close();
+      }
     });
 
     it('a DEL whose reply a dropped connection lost fails, and is not sent again after the reconnect', async () => {

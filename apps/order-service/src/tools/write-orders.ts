@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { confirmationArgument } from '@toolgate/confirm';
-import { defineTool, fail, ok, type ToolDefinition } from '@toolgate/core';
+import { defineTool, fail, ok, type ToolContext, type ToolDefinition } from '@toolgate/core';
 import * as z from 'zod';
 import { bindCustomerId } from '../customer-scope.js';
 import type { WriteTransactions } from '../write-transaction.js';
@@ -11,6 +11,12 @@ export interface WriteToolsOptions {
   customerScoped?: boolean;
   /** Statement timeout of each write transaction, in ms. @default 2000 */
   timeoutMs?: number;
+  /**
+   * How long a change made by a call is found again when the same call (idempotency's key) runs once
+   * more, and answered instead of made twice: a COMMIT whose acknowledgement was lost, a crash between
+   * the COMMIT and the idempotency store, a claim that expired. Idempotency's `windowMs`. @default 600000
+   */
+  replayWindowMs?: number;
 }
 
 const ORDER_ID = z
@@ -42,6 +48,7 @@ interface OrderRow {
  */
 export function requestRefundTool(options: WriteToolsOptions): ToolDefinition {
   const scoped = options.customerScoped ?? false;
+  const window = replayWindowSeconds(options);
   return defineTool({
     name: 'request_refund',
     title: 'Refund an order',
@@ -74,6 +81,18 @@ export function requestRefundTool(options: WriteToolsOptions): ToolDefinition {
       options.db.readWrite({ timeoutMs: options.timeoutMs ?? 2000, signal: ctx.signal }, async (runner) => {
         const order = await lockOrder(runner, order_id, ctx.bindings.customerId);
         if (!order) return notFound(order_id);
+        const callKey = claimedKey(ctx);
+        const made = await madeBy(runner, REFUND_MADE_BY, order_id, callKey, window);
+        if (made) {
+          return ok({
+            refund_id: String(made.refund_id),
+            order_id,
+            amount_cents: Number(made.amount_cents),
+            refunded_cents: order.refunded_cents,
+            currency: order.currency,
+            status: order.status,
+          });
+        }
         if (!(REFUNDABLE as readonly string[]).includes(order.status)) {
           return fail(
             'invalid_argument',
@@ -99,9 +118,9 @@ export function requestRefundTool(options: WriteToolsOptions): ToolDefinition {
         }
         const refundId = randomUUID();
         await runner.query(
-          `INSERT INTO refunds (refund_id, order_id, amount_cents, reason, requested_by)
-           VALUES ($1, $2, $3, $4, $5)`,
-          [refundId, order_id, amount_cents, reason, ctx.caller.id],
+          `INSERT INTO refunds (refund_id, order_id, amount_cents, reason, requested_by, call_key)
+           VALUES ($1, $2, $3, $4, $5, $6)`,
+          [refundId, order_id, amount_cents, reason, ctx.caller.id, callKey],
         );
         const refunded = order.refunded_cents + amount_cents;
         let status = order.status;
@@ -126,6 +145,7 @@ export function requestRefundTool(options: WriteToolsOptions): ToolDefinition {
 /** `cancel_order`: cancels ONE order that has not shipped (pending or paid), recording why. */
 export function cancelOrderTool(options: WriteToolsOptions): ToolDefinition {
   const scoped = options.customerScoped ?? false;
+  const window = replayWindowSeconds(options);
   return defineTool({
     name: 'cancel_order',
     title: 'Cancel an order',
@@ -141,6 +161,15 @@ export function cancelOrderTool(options: WriteToolsOptions): ToolDefinition {
       options.db.readWrite({ timeoutMs: options.timeoutMs ?? 2000, signal: ctx.signal }, async (runner) => {
         const order = await lockOrder(runner, order_id, ctx.bindings.customerId);
         if (!order) return notFound(order_id);
+        const callKey = claimedKey(ctx);
+        const made = await madeBy(runner, CANCELLATION_MADE_BY, order_id, callKey, window);
+        if (made) {
+          return ok({
+            order_id,
+            previous_status: String(made.previous_status),
+            status: 'cancelled' as const,
+          });
+        }
         if (!(CANCELLABLE as readonly string[]).includes(order.status)) {
           return fail(
             'invalid_argument',
@@ -157,12 +186,55 @@ export function cancelOrderTool(options: WriteToolsOptions): ToolDefinition {
           order_id,
         ]);
         await runner.query(
-          `INSERT INTO order_cancellations (order_id, previous_status, reason, requested_by) VALUES ($1, $2, $3, $4)`,
-          [order_id, order.status, reason, ctx.caller.id],
+          `INSERT INTO order_cancellations (order_id, previous_status, reason, requested_by, call_key)
+           VALUES ($1, $2, $3, $4, $5)`,
+          [order_id, order.status, reason, ctx.caller.id, callKey],
         );
         return ok({ order_id, previous_status: order.status, status: 'cancelled' as const });
       }),
   });
+}
+
+// A change this same call made within the window (the order's row is locked, so no other transaction
+// can add one meanwhile).
+const REFUND_MADE_BY = `SELECT refund_id, amount_cents FROM refunds
+  WHERE order_id = $1 AND call_key = $2 AND created_at > now() - make_interval(secs => $3)
+  ORDER BY created_at DESC LIMIT 1`;
+const CANCELLATION_MADE_BY = `SELECT previous_status FROM order_cancellations
+  WHERE order_id = $1 AND call_key = $2 AND created_at > now() - make_interval(secs => $3)`;
+
+/**
+ * The key idempotency claimed for this call (its decision, recorded before the tool runs): caller,
+ * bindings, tool and arguments, or the client's own key scoped by the caller. Null without idempotency.
+ */
+function claimedKey(ctx: ToolContext): string | null {
+  for (const decision of ctx.decisions) {
+    if (decision.by === 'idempotency' && decision.action === 'claimed') {
+      const key = (decision.detail as { key?: unknown } | undefined)?.key;
+      return typeof key === 'string' ? key : null;
+    }
+  }
+  return null;
+}
+
+async function madeBy(
+  runner: Runner,
+  query: string,
+  orderId: string,
+  callKey: string | null,
+  windowSeconds: number,
+): Promise<Record<string, unknown> | undefined> {
+  if (callKey === null) return undefined;
+  const { rows } = await runner.query(query, [orderId, callKey, windowSeconds]);
+  return rows[0];
+}
+
+function replayWindowSeconds(options: WriteToolsOptions): number {
+  const ms = options.replayWindowMs ?? 600_000;
+  if (!(Number.isSafeInteger(ms) && ms >= 0)) {
+    throw new TypeError(`write tools: replayWindowMs must be a whole number of ms, got ${String(ms)}`);
+  }
+  return ms / 1000;
 }
 
 type Runner = Parameters<Parameters<WriteTransactions['readWrite']>[1]>[0];
