@@ -1,3 +1,6 @@
+import { createHash } from 'node:crypto';
+import { readFile, rename, writeFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 
@@ -155,7 +158,7 @@ export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<O
     await reanchorSeed(pool);
     return database;
   }
-  const pglite = await PGlite.create();
+  const pglite = await openPglite();
   const database: OrderDatabase = {
     kind: 'pglite',
     pglite,
@@ -166,8 +169,58 @@ export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<O
     },
     close: () => pglite.close(),
   };
-  await setupDatabase(database);
   return database;
+}
+
+/**
+ * The seeded PGlite data directory the build leaves beside this module (`pnpm build` runs
+ * `dist/pglite-image.js`), named by a digest of the schema and seed it holds, so an image built from
+ * other SQL is never loaded. Loading it takes about a quarter of what creating and seeding takes (the
+ * embedded PostgreSQL's initdb and 10,000 inserts): every start on PGlite pays it, the demo's and each
+ * test server's.
+ */
+export const PGLITE_IMAGE = fileURLToPath(
+  new URL(
+    `./pglite-seed-${createHash('sha256').update(SCHEMA_SQL).update(SEED_SQL).digest('hex').slice(0, 16)}.tar.gz`,
+    import.meta.url,
+  ),
+);
+
+/**
+ * Embedded PGlite with the schema and the seed: loaded from the build's image when there is one (its
+ * dates re-anchored to now, so it reads exactly as a database seeded at this second), else created and
+ * seeded here (running from source, or an image that does not load).
+ */
+async function openPglite(): Promise<PGlite> {
+  const image = await readFile(PGLITE_IMAGE).catch(() => undefined);
+  if (image !== undefined) {
+    let loaded: PGlite | undefined;
+    try {
+      loaded = await PGlite.create({ loadDataDir: new Blob([image]) });
+      await loaded.query(REANCHOR_SQL, [ANCHOR_ORDER_ID, '0 seconds']);
+      return loaded;
+    } catch {
+      // A damaged image, or one a PGlite of another version cannot read: seeded afresh below.
+      await loaded?.close().catch(() => undefined);
+    }
+  }
+  const pglite = await PGlite.create();
+  await setupDatabase({ runScript: async (sql) => void (await pglite.exec(sql)) });
+  return pglite;
+}
+
+/** Creates and seeds a PGlite database and writes its data directory to `path` (atomically). */
+export async function writePgliteImage(path: string = PGLITE_IMAGE): Promise<void> {
+  const pglite = await PGlite.create();
+  try {
+    await setupDatabase({ runScript: async (sql) => void (await pglite.exec(sql)) });
+    const image = await pglite.dumpDataDir('gzip');
+    const partial = `${path}.${process.pid}.partial`;
+    await writeFile(partial, Buffer.from(await image.arrayBuffer()));
+    await rename(partial, path);
+  } finally {
+    await pglite.close();
+  }
 }
 
 /** Creates the tables and indexes and inserts the seed, idempotently. */
@@ -202,6 +255,17 @@ const ANCHOR_OFFSET_SECONDS = (120 * 97) % 86400;
 const SEEDED_ROW = `(order_id::bigint - 4000000000000000) % 7919 = 0
   AND order_id::bigint BETWEEN 4000000000007919 AND ${4000000000000000 + SEED_ORDERS * 7919}`;
 
+// Moves the seeded rows by the time since seeding ($1: the anchor order, $2: the least shift that moves).
+const REANCHOR_SQL = `WITH anchor AS (
+    SELECT date_trunc('second', now()) - (created_at + make_interval(secs => ${ANCHOR_OFFSET_SECONDS})) AS shift
+    FROM orders WHERE order_id = $1
+  ), moved AS (
+    UPDATE orders SET created_at = created_at + anchor.shift, shipped_at = shipped_at + anchor.shift
+    FROM anchor WHERE anchor.shift > $2::interval AND ${SEEDED_ROW}
+    RETURNING 1
+  )
+  SELECT CASE WHEN (SELECT count(*) FROM moved) > 0 THEN (SELECT shift::text FROM anchor) END AS shift`;
+
 /**
  * Moves the seeded orders' dates forward so the seed looks placed now, when it was seeded more than
  * an hour ago: a PostgreSQL seeded by `db:setup` 90 days back would otherwise find nothing for
@@ -213,18 +277,7 @@ export async function reanchorSeed(pool: pg.Pool): Promise<{ shiftedBy: string |
   try {
     await client.query('BEGIN');
     await client.query("SELECT pg_advisory_xact_lock(hashtext('toolgate order-service seed anchor'))");
-    const { rows } = await client.query<{ shift: string | null }>(
-      `WITH anchor AS (
-         SELECT date_trunc('second', now()) - (created_at + make_interval(secs => ${ANCHOR_OFFSET_SECONDS})) AS shift
-         FROM orders WHERE order_id = $1
-       ), moved AS (
-         UPDATE orders SET created_at = created_at + anchor.shift, shipped_at = shipped_at + anchor.shift
-         FROM anchor WHERE anchor.shift > interval '1 hour' AND ${SEEDED_ROW}
-         RETURNING 1
-       )
-       SELECT CASE WHEN (SELECT count(*) FROM moved) > 0 THEN (SELECT shift::text FROM anchor) END AS shift`,
-      [ANCHOR_ORDER_ID],
-    );
+    const { rows } = await client.query<{ shift: string | null }>(REANCHOR_SQL, [ANCHOR_ORDER_ID, '1 hour']);
     await client.query('COMMIT');
     return { shiftedBy: rows[0]?.shift ?? null };
   } catch (error) {
