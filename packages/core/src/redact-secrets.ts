@@ -115,9 +115,11 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     replace: `$1${REDACTED}`,
   },
   {
-    // A `__Host-` / `__Secure-` cookie anywhere (its prefix says it is a session credential).
+    // A `__Host-` / `__Secure-` cookie anywhere (its prefix says it is a session credential). The name is
+    // bounded: its characters include `$`, `~` and `+`, after which another `__Host-` may start, and an
+    // unbounded name would be scanned to the end of the run again from each (quadratic).
     name: 'cookie-prefixed',
-    pattern: /(?<![\w-])(__(?:Host|Secure)-[\w.!#$%&'*+^`|~-]*=)(?!\[REDACTED\])[^\s;,"']+/g,
+    pattern: /(?<![\w-])(__(?:Host|Secure)-[\w.!#$%&'*+^`|~-]{0,256}=)(?!\[REDACTED\])[^\s;,"']+/g,
     replace: `$1${REDACTED}`,
   },
   {
@@ -141,7 +143,15 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
       /(?<![\w.-])((?:connect\.sid|JSESSIONID|PHPSESSID|sessionid|laravel_session)=)(?!\[REDACTED\])[^\s;,"']+/gi,
     replace: `$1${REDACTED}`,
   },
-  { name: 'jwt', pattern: /\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/g, replace: REDACTED },
+  {
+    // A JWT. A start after a `-` that another start earlier in the same run covers is skipped (that one
+    // reads through it to the same dot): without it, a run like `eyJx-eyJx-…` was scanned to its end again
+    // from each `eyJ` (quadratic: 30 s on 160 KB). The nearest earlier start is looked for, so each
+    // stretch is read back once. Matches exactly what `\beyJ…` matched.
+    name: 'jwt',
+    pattern: /\beyJ(?<!\beyJ[A-Za-z0-9_-]*?-eyJ)[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/g,
+    replace: REDACTED,
+  },
   {
     // An access key id with its secret after it (`id:secret`, a credentials line): both go.
     name: 'aws-key-pair',
@@ -313,12 +323,14 @@ export function redactSecrets(value: unknown, options?: RedactSecretsOptions): u
   return createSecretRedactor(options)(value);
 }
 
-const INVISIBLE = /[\u00ad\u200b-\u200d\u2060\ufeff]/g;
+// Characters nothing draws: format characters (zero-width space and joiners, word joiner, BOM, soft
+// hyphen, bidi marks) and the other default-ignorable code points (combining grapheme joiner, variation
+// selectors, Hangul fillers).
+const INVISIBLE = /[\p{Cf}\p{Default_Ignorable_Code_Point}]/gu;
 
 function normaliseKey(key: string): string {
   // NFKC only when a character outside ASCII could fold (full-width letters): keys are mostly ASCII.
-  // Invisible characters (zero-width space and joiners, word joiner, BOM, soft hyphen) go too:
-  // `pass\u200bword` reads as `password`.
+  // Invisible characters go too: `pass\u200bword` and `pass\u034fword` read as `password`.
   const folded = /[\u0080-\uffff]/.test(key) ? key.normalize('NFKC').replace(INVISIBLE, '') : key;
   return folded.toLowerCase().replace(/[-_.\s]/g, '');
 }

@@ -583,13 +583,15 @@ class CallContext implements ToolContext {
   }
 
   get server(): ToolContext['server'] {
-    this.#server ??= serverAccessFor(this.#registry, this.#extra, this.request);
+    this.#server ??= serverAccessFor(this.#registry, this.#extra, this);
     return this.#server;
   }
 }
 
-function serverAccessFor(registry: Registry, extra: CallExtra, request: ToolRequest): ToolContext['server'] {
+function serverAccessFor(registry: Registry, extra: CallExtra, ctx: ToolContext): ToolContext['server'] {
   const low = registry.server.server;
+  const request = ctx.request;
+  const hooks = registry.scrub;
   const progressToken = (request.meta?.progressToken ?? undefined) as string | number | undefined;
   return createServerAccess({
     signal: () => extra.signal,
@@ -600,6 +602,16 @@ function serverAccessFor(registry: Registry, extra: CallExtra, request: ToolRequ
     canRequest: registry.clientRequests === 'auto' && transportCanRequest(registry, request),
     logLevel: () => registry.logLevels.get(sessionKey(extra)),
     closeStream: extra.closeSSEStream,
+    // What a failure's strings pass at the boundary: a server that scrubs internals from failures
+    // (@toolgate/redact-errors) scrubs them from these side channels too.
+    scrubText:
+      hooks.length === 0
+        ? undefined
+        : (text) => {
+            let out = text;
+            for (const scrub of hooks) out = scrub(out, ctx);
+            return out;
+          },
   });
 }
 

@@ -9,7 +9,13 @@ import {
   type LoggingLevel,
 } from '@modelcontextprotocol/sdk/types.js';
 import { ToolError } from './errors.js';
-import { createSecretRedactor, redactSecretsInText } from './redact-secrets.js';
+import { mapStrings } from './map-strings.js';
+import {
+  createSecretKeyMatcher,
+  createSecretRedactor,
+  REDACTED,
+  redactSecretsInText,
+} from './redact-secrets.js';
 
 /** What a call may ask of the client beyond its answer. */
 export type ClientFeature = 'elicitation.form' | 'elicitation.url' | 'sampling';
@@ -26,20 +32,25 @@ export interface ClientRequestOptions {
 export interface ServerAccess {
   /**
    * Sends `notifications/progress` when the request carried a progress token; resolves false (and sends
-   * nothing) when it did not. Secrets in `message` are redacted (core's secret patterns).
+   * nothing) when it did not. Secrets in `message` are redacted (core's secret patterns), then the
+   * global middleware's `scrubText` hooks apply, as to a failure's strings.
    */
   progress(progress: number, total?: number, message?: string): Promise<boolean>;
   /**
    * Sends `notifications/message` unless the client set a higher level with `logging/setLevel`. Resolves
    * false when the message was filtered out. The client (and through it the model) reads `data`: secrets
-   * in it are redacted as the boundary redacts them (values under secret-named keys, secret patterns in
-   * every string and key, `loggerName` too), but internals (paths, SQL, hosts) are not: never put them there.
+   * in it are redacted as the boundary redacts a failure's (values under secret-named keys, secret
+   * patterns in every string and key, `loggerName` too), then the global middleware's `scrubText` hooks
+   * apply (with @toolgate/redact-errors: paths, SQL, hosts, encoded secrets).
    */
   log(level: LoggingLevel, data: unknown, loggerName?: string): Promise<boolean>;
   /** Whether this client and transport can carry `feature` now (checked before asking). */
   supports(feature: ClientFeature): boolean;
   /**
-   * Asks the person through the client (form or URL mode). Throws a ToolError `unavailable` at once when
+   * Asks the person through the client (form or URL mode). Secrets in the strings of `params` are
+   * redacted (core's secret patterns, and string values under secret-named keys; not the page's `url`,
+   * `elicitationId` or `mode`); the `scrubText` hooks do not apply, as to a confirmation prompt, which
+   * renders the model's own arguments. Throws a ToolError `unavailable` at once when
    * the client or the transport cannot carry it, `timeout` when the person took too long.
    */
   elicit(
@@ -52,7 +63,12 @@ export interface ServerAccess {
    * (and sends nothing) when the client cannot carry URL elicitation.
    */
   elicitationComplete(elicitationId: string): Promise<boolean>;
-  /** Asks the client's model for a completion (`sampling/createMessage`); same errors as `elicit`. */
+  /**
+   * Asks the client's model for a completion (`sampling/createMessage`); same errors as `elicit`. The
+   * model reads every string of `params`: secrets are redacted as in `elicit`, then the `scrubText`
+   * hooks apply, as to `log`. Media payloads (`data`, `blob`), `mimeType`, `type` and `role` are sent as
+   * given.
+   */
   sample(params: CreateMessageRequestParams, options?: ClientRequestOptions): Promise<CreateMessageResult>;
   /**
    * Closes this call's SSE stream so the client reconnects and resumes (polling during a long call);
@@ -83,6 +99,11 @@ export interface ServerAccessSource {
   readonly logLevel: () => LoggingLevel | undefined;
   /** The transport's per-request stream close, when it has one. */
   readonly closeStream?: (() => void) | undefined;
+  /**
+   * Applied after core's secret patterns to every string of a progress message, a log message and a
+   * sampling request: the global middleware's `scrubText` hooks, bound to the call. @default none
+   */
+  readonly scrubText?: ((text: string) => string) | undefined;
 }
 
 const LEVEL_ORDER: readonly LoggingLevel[] = [
@@ -98,6 +119,34 @@ const LEVEL_ORDER: readonly LoggingLevel[] = [
 
 // What the client reads of a log message's data: the boundary's redaction of secrets.
 const redactForClient = createSecretRedactor();
+const isSecretKey = createSecretKeyMatcher();
+
+// Fields of a request to the client that are sent as given: discriminants, media types and base64
+// payloads (a pattern could corrupt them; they hold nothing a reader sees as text), and a URL
+// elicitation's own page and id.
+const SENT_AS_GIVEN = new Set(['type', 'role', 'mode', 'mimeType', 'data', 'blob', 'url', 'elicitationId']);
+
+/**
+ * A request's params with secrets redacted in every string: secret patterns (then `after`), and a string
+ * under a secret-named key (`{ password: 'x' }`) whole. Only strings: a form field or tool parameter
+ * named `password` (an object) keeps its schema, and object keys stay (they name fields).
+ */
+function redactRequest(
+  params: object,
+  after: ((text: string) => string) | undefined,
+): Record<string, unknown> {
+  const text =
+    after === undefined
+      ? (s: string) => redactSecretsInText(s)
+      : (s: string) => after(redactSecretsInText(s));
+  return mapStrings(params, text, {
+    replaceEntry: (key, value) => {
+      if (typeof value !== 'string') return undefined;
+      if (SENT_AS_GIVEN.has(key)) return value;
+      return isSecretKey(key) && value !== '' ? REDACTED : undefined;
+    },
+  }) as Record<string, unknown>;
+}
 
 const FEATURE_WORDS: Record<ClientFeature, string> = {
   'elicitation.form': 'ask the user a question (form elicitation)',
@@ -106,6 +155,11 @@ const FEATURE_WORDS: Record<ClientFeature, string> = {
 };
 
 export function createServerAccess(source: ServerAccessSource): ServerAccess {
+  const hooks = source.scrubText;
+  const textForClient =
+    hooks === undefined
+      ? (text: string) => redactSecretsInText(text)
+      : (text: string) => hooks(redactSecretsInText(text));
   const supports = (feature: ClientFeature): boolean => {
     if (!source.canRequest) return false;
     const caps = source.clientCapabilities();
@@ -153,7 +207,7 @@ export function createServerAccess(source: ServerAccessSource): ServerAccess {
       if (source.progressToken === undefined) return false;
       const params: Record<string, unknown> = { progressToken: source.progressToken, progress };
       if (total !== undefined) params.total = total;
-      if (message !== undefined) params.message = redactSecretsInText(message);
+      if (message !== undefined) params.message = textForClient(message);
       await source.sendNotification({ method: 'notifications/progress', params });
       return true;
     },
@@ -161,8 +215,12 @@ export function createServerAccess(source: ServerAccessSource): ServerAccess {
       const threshold = source.logLevel();
       if (threshold !== undefined && LEVEL_ORDER.indexOf(level) < LEVEL_ORDER.indexOf(threshold))
         return false;
-      const params: Record<string, unknown> = { level, data: redactForClient(data) };
-      if (loggerName !== undefined) params.logger = redactSecretsInText(loggerName);
+      const redacted = redactForClient(data);
+      const params: Record<string, unknown> = {
+        level,
+        data: hooks === undefined ? redacted : mapStrings(redacted, hooks, { mapKey: hooks }),
+      };
+      if (loggerName !== undefined) params.logger = textForClient(loggerName);
       await source.sendNotification({ method: 'notifications/message', params });
       return true;
     },
@@ -174,11 +232,11 @@ export function createServerAccess(source: ServerAccessSource): ServerAccess {
     },
     elicit(params, options = {}) {
       const mode = params.mode === 'url' ? 'url' : 'form';
-      const sent = mode === 'form' ? { ...params, mode: 'form' } : params;
+      const sent = redactRequest(mode === 'form' ? { ...params, mode: 'form' } : params, undefined);
       return ask<ElicitResult>(
         mode === 'url' ? 'elicitation.url' : 'elicitation.form',
         'elicitation/create',
-        sent as Record<string, unknown>,
+        sent,
         ElicitResultSchema,
         options.timeoutMs ?? 120_000,
       );
@@ -195,7 +253,7 @@ export function createServerAccess(source: ServerAccessSource): ServerAccess {
       return ask<CreateMessageResult>(
         'sampling',
         'sampling/createMessage',
-        params as Record<string, unknown>,
+        redactRequest(params, hooks),
         CreateMessageResultSchema,
         options.timeoutMs ?? 60_000,
       );

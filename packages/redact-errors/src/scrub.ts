@@ -18,11 +18,13 @@ const MAX_DEPTH = 32;
 const CLEAN_CACHE_SIZE = 512;
 const CLEAN_CACHE_MAX_LENGTH = 512;
 const isSecretKey = createSecretKeyMatcher();
-// A zero-width space, joiner, soft hyphen or bidi mark (Unicode's format characters) splits a secret or
-// keyword so no pattern sees it, and a fullwidth form (NFKC folds it) dodges them as well; a model reads
-// through both. Text holding either is scrubbed a second time with them undone.
+// A zero-width space, joiner, soft hyphen or bidi mark (Unicode's format characters), or another
+// character nothing draws (Unicode's default-ignorable code points: a combining grapheme joiner, a
+// variation selector, a Hangul filler) splits a secret or keyword so no pattern sees it, and a fullwidth
+// form (NFKC folds it) dodges them as well; a model reads through both. Text holding either is scrubbed
+// a second time with them undone.
 const NOT_ASCII = /[\u0080-\uffff]/;
-const FORMAT_CHARS = /\p{Cf}/gu;
+const FORMAT_CHARS = /[\p{Cf}\p{Default_Ignorable_Code_Point}]/gu;
 
 /** Patterns must be global for `match` to count them and `replace` to replace every match. */
 export function asGlobal(pattern: SecretPattern): SecretPattern {

@@ -117,6 +117,11 @@ describe('regular-expression denial of service', () => {
     'jdbc:a:',
     'file:/',
     'fe80::1%a:',
+    // A JWT that could start after each dash, a prefixed cookie after each `$` or quote.
+    'eyJsk-',
+    'eyJ-',
+    '__Host-$',
+    "'__Secure-",
   ];
   const SUFFIXES = ['', '!', ' x', '\n', ':1', ')'];
   // Runs every default pattern over `text` in a fresh context with a watchdog: a pattern that
@@ -147,6 +152,19 @@ describe('regular-expression denial of service', () => {
       expect(() => scrubAll(text), JSON.stringify(fragment)).not.toThrow();
     }
   }, 20_000);
+
+  it('each default pattern alone completes on 4 MB of spaces (a frame pattern split each line of them 200 ways)', () => {
+    // A linear scan with a constant of 200 is not quadratic, yet it held the event loop 3 s a megabyte.
+    const texts = [`${' '.repeat(4_000_000)}x`, `${'\n'.padEnd(200, ' ').repeat(20_000)}x`];
+    for (const [index, { name }] of ERROR_SCRUB_PATTERNS.entries()) {
+      for (const text of texts) {
+        context.text = text;
+        const run = () =>
+          vm.runInContext(`text.replace(new RegExp(...sources[${index}]), "")`, context, { timeout: 3000 });
+        expect(run, name).not.toThrow();
+      }
+    }
+  }, 30_000);
 
   it('a 26-line unclosed inspect-style dump from the model comes back scrubbed, not after minutes', async () => {
     const { client } = await serve([echoTool((note) => note)]);
