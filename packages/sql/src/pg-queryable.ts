@@ -42,10 +42,11 @@ function isPool(value: PgPoolLike | PgClientLike): value is PgPoolLike {
  * a connection of its own (never through the pool, which may be exhausted by the very statements it
  * should stop); once the server took the request and the transaction rolled back, the connection
  * goes back to the pool clean. It is destroyed only when that cannot be made sure (the cancel could
- * not be sent, the rollback failed, the connection broke): a stray late cancel must never hit the
- * next caller, and destroying every aborted connection made a reconnect storm. With a single Client, calls are serialised (one transaction
- * at a time on one connection) and an abort stops the wait while the statement itself ends at the
- * statement timeout.
+ * not be sent or the server did not confirm it in time, the rollback failed, the connection broke):
+ * a stray late cancel must never hit the next caller, and destroying every aborted connection made a
+ * reconnect storm. With a single Client, calls are serialised (one transaction at a time on one
+ * connection, shared by every adapter over that Client) and an abort stops the wait while the
+ * statement itself ends at the statement timeout.
  *
  * With `readOnlySession`, the pool (or client) serves read-only tools only: see {@link PgQueryableOptions}.
  */
@@ -169,12 +170,13 @@ function clientQueryable(
   session: SessionSettings | undefined,
   prepared: PreparedSettings | undefined,
 ): Queryable {
-  // One connection holds one transaction at a time; later calls wait their turn.
-  let queue: Promise<unknown> = Promise.resolve();
+  // One connection holds one transaction at a time; later calls wait their turn, also the calls of
+  // every other adapter over this client (one per tool is the usual way to write `db:`).
+  const turns = turnsOf(client);
   const enqueue = <T>(signal: AbortSignal | undefined, run: () => Promise<T>): Promise<T> => {
     if (signal?.aborted) return Promise.reject(abortReason(signal));
-    const turn = queue.then(run);
-    queue = turn.catch(() => undefined);
+    const turn = turns.last.then(run);
+    turns.last = turn.catch(() => undefined);
     return raceAbort(turn, signal);
   };
   const readOnly = async <T>(
@@ -199,6 +201,25 @@ function clientQueryable(
       return enqueue(options.signal, () => runAlone(client, session, prepared, options, text, values));
     },
   };
+}
+
+/** The calls waiting for one Client: the end of the last one. */
+interface Turns {
+  last: Promise<unknown>;
+}
+
+// Kept on the client itself, under a registry symbol, as its read-only session is: adapters made
+// apart (and two copies of this package) share one line. With a line each, two calls sent together
+// shared one transaction (the second BEGIN is only a warning): the later SET LOCAL statement_timeout
+// bound both statements, and one caller's COMMIT or ROLLBACK ended the other's transaction.
+const TURNS = Symbol.for('toolgate.sql.clientTurns');
+
+function turnsOf(client: object): Turns {
+  const held = (client as { [TURNS]?: Turns })[TURNS];
+  if (held !== undefined) return held;
+  const turns: Turns = { last: Promise.resolve() };
+  Object.defineProperty(client, TURNS, { value: turns, configurable: true, writable: true });
+  return turns;
 }
 
 async function runTransaction<T>(

@@ -18,8 +18,10 @@ interface Closable {
 interface ReplyWatch {
   timer: ReturnType<typeof setTimeout>;
   readonly limitMs: number;
-  /** Counts statements sent, so a check scheduled for one never closes the connection under the next. */
+  /** Counts statements sent: only the last one sent clears `waiting` (pg answers them in order). */
   sent: number;
+  /** Counts sends and replies, so a check scheduled before either never closes a connection that spoke. */
+  progress: number;
   waiting: boolean;
   silenced: boolean;
 }
@@ -34,7 +36,8 @@ const WATCH = Symbol('toolgate.sql.replyWatch');
  */
 export async function replyOf<T>(connection: object, timeoutMs: number, pending: Promise<T>): Promise<T> {
   const watch = watchOf(connection, timeoutMs + REPLY_GRACE_MS);
-  watch.sent += 1;
+  const mine = ++watch.sent;
+  watch.progress += 1;
   watch.waiting = true;
   watch.timer.refresh();
   try {
@@ -47,7 +50,14 @@ export async function replyOf<T>(connection: object, timeoutMs: number, pending:
     );
     throw markConnectionFailure(silent);
   } finally {
-    watch.waiting = false;
+    if (watch.sent === mine) {
+      watch.waiting = false;
+    } else {
+      // Statements sent together (a work function's Promise.all): pg queues them and runs the next
+      // one now, so its wait starts now; clearing `waiting` here would leave it without a limit.
+      watch.progress += 1;
+      watch.timer.refresh();
+    }
   }
 }
 
@@ -56,7 +66,14 @@ function watchOf(connection: object, limitMs: number): ReplyWatch {
   if (held !== undefined && held.limitMs === limitMs) return held;
   // A connection shared by tools with other timeouts: a new watch (and timer) when the limit changes.
   if (held !== undefined) clearTimeout(held.timer);
-  const watch: ReplyWatch = { timer: undefined as never, limitMs, sent: 0, waiting: false, silenced: false };
+  const watch: ReplyWatch = {
+    timer: undefined as never,
+    limitMs,
+    sent: 0,
+    progress: 0,
+    waiting: false,
+    silenced: false,
+  };
   watch.timer = setTimeout(() => onLimit(connection as Closable, watch), limitMs);
   // Never keeps a process alive; between statements it fires once and finds nothing to do.
   watch.timer.unref();
@@ -66,11 +83,11 @@ function watchOf(connection: object, limitMs: number): ReplyWatch {
 
 function onLimit(connection: Closable, watch: ReplyWatch): void {
   if (!watch.waiting) return;
-  const sent = watch.sent;
+  const progress = watch.progress;
   // Timers run before I/O in a turn of the event loop: a reply that arrived during a stall gets that
   // turn before the connection is taken for silent.
   setImmediate(() => {
-    if (!watch.waiting || watch.sent !== sent || typeof connection.end !== 'function') return;
+    if (!watch.waiting || watch.progress !== progress || typeof connection.end !== 'function') return;
     watch.silenced = true;
     try {
       // pg's Client destroys its socket when a query is active; its query then fails.

@@ -2,7 +2,15 @@
 // proxy: a connection that goes silent after the server took a statement (a NAT or firewall that lost
 // the flow, a reply lost on the way back) must neither hang the call nor keep its pool connection for
 // good. Only a real server has a network; PGlite runs in process.
-import { createSilentLogger, type ToolDefinition } from '@toolgate/core';
+import { connect, createServer, type Server } from 'node:net';
+import {
+  classifyFailure,
+  createSilentLogger,
+  defineTool,
+  fail,
+  ok,
+  type ToolDefinition,
+} from '@toolgate/core';
 import {
   expectFailure,
   type FaultProxy,
@@ -61,7 +69,7 @@ if (url === undefined) {
       return pool;
     }
 
-    async function serveOrders(db: Queryable): Promise<TestClient> {
+    async function serveOrders(db: Queryable, timeoutMs = 300): Promise<TestClient> {
       const tool = sqlTool({
         from: { schema: SCHEMA, table: 'orders' },
         columns: ['id'],
@@ -80,7 +88,7 @@ if (url === undefined) {
         name: 'customer_orders',
         description: "A customer's orders.",
         db,
-        timeoutMs: 300,
+        timeoutMs,
       }) as ToolDefinition;
       const client = await serveTools([tool], { logger: createSilentLogger() });
       clients.push(client);
@@ -167,6 +175,143 @@ if (url === undefined) {
       ]);
       for (const result of [lost, queued]) {
         expect([expectFailure(result).error, expectFailure(result).retryable]).toEqual(['unavailable', true]);
+      }
+    });
+
+    it('statements a work function sends together each keep the reply deadline: the lost reply of the one pg queued answers unavailable', async () => {
+      const pool = poolOfOne();
+      const db = pgQueryable(pool);
+      // pg queues the second statement until the first is answered; each waits through replyOf.
+      const pair = defineTool({
+        name: 'order_pair',
+        description: 'Two orders, read in one snapshot.',
+        input: {},
+        handler: async (_args, ctx) => {
+          try {
+            const [first, second] = await db.readOnly({ timeoutMs: 300, signal: ctx.signal }, (runner) =>
+              Promise.all([
+                runner.query(`SELECT id FROM ${SCHEMA}.orders WHERE id = 1`, []),
+                runner.query(`SELECT id FROM ${SCHEMA}.orders WHERE id = 3 /* second */`, []),
+              ]),
+            );
+            return ok({ ids: [first.rows[0]!.id, second.rows[0]!.id] });
+          } catch (error) {
+            // What a handler of its own does with a database failure: core's one classifier.
+            const known = classifyFailure(error);
+            if (known === undefined) throw error;
+            return fail(known.code, known.message, { retryable: known.retryable });
+          }
+        },
+      }) as ToolDefinition;
+      const c = await serveTools([pair], { logger: createSilentLogger() });
+      clients.push(c);
+      expect((await c.callTool('order_pair', {})).structuredContent).toEqual({ ok: true, ids: [1, 3] });
+      // The first reply comes back; the server runs the second and its reply is lost.
+      proxy.silenceAfter((chunk) => chunk.includes('/* second */'));
+      const lost = expectFailure(await c.callTool('order_pair', {}));
+      expect([lost.error, lost.retryable]).toEqual(['unavailable', true]);
+      // The silent connection was dropped: the pool's only slot serves again.
+      expect((await c.callTool('order_pair', {})).structuredContent).toEqual({ ok: true, ids: [1, 3] });
+    });
+
+    /**
+     * A loopback relay in front of the server that reports each connection the SERVER ended, with the
+     * bytes it had forwarded to it. PostgreSQL ends a cancel request's connection once it has signalled
+     * the backend: the moment a cancel took effect, observed without a clock.
+     */
+    async function startEndRelay(target: { host: string; port: number }) {
+      const ended: number[] = [];
+      let wake: (() => void) | undefined;
+      const server: Server = createServer({ allowHalfOpen: true }, (socket) => {
+        const upstream = connect(target.port, target.host);
+        let forwarded = 0;
+        socket.on('data', (chunk: Buffer) => {
+          forwarded += chunk.length;
+          upstream.write(chunk);
+        });
+        socket.on('end', () => upstream.end());
+        upstream.on('data', (chunk: Buffer) => socket.write(chunk));
+        upstream.on('end', () => {
+          ended.push(forwarded);
+          wake?.();
+          socket.end();
+        });
+        socket.on('error', () => upstream.destroy());
+        upstream.on('error', () => socket.destroy());
+      });
+      await new Promise<void>((listening) => server.listen(0, '127.0.0.1', listening));
+      return {
+        port: (server.address() as { port: number }).port,
+        /** The bytes the next connection the server ended had been sent. */
+        async nextEnded(): Promise<number> {
+          while (ended.length === 0) await new Promise<void>((woken) => (wake = woken));
+          return ended.shift() as number;
+        },
+        close: () => new Promise<void>((closed) => server.close(() => closed())),
+      };
+    }
+
+    it('a cancel request a partition holds past its wait counts as not delivered: the aborted call’s connection is dropped, so the cancel landing after the partition heals never stops the next caller’s statement', async () => {
+      const target = new URL(url);
+      const relay = await startEndRelay({ host: target.hostname, port: Number(target.port || 5432) });
+      // The path a cancel request takes (a connection of its own to the client's host and port): the
+      // partition holds it, as unacknowledged segments wait for retransmission, and delivers it on heal.
+      const cancelPath = await startFaultProxy({ host: '127.0.0.1', port: relay.port });
+      const locker = new pg.Client({ connectionString: url });
+      await locker.connect();
+      const APP = 'toolgate_sql_cancel_path';
+      const waitingOnLock = async (): Promise<number> => {
+        for (let i = 0; i < 500; i += 1) {
+          const { rows } = await admin.query<{ pid: number }>(
+            `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`,
+            [APP],
+          );
+          if (rows.length === 1) return rows[0]!.pid;
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        throw new Error('no statement of the pool waits on the lock');
+      };
+      try {
+        // The pool's connections reach the server directly; their cancel requests take the faulty path.
+        const pool = new pg.Pool({ connectionString: url, max: 1, application_name: APP });
+        pool.on('error', () => undefined);
+        pool.on('connect', (client) => {
+          Object.assign(client, { host: '127.0.0.1', port: cancelPath.port });
+        });
+        pools.push(pool);
+        const c = await serveOrders(pgQueryable(pool), 30_000);
+        expect(itemIds(await c.callTool('customer_orders', { customer: 1 }))).toEqual([1, 2]);
+        const lock = `BEGIN; LOCK TABLE ${SCHEMA}.orders IN ACCESS EXCLUSIVE MODE`;
+        await locker.query(lock);
+        cancelPath.blackhole();
+        // Caller A's statement runs (waits on the lock) when A gives up: the cancel request goes out
+        // into the partition.
+        const controller = new AbortController();
+        const aborted = c.callTool('customer_orders', { customer: 1 }, { signal: controller.signal });
+        const abortedPid = await waitingOnLock();
+        controller.abort();
+        await expect(aborted).rejects.toThrow(/abort/i);
+        // A's statement ends and its transaction commits; the adapter then waits for the cancel's fate.
+        await locker.query('COMMIT');
+        // Granted once A's transaction is over.
+        await locker.query(lock);
+        // Caller B gets the pool's only slot: A's connection if it went back, a new one if dropped.
+        const next = c.callTool('customer_orders', { customer: 2 });
+        const nextPid = await waitingOnLock();
+        // The partition heals while B's statement runs: the held cancel request reaches the server.
+        cancelPath.heal();
+        expect(await relay.nextEnded()).toBe(16);
+        await locker.query('COMMIT');
+        const result = await next;
+        expect([result.isError, result.isError ? expectFailure(result) : itemIds(result)]).toEqual([
+          undefined,
+          [3],
+        ]);
+        expect(nextPid).not.toBe(abortedPid);
+      } finally {
+        await locker.end();
+        await cancelPath.close();
+        await relay.close();
       }
     });
   });
