@@ -1,9 +1,11 @@
 import { defineConfig } from 'vitest/config';
+import { testProjects } from '../../scripts/test-projects.mjs';
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     // Three files start an embedded PostgreSQL (PGlite) in beforeAll: seconds on a loaded CI machine.
     hookTimeout: 60_000,
+    // `pnpm test` runs `standalone`, `pnpm test:services` the files that read TEST_DATABASE_URL or CI.
+    projects: testProjects(new URL('./test/', import.meta.url)),
   },
 });
