@@ -167,7 +167,10 @@ if (TEST_REDIS_URL === undefined) {
       const target = new URL(url);
       const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || 6379) });
       target.port = String(proxy.port);
-      const viaProxy = createRedisClient(target.toString(), { logger: recordingLogger([]), socketTimeoutMs: 300 });
+      const viaProxy = createRedisClient(target.toString(), {
+        logger: recordingLogger([]),
+        socketTimeoutMs: 300,
+      });
       try {
         await redisReady(viaProxy);
         const store = createRedisStore(viaProxy, { prefix, timeoutMs: 200 });
