@@ -56,6 +56,7 @@ export {
 } from './result.js';
 export type { ClientFeature, ClientRequestOptions, ServerAccess } from './server-access.js';
 export { deferSignal, type SignalSource } from './signal-slot.js';
+export { type StoreCommand, StoreCommandError, type StoreCommandSummary } from './store-command-error.js';
 export {
   isPassThrough,
   optInTools,

@@ -1,5 +1,10 @@
-import { hash } from 'node:crypto';
-import { type KeyValueStore, StoreFullError, type StoreOperationOptions, withDeadline } from '@toolgate/core';
+import {
+  type KeyValueStore,
+  StoreCommandError,
+  StoreFullError,
+  type StoreOperationOptions,
+  withDeadline,
+} from '@toolgate/core';
 
 /** The commands the store sends; an ioredis 6 client (`createRedisClient`) has them. */
 export interface RedisStoreClient {
@@ -58,7 +63,12 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
           return (await client.set(prefix + key, value, 'PX', ttlMs, 'NX')) === 'OK';
         } catch (error) {
           throw fullOr(
-            commandError(error, { name: 'set', key: prefix + key, value, options: ['PX', ttlMs, 'NX'] }),
+            new StoreCommandError(error, {
+              name: 'set',
+              key: prefix + key,
+              value,
+              options: ['PX', ttlMs, 'NX'],
+            }),
           );
         }
       });
@@ -70,7 +80,7 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
           await client.set(prefix + key, value, 'PX', ttlMs);
         } catch (error) {
           throw fullOr(
-            commandError(error, { name: 'set', key: prefix + key, value, options: ['PX', ttlMs] }),
+            new StoreCommandError(error, { name: 'set', key: prefix + key, value, options: ['PX', ttlMs] }),
           );
         }
       });
@@ -80,7 +90,7 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
         try {
           return (await client.get(prefix + key)) ?? undefined;
         } catch (error) {
-          throw commandError(error, { name: 'get', key: prefix + key });
+          throw new StoreCommandError(error, { name: 'get', key: prefix + key });
         }
       });
     },
@@ -89,106 +99,11 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
         try {
           return (await client.del(prefix + key)) > 0;
         } catch (error) {
-          throw commandError(error, { name: 'del', key: prefix + key });
+          throw new StoreCommandError(error, { name: 'del', key: prefix + key });
         }
       });
     },
   };
-}
-
-/** A failed command as the store's errors describe it: never its value, nor its key in clear. */
-interface RedisCommandSummary {
-  /** The command: `set`, `get` or `del`. */
-  readonly name: string;
-  /** `sha256:` and the base64url SHA-256 of the full Redis key (prefix included). */
-  readonly keyDigest: string;
-  /** Length of the value written, in UTF-16 code units (`value.length`); absent for reads and deletes. */
-  readonly valueLength?: number;
-  /** What was sent after the value (`['PX', ttlMs, 'NX']`). */
-  readonly options?: readonly (string | number)[];
-}
-
-/** The longest reply text an error carries (Redis's own are far shorter). */
-const MAX_MESSAGE = 200;
-
-/**
- * A command the client or Redis refused, as the store throws it. ioredis puts every argument of a
- * failed command on its error (`command.args`): a 6 MB result would go whole into a log line, and a
- * key may hold a confirmation page's id. This error is built afresh from the original's name, code
- * and message (the failure classifiers read those), with `command` summarising what was sent; nothing
- * else of the original is kept, neither as a property nor as its `cause`.
- */
-class RedisCommandError extends Error {
-  readonly code?: string | number;
-  readonly command: RedisCommandSummary;
-
-  constructor(
-    name: string,
-    message: string,
-    code: string | number | undefined,
-    command: RedisCommandSummary,
-  ) {
-    super(message);
-    this.name = name;
-    if (code !== undefined) this.code = code;
-    this.command = command;
-  }
-}
-
-interface Sent {
-  name: string;
-  key: string;
-  value?: string;
-  options?: readonly (string | number)[];
-}
-
-function commandError(error: unknown, sent: Sent): RedisCommandError {
-  const fields = readFields(error);
-  const command: RedisCommandSummary = {
-    name: sent.name,
-    keyDigest: `sha256:${hash('sha256', sent.key, 'base64url')}`,
-    ...(sent.value === undefined ? {} : { valueLength: sent.value.length }),
-    ...(sent.options === undefined ? {} : { options: sent.options }),
-  };
-  return new RedisCommandError(fields.name, safeMessage(fields.message, sent), fields.code, command);
-}
-
-/** name, message and code, read without trusting the thrown value (a getter may throw). */
-function readFields(error: unknown): { name: string; message: string; code: string | number | undefined } {
-  const read = (field: 'name' | 'message' | 'code'): unknown => {
-    try {
-      return typeof error === 'object' && error !== null
-        ? (error as Record<string, unknown>)[field]
-        : undefined;
-    } catch {
-      return undefined;
-    }
-  };
-  const [name, message, code] = [read('name'), read('message'), read('code')];
-  return {
-    name: typeof name === 'string' && name.length <= 100 ? name : 'Error',
-    message: typeof message === 'string' ? message : 'the Redis client failed with something not an Error',
-    code: typeof code === 'string' || typeof code === 'number' ? code : undefined,
-  };
-}
-
-/**
- * The reply's words without what was sent: Redis echoes the first arguments of an unknown (or renamed)
- * command ("with args beginning with: ..."), so the text is cut there, stripped of the value and key
- * should they appear anyway, and cut to MAX_MESSAGE characters.
- */
-function safeMessage(message: string, sent: Sent): string {
-  let text = message;
-  const echo = text.search(/,? with args beginning with/i);
-  if (echo >= 0) text = text.slice(0, echo);
-  for (const [secret, shown] of [
-    [sent.value, '<value>'],
-    [sent.key, '<key>'],
-  ] as const) {
-    if (secret !== undefined && secret.length >= 4 && text.includes(secret))
-      text = text.split(secret).join(shown);
-  }
-  return text.length > MAX_MESSAGE ? `${text.slice(0, MAX_MESSAGE)}…` : text;
 }
 
 /**
@@ -196,7 +111,7 @@ function safeMessage(message: string, sent: Sent): string {
  * allowed when used memory > 'maxmemory'`) as core's `StoreFullError`: a full store, which policies
  * refuse `rate_limited` (fail closed) rather than treat as an outage. Any other refusal is thrown as it came.
  */
-function fullOr(error: RedisCommandError): Error {
+function fullOr(error: StoreCommandError): Error {
   if (/^OOM\b/.test(error.message)) {
     // The refusal (its words and a summary of the command, never the value) is the cause, for the log.
     return new StoreFullError('store', undefined, {
