@@ -32,7 +32,7 @@ const ctx = createTestContext({
   request: { id: 1, sessionId: 'bench' },
 });
 const redactedJson = createRedactedJson(DEFAULT_SECRET_KEYS, SECRET_PATTERNS);
-const settings = { args: 'redacted' as const, redactedJson };
+const settings = { args: 'redacted' as const, redactedJson, plainIds: true };
 let sink: unknown;
 function time(name: string, step: (i: number) => unknown): void {
   for (let i = 0; i < 20_000; i += 1) sink = step(i);

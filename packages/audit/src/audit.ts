@@ -50,6 +50,7 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
         [...DEFAULT_SECRET_KEYS, ...secretKeys],
         [...SECRET_PATTERNS, ...secretPatterns],
       ),
+      plainIds: secretPatterns.length === 0,
     };
   };
   const defaults = resolve({});

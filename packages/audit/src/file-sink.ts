@@ -8,7 +8,11 @@ import type { AuditBatch, AuditSink, ChainAnchor, ChainHead } from './types.js';
 export interface FileSinkOptions {
   /** The file; created when missing, only ever appended to. */
   path: string;
-  /** `fdatasync` after every batch, so a power loss keeps what was acknowledged. @default false */
+  /**
+   * `fdatasync` after every batch, so a power loss keeps what was acknowledged. A failed sync refuses
+   * that batch and every later one until the audit is restarted (a later sync could pass without the
+   * lost pages). @default false
+   */
   fsync?: boolean;
   /** Permissions of a new file (records name principals). @default 0o600 */
   mode?: number;
@@ -44,6 +48,9 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
   let partial: { batch: AuditBatch; bytes: Uint8Array; offset: number } | undefined;
   // The last line head() found, when it belongs to another chain: the record a new chain names.
   let lastOther: ChainAnchor | undefined;
+  // Set by a failed fdatasync. Linux reports a failed writeback once and may drop the pages it could
+  // not write, so the next sync passes without them: no later sync on this handle proves anything.
+  let syncFailure: Error | undefined;
   // Done with a batch's bytes once write() settles: a retry of the same batch resumes from `partial`,
   // and a new batch replaces it.
   return doneWithBytesWhenSettled({
@@ -77,6 +84,7 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
     },
     async write(batch: AuditBatch): Promise<void> {
       if (!handle) throw new Error('audit file sink: head() must run before write()');
+      if (syncFailure !== undefined) throw syncFailure;
       // A retry of a batch that was partly written resumes where the kernel stopped: no record
       // is written twice. The writer retries the same batch object.
       if (partial?.batch !== batch) {
@@ -104,7 +112,6 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
           current.offset += bytesWritten;
         }
         tornTail = false;
-        if (settings.fsync) await handle.datasync();
       } catch (error) {
         // Once part of the batch is in the file it can only be finished: dropped, its records would
         // stay in the file while the next batch reused their seqs, or glue onto the cut line.
@@ -117,6 +124,19 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
         throw error;
       }
       partial = undefined;
+      if (settings.fsync) {
+        try {
+          await handle.datasync();
+        } catch (error) {
+          // Permanent: this batch and every later one are refused (durable calls answer
+          // `unavailable`) and none is written, so no seq is reused; a restart reads the tail again.
+          syncFailure = new AuditSinkError(
+            `audit file ${path}: fdatasync failed (${(error as Error).message}); records written since the last good sync may not be on disk, so this sink acknowledges none until the audit is restarted`,
+            { permanent: true, cause: error },
+          );
+          throw syncFailure;
+        }
+      }
     },
     async close(): Promise<void> {
       await handle?.close();

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { isAbortError, withDeadline } from '@toolgate/core';
 import copyStreams from 'pg-copy-streams';
@@ -24,7 +25,10 @@ export interface PostgresSinkOptions {
    * With a `pg.Pool`: how long one statement may take (a batch's COPY or INSERT, the set-up and head
    * read at start) before it counts as a transient failure. Its connection is then discarded and the
    * writer retries the batch on a new one, so a silent partition (no reset) costs this long rather
-   * than the kernel's (about 15 minutes on Linux, or never when only the reply is lost). @default 30000
+   * than the kernel's (about 15 minutes on Linux, or never when only the reply is lost). The server
+   * process of a discarded connection, if still there with that statement, is ended
+   * (`pg_terminate_backend`) before the next statement, so rows it holds uncommitted cannot block
+   * the retry. @default 30000
    */
   timeoutMs?: number;
 }
@@ -55,12 +59,13 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
   if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) {
     throw new RangeError('createPostgresSink: timeoutMs must be a positive number');
   }
-  const pool = target?.pool;
+  const lending: Lending | undefined =
+    target?.pool === undefined ? undefined : { pool: target.pool, timeoutMs, table: table.sql, stale: [] };
   // Through a pool, each statement runs on a lent connection under the deadline; any other client as given.
   const query: AuditQueryable['query'] =
-    pool === undefined
+    lending === undefined
       ? (text, params) => client.query(text, params)
-      : (text, params) => onLentConnection(pool, timeoutMs, table.sql, (lent) => lent.query(text, params));
+      : (text, params) => onLentConnection(lending, text, (lent) => lent.query(text, params));
   const copy = `COPY ${table.sql} (chain, seq, time, tool, outcome, principal, caller, incident_id, hash, record) FROM STDIN`;
   // Seqs of a batch are consecutive, so one first seq and the row's ordinality give them all. The
   // records, hashes and times never hold a raw newline (JSON escapes it; the others are hex and ISO
@@ -114,8 +119,7 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
     async write(batch: AuditBatch) {
       if (copyTarget !== undefined && batch.rows.length > 0) {
         try {
-          if ((await copyBatch(copyTarget, copy, batch, timeoutMs, table.sql)) === batch.rows.length)
-            return undefined;
+          if ((await copyBatch(copyTarget, lending, copy, batch)) === batch.rows.length) return undefined;
         } catch (error) {
           // 23505: a row of the batch is there already. The INSERT below says whether it is this
           // batch (stored before its reply was lost) or another writer's.
@@ -230,6 +234,8 @@ interface PgClientLike {
 
 /** A connection a pool lends. */
 interface PgLentClient {
+  /** Its server process (BackendKeyData). */
+  readonly processID?: number | null;
   query(submittable: copyStreams.CopyStreamQuery): copyStreams.CopyStreamQuery;
   query(text: string, params?: unknown[]): Promise<{ rows: unknown[] }>;
   release(error?: Error | boolean): void;
@@ -257,27 +263,41 @@ function copyTargetOf(client: AuditQueryable): CopyTarget | undefined {
 /** Runs one COPY of the batch; resolves with the rows PostgreSQL stored. */
 async function copyBatch(
   target: CopyTarget,
+  lending: Lending | undefined,
   sql: string,
   batch: AuditBatch,
-  timeoutMs: number,
-  table: string,
 ): Promise<number> {
   const payload = copyPayload(batch);
-  if (target.client !== undefined) return runCopy(target.client, sql, payload);
-  return onLentConnection(target.pool, timeoutMs, table, (lent) => runCopy(lent, sql, payload));
+  if (lending === undefined) return runCopy(target.client!, sql, payload);
+  return onLentConnection(lending, sql, (lent) => runCopy(lent, sql, payload));
+}
+
+/** A sink's pool, its statements' time limit, and the server processes of connections it gave up on. */
+interface Lending {
+  readonly pool: PgPoolLike;
+  readonly timeoutMs: number;
+  readonly table: string;
+  readonly stale: StaleBackend[];
+}
+
+/** The server process of a discarded connection, and the SHA-256 (hex) of the statement it was sent last. */
+interface StaleBackend {
+  readonly pid: number;
+  readonly statementHash: string;
 }
 
 /**
- * Runs `work` on a connection the pool lends, within `timeoutMs` (connecting included). Past it the
- * promise rejects (a transient `TimeoutError`) and the connection is discarded, its socket destroyed:
- * a silent partition sends no reset, and the pool must not lend that connection again.
+ * Runs `statement`'s `work` on a connection the pool lends, within `timeoutMs` (connecting included).
+ * Past it the promise rejects (a transient `TimeoutError`) and the connection is discarded, its
+ * socket destroyed: a silent partition sends no reset, and the pool must not lend that connection
+ * again. Its server process may still be inside the statement: see `endStaleBackends`.
  */
 function onLentConnection<T>(
-  pool: PgPoolLike,
-  timeoutMs: number,
-  table: string,
+  lending: Lending,
+  statement: string,
   work: (lent: PgLentClient) => Promise<T>,
 ): Promise<T> {
+  const { pool, timeoutMs, table, stale } = lending;
   return withDeadline(
     async (signal) => {
       const lent = await pool.connect();
@@ -291,9 +311,13 @@ function onLentConnection<T>(
         lent.off('error', ignore);
         throw signal.reason;
       }
-      const onTimeout = (): void => discard(lent, signal.reason);
+      const onTimeout = (): void => {
+        noteStale(stale, lent, statement);
+        discard(lent, signal.reason);
+      };
       signal.addEventListener('abort', onTimeout, { once: true });
       try {
+        if (stale.length > 0) await endStaleBackends(lent, stale);
         const value = await work(lent);
         lent.release();
         lent.off('error', ignore);
@@ -302,6 +326,7 @@ function onLentConnection<T>(
         if (signal.aborted) throw error;
         // PostgreSQL refused the statement (it answered with a SQLSTATE): the connection is fine.
         // Anything else (the connection dropped) and the pool must not lend it again.
+        if (!hasSqlState(error)) noteStale(stale, lent, statement);
         lent.release(hasSqlState(error) ? undefined : (error as Error));
         lent.off('error', ignore);
         throw error;
@@ -311,6 +336,47 @@ function onLentConnection<T>(
     },
     { timeoutMs, what: `audit table ${table}: a statement` },
   );
+}
+
+/** Remembers a discarded connection's server process, to be ended before the next statement. */
+function noteStale(stale: StaleBackend[], lent: PgLentClient, statement: string): void {
+  const pid = lent.processID;
+  if (typeof pid === 'number' && stale.length < MAX_STALE) {
+    stale.push({ pid, statementHash: createHash('sha256').update(statement).digest('hex') });
+  }
+}
+
+/** Discarded connections remembered at most (each retry of a hung batch adds one). */
+const MAX_STALE = 64;
+
+/**
+ * Ends the server processes of discarded connections, found by process id and the statement they
+ * were sent last (a reused id running anything else is left alone; the statement travels as its
+ * SHA-256, so no batch statement is sent again, and one longer than the server's
+ * `track_activity_query_size` is never matched). A COPY whose end was lost to a
+ * silent partition (or an INSERT whose Sync was) keeps the rows it inserted, uncommitted, in the
+ * table's primary key until the server notices the connection is gone (with default keepalives,
+ * over two hours), and every retry of the batch waits on them. pg_cancel_backend does not reach a
+ * COPY waiting for data; pg_terminate_backend does, and any role may end its own processes. Refused,
+ * the retries wait for the server, as before.
+ */
+async function endStaleBackends(lent: PgLentClient, stale: StaleBackend[]): Promise<void> {
+  const ended = stale.splice(0);
+  try {
+    await lent.query(
+      `SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity a
+        JOIN unnest($1::int[], $2::text[]) AS s(pid, hash)
+          ON a.pid = s.pid AND encode(sha256(convert_to(a.query, 'UTF8')), 'hex') = s.hash
+        WHERE a.pid <> pg_backend_pid()`,
+      [ended.map((backend) => backend.pid), ended.map((backend) => backend.statementHash)],
+    );
+  } catch (error) {
+    // PostgreSQL refused: the statement goes on, and its retries wait for the server, as before.
+    if (hasSqlState(error)) return;
+    // The new connection failed too: the next one tries again.
+    stale.unshift(...ended);
+    throw error;
+  }
 }
 
 /** A lent connection that did not answer in time: out of the pool, its socket destroyed. */

@@ -22,6 +22,11 @@ export interface RecordSettings {
   readonly args: ArgsMode;
   /** Canonical JSON of a value with its secrets redacted (see `createRedactedJson`). */
   readonly redactedJson: (value: unknown) => string;
+  /**
+   * Whether a plain string id (`isPlainId`: a counter, `req-42`, a UUID) is recorded without the
+   * redaction walk: true when only core's `SECRET_PATTERNS` apply, none of which matches such text.
+   */
+  readonly plainIds: boolean;
 }
 
 /**
@@ -104,8 +109,7 @@ export function captureCall(
   const decisions = ctx.decisions.length > 0 ? decisionsJson(ctx.decisions, settings) : '[]';
   const caller = ctx.caller.id;
   const sessionId = request.sessionId;
-  // A string id is the client's free text: a megabyte id would make a megabyte record.
-  const requestId = typeof request.id === 'string' ? capped(request.id) : request.id;
+  const requestId = typeof request.id === 'string' ? recordedId(request.id, settings) : request.id;
   const trace = ctx.state.trace;
   const spanId = trace?.spanId;
   const traceId = trace?.traceId;
@@ -210,6 +214,37 @@ function decisionsJson(decisions: readonly PolicyDecision[], settings: RecordSet
     out += text;
   }
   return `${out}]`;
+}
+
+/**
+ * A string request id as recorded. It is the client's free text, like an unknown tool's name: a
+ * client or relay may build it from a credential, so it is redacted like one, before the cut (a
+ * megabyte id would make a megabyte record). Plain ids skip the walk.
+ */
+function recordedId(id: string, settings: RecordSettings): string {
+  if (settings.plainIds && isPlainId(id)) return id;
+  return capped(JSON.parse(settings.redactedJson(id)) as string);
+}
+
+/**
+ * Text no pattern of core's `SECRET_PATTERNS` matches, told by one pass over its char codes: up to 12
+ * letters, digits, `_`, `.` and `-` (the shortest such match is 13: `eyJxxxx.xxxx.`, a JWT's shape),
+ * or up to 64 digits, `a`-`f` and `-` (a UUID; every key shape needs a letter past `f`, or capitals).
+ */
+function isPlainId(id: string): boolean {
+  const short = id.length <= 12;
+  if (!short && id.length > 64) return false;
+  for (let index = 0; index < id.length; index += 1) {
+    const code = id.charCodeAt(index);
+    if ((code >= 0x30 && code <= 0x39) || (code >= 0x61 && code <= 0x66) || code === 0x2d) continue;
+    if (
+      short &&
+      ((code >= 0x41 && code <= 0x5a) || (code >= 0x61 && code <= 0x7a) || code === 0x5f || code === 0x2e)
+    )
+      continue;
+    return false;
+  }
+  return true;
 }
 
 /** Client text cut to `MAX_CLIENT_CHARS`, marked with `...` where it was cut. */

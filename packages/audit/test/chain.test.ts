@@ -45,6 +45,7 @@ function fullContext(args: unknown): ToolContext {
 const settings = {
   args: 'redacted' as const,
   redactedJson: createRedactedJson(DEFAULT_SECRET_KEYS, SECRET_PATTERNS),
+  plainIds: true,
 };
 
 describe('captureCall + sealRecord', () => {
@@ -200,6 +201,38 @@ describe('captureCall + sealRecord', () => {
       expect(JSON.stringify(recorded)).toBe(settings.redactedJson(decisions));
       expect(JSON.stringify(recorded)).not.toContain('hunter2');
     }
+  });
+
+  it('a string request id: short plain and lower-case hex ids are kept as sent; any other id, and every id under added patterns, go through the redactor', () => {
+    const withId = (id: string): ToolContext => {
+      const ctx = fullContext({});
+      return { ...ctx, request: { ...ctx.request, id } } as ToolContext;
+    };
+    const recorded = (id: string, using: typeof settings): string | number =>
+      captureCall(withId(id), ok({}), using, 'c', 65_536).requestId;
+    const uuid = '3f2a9c1d-1234-4abc-9def-0123456789ab';
+    expect(recorded(uuid, settings)).toBe(uuid);
+    expect(recorded('42', settings)).toBe('42');
+    expect(recorded('req-42', settings)).toBe('req-42');
+    expect(recorded('Bearer', settings)).toBe('Bearer');
+    // 13 characters: a JWT's shortest shape, redacted.
+    expect(recorded('eyJabcd.efgh.', settings)).toBe('[REDACTED]');
+    // Past 64 characters, or with a letter beyond f, the id takes the redactor's path; plain, it is unchanged.
+    expect(recorded('a'.repeat(65), settings)).toBe('a'.repeat(65));
+    expect(recorded('ACCA0123456789ABCDEF', settings)).toBe('[REDACTED]');
+    expect(recorded('xoxb-0123456789-abcdef', settings)).toBe('[REDACTED]');
+    // An application's own pattern may match hex (its internal tokens): then every string id is redacted.
+    const hexToken = { name: 'internal-token', pattern: /\b[0-9a-f]{32}\b/g, replace: '[REDACTED]' };
+    const custom = {
+      args: 'redacted' as const,
+      redactedJson: createRedactedJson(DEFAULT_SECRET_KEYS, [...SECRET_PATTERNS, hexToken]),
+      plainIds: false,
+    };
+    expect(recorded('0123456789abcdef0123456789abcdef', custom)).toBe('[REDACTED]');
+    expect(recorded(uuid, custom)).toBe(uuid);
+    const shortToken = { name: 'short', pattern: /\btk-\w{4}\b/g, replace: '[REDACTED]' };
+    const short = { ...custom, redactedJson: createRedactedJson(DEFAULT_SECRET_KEYS, [shortToken]) };
+    expect(recorded('tk-abcd', short)).toBe('[REDACTED]');
   });
 
   it('starts a chain at seq 1 after the genesis hash, and cuts oversized args', () => {

@@ -584,6 +584,52 @@ describe('a client that chooses its own request ids', () => {
     expect(record!.requestId).toBe(`${'r'.repeat(256)}...`);
     await expect(verifyAuditFile(path)).resolves.toMatchObject({ intact: true, records: 1 });
   });
+
+  it('a string request id carrying a token is recorded with the token redacted, also where the 256-character cut falls inside it; a UUID id as sent', async () => {
+    const path = join(dir, 'secret-ids.jsonl');
+    const audit = createAudit({ sink: createFileSink(path), chainId: 'secret-ids' });
+    const server = new McpServer({ name: 'audit-ids', version: '1.0.0' });
+    registerTools(server, [echo], { middleware: [audit] });
+    const [clientTransport, serverTransport] = InMemoryTransport.createLinkedPair();
+    // A client (or a relay in front of the server) that builds its JSON-RPC ids from credentials it
+    // holds: the nth tools/call goes out with ids[n] and its answer is mapped back to the SDK's number.
+    const ids = [
+      'Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyLTQyIn0.c2lnbmF0dXJlLXZhbHVl',
+      `${'r'.repeat(249)}-ghp_${'A1b2C3d4'.repeat(5)}`,
+      'session=AKIAIOSFODNN7EXAMPLE',
+      '3f2a9c1d-1234-4abc-9def-0123456789ab',
+    ];
+    const sent = new Map<string, number>();
+    const send = clientTransport.send.bind(clientTransport);
+    clientTransport.send = (message, options) => {
+      if ('method' in message && message.method === 'tools/call' && 'id' in message) {
+        const id = ids[sent.size]!;
+        sent.set(id, message.id as number);
+        return send({ ...message, id } as JSONRPCMessage, options);
+      }
+      return send(message, options);
+    };
+    const client = new Client({ name: 'token-ids', version: '0.0.0' });
+    await server.connect(serverTransport);
+    const connecting = client.connect(clientTransport);
+    const inbound = clientTransport.onmessage!;
+    clientTransport.onmessage = (message, extra) => {
+      const original = 'id' in message && typeof message.id === 'string' ? sent.get(message.id) : undefined;
+      inbound((original === undefined ? message : { ...message, id: original }) as JSONRPCMessage, extra);
+    };
+    await connecting;
+    for (const value of ids.keys()) await client.callTool({ name: 'echo', arguments: { value } });
+    await client.close();
+    await audit.close();
+    const records = await lines(path);
+    expect(records.map((record) => record.requestId)).toEqual([
+      'Bearer [REDACTED]',
+      `${'r'.repeat(249)}-[REDAC...`,
+      'session=[REDACTED]',
+      '3f2a9c1d-1234-4abc-9def-0123456789ab',
+    ]);
+    await expect(verifyAuditFile(path)).resolves.toMatchObject({ intact: true, records: 4 });
+  });
 });
 
 describe('faults on the file sink', () => {
@@ -651,22 +697,56 @@ describe('faults on the file sink', () => {
     await expect(verifyAuditFile(path)).resolves.toMatchObject({ intact: true, records: 3 });
   });
 
-  it('fdatasync fails (EIO) after a batch was written: the batch is synced again, not dropped while its records stay in the file', async () => {
+  it('fdatasync fails (EIO) once: nothing is acknowledged after it, though the next sync passes (the kernel dropped the failed pages), until a restart reads the file again', async () => {
     const path = join(dir, 'audit.jsonl');
+    const log: LogEntry[] = [];
     const audit = createAudit({
       sink: createFileSink({ path, fsync: true }),
       chainId: 'fsync',
-      logger: recordingLogger([]),
+      durable: true,
+      logger: recordingLogger(log),
     });
     const client = await serve([audit]);
-    await client.callTool('get_order', { id: 'A-1' });
-    await audit.flush();
+    const answer = async (id: string): Promise<unknown> => {
+      const result = await client.callTool('get_order', { id });
+      return (
+        (JSON.parse((result.content as { text: string }[])[0]!.text) as { ok: boolean; error?: string })
+          .error ?? 'ok'
+      );
+    };
+    expect(await answer('A-1')).toBe('ok');
+    // Linux reports a failed writeback once: the next fdatasync on the handle passes without the
+    // pages it lost, so a retry that syncs again would acknowledge records that are not on disk.
     disk.failDatasync = 1;
-    await client.callTool('get_order', { id: 'A-2' });
-    await audit.flush();
-    await client.callTool('get_order', { id: 'A-3' });
+    expect(await answer('A-2')).toBe('unavailable');
+    expect(await answer('A-3')).toBe('unavailable');
     await audit.close();
-    expect(audit.stats()).toMatchObject({ written: 3, dropped: 0, rejected: 0, retries: 1 });
+    expect(audit.stats()).toMatchObject({ written: 1, dropped: 2, rejected: 2, retries: 0, pending: 0 });
+    const refusal = log.find(
+      (entry) =>
+        entry.message ===
+        'audit sink refused a batch with a permanent error: its records are dropped, not retried',
+    );
+    expect((refusal!.fields.err as Error).message).toBe(
+      `audit file ${path}: fdatasync failed (EIO: i/o error); records written since the last good sync may not be on disk, so this sink acknowledges none until the audit is restarted`,
+    );
+    // A-2 reached the file (its sync failed) and stays: its call ran. A-3 was never written.
+    expect((await lines(path)).map((record) => [record.seq, (record.args as { id: string }).id])).toEqual([
+      [1, 'A-1'],
+      [2, 'A-2'],
+    ]);
+    await closeConnections();
+    // A restart reads the file's tail again and goes on from what it finds.
+    const restarted = createAudit({
+      sink: createFileSink({ path, fsync: true }),
+      chainId: 'fsync',
+      durable: true,
+      logger: recordingLogger([]),
+    });
+    const again = await serve([restarted]);
+    const result = await again.callTool('get_order', { id: 'A-4' });
+    expect(result.isError).toBeFalsy();
+    await restarted.close();
     expect((await lines(path)).map((record) => record.seq)).toEqual([1, 2, 3]);
     await expect(verifyAuditFile(path)).resolves.toMatchObject({ intact: true, records: 3 });
   });
