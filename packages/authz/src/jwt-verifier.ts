@@ -2,8 +2,9 @@ import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import {
   createLocalJWKSet,
   createRemoteJWKSet,
+  customFetch,
   errors,
-  type JSONWebKeySet,
+  type FetchImplementation,
   type JWTPayload,
   type JWTVerifyGetKey,
   jwtVerify,
@@ -42,6 +43,8 @@ export interface JwtVerifierOptions {
   jwksFailureCooldownMs?: number;
   /** Longest token accepted, in characters; a longer one is refused before it is parsed. @default 16384 */
   maxTokenLength?: number;
+  /** Largest JWKS response accepted, in bytes (after decompression); a larger one is a failed fetch (503). @default 524288 */
+  maxJwksBytes?: number;
 }
 
 /** Verifies bearer tokens; `verifyAccessToken` makes it the SDK's OAuthTokenVerifier (`requireBearerAuth({ verifier })`). */
@@ -80,6 +83,7 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
       cacheMaxAge: settings.cacheMaxAge,
       cooldownDuration: settings.cooldown,
       timeoutDuration: settings.timeout,
+      [customFetch]: boundedFetch(settings.maxJwksBytes),
     }),
     settings.failureCooldown,
   );
@@ -130,6 +134,7 @@ interface Settings {
   timeout: number;
   failureCooldown: number;
   maxTokenLength: number;
+  maxJwksBytes: number;
 }
 
 function checkOptions(options: JwtVerifierOptions): Settings {
@@ -201,6 +206,7 @@ function checkOptions(options: JwtVerifierOptions): Settings {
     timeout: ms(options.jwksTimeoutMs, 5_000, 'jwksTimeoutMs'),
     failureCooldown: ms(options.jwksFailureCooldownMs, 5_000, 'jwksFailureCooldownMs'),
     maxTokenLength: checkMaxTokenLength(options.maxTokenLength),
+    maxJwksBytes: checkMaxJwksBytes(options.maxJwksBytes),
   };
 }
 
@@ -213,6 +219,52 @@ function checkMaxTokenLength(value: number | undefined): number {
   return out;
 }
 
+// A JWKS is a few KiB (one with certificate chains, some tens); 512 KiB leaves room for any real one.
+function checkMaxJwksBytes(value: number | undefined): number {
+  const out = value ?? 524_288;
+  if (!Number.isInteger(out) || out < 1)
+    throw new RangeError('createJwtVerifier: maxJwksBytes must be a positive integer (bytes)');
+  return out;
+}
+
+/**
+ * jose's fetch of the JWKS, reading at most `maxBytes` of the body: jose reads whatever arrives before
+ * its timeout, and a key server (or whatever answers for it) that streams without end would fill the
+ * heap on every refetch. The limit counts decoded bytes, so a compressed answer cannot get past it.
+ */
+function boundedFetch(maxBytes: number): FetchImplementation {
+  const tooLarge = (): Error =>
+    new Error(`The JWKS response is larger than maxJwksBytes (${maxBytes} bytes).`);
+  return async (url, init) => {
+    const response = await fetch(url, init);
+    const body = response.body;
+    // jose refuses any other status itself; its body is not read.
+    if (response.status !== 200 || body === null) {
+      await body?.cancel().catch(() => undefined);
+      return response;
+    }
+    if (Number(response.headers.get('content-length')) > maxBytes) {
+      await body.cancel().catch(() => undefined);
+      throw tooLarge();
+    }
+    const reader = body.getReader();
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    for (;;) {
+      // Rejects when init.signal (jose's timeout) fires.
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.byteLength;
+      if (size > maxBytes) {
+        await reader.cancel().catch(() => undefined);
+        throw tooLarge();
+      }
+      chunks.push(value);
+    }
+    return new Response(Buffer.concat(chunks), { status: 200 });
+  };
+}
+
 /**
  * The remote key set, fetching at most once per `cooldownMs` after a failed fetch: during an outage the
  * authorization server gets one fetch per cooldown, not one per request. Keys already held (and still
@@ -223,17 +275,21 @@ function withFailureCooldown(
   keys: ReturnType<typeof createRemoteJWKSet>,
   cooldownMs: number,
 ): JWTVerifyGetKey {
-  let failure: { readonly at: number; readonly error: unknown } | undefined;
-  let held: { readonly set: JSONWebKeySet; readonly get: JWTVerifyGetKey } | undefined;
-  const heldKeys = (): JWTVerifyGetKey | undefined => {
-    const set = keys.fresh ? keys.jwks() : undefined;
-    if (set === undefined) return undefined;
-    if (held?.set !== set) held = { set, get: createLocalJWKSet(set) };
-    return held.get;
+  // `held`: the key set the failed fetch left, built once per failure (no fetch is made during its
+  // cooldown, so the set cannot change); jose hands out a fresh copy on every `jwks()`, and building a
+  // set per request would clone the JWKS and import its key again on every call of an outage.
+  let failure: { readonly at: number; readonly error: unknown; held?: JWTVerifyGetKey | null } | undefined;
+  const heldKeys = (current: NonNullable<typeof failure>): JWTVerifyGetKey | undefined => {
+    if (!keys.fresh) return undefined;
+    if (current.held === undefined) {
+      const set = keys.jwks();
+      current.held = set === undefined ? null : createLocalJWKSet(set);
+    }
+    return current.held ?? undefined;
   };
   return async (header, token) => {
     if (failure !== undefined && Date.now() - failure.at < cooldownMs) {
-      const local = heldKeys();
+      const local = heldKeys(failure);
       if (local !== undefined) {
         try {
           return await local(header, token);
@@ -299,12 +355,13 @@ function invalidTokenOf(error: unknown): AccessTokenInvalidError | undefined {
       return invalid('The token has expired.', 'expired');
     case 'ERR_JWT_CLAIM_VALIDATION_FAILED': {
       const { claim, reason } = error as { claim?: string; reason?: string };
+      // No `"` in these: the SDK's requireBearerAuth writes the message unescaped into a quoted-string.
       if (reason === 'missing')
-        return invalid(`The token lacks the required "${claim}" claim.`, 'missing_claim');
+        return invalid(`The token lacks the required ${claim} claim.`, 'missing_claim');
       if (claim === 'iss') return invalid('The token comes from another issuer.', 'issuer');
       if (claim === 'aud') return invalid('The token was issued for another resource.', 'audience');
       if (claim === 'nbf' || claim === 'iat') return invalid('The token is not valid yet.', 'not_yet_valid');
-      return invalid(`The token's "${claim}" claim is not acceptable.`, 'claim');
+      return invalid(`The token's ${claim} claim is not acceptable.`, 'claim');
     }
     case 'ERR_JOSE_ALG_NOT_ALLOWED':
       return invalid('The token is signed with an algorithm this server does not accept.', 'algorithm');

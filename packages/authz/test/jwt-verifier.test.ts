@@ -149,7 +149,7 @@ describe('createJwtVerifier', () => {
     expect(await refusal(verifierFor().verify(token))).toMatchObject({
       status: 401,
       reason: 'missing_claim',
-      message: 'The token lacks the required "exp" claim.',
+      message: 'The token lacks the required exp claim.',
     });
   });
 
@@ -448,6 +448,28 @@ describe('with the SDK requireBearerAuth', () => {
     expect([unavailable.status, unavailable.next]).toEqual([500, false]);
   });
 
+  it('writes every refusal as a well-formed WWW-Authenticate header (the SDK quotes messages as they are)', async () => {
+    // RFC 9110 auth-params: a quoted-string holds no bare `"`; the SDK does not escape the message.
+    const authParams = /^Bearer( [a-z_]+="[^"\\]*"(,|$))+$/;
+    const cases: Array<[Partial<JwtVerifierOptions>, string, string]> = [
+      [{}, await issuer.sign({ sub: 'u' }, { exp: false }), 'The token lacks the required exp claim.'],
+      [
+        { typ: 'at+jwt' },
+        await issuer.sign({ sub: 'u' }, { header: { typ: 'JWT' } }),
+        "The token's typ claim is not acceptable.",
+      ],
+    ];
+    for (const [options, token, description] of cases) {
+      const out = await answer(verifierFor(options), `Bearer ${token}`);
+      const header = out.headers['www-authenticate']!;
+      expect([out.status, header]).toEqual([
+        401,
+        `Bearer error="invalid_token", error_description="${description}", resource_metadata="https://orders.example.test/.well-known/oauth-protected-resource/mcp"`,
+      ]);
+      expect(header).toMatch(authParams);
+    }
+  });
+
   it('answers a token without the required scope with 403', async () => {
     const out = await answer(
       verifierFor({ requiredScopes: ['mcp'] }),
@@ -463,5 +485,63 @@ describe('with the SDK requireBearerAuth', () => {
     expect(new AccessTokenInvalidError('x', 'expired')).toBeInstanceOf(InvalidTokenError);
     expect(new AccessTokenScopeError('x', ['a'])).toBeInstanceOf(InsufficientScopeError);
     expect(new AccessTokenUnavailableError('x')).toBeInstanceOf(ServerError);
+  });
+});
+
+describe('createJwtVerifier against a hostile or broken key server', () => {
+  /** A JWKS endpoint on loopback answering with the issuer's keys and `pad` characters of padding. */
+  async function paddedJwks(pad: number, chunked: boolean) {
+    const body = JSON.stringify({ keys: issuer.jwks.keys, pad: 'x'.repeat(pad) });
+    const server = createServer((_req, res) => {
+      if (chunked) {
+        // No content-length: the size is known only by reading.
+        res.writeHead(200, { 'content-type': 'application/json' });
+        for (let at = 0; at < body.length; at += 65_536) res.write(body.slice(at, at + 65_536));
+        res.end();
+      } else {
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length }).end(body);
+      }
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return {
+      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks.json`,
+      close: () => {
+        // A refused body leaves its connection mid-response: end it rather than wait for it.
+        server.closeAllConnections();
+        return new Promise((resolve) => server.close(resolve));
+      },
+    };
+  }
+
+  it('refuses a JWKS larger than maxJwksBytes (declared or streamed) as unavailable, and accepts one within it', async () => {
+    const token = await issuer.sign({ sub: 'u' });
+    for (const chunked of [false, true]) {
+      const huge = await paddedJwks(8 * 1024 * 1024, chunked);
+      try {
+        const error = await verifierFor({ jwksUrl: huge.url })
+          .verify(token)
+          .catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(AccessTokenUnavailableError);
+        expect(error).toMatchObject({ status: 503, message: 'The signing keys could not be fetched.' });
+        expect(String((error as Error).cause)).toBe(
+          'Error: The JWKS response is larger than maxJwksBytes (524288 bytes).',
+        );
+        // Raised for an authorization server that really publishes that much, the same JWKS is used.
+        await expect(
+          verifierFor({ jwksUrl: huge.url, maxJwksBytes: 16 * 1024 * 1024 }).verify(token),
+        ).resolves.toMatchObject({ extra: { sub: 'u' } });
+      } finally {
+        await huge.close();
+      }
+      const padded = await paddedJwks(400 * 1024, chunked);
+      try {
+        await expect(verifierFor({ jwksUrl: padded.url }).verify(token)).resolves.toMatchObject({
+          extra: { sub: 'u' },
+        });
+      } finally {
+        await padded.close();
+      }
+    }
+    expect(() => verifierFor({ maxJwksBytes: 0 })).toThrow(RangeError);
   });
 });
