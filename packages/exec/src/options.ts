@@ -1,5 +1,6 @@
 import { type ResolvedCommand, resolveCommand, resolveWorkingDirectory } from './command.js';
 import { buildEnvironment, secretValuesOf } from './environment.js';
+import { type SlotPool, slotPoolOf } from './exec-slots.js';
 import type { ExecOptions } from './types.js';
 
 /** Every option checked and defaulted once, at creation. */
@@ -17,6 +18,8 @@ export interface NormalisedExecOptions {
   readonly killGraceMs: number;
   readonly stderrTailBytes: number;
   readonly maxArgvBytes: number;
+  /** Where a run takes its slot: the one given, or the process's default pool. */
+  readonly slots: SlotPool;
 }
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
@@ -51,6 +54,7 @@ export function normaliseExecOptions(command: string, options: ExecOptions): Nor
     killGraceMs: positive(options.killGraceMs, DEFAULT_KILL_GRACE_MS, 'killGraceMs'),
     stderrTailBytes: positive(options.stderrTailBytes, DEFAULT_STDERR_TAIL_BYTES, 'stderrTailBytes'),
     maxArgvBytes: positive(options.maxArgvBytes, DEFAULT_MAX_ARGV_BYTES, 'maxArgvBytes'),
+    slots: slotPoolOf(options.slots),
   });
 }
 

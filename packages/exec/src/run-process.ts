@@ -5,7 +5,7 @@ import { scrubOutput } from './environment.js';
 import { releaseGroup, watchGroup } from './group-reaper.js';
 import type { NormalisedExecOptions } from './options.js';
 import { OutputCapture } from './output-capture.js';
-import { signalProcessTree } from './process-tree.js';
+import { GROUP_EMPTY, signalProcessTree, whenGroupGone } from './process-tree.js';
 import type { ExecOutcome } from './types.js';
 
 // After the child exits, how long pipes still held open by an escaped descendant may delay the result.
@@ -14,9 +14,11 @@ const PIPE_DRAIN_MS = 250;
 type StopReason = 'timeout' | 'aborted' | 'output';
 
 /**
- * Spawns the checked command with an already checked argv and waits for it. Resolves with the
- * outcome (any exit code); throws a `timeout` ToolError when the deadline or the signal stopped it and
- * an `unavailable` ToolError when it could not start.
+ * Takes a slot of the options' pool (waiting, if need be, at most `timeoutMs` or until `signal`
+ * aborts), spawns the checked command with an already checked argv and waits for it and its process
+ * group. Resolves with the outcome (any exit code); throws a `timeout` ToolError when the deadline or
+ * the signal stopped it, `rate_limited` when no slot came free, `unavailable` when it could not start.
+ * The slot is given back on every path, once the program's process group is gone.
  */
 export function runProcess(
   options: NormalisedExecOptions,
@@ -25,6 +27,22 @@ export function runProcess(
   logger: Logger,
 ): Promise<ExecOutcome> {
   if (signal?.aborted) {
+    return Promise.reject(new ToolError('timeout', 'The call was cancelled before the program started.'));
+  }
+  const slot = options.slots.take(signal, options.timeoutMs);
+  if (slot === true) return spawnInSlot(options, argv, signal, logger);
+  return slot.then(() => spawnInSlot(options, argv, signal, logger));
+}
+
+/** runProcess once a slot is held: every way out gives it back, exactly once. */
+function spawnInSlot(
+  options: NormalisedExecOptions,
+  argv: readonly string[],
+  signal: AbortSignal | undefined,
+  logger: Logger,
+): Promise<ExecOutcome> {
+  if (signal?.aborted) {
+    options.slots.release();
     return Promise.reject(new ToolError('timeout', 'The call was cancelled before the program started.'));
   }
   const spawnOptions: SpawnOptions = {
@@ -40,12 +58,24 @@ export function runProcess(
     windowsHide: true,
   };
   // Guard against a future edit: nothing here may ever go through a shell.
-  if (spawnOptions.shell !== false) throw new Error('exec: refusing to spawn through a shell');
+  if (spawnOptions.shell !== false) {
+    options.slots.release();
+    throw new Error('exec: refusing to spawn through a shell');
+  }
   const started = performance.now();
   const stdout = new OutputCapture(options.maxOutputBytes, 0, options.secretBytes);
   const stderr = new OutputCapture(options.maxOutputBytes, options.stderrTailBytes, options.secretBytes);
 
-  return new Promise<ExecOutcome>((resolve, reject) => {
+  return new Promise<ExecOutcome>((resolveRun, rejectRun) => {
+    // The slot goes back before the caller hears the answer: when a tool answers, its slot is free.
+    const resolve = (outcome: ExecOutcome): void => {
+      options.slots.release();
+      resolveRun(outcome);
+    };
+    const reject = (error: unknown): void => {
+      options.slots.release();
+      rejectRun(error);
+    };
     let child: ChildProcess;
     try {
       child = spawn(options.command.real, [...argv], spawnOptions);
@@ -57,16 +87,21 @@ export function runProcess(
     if (child.pid !== undefined) watchGroup(child.pid, options.killGraceMs, logger);
     let stopReason: StopReason | undefined;
     let settled = false;
+    // Set at exit: the group's last members gone (or given up on). The answer waits for it.
+    let groupGone: Promise<boolean> | true = true;
     const timers: NodeJS.Timeout[] = [];
 
     // A group that cannot be signalled is logged, never thrown: this runs in timers and events.
-    const signalTree = (signalName: NodeJS.Signals): void => {
+    // True when the group held no process any more.
+    const signalTree = (signalName: NodeJS.Signals): boolean => {
       const error = signalProcessTree(child, signalName);
-      if (error === undefined) return;
+      if (error === GROUP_EMPTY) return true;
+      if (error === undefined) return false;
       logger.warn(
         { err: error, command: options.command.declared, pid: child.pid, signal: signalName },
         'exec: could not signal the program’s process group; signalled the program itself',
       );
+      return false;
     };
     const stop = (reason: StopReason): void => {
       if (stopReason !== undefined) return;
@@ -104,8 +139,12 @@ export function runProcess(
       // answering timeout would have the model retry a run that completed.
       deadline.removeEventListener('abort', onDeadline);
       // Descendants left behind in the group are stopped with it: a tool call leaves no processes.
-      signalTree('SIGKILL');
-      if (child.pid !== undefined) releaseGroup(child.pid);
+      const empty = signalTree('SIGKILL');
+      if (child.pid !== undefined) {
+        releaseGroup(child.pid);
+        // Usually empty already (the program started nothing): no wait, no further check.
+        if (!empty) groupGone = whenGroupGone(child.pid, options.killGraceMs);
+      }
       // A descendant that left the group may still hold the pipes open; do not wait for it forever.
       timers.push(
         setTimeout(() => {
@@ -118,27 +157,46 @@ export function runProcess(
       if (settled) return;
       settled = true;
       cleanUp();
-      if (stopReason === 'timeout') {
-        reject(
-          new ToolError('timeout', `The program ran past its ${options.timeoutMs} ms limit and was stopped.`),
-        );
+      const answer = (): void => {
+        if (stopReason === 'timeout') {
+          reject(
+            new ToolError(
+              'timeout',
+              `The program ran past its ${options.timeoutMs} ms limit and was stopped.`,
+            ),
+          );
+          return;
+        }
+        if (stopReason === 'aborted') {
+          reject(new ToolError('timeout', 'The call was cancelled and the program was stopped.'));
+          return;
+        }
+        resolve({
+          exitCode,
+          signal: exitSignal,
+          stdout: stdout.text(),
+          stderr: stderr.text(),
+          stdoutBytes: stdout.total,
+          stderrBytes: stderr.total,
+          truncated: stdout.truncated || stderr.truncated,
+          stoppedForOutput: stopReason === 'output',
+          stderrTail: scrubOutput(stderr.tailText(), options.secretValues),
+          durationMs: performance.now() - started,
+        });
+      };
+      // The slot is held until the group is gone, not just the program: its children hold memory and pids too.
+      if (groupGone === true) {
+        answer();
         return;
       }
-      if (stopReason === 'aborted') {
-        reject(new ToolError('timeout', 'The call was cancelled and the program was stopped.'));
-        return;
-      }
-      resolve({
-        exitCode,
-        signal: exitSignal,
-        stdout: stdout.text(),
-        stderr: stderr.text(),
-        stdoutBytes: stdout.total,
-        stderrBytes: stderr.total,
-        truncated: stdout.truncated || stderr.truncated,
-        stoppedForOutput: stopReason === 'output',
-        stderrTail: scrubOutput(stderr.tailText(), options.secretValues),
-        durationMs: performance.now() - started,
+      void groupGone.then((gone) => {
+        if (!gone) {
+          logger.warn(
+            { command: options.command.declared, pid: child.pid, waitedMs: options.killGraceMs },
+            'exec: processes of the program’s group outlived SIGKILL; its slot is given back all the same',
+          );
+        }
+        answer();
       });
     });
   });

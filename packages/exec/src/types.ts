@@ -1,6 +1,7 @@
 import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import type { ErrorCode, InferArgs, InputSchema, Logger, ToolMiddleware } from '@toolgate/core';
 import type { ArgEntry } from './arg-spec.js';
+import type { ExecSlots } from './exec-slots.js';
 
 /** Options shared by `safeExec` and `execTool`: what may run, where, with what, for how long. */
 export interface ExecOptions {
@@ -27,6 +28,12 @@ export interface ExecOptions {
   stderrTailBytes?: number;
   /** Largest total size of the argv elements, in UTF-8 bytes. @default 131072 */
   maxArgvBytes?: number;
+  /**
+   * The pool of program slots this runs in (`createExecSlots`). A call that finds every slot taken
+   * waits at most `timeoutMs` (or until its caller aborts), first come first served, then answers
+   * `rate_limited`. @default the process's shared pool: 2 × CPUs at once, 4 × that waiting
+   */
+  slots?: ExecSlots;
 }
 
 /** Options of `safeExec`: the shared options plus the call's own signal and logger. */

@@ -39,7 +39,8 @@ export async function serve(
   return connectTestClient(server);
 }
 
-async function until(done: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+/** Polls `done` every 20 ms until it holds; throws after `timeoutMs` (a wait, never an assertion on time). */
+export async function until(done: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!done()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
