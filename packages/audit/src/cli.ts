@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // toolgate-audit: checks an audit chain. The report goes to stdout (this is a CLI, not a server).
 import { parseArgs } from 'node:util';
+import { withDeadline } from '@toolgate/core';
 import { MIN_KEY_BYTES, readAuditKeyFile } from './chain-key.js';
+import { parseTableName } from './pg-table.js';
 import type { AuditHead } from './types.js';
 import { type VerifyOptions, type VerifyResult, verifyAuditFile, verifyAuditTable } from './verify.js';
 
@@ -16,8 +18,10 @@ options:
   --allow-unkeyed        with keys: accept unkeyed records before a chain's first keyed one
   --expect-head CHAIN:SEQ:HASH
                          the chain must still hold that record (a head kept elsewhere; repeatable)
+  --timeout-ms MS        with --table: how long connecting and each read may wait for the database
+                         before giving up, exit 2 (default 30000)
 
-Exit status: 0 intact, 1 broken, 2 usage or read error.`;
+Exit status: 0 intact, 1 broken, 2 usage or read error (or no answer within --timeout-ms: not verified).`;
 
 /** A usage error: reported with its message, exit status 2. */
 class UsageError extends Error {}
@@ -34,6 +38,7 @@ async function main(argv: string[]): Promise<number> {
       'key-env': { type: 'string', multiple: true },
       'allow-unkeyed': { type: 'boolean' },
       'expect-head': { type: 'string', multiple: true },
+      'timeout-ms': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -48,8 +53,10 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   let options: VerifyOptions;
+  let timeoutMs: number;
   try {
     options = await verifyOptionsOf(values);
+    timeoutMs = timeoutOf(values['timeout-ms'], file !== undefined);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
     console.error(`toolgate-audit: ${error.message}`);
@@ -69,16 +76,36 @@ async function main(argv: string[]): Promise<number> {
     // A connection lost mid-read is also emitted as the client's 'error', besides rejecting the read
     // in flight (reported below, exit 2). Unheard, Node ends the process with exit 1: "broken".
     client.on('error', ignore);
-    await client.connect();
+    // A silent partition sends no reset: every wait on the database has a limit, and past it the
+    // socket is destroyed (the server may never hear of it; its session ends on its own).
     try {
-      result = await verifyAuditTable({
-        ...options,
-        client,
-        ...(values.table !== undefined && { table: values.table }),
-        ...(values.chain !== undefined && { chain: values.chain }),
-      });
+      try {
+        await withDeadline(() => client.connect(), { timeoutMs, what: 'connecting' });
+      } catch (error) {
+        if (!isTimeout(error)) throw error;
+        console.error(
+          `toolgate-audit: could not verify: the database did not answer within ${timeoutMs} ms while connecting (--timeout-ms)`,
+        );
+        return 2;
+      }
+      try {
+        result = await verifyAuditTable({
+          ...options,
+          client,
+          timeoutMs,
+          ...(values.table !== undefined && { table: values.table }),
+          ...(values.chain !== undefined && { chain: values.chain }),
+        });
+      } catch (error) {
+        if (!isTimeout(error)) throw error;
+        const read = parseTableName(values.table ?? 'toolgate_audit').sql;
+        console.error(
+          `toolgate-audit: could not verify: the database did not answer a read of ${printable(read)} within ${timeoutMs} ms (--timeout-ms)`,
+        );
+        return 2;
+      }
     } finally {
-      await client.end();
+      await endWithin(client, timeoutMs);
     }
   }
   for (const chain of result.chains) {
@@ -131,6 +158,37 @@ async function verifyOptionsOf(values: {
 }
 
 function ignore(): void {}
+
+/** `--timeout-ms`: a whole number of milliseconds from 1 (--table only); 30000 when not given. */
+function timeoutOf(text: string | undefined, forFile: boolean): number {
+  if (text === undefined) return 30_000;
+  if (forFile)
+    throw new UsageError('--timeout-ms applies to --table only (a file is read without a time limit)');
+  const timeoutMs = Number(text);
+  if (!/^[1-9][0-9]*$/.test(text) || !Number.isSafeInteger(timeoutMs)) {
+    throw new UsageError(`--timeout-ms ${printable(text)}: expected a whole number of milliseconds from 1`);
+  }
+  return timeoutMs;
+}
+
+function isTimeout(error: unknown): error is DOMException {
+  return error instanceof DOMException && error.name === 'TimeoutError';
+}
+
+/**
+ * Ends the connection: a goodbye, whose close the client waits for (node-postgres drops a connection
+ * with a read in flight at once). A partition may keep that close away: past the limit the socket is
+ * destroyed, so the process can exit with what it found.
+ */
+async function endWithin(client: import('pg').Client, timeoutMs: number): Promise<void> {
+  try {
+    await withDeadline(() => client.end(), { timeoutMs, what: 'ending the connection' });
+  } catch {
+    (
+      client as unknown as { connection?: { stream?: { destroy?: () => void } } }
+    ).connection?.stream?.destroy?.();
+  }
+}
 
 /** `CHAIN:SEQ:HASH`, split from the right: a chain id may hold colons. */
 function parseHead(text: string): AuditHead {

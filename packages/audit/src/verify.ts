@@ -1,6 +1,6 @@
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { canonicalJson } from '@toolgate/core';
+import { canonicalJson, withDeadline } from '@toolgate/core';
 import {
   GENESIS_HASH,
   hashOfCanonical,
@@ -261,6 +261,16 @@ export interface VerifyTableOptions extends VerifyOptions {
   table?: string;
   /** Check only this chain. @default every chain in the table */
   chain?: string;
+  /**
+   * How long one read (a page of records, the list of chains, a named record) may take. Past it the
+   * verification rejects with a `TimeoutError` DOMException: it could not verify, which says nothing
+   * of the chains. A silent partition sends no reset, and without a limit the read waits for the
+   * kernel to give up on the connection (about 15 minutes on Linux). The read is abandoned, not
+   * cancelled: the client's connection may still wait for its answer (a `pg.Client` is then
+   * best ended: `end()` drops a connection with a query in flight at once).
+   * @default 30000
+   */
+  timeoutMs?: number;
 }
 
 const PAGE = 1000;
@@ -286,7 +296,14 @@ interface TableRow {
  */
 export async function verifyAuditTable(options: VerifyTableOptions): Promise<VerifyResult> {
   const table = parseTableName(options.table ?? 'toolgate_audit');
-  const { client } = options;
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) {
+    throw new RangeError('verifyAuditTable: timeoutMs must be a positive number');
+  }
+  const what = `verifyAuditTable: a read of ${table.sql}`;
+  const client: AuditQueryable = {
+    query: (text, params) => withDeadline(() => options.client.query(text, params), { timeoutMs, what }),
+  };
   const checks = checksOf(options, 'verifyAuditTable');
   const pass = passOf(TABLE_ANCHORS, checks);
   let names: string[];

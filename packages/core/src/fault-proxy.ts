@@ -19,7 +19,10 @@ export interface FaultProxy {
    * retransmission).
    */
   blackhole(): void;
-  /** Ends a partition: what waited is forwarded, as TCP's retransmission would. */
+  /**
+   * Ends a partition: what waited is forwarded, as TCP's retransmission would, and a close that
+   * `silentCloses` held reaches the side kept open.
+   */
   heal(): void;
   /** Resets every live connection (the port stays open). */
   cut(): void;
@@ -40,26 +43,54 @@ export interface FaultProxy {
    * hears of it, and nothing resets. Other connections are not touched.
    */
   silenceAfter(match: (chunk: Buffer) => boolean): void;
+  /**
+   * With `silentCloses`: connections one side of which closed inside a partition, whose other side
+   * is still held open (it heard nothing). `heal()`, `cut()`, `down()` and `close()` end them.
+   */
+  readonly held: number;
   close(): Promise<void>;
 }
 
+export interface FaultProxyOptions {
+  /**
+   * A partition loses closes too: when one side of a connection that `silenceLive()`,
+   * `silenceAfter()` (once its chunk is forwarded) or `blackhole()` holds closes or resets it, the
+   * other side is not told. It stays open and hears nothing, as a server process behind a firewall
+   * that lost the flow keeps its session (and its locks), until `heal()` (the close arrives late) or
+   * `cut()`, `down()`, `close()`. Otherwise a close is passed on at once, partition or not.
+   * @default false
+   */
+  silentCloses?: boolean;
+}
+
 /** Starts a {@link FaultProxy} in front of `target`. */
-export async function startFaultProxy(target: { host: string; port: number }): Promise<FaultProxy> {
+export async function startFaultProxy(
+  target: { host: string; port: number },
+  options: FaultProxyOptions = {},
+): Promise<FaultProxy> {
+  const silentCloses = options.silentCloses === true;
   const live = new Set<Socket>();
+  // The connections a partition holds after a close it lost (silentCloses): each ends both its sides.
+  const held = new Set<() => void>();
   let connections = 0;
   let paused = false;
   let losingReplies = false;
   let silenceMatch: ((chunk: Buffer) => boolean) | undefined;
-  // The silencing of each live connection's pair, by its client socket.
-  const silencers = new Map<Socket, () => void>();
+  // Each live connection's pair, by its client socket: its silencing, and the end of its partition.
+  const silencers = new Map<Socket, { silence(): void; heal(): void }>();
   let server: Server | undefined;
   let port = 0;
+  const endHeld = (): void => {
+    for (const endBoth of held) endBoth();
+    held.clear();
+  };
   const resetAll = (): void => {
     for (const socket of live) socket.destroy();
     live.clear();
+    endHeld();
   };
   const listen = async (): Promise<void> => {
-    const next = createServer((client) => {
+    const next = createServer({ allowHalfOpen: true }, (client) => {
       connections += 1;
       const upstream = connect(target.port, target.host);
       live.add(client).add(upstream);
@@ -69,12 +100,24 @@ export async function startFaultProxy(target: { host: string; port: number }): P
       }
       let silent = false;
       let silenceOnReply = false;
+      // Inside a partition that loses closes (silentCloses): from a silence until heal().
+      let holdCloses = false;
       const silence = (): void => {
         silent = true;
+        if (silentCloses) {
+          // Both sides go on reading (and dropping) what comes, so a close is seen, and held.
+          holdCloses = true;
+          return;
+        }
         client.pause();
         upstream.pause();
       };
-      silencers.set(client, silence);
+      silencers.set(client, {
+        silence,
+        heal() {
+          holdCloses = false;
+        },
+      });
       const cut = (): void => {
         client.destroy();
         upstream.destroy();
@@ -82,18 +125,50 @@ export async function startFaultProxy(target: { host: string; port: number }): P
         live.delete(upstream);
         silencers.delete(client);
       };
-      client.on('error', cut).on('close', cut);
-      upstream.on('error', cut).on('close', cut);
+      // A close (or the client's half-close) inside a partition that loses closes: the other side is
+      // not told, and the connection is held, silent, until heal() or a reset ends both sides.
+      let holding = false;
+      const endBoth = (): void => {
+        client.destroy();
+        upstream.destroy();
+      };
+      const hold = (): boolean => {
+        if (holding) return true;
+        if (!(silentCloses && (holdCloses || paused))) return false;
+        holding = true;
+        silent = true;
+        held.add(endBoth);
+        live.delete(client);
+        live.delete(upstream);
+        silencers.delete(client);
+        return true;
+      };
+      const closed = (side: Socket) => (): void => {
+        if (!hold()) {
+          cut();
+          return;
+        }
+        side.destroy();
+        if (client.destroyed && upstream.destroyed) held.delete(endBoth);
+      };
+      client.on('error', closed(client)).on('close', closed(client));
+      upstream.on('error', closed(upstream)).on('close', closed(upstream));
+      // The server is made with allowHalfOpen, so that a client's FIN held in a partition is not
+      // answered with one; outside it, the client's half-close ends the connection, as before.
+      client.on('end', () => {
+        if (!hold()) client.end();
+      });
       client.on('data', (chunk: Buffer) => {
         if (silent) return;
         if (silenceMatch?.(chunk)) {
           silenceMatch = undefined;
           silenceOnReply = true;
+          holdCloses = silentCloses;
         }
         upstream.write(chunk);
       });
       upstream.on('data', (chunk: Buffer) => {
-        if (silenceOnReply) silence();
+        if (silenceOnReply && !silent) silence();
         if (silent) return;
         if (losingReplies) cut();
         else client.write(chunk);
@@ -123,6 +198,9 @@ export async function startFaultProxy(target: { host: string; port: number }): P
     get connections() {
       return connections;
     },
+    get held() {
+      return held.size;
+    },
     down,
     up: async () => {
       if (!server) await listen();
@@ -132,6 +210,8 @@ export async function startFaultProxy(target: { host: string; port: number }): P
       for (const socket of live) socket.pause();
     },
     heal() {
+      endHeld();
+      for (const connection of silencers.values()) connection.heal();
       paused = false;
       for (const socket of live) socket.resume();
     },
@@ -142,7 +222,7 @@ export async function startFaultProxy(target: { host: string; port: number }): P
       losingReplies = false;
     },
     silenceLive() {
-      for (const silence of silencers.values()) silence();
+      for (const connection of silencers.values()) connection.silence();
     },
     silenceAfter(match) {
       silenceMatch = match;

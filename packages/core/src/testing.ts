@@ -166,7 +166,7 @@ export function expectFailure(result: CallToolResult): ErrorEnvelope {
   return envelope;
 }
 
-export { type FaultProxy, startFaultProxy } from './fault-proxy.js';
+export { type FaultProxy, type FaultProxyOptions, startFaultProxy } from './fault-proxy.js';
 export {
   createTestContext,
   type LogEntry,
