@@ -152,12 +152,21 @@ function sortKeys(keys: string[]): string[] {
  * groups, which alternation would renumber or duplicate, are tested on their own.
  */
 export function createPatternPretest(patterns: readonly SecretPattern[]): (text: string) => boolean {
-  const tests: RegExp[] = [];
+  const tests: { readonly pattern: RegExp; readonly requires: RegExp | undefined }[] = [];
   const joined = new Map<string, string[]>();
-  for (const { pattern } of patterns) {
+  const stateless = (expression: RegExp): RegExp =>
+    expression.global || expression.sticky
+      ? new RegExp(expression.source, expression.flags.replace(/[gy]/g, ''))
+      : expression;
+  for (const { pattern, requires } of patterns) {
     const flags = pattern.flags.replace(/[gy]/g, '');
-    if (/\\[1-9]|\\k<|\(\?<[A-Za-z_$]/.test(pattern.source)) {
-      tests.push(new RegExp(pattern.source, flags));
+    // A pattern with a cheaper necessary test keeps its own expression behind it: joined, its costly
+    // scan would run on every text (two such patterns were most of this test's time on ordinary text).
+    if (requires !== undefined || /\\[1-9]|\\k<|\(\?<[A-Za-z_$]/.test(pattern.source)) {
+      tests.push({
+        pattern: new RegExp(pattern.source, flags),
+        requires: requires === undefined ? undefined : stateless(requires),
+      });
       continue;
     }
     const sources = joined.get(flags) ?? [];
@@ -165,10 +174,15 @@ export function createPatternPretest(patterns: readonly SecretPattern[]): (text:
     joined.set(flags, sources);
   }
   for (const [flags, sources] of joined) {
-    tests.unshift(new RegExp(sources.map((source) => `(?:${source})`).join('|'), flags));
+    tests.unshift({
+      pattern: new RegExp(sources.map((source) => `(?:${source})`).join('|'), flags),
+      requires: undefined,
+    });
   }
   return (text) => {
-    for (const test of tests) if (test.test(text)) return true;
+    for (const { pattern, requires } of tests) {
+      if ((requires === undefined || requires.test(text)) && pattern.test(text)) return true;
+    }
     return false;
   };
 }

@@ -28,6 +28,13 @@ export interface SecretPattern {
   readonly name: string;
   readonly pattern: RegExp;
   readonly replace: string;
+  /**
+   * A cheaper test that every text `pattern` matches passes (a literal it cannot match without): the
+   * pattern is skipped for a text that fails it. For patterns whose own scan is costly on ordinary text
+   * (a name-character run tried from each position, lookbehinds at every base64 character).
+   * @default undefined (the pattern is always tried)
+   */
+  readonly requires?: RegExp;
 }
 
 // Key names whose value is a secret in `key=value`, `key: value`, `"key":"value"` and header form. The
@@ -38,6 +45,9 @@ export interface SecretPattern {
 const SECRET_KEY_SUFFIX =
   '(?:password|passwd|passphrase|secret|token|api[ _-]?key|access[_-]?key|secret[_-]?key(?:[_-]?base)?|private[_-]?key|account[_-]?key|client[_-]?secret|credentials?|signature|session[_-]?(?:id|key)|[_.-]pass)';
 const SECRET_KEY_WHOLE = '(?:pass|pwd|pin|sig|_auth)';
+// A word every secret key name above holds (`password`, `passwd` and `passphrase` hold `pass`; each
+// `…key` holds `key`; `signature` holds `sig`): what SECRET_KEY cannot match without, tested first.
+const SECRET_KEY_WORD = /pass|pwd|pin|sig|_auth|secret|token|key|credential|session/i;
 // The key as written: an optional prefix of name characters, the secret word, an optional closing
 // quote (JSON, also escaped as `\"` when JSON sits inside a JSON string, or URL-encoded as `%22`), then
 // `=`, `:` or `=>` (PHP and Ruby hashes), or `%3D`/`%3A` (a URL-encoded query or JSON). Not preceded by
@@ -81,6 +91,7 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
       'g',
     ),
     replace: REDACTED,
+    requires: /MI[IG]|MHcCAQEE|MC4CAQAw/,
   },
   // The tail of a key whose BEGIN line was cut off (a message quoting the end of a command's output):
   // the base64 lines right before `-----END … PRIVATE KEY-----` (indented, as in a YAML block, or
@@ -93,6 +104,7 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
       'g',
     ),
     replace: REDACTED,
+    requires: /PRIVATE KEY/,
   },
   {
     // bcrypt, sha-crypt, argon2 and scrypt hashes: a row dump or log line carries them.
@@ -199,6 +211,7 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
       'gi',
     ),
     replace: `$1$2${REDACTED}$2`,
+    requires: SECRET_KEY_WORD,
   },
   {
     // `DB_PASSWORD=hunter2`, `AccountKey=abc==;`, `//registry/:_authToken=npm_x`, `password: hunter2`,
@@ -209,6 +222,7 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
       'gi',
     ),
     replace: `$1${REDACTED}`,
+    requires: SECRET_KEY_WORD,
   },
 ];
 
@@ -240,7 +254,8 @@ export function redactSecretsInText(
   patterns: readonly SecretPattern[] = SECRET_PATTERNS,
 ): string {
   let out = text;
-  for (const { pattern, replace } of patterns) {
+  for (const { pattern, replace, requires } of patterns) {
+    if (requires !== undefined && !requires.test(out)) continue;
     pattern.lastIndex = 0;
     out = out.replace(pattern, replace);
   }
@@ -516,6 +531,18 @@ function expandReplacement(replace: string, match: RegExpMatchArray): string {
 }
 
 function globalPattern(pattern: SecretPattern): SecretPattern {
-  if (pattern.pattern.global) return pattern;
-  return { ...pattern, pattern: new RegExp(pattern.pattern.source, `${pattern.pattern.flags}g`) };
+  const { requires } = pattern;
+  // `requires` is only ever tested: a global or sticky one would carry lastIndex from text to text.
+  const stateless =
+    requires === undefined || !(requires.global || requires.sticky)
+      ? requires
+      : new RegExp(requires.source, requires.flags.replace(/[gy]/g, ''));
+  if (pattern.pattern.global && stateless === requires) return pattern;
+  return {
+    ...pattern,
+    pattern: pattern.pattern.global
+      ? pattern.pattern
+      : new RegExp(pattern.pattern.source, `${pattern.pattern.flags}g`),
+    ...(stateless === undefined ? {} : { requires: stateless }),
+  };
 }

@@ -1,0 +1,150 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  createSecretRedactor,
+  REDACTED,
+  redactSecretsInText,
+  SECRET_PATTERNS,
+  type SecretPattern,
+} from '../src/index.js';
+
+const gated = SECRET_PATTERNS.filter((pattern) => pattern.requires !== undefined);
+
+// Texts each gated pattern matches, in the shapes the redaction tests use.
+const MATCHED: readonly string[] = [
+  'DB_PASSWORD=hunter2',
+  'x_api_key: abc123',
+  '"client_secret":"s3cr3t value"',
+  '\\"password\\":\\"x y\\"',
+  'password%3Dhunter2&next=1',
+  '%22client_secret%22%3A%22abc%22',
+  'SharedAccessSignature=sig; AccountKey=abc==;',
+  '//registry.npmjs.org/:_authToken=npm_abcdef',
+  'PIN: 4711',
+  'SESSION-ID=abc',
+  `key material MII${'A'.repeat(64)}== end`,
+  `EC key MHcCAQEE${'b'.repeat(48)}`,
+  `ed key MC4CAQAw${'c'.repeat(48)}`,
+  `MIGHAgEAMBMGByqGSM49${'d'.repeat(48)}`,
+  `  ${'e'.repeat(64)}\n  ${'f'.repeat(20)}==\n-----END PRIVATE KEY-----`,
+  `${'g'.repeat(64)}\\n${'h'.repeat(20)}\\n-----END RSA PRIVATE KEY-----`,
+];
+
+function matches(pattern: SecretPattern, text: string): boolean {
+  return new RegExp(pattern.pattern.source, pattern.pattern.flags.replace(/[gy]/g, '')).test(text);
+}
+
+describe('SecretPattern.requires: a cheaper test every text the pattern matches passes', () => {
+  it('the costly patterns (der-key, key-value-secret) each declare one', () => {
+    expect(gated.map((pattern) => pattern.name)).toEqual([
+      'der-key',
+      'der-key',
+      'key-value-secret',
+      'key-value-secret',
+    ]);
+  });
+
+  it('passes every text of the corpus its pattern matches, and each corpus text is matched by some gated pattern', () => {
+    for (const text of MATCHED) {
+      const by = gated.filter((pattern) => matches(pattern, text));
+      expect(by.length, text).toBeGreaterThan(0);
+      for (const pattern of by) expect(pattern.requires!.test(text), `${pattern.name}: ${text}`).toBe(true);
+    }
+  });
+
+  it('never fails a text its pattern matches: texts built from the patterns’ own pieces and random noise', () => {
+    const pieces = [
+      'password',
+      'PassWd',
+      'passphrase',
+      'secret',
+      'TOKEN',
+      'api key',
+      'api-key',
+      'access_key',
+      'private-key',
+      'account_key',
+      'client_secret',
+      'credentials',
+      'signature',
+      'session_id',
+      'session-key',
+      '_pass',
+      '.pass',
+      'pass',
+      'pwd',
+      'pin',
+      'sig',
+      '_auth',
+      '=',
+      ': ',
+      '=>',
+      '%3D',
+      '%3a',
+      '%22',
+      '"',
+      "'",
+      '\\"',
+      ' ',
+      '\t',
+      'hunter2',
+      'x',
+      '&',
+      ';',
+      'MII',
+      'MIG',
+      'AgEA',
+      'AgEB',
+      'MHcCAQEE',
+      'MC4CAQAw',
+      'A'.repeat(60),
+      '==',
+      '\n',
+      '\\n',
+      '\\r\\n',
+      '-----END ',
+      'PRIVATE KEY',
+      '-----',
+      'RSA ',
+      ' BLOCK',
+    ];
+    fc.assert(
+      fc.property(
+        fc.array(fc.oneof(fc.constantFrom(...pieces), fc.string({ maxLength: 6 })), { maxLength: 14 }),
+        (parts) => {
+          const text = parts.join('');
+          for (const pattern of gated) {
+            if (matches(pattern, text))
+              expect(pattern.requires!.test(text), `${pattern.name}: ${JSON.stringify(text)}`).toBe(true);
+          }
+        },
+      ),
+      { numRuns: 20_000 },
+    );
+  });
+
+  it('redaction with the gates gives exactly what it gives without them', () => {
+    const ungated = SECRET_PATTERNS.map(({ requires: _ignored, ...pattern }) => pattern);
+    for (const text of [
+      ...MATCHED,
+      'order 4000000000007919 shipped',
+      'pin the version',
+      'the key is in the drawer',
+    ]) {
+      expect(redactSecretsInText(text)).toBe(redactSecretsInText(text, ungated));
+    }
+    expect(redactSecretsInText('DB_PASSWORD=hunter2')).toBe(`DB_PASSWORD=${REDACTED}`);
+  });
+
+  it('a custom pattern’s global requires is made stateless, so it never skips a text on a stale lastIndex', () => {
+    const redact = createSecretRedactor({
+      patterns: [{ name: 'ticket', pattern: /TICKET-\d+/g, replace: REDACTED, requires: /TICKET/g }],
+    });
+    for (let round = 0; round < 3; round += 1) {
+      expect(redact({ a: 'see TICKET-1', b: 'and TICKET-22' })).toEqual({
+        a: `see ${REDACTED}`,
+        b: `and ${REDACTED}`,
+      });
+    }
+  });
+});
