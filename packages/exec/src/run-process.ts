@@ -27,11 +27,15 @@ export function runProcess(
   logger: Logger,
 ): Promise<ExecOutcome> {
   if (signal?.aborted) {
-    return Promise.reject(new ToolError('timeout', 'The call was cancelled before the program started.'));
+    return Promise.reject(cancelledBeforeStart());
   }
   const slot = options.slots.take(signal, options.timeoutMs);
   if (slot === true) return spawnInSlot(options, argv, signal, logger);
   return slot.then(() => spawnInSlot(options, argv, signal, logger));
+}
+
+function cancelledBeforeStart(): ToolError {
+  return new ToolError('timeout', 'The call was cancelled before the program started.');
 }
 
 /** runProcess once a slot is held: every way out gives it back, exactly once. */
@@ -43,7 +47,7 @@ function spawnInSlot(
 ): Promise<ExecOutcome> {
   if (signal?.aborted) {
     options.slots.release();
-    return Promise.reject(new ToolError('timeout', 'The call was cancelled before the program started.'));
+    return Promise.reject(cancelledBeforeStart());
   }
   const spawnOptions: SpawnOptions = {
     shell: false,
