@@ -119,6 +119,7 @@ const LEVEL_ORDER: readonly LoggingLevel[] = [
 
 // What the client reads of a log message's data: the boundary's redaction of secrets.
 const redactForClient = createSecretRedactor();
+const secretsOnly = (text: string): string => redactSecretsInText(text);
 const isSecretKey = createSecretKeyMatcher();
 
 // Fields of a request to the client that are sent as given: discriminants, media types and base64
@@ -127,18 +128,11 @@ const isSecretKey = createSecretKeyMatcher();
 const SENT_AS_GIVEN = new Set(['type', 'role', 'mode', 'mimeType', 'data', 'blob', 'url', 'elicitationId']);
 
 /**
- * A request's params with secrets redacted in every string: secret patterns (then `after`), and a string
- * under a secret-named key (`{ password: 'x' }`) whole. Only strings: a form field or tool parameter
+ * A request's params with secrets redacted in every string: `text` (secret patterns, maybe then the
+ * scrub hooks), and a string under a secret-named key (`{ password: 'x' }`) whole. Only strings: a form field or tool parameter
  * named `password` (an object) keeps its schema, and object keys stay (they name fields).
  */
-function redactRequest(
-  params: object,
-  after: ((text: string) => string) | undefined,
-): Record<string, unknown> {
-  const text =
-    after === undefined
-      ? (s: string) => redactSecretsInText(s)
-      : (s: string) => after(redactSecretsInText(s));
+function redactRequest(params: object, text: (text: string) => string): Record<string, unknown> {
   return mapStrings(params, text, {
     replaceEntry: (key, value) => {
       if (typeof value !== 'string') return undefined;
@@ -157,9 +151,7 @@ const FEATURE_WORDS: Record<ClientFeature, string> = {
 export function createServerAccess(source: ServerAccessSource): ServerAccess {
   const hooks = source.scrubText;
   const textForClient =
-    hooks === undefined
-      ? (text: string) => redactSecretsInText(text)
-      : (text: string) => hooks(redactSecretsInText(text));
+    hooks === undefined ? secretsOnly : (text: string) => hooks(redactSecretsInText(text));
   const supports = (feature: ClientFeature): boolean => {
     if (!source.canRequest) return false;
     const caps = source.clientCapabilities();
@@ -232,7 +224,7 @@ export function createServerAccess(source: ServerAccessSource): ServerAccess {
     },
     elicit(params, options = {}) {
       const mode = params.mode === 'url' ? 'url' : 'form';
-      const sent = redactRequest(mode === 'form' ? { ...params, mode: 'form' } : params, undefined);
+      const sent = redactRequest(mode === 'form' ? { ...params, mode: 'form' } : params, secretsOnly);
       return ask<ElicitResult>(
         mode === 'url' ? 'elicitation.url' : 'elicitation.form',
         'elicitation/create',
@@ -253,7 +245,7 @@ export function createServerAccess(source: ServerAccessSource): ServerAccess {
       return ask<CreateMessageResult>(
         'sampling',
         'sampling/createMessage',
-        redactRequest(params, hooks),
+        redactRequest(params, textForClient),
         CreateMessageResultSchema,
         options.timeoutMs ?? 60_000,
       );
