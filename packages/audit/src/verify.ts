@@ -265,9 +265,12 @@ export interface VerifyTableOptions extends VerifyOptions {
    * How long one read (a page of records, the list of chains, a named record) may take. Past it the
    * verification rejects with a `TimeoutError` DOMException: it could not verify, which says nothing
    * of the chains. A silent partition sends no reset, and without a limit the read waits for the
-   * kernel to give up on the connection (about 15 minutes on Linux). The read is abandoned, not
-   * cancelled: the client's connection may still wait for its answer (a `pg.Client` is then
-   * best ended: `end()` drops a connection with a query in flight at once).
+   * kernel to give up on the connection (about 15 minutes on Linux). With a `pg.Pool`, every read runs
+   * on one connection checked out for the verification (the checkout is bound by the same limit), and
+   * a connection whose read failed or timed out is destroyed, not handed back: a silent one would
+   * otherwise stay checked out for those 15 minutes, and a few would starve the pool. With a
+   * `pg.Client` the read is abandoned, not cancelled: the connection may still wait for its answer
+   * (it is then best ended: `end()` drops a connection with a query in flight at once).
    * @default 30000
    */
   timeoutMs?: number;
@@ -301,10 +304,75 @@ export async function verifyAuditTable(options: VerifyTableOptions): Promise<Ver
     throw new RangeError('verifyAuditTable: timeoutMs must be a positive number');
   }
   const what = `verifyAuditTable: a read of ${table.sql}`;
-  const client: AuditQueryable = {
-    query: (text, params) => withDeadline(() => options.client.query(text, params), { timeoutMs, what }),
-  };
+  // Options are checked before any connection is taken.
   const checks = checksOf(options, 'verifyAuditTable');
+  const pool = isPool(options.client) ? options.client : undefined;
+  const connection = pool === undefined ? undefined : await checkOut(pool, timeoutMs);
+  const source = connection ?? options.client;
+  let failed: Error | undefined;
+  const client: AuditQueryable = {
+    query: (text, params) =>
+      withDeadline(() => source.query(text, params), { timeoutMs, what }).catch((error: unknown) => {
+        failed ??= error instanceof Error ? error : new Error('verifyAuditTable: a read failed');
+        throw error;
+      }),
+  };
+  try {
+    return await verifyTable(client, options, table, checks);
+  } finally {
+    // A connection whose read failed may still wait for its answer: destroyed (release with an error),
+    // never handed back to the pool for the next caller to wait on.
+    connection?.release(failed);
+  }
+}
+
+/**
+ * A `pg.Pool` (or one like it): checks connections out with `connect()` and counts them. A `pg.Client`
+ * has `connect()` too, but no counts.
+ */
+interface PoolLike extends AuditQueryable {
+  connect(): Promise<PooledConnection>;
+  readonly totalCount: number;
+  readonly idleCount: number;
+}
+
+/** A pool's checked-out connection: `release(error)` destroys it instead of keeping it. */
+interface PooledConnection extends AuditQueryable {
+  release(error?: Error): void;
+}
+
+function isPool(client: AuditQueryable): client is PoolLike {
+  const candidate = client as Partial<PoolLike>;
+  return (
+    typeof candidate.connect === 'function' &&
+    typeof candidate.totalCount === 'number' &&
+    typeof candidate.idleCount === 'number'
+  );
+}
+
+/** Checks a connection out within `timeoutMs`; one that arrives after the limit is destroyed. */
+async function checkOut(pool: PoolLike, timeoutMs: number): Promise<PooledConnection> {
+  const pending = pool.connect();
+  try {
+    return await withDeadline(() => pending, {
+      timeoutMs,
+      what: 'verifyAuditTable: checking a connection out of the pool',
+    });
+  } catch (error) {
+    pending.then(
+      (late) => late.release(new Error('verifyAuditTable: checked out after the time limit')),
+      () => undefined,
+    );
+    throw error;
+  }
+}
+
+async function verifyTable(
+  client: AuditQueryable,
+  options: VerifyTableOptions,
+  table: ReturnType<typeof parseTableName>,
+  checks: ReturnType<typeof checksOf>,
+): Promise<VerifyResult> {
   const pass = passOf(TABLE_ANCHORS, checks);
   let names: string[];
   if (options.chain !== undefined) {

@@ -5,6 +5,7 @@
 
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { withDeadline } from '@toolgate/core';
 import { type FaultProxy, reportMissingService, startFaultProxy } from '@toolgate/core/testing';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
@@ -231,6 +232,65 @@ if (url === undefined) {
           .map((part) => `"${part}"`)
           .join('.')} did not finish within 300 ms`,
       });
+    });
+
+    it('verifyAuditTable with a pg.Pool: the silent connection is destroyed, not handed back to starve the pool', async () => {
+      const { table, proxy, proxied } = await tableBehindProxy();
+      const pool = new pg.Pool({ connectionString: proxied, max: 1 });
+      pool.on('error', () => {});
+      try {
+        // The pool's one connection, made before the partition and idle in the pool.
+        await pool.query('SELECT 1');
+        expect(pool.totalCount).toBe(1);
+        proxy.silenceLive();
+        const failure = await verifyAuditTable({ client: pool, table, timeoutMs: 300 }).catch(
+          (error: unknown) => error,
+        );
+        expect(failure).toMatchObject({ name: 'TimeoutError' });
+        // Handed back, the connection would still wait for its lost answer, checked out for the
+        // ~15 minutes the kernel takes: with max 1, every later query of the app would wait with it.
+        expect({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }).toEqual({
+          total: 0,
+          idle: 0,
+          waiting: 0,
+        });
+        const next = await withDeadline(() => pool.query('SELECT 2 AS two'), { timeoutMs: 5_000 });
+        expect(next.rows).toEqual([{ two: 2 }]);
+        // And a verification that succeeds hands its connection back for reuse.
+        await expect(verifyAuditTable({ client: pool, table, timeoutMs: 5_000 })).resolves.toMatchObject({
+          intact: true,
+          records: 3,
+        });
+        expect({ total: pool.totalCount, idle: pool.idleCount }).toEqual({ total: 1, idle: 1 });
+      } finally {
+        // Bounded: a pool whose connection is stuck checked out never ends.
+        await proxy.close();
+        await withDeadline(() => pool.end(), { timeoutMs: 5_000 }).catch(() => undefined);
+      }
+    });
+
+    it('verifyAuditTable with a pg.Pool whose checkout gets no answer: TimeoutError after timeoutMs, and the late connection is destroyed', async () => {
+      const { table, proxy, proxied } = await tableBehindProxy();
+      const pool = new pg.Pool({ connectionString: proxied, max: 1 });
+      pool.on('error', () => {});
+      try {
+        proxy.blackhole();
+        const failure = await verifyAuditTable({ client: pool, table, timeoutMs: 300 }).catch(
+          (error: unknown) => error,
+        );
+        expect(failure).toMatchObject({
+          name: 'TimeoutError',
+          message: 'verifyAuditTable: checking a connection out of the pool did not finish within 300 ms',
+        });
+        // The partition ends: the connection completes after the limit and is destroyed on arrival.
+        proxy.heal();
+        const next = await withDeadline(() => pool.query('SELECT 3 AS three'), { timeoutMs: 5_000 });
+        expect(next.rows).toEqual([{ three: 3 }]);
+      } finally {
+        // Bounded: a pool whose connection is stuck checked out never ends.
+        await proxy.close();
+        await withDeadline(() => pool.end(), { timeoutMs: 5_000 }).catch(() => undefined);
+      }
     });
   });
 }
