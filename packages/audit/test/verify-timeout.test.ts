@@ -122,19 +122,26 @@ if (url === undefined) {
       return { table, proxy, proxied: target.toString() };
     }
 
+    /** The CLI verifying `table` through the proxy with `--timeout-ms 500`, killed if still waiting at 20 s. */
+    const verifyWithin500 = (table: string, proxied: string) =>
+      cliKilledAfter(20_000, 'verify', '--table', table, '--database-url', proxied, '--timeout-ms', '500');
+
+    /** A pool of one connection through the proxy, ended (bounded: a pool whose connection is stuck never ends). */
+    async function withPool(proxied: string, proxy: FaultProxy, use: (pool: pg.Pool) => Promise<void>) {
+      const pool = new pg.Pool({ connectionString: proxied, max: 1 });
+      pool.on('error', () => {});
+      try {
+        await use(pool);
+      } finally {
+        await proxy.close();
+        await withDeadline(() => pool.end(), { timeoutMs: 5_000 }).catch(() => undefined);
+      }
+    }
+
     it('the first read gets no answer: exit 2 (could not verify) after --timeout-ms, never a hang nor 1', async () => {
       const { table, proxy, proxied } = await tableBehindProxy();
       proxy.silenceAfter((chunk) => chunk.includes('SELECT DISTINCT chain'));
-      const result = await cliKilledAfter(
-        20_000,
-        'verify',
-        '--table',
-        table,
-        '--database-url',
-        proxied,
-        '--timeout-ms',
-        '500',
-      );
+      const result = await verifyWithin500(table, proxied);
       // The server never heard the CLI leave: its session is still held open by the partition.
       const held = proxy.held;
       await proxy.close();
@@ -153,16 +160,7 @@ if (url === undefined) {
     it('a page read gets no answer: exit 2, nothing printed of the chains read before', async () => {
       const { table, proxy, proxied } = await tableBehindProxy();
       proxy.silenceAfter((chunk) => chunk.includes('ORDER BY seq LIMIT'));
-      const result = await cliKilledAfter(
-        20_000,
-        'verify',
-        '--table',
-        table,
-        '--database-url',
-        proxied,
-        '--timeout-ms',
-        '500',
-      );
+      const result = await verifyWithin500(table, proxied);
       await proxy.close();
       expect(result).toMatchObject({ code: 2, signal: null, stdout: '' });
       expect(result.stderr).toMatch(
@@ -173,16 +171,7 @@ if (url === undefined) {
     it('the database is silent from the start: connecting gives up after --timeout-ms, exit 2', async () => {
       const { table, proxy, proxied } = await tableBehindProxy();
       proxy.blackhole();
-      const result = await cliKilledAfter(
-        20_000,
-        'verify',
-        '--table',
-        table,
-        '--database-url',
-        proxied,
-        '--timeout-ms',
-        '500',
-      );
+      const result = await verifyWithin500(table, proxied);
       await proxy.close();
       expect(result).toEqual({
         code: 2,
@@ -197,16 +186,7 @@ if (url === undefined) {
       const { table, proxy, proxied } = await tableBehindProxy();
       // The server gets the Terminate and ends its process; the partition keeps that close from the CLI.
       proxy.silenceAfter(isTerminate);
-      const result = await cliKilledAfter(
-        20_000,
-        'verify',
-        '--table',
-        table,
-        '--database-url',
-        proxied,
-        '--timeout-ms',
-        '500',
-      );
+      const result = await verifyWithin500(table, proxied);
       await proxy.close();
       expect(result).toMatchObject({ code: 0, signal: null, stderr: '' });
       expect(result.stdout).toMatch(/\nintact: 3 records in 1 chains\n$/);
@@ -236,9 +216,7 @@ if (url === undefined) {
 
     it('verifyAuditTable with a pg.Pool: the silent connection is destroyed, not handed back to starve the pool', async () => {
       const { table, proxy, proxied } = await tableBehindProxy();
-      const pool = new pg.Pool({ connectionString: proxied, max: 1 });
-      pool.on('error', () => {});
-      try {
+      await withPool(proxied, proxy, async (pool) => {
         // The pool's one connection, made before the partition and idle in the pool.
         await pool.query('SELECT 1');
         expect(pool.totalCount).toBe(1);
@@ -262,18 +240,12 @@ if (url === undefined) {
           records: 3,
         });
         expect({ total: pool.totalCount, idle: pool.idleCount }).toEqual({ total: 1, idle: 1 });
-      } finally {
-        // Bounded: a pool whose connection is stuck checked out never ends.
-        await proxy.close();
-        await withDeadline(() => pool.end(), { timeoutMs: 5_000 }).catch(() => undefined);
-      }
+      });
     });
 
     it('verifyAuditTable with a pg.Pool whose checkout gets no answer: TimeoutError after timeoutMs, and the late connection is destroyed', async () => {
       const { table, proxy, proxied } = await tableBehindProxy();
-      const pool = new pg.Pool({ connectionString: proxied, max: 1 });
-      pool.on('error', () => {});
-      try {
+      await withPool(proxied, proxy, async (pool) => {
         proxy.blackhole();
         const failure = await verifyAuditTable({ client: pool, table, timeoutMs: 300 }).catch(
           (error: unknown) => error,
@@ -286,11 +258,7 @@ if (url === undefined) {
         proxy.heal();
         const next = await withDeadline(() => pool.query('SELECT 3 AS three'), { timeoutMs: 5_000 });
         expect(next.rows).toEqual([{ three: 3 }]);
-      } finally {
-        // Bounded: a pool whose connection is stuck checked out never ends.
-        await proxy.close();
-        await withDeadline(() => pool.end(), { timeoutMs: 5_000 }).catch(() => undefined);
-      }
+      });
     });
   });
 }
