@@ -1,5 +1,5 @@
 import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { constants, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -70,4 +70,14 @@ function isGone(pid: number): boolean {
  */
 export async function expectGone(pid: number): Promise<void> {
   await until(() => isGone(pid), `pid ${pid} to be gone`);
+}
+
+/** Whether `pid` ignores or catches `signal` (from SigIgn and SigCgt in /proc/<pid>/status). */
+export function handles(pid: number, signal: NodeJS.Signals): boolean {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const bit = 1n << BigInt(constants.signals[signal] - 1);
+  return ['SigIgn', 'SigCgt'].some((field) => {
+    const mask = new RegExp(`^${field}:\\s*([0-9a-f]+)$`, 'm').exec(status)?.[1] ?? '0';
+    return (BigInt(`0x${mask}`) & bit) !== 0n;
+  });
 }

@@ -1,13 +1,13 @@
 // The server dies (kill -9, or SIGTERM with no handler: an orchestrator, the OOM killer, a crash)
 // while a program it started still runs. Its time limit lived in the dead server, so nothing would
 // ever stop the program or its children: each death under load left their process groups running.
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { expectGone, readPids, scratchDir } from './harness.js';
+import { expectGone, handles, readPids, scratchDir, until } from './harness.js';
 
 const SERVER = fileURLToPath(new URL('./fixtures/tree-server.ts', import.meta.url));
 const sandbox = scratchDir();
@@ -31,7 +31,7 @@ async function startServer(): Promise<{ client: Client; pid: number }> {
   return { client, pid: transport.pid };
 }
 
-/** The reapers among the children of `parent` (from /proc): Node running an inline script (`-e`). */
+/** The reapers among the children of `parent` (from /proc): the shell (`-c`) or Node (`-e`) running an inline script. */
 function reapersOf(parent: number): number[] {
   const reapers: number[] = [];
   for (const entry of readdirSync('/proc')) {
@@ -40,7 +40,7 @@ function reapersOf(parent: number): number[] {
       const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
       if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) !== parent) continue;
       const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
-      if (argv[1] === '-e') reapers.push(Number(entry));
+      if (argv[1] === '-c' || argv[1] === '-e') reapers.push(Number(entry));
     } catch {
       // gone since readdir
     }
@@ -115,5 +115,48 @@ describe('a server that dies while its programs run', () => {
     await client.close();
     await expectGone(pid);
     await expectGone(reapers[0]!);
+  });
+
+  it('the reaper is the system shell, a few MB where a second Node took about 40', async () => {
+    const { client, pid } = await startServer();
+    const pidFile = path.join(sandbox, 'shell.pids');
+    client.callTool({ name: 'behave', arguments: { mode: 'tree', args: [pidFile] } }).catch(() => {});
+    const pids = await readPids(pidFile);
+    const [reaper] = reapersOf(pid);
+    expect(readlinkSync(`/proc/${reaper}/exe`)).toBe(realpathSync('/bin/sh'));
+    // Loose on purpose: dash holds under 2 MB and bash as sh about 3; Node never starts below 30.
+    const rssKb = Number(/^VmRSS:\s*(\d+) kB$/m.exec(readFileSync(`/proc/${reaper}/status`, 'utf8'))?.[1]);
+    expect(rssKb).toBeLessThan(16 * 1024);
+    process.kill(pid, 'SIGKILL');
+    await expectGone(pids.child);
+    await expectGone(pids.grandchild);
+    await expectGone(reaper!);
+  });
+
+  it('signals a supervisor or a terminal sends the reaper do not stop it before the server dies', async () => {
+    const { client, pid } = await startServer();
+    const pidFile = path.join(sandbox, 'signalled.pids');
+    client.callTool({ name: 'behave', arguments: { mode: 'tree', args: [pidFile] } }).catch(() => {});
+    const pids = await readPids(pidFile);
+    const [reaper] = reapersOf(pid);
+    const signals: NodeJS.Signals[] = [
+      'SIGINT',
+      'SIGTERM',
+      'SIGHUP',
+      'SIGQUIT',
+      'SIGTSTP',
+      'SIGTTIN',
+      'SIGTTOU',
+      'SIGUSR1',
+      'SIGUSR2',
+    ];
+    await until(() => signals.every((name) => handles(reaper!, name)), 'the reaper to be ready');
+    // To its whole process group, as a supervisor that stops every group of the app, or a reload.
+    for (const name of signals) process.kill(-reaper!, name);
+    process.kill(pid, 'SIGKILL');
+    await expectGone(pid);
+    await expectGone(pids.child);
+    await expectGone(pids.grandchild);
+    await expectGone(reaper!);
   });
 });
