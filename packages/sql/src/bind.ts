@@ -66,6 +66,8 @@ export function claimProbe(
   condition: Condition,
   value: unknown,
 ): ClaimProbe | undefined {
+  // `match: 'column'`: the author lets the column type's own equality decide.
+  if (!binding.matchesText) return undefined;
   if (typeof value === 'string') {
     return mayReadAsAnother(value) ? { text: binding.probe.scalar, value } : undefined;
   }

@@ -16,26 +16,33 @@ export function buildQuery(
   declaration: SqlQueryDeclaration,
   args: Readonly<Record<string, unknown>>,
   bound: Readonly<Record<string, BindValue>> = {},
+  looseBindings?: readonly boolean[],
 ): BuiltQuery {
   let compiled = compiledDeclarations.get(declaration);
   if (!compiled) {
     compiled = compileDeclaration(declaration, 'buildQuery');
     compiledDeclarations.set(declaration, compiled);
   }
-  return buildCompiledQuery(compiled, args, bound);
+  return buildCompiledQuery(compiled, args, bound, looseBindings);
 }
 
-/** `buildQuery` for an already compiled declaration (the tool's per-call path). */
+/**
+ * `buildQuery` for an already compiled declaration (the tool's per-call path). `looseBindings` says,
+ * per binding, whether its column's equality is looser than its text (see `column-match.ts`): such a
+ * binding also compares the column's text with the claim's.
+ */
 export function buildCompiledQuery(
   compiled: CompiledQuery,
   args: Readonly<Record<string, unknown>>,
   bound: Readonly<Record<string, BindValue>>,
+  looseBindings?: readonly boolean[],
 ): BuiltQuery {
   const conditions: Condition[] = [];
   const values: unknown[] = [];
   let probes: ClaimProbe[] | undefined;
   let shape = '';
-  for (const binding of compiled.bindings) {
+  for (let index = 0; index < compiled.bindings.length; index += 1) {
+    const binding = compiled.bindings[index]!;
     // Checked again here, the last step before SQL: a handler may be called with any bindings.
     const value = bound[binding.name];
     const condition = boundCondition(binding, value);
@@ -45,7 +52,15 @@ export function buildCompiledQuery(
     }
     conditions.push(condition);
     values.push(value);
-    shape += condition === binding.list ? '2' : '1';
+    const list = condition === binding.list;
+    if (looseBindings?.[index] === true) {
+      const exact = list ? binding.exactText.list : binding.exactText.scalar;
+      conditions.push(exact);
+      values.push(exact.toValue(value));
+      shape += list ? '4' : '3';
+    } else {
+      shape += list ? '2' : '1';
+    }
     const probe = claimProbe(binding, condition, value);
     if (probe !== undefined) {
       probes ??= [];

@@ -47,6 +47,15 @@ export interface CompiledBinding {
    * the column makes of a claim that may spell a value another way (`+42`, `042`, an uppercase uuid).
    */
   readonly probe: { readonly scalar: string; readonly list: string };
+  /** The column's name as the catalog spells it. */
+  readonly column: string;
+  /** `match: 'text'` (the default): a claim selects only rows whose column, cast to text, is the claim. */
+  readonly matchesText: boolean;
+  /**
+   * Added after `scalar`/`list` where the column's equality is looser than its text (see
+   * `column-match.ts`): only rows whose column, as text in the C collation, is the claim itself.
+   */
+  readonly exactText: { readonly scalar: Condition; readonly list: Condition };
 }
 
 export interface CompiledOutputColumn {
@@ -67,9 +76,15 @@ export interface CompiledQuery {
   readonly limit: { readonly default: number; readonly max: number };
   /** Statement text per shape (which conditions are present, which sort), built on first use. */
   readonly statements: Map<string, string>;
+  /** Whether some binding matches by text: its column's type and collation are then read once. */
+  readonly matchesText: boolean;
 }
 
 const identity = (value: unknown): unknown => value;
+// The text a claim spells, as the driver sends it (a number's or a bigint's decimal, `true`).
+const claimText = (value: unknown): unknown =>
+  Array.isArray(value) ? value.map((item) => String(item)) : String(value);
+const MATCHES = ['text', 'column'];
 
 /** Checks a declaration (throws a TypeError naming the problem) and precomputes its SQL fragments. */
 export function compileDeclaration(declaration: SqlQueryDeclaration, what = 'sqlTool'): CompiledQuery {
@@ -84,10 +99,14 @@ export function compileDeclaration(declaration: SqlQueryDeclaration, what = 'sql
     }
     if (isInherited(name))
       throw new TypeError(`${what}: bind.${name}: the name is a property every object inherits`);
-    const column = quoteIdentifier(
-      typeof spec === 'function' ? name : (spec.column ?? name),
-      `${what}: bind.${name}`,
-    );
+    const match = typeof spec === 'function' ? undefined : spec.match;
+    if (match !== undefined && !MATCHES.includes(match)) {
+      throw new TypeError(`${what}: bind.${name}.match must be 'text' or 'column'`);
+    }
+    const unquoted = typeof spec === 'function' ? name : (spec.column ?? name);
+    const column = quoteIdentifier(unquoted, `${what}: bind.${name}`);
+    // The column's text in the C collation: a nondeterministic collation no longer folds case or accents.
+    const asText = `CAST(${column} AS text) COLLATE "C"`;
     return {
       name,
       resolve,
@@ -95,6 +114,12 @@ export function compileDeclaration(declaration: SqlQueryDeclaration, what = 'sql
       acceptsList: typeof spec === 'function' ? false : spec.list === true,
       scalar: { before: `${column} = `, after: '', toValue: identity },
       list: { before: `${column} = ANY(`, after: ')', toValue: identity },
+      column: unquoted,
+      matchesText: match !== 'column',
+      exactText: {
+        scalar: { before: `${asText} = `, after: '', toValue: claimText },
+        list: { before: `${asText} = ANY(`, after: ')', toValue: claimText },
+      },
       // The CASE takes the column's type (its subquery never runs), so $1 is read as the comparison reads it.
       probe: {
         scalar: `SELECT CAST(CASE WHEN false THEN (SELECT ${column} FROM ${from} LIMIT 0) ELSE $1 END AS text) AS "read"`,
@@ -139,6 +164,7 @@ export function compileDeclaration(declaration: SqlQueryDeclaration, what = 'sql
     defaultSort,
     limit: compileLimit(declaration.limit, what),
     statements: new Map(),
+    matchesText: bindings.some((binding) => binding.matchesText),
   };
 }
 

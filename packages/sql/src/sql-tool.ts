@@ -1,6 +1,7 @@
 import { defineTool, ok, type ToolContext, type ToolDefinition, type ToolResult } from '@toolgate/core';
 import { bindValues, checkProbe } from './bind.js';
 import { buildCompiledQuery } from './build-query.js';
+import { knownLooseBindings, readLooseBindings } from './column-match.js';
 import { type CompiledQuery, compileDeclaration } from './compile.js';
 import { toToolError } from './database-error.js';
 import { inputShape, outputShape } from './input-schema.js';
@@ -31,6 +32,8 @@ export function sqlTool(options: SqlToolOptions): ToolDefinition {
   const compiled = compileDeclaration(options, what);
   const noun = options.noun ?? 'rows';
   const db = options.db;
+  // Per binding, whether its column compares looser than its text: read on first use (column-match.ts).
+  const columns: BoundColumns = { loose: compiled.matchesText ? undefined : [] };
   const tool = defineTool({
     name: options.name,
     ...(options.title !== undefined && { title: options.title }),
@@ -41,31 +44,45 @@ export function sqlTool(options: SqlToolOptions): ToolDefinition {
     ...(options.middleware !== undefined && { middleware: options.middleware }),
     // Core resolves the caller-bound values before the chain and records them on ctx.bindings.
     ...(compiled.bindings.length > 0 && { bind: (request, caller) => bindValues(compiled, request, caller) }),
-    handler: (args, ctx) => runSqlTool(compiled, db, timeoutMs, noun, args, ctx as ToolContext),
+    handler: (args, ctx) => runSqlTool(compiled, db, columns, timeoutMs, noun, args, ctx as ToolContext),
   });
   return tool as unknown as ToolDefinition;
+}
+
+interface BoundColumns {
+  loose: readonly boolean[] | undefined;
 }
 
 async function runSqlTool(
   compiled: CompiledQuery,
   db: SqlToolOptions['db'],
+  columns: BoundColumns,
   timeoutMs: number,
   noun: string,
   args: Record<string, unknown>,
   ctx: ToolContext,
 ): Promise<ToolResult> {
   // Bound by core from the caller (the tool's bind), never from the arguments.
-  const query = buildCompiledQuery(compiled, args, ctx.bindings as Readonly<Record<string, BindValue>>);
+  const bound = ctx.bindings as Readonly<Record<string, BindValue>>;
+  columns.loose ??= knownLooseBindings(db, compiled);
+  const unread = columns.loose === undefined;
+  // Built (and the bound values checked) before any SQL, also on a first call that reads the columns.
+  let query = buildCompiledQuery(compiled, args, bound, columns.loose);
   let rows: Record<string, unknown>[];
   try {
     const options = { timeoutMs, signal: ctx.signal };
-    const probes = query.probes;
-    // One statement: an adapter that can run it alone (one round trip) says so with readOnlyQuery. A
-    // claim the column may read as another value is read back first, in the same transaction.
+    // One statement: an adapter that can run it alone (one round trip) says so with readOnlyQuery. The
+    // first call of a tool that matches claims by text reads its bound columns' types first, and a claim
+    // the column may read as another value is read back first, in the same transaction.
     rows =
-      probes !== undefined
+      unread || query.probes !== undefined
         ? await db.readOnly(options, async (runner) => {
-            for (const probe of probes)
+            if (unread) {
+              const loose = await readLooseBindings(runner, db, compiled);
+              if (loose.includes(true)) query = buildCompiledQuery(compiled, args, bound, loose);
+              columns.loose = knownLooseBindings(db, compiled);
+            }
+            for (const probe of query.probes ?? [])
               checkProbe(probe, (await runner.query(probe.text, [probe.value])).rows[0]?.read);
             return (await runner.query(query.text, query.values)).rows;
           })

@@ -142,9 +142,9 @@ export type BindResolver = (source: BindSource) => BindValue;
 
 /**
  * A bound filter: a function (the key is the column) or the column, the resolver, whether a
- * missing value is allowed (then the filter is dropped; by default the call is refused) and whether
+ * missing value is allowed (then the filter is dropped; by default the call is refused), whether
  * a list of values is (`= ANY`; by default a list refuses the call, so a claim shaped as a list
- * cannot widen the scope).
+ * cannot widen the scope) and how a claim matches the column (by its text, by default).
  */
 export type BindSpec =
   | BindResolver
@@ -158,6 +158,13 @@ export type BindSpec =
       readonly optional?: boolean;
       /** An array value compares with `= ANY($n)`; without it an array refuses the call. @default false */
       readonly list?: boolean;
+      /**
+       * `'text'`: the claim selects only rows whose column, cast to text, is exactly the claim (case,
+       * scale, spelling), whatever the column's type or collation. `'column'`: the column type's own `=` decides
+       * (`citext` ignores case, `numeric` scale, `+1` is `1`): only where the identity provider already
+       * treats every spelling the column equates as one caller. @default 'text'
+       */
+      readonly match?: 'text' | 'column';
     };
 
 /** Whitelisted sort keys; the model picks one of `<key>_asc` / `<key>_desc`. */

@@ -165,6 +165,36 @@ describe('buildQuery: bound parameters', () => {
     expect(built.values).toEqual([[1, 2], 10]);
   });
 
+  it('a binding whose column compares looser than its text also compares the column’s text in the C collation', () => {
+    const built = buildQuery(myOrdersDeclaration, { status: 'paid' }, { customer_id: 4 }, [true]);
+    expect(built.text).toBe(
+      statement(
+        '"id", "status"',
+        '"customer_id" = $1 AND CAST("customer_id" AS text) COLLATE "C" = $2 AND "status" = $3',
+        ' ORDER BY "id" ASC',
+        4,
+      ),
+    );
+    // The claim's text as the driver spells the value; both values came from the caller.
+    expect(built.values).toEqual([4, '4', 'paid', 10]);
+    expect(built.boundValues).toBe(2);
+    const listed = { ...myOrdersDeclaration, bind: { customer_id: { value: () => [1, '2'], list: true } } };
+    const list = buildQuery(listed, {}, { customer_id: [1, '2'] }, [true]);
+    expect(list.text).toBe(
+      statement(
+        '"id", "status"',
+        '"customer_id" = ANY($1) AND CAST("customer_id" AS text) COLLATE "C" = ANY($2)',
+        ' ORDER BY "id" ASC',
+        3,
+      ),
+    );
+    expect(list.values).toEqual([[1, '2'], ['1', '2'], 10]);
+    // The same declaration, a column whose equality is its text's: the plain statement, cached apart.
+    expect(buildQuery(listed, {}, { customer_id: [1, '2'] }, [false]).text).toBe(
+      statement('"id", "status"', '"customer_id" = ANY($1)', ' ORDER BY "id" ASC', 2),
+    );
+  });
+
   it('a list for a binding not declared a list, or a value of the wrong type, refuses with permission_denied', () => {
     for (const bound of [
       { customer_id: [1, 2] },

@@ -41,6 +41,15 @@ describe('sqlTool: identifiers are checked when the tool is defined', () => {
     expect(define({ bind: { x: { column: name, value: () => 1 } } })).toThrow('bind.x: identifier');
   });
 
+  it('refuses a bind match other than text or column', () => {
+    for (const match of ['loose', 'exact', true, null]) {
+      expect(define({ bind: { x: { value: () => 1, match: match as 'text' } } })).toThrow(
+        "sqlTool(search_orders): bind.x.match must be 'text' or 'column'",
+      );
+    }
+    expect(define({ bind: { x: { value: () => 1, match: 'column' } } })).not.toThrow();
+  });
+
   it('accepts a plain snake_case name', () => {
     expect(identifierProblem('customer_email')).toBeUndefined();
   });

@@ -1,4 +1,5 @@
 import { PGlite } from '@electric-sql/pglite';
+import { citext } from '@electric-sql/pglite/contrib/citext';
 import pg from 'pg';
 import {
   type PgQueryableOptions,
@@ -95,7 +96,8 @@ const pgliteEngine: Engine = {
   name: 'pglite',
   cancelsRunningStatements: false,
   async open() {
-    const database = await PGlite.create();
+    // citext ships as a contrib bundle: loaded here, created by the tests that bind a citext column.
+    const database = await PGlite.create({ extensions: { citext } });
     await database.exec(FIXTURE);
     await database.exec('CREATE ROLE toolgate_sql_noaccess NOLOGIN');
     return {

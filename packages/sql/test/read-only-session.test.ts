@@ -11,7 +11,7 @@ import {
   sqlTool,
 } from '../src/index.js';
 import { type CountingPool, countingPool } from './counting-pool.js';
-import { searchOrdersOptions } from './declarations.js';
+import { myOrdersDeclaration, searchOrdersOptions } from './declarations.js';
 import { ENGINES, NEEDS_POSTGRES, SCHEMA, type TestDatabase } from './engines.js';
 
 const url = process.env.TEST_DATABASE_URL;
@@ -166,6 +166,51 @@ describe.each(ENGINES.filter((engine) => engine.cancelsRunningStatements))(
         }
       } finally {
         await viaTransaction.close();
+      }
+    });
+
+    it('a tool bound to the caller reads its column once; then each call with a plain claim is one round trip', async () => {
+      const db = pgQueryable(counted.pool, { readOnlySession: { timeoutMs: 2000 } });
+      await db.readOnlyQuery!({ timeoutMs: 2000 }, 'SELECT 1', []);
+      client = await serveTools(
+        [
+          sqlTool({
+            ...myOrdersDeclaration,
+            name: 'my_orders',
+            description: 'My orders.',
+            db,
+            timeoutMs: 2000,
+          }),
+        ],
+        { ...quiet, authInfo: { token: 't', clientId: 'c', scopes: [], extra: { customerId: 2 } } },
+      );
+      const ids = async () =>
+        (
+          (await client!.callTool('my_orders', {})).structuredContent as { items: { id: number }[] }
+        ).items.map((item) => item.id);
+      let first: number[] = [];
+      // The first call: the integer column's type and collation, read in the call's transaction.
+      expect(
+        (
+          await roundTrips(async () => {
+            first = await ids();
+          })
+        ).map((text) => text.slice(0, 24)),
+      ).toEqual([
+        'BEGIN READ ONLY; SET LOC',
+        'SELECT a.attname AS "col',
+        'SELECT "id", "status", (',
+        'COMMIT',
+      ]);
+      expect(first).toEqual([3, 4]);
+      for (let call = 0; call < 3; call += 1) {
+        let later: number[] = [];
+        const statements = await roundTrips(async () => {
+          later = await ids();
+        });
+        expect(statements).toHaveLength(1);
+        expect(statements[0]).toMatch(/^SELECT "id", "status", .* WHERE "customer_id" = \$1\) AS /);
+        expect(later).toEqual([3, 4]);
       }
     });
 
