@@ -21,7 +21,7 @@ const authz = createAuthz({
     },
     ping: false, // authz leaves it alone: every caller sees and calls it
   },
-  local: 'allow', // stdio: the person at the terminal may use everything
+  local: 'allow', // stdio (a local transport): the person at the terminal may use everything
 });
 
 const server = new McpServer({ name: 'orders', version: '1.0.0' });

@@ -21,7 +21,10 @@ interface CompiledRules {
   readonly local: AuthzRules['local'];
 }
 
-const LOCAL_ALLOWED: Verdict = Object.freeze({ allow: true, reason: 'local caller (stdio) allowed' });
+const LOCAL_ALLOWED: Verdict = Object.freeze({
+  allow: true,
+  reason: 'local caller (local transport) allowed',
+});
 
 /**
  * Per-tool authorization: each tool requires scopes, scope alternatives, claim predicates or a

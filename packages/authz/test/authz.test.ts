@@ -296,7 +296,7 @@ describe('stdio (no auth)', () => {
     expect(await names(client)).toEqual(['search_orders', 'refund', 'get_order_status', 'ping']);
     expect(await client.callToolJson('refund', { orderId: 2 })).toEqual({ ok: true, refunded: 2 });
     expect(client.decisions).toEqual([
-      [{ by: 'authz', action: 'allow', reason: 'local caller (stdio) allowed' }],
+      [{ by: 'authz', action: 'allow', reason: 'local caller (local transport) allowed' }],
     ]);
   });
 

@@ -8,7 +8,8 @@ export interface CallerIdentity {
   /**
    * The stable key every per-caller key starts with: `sub:<issuer>|<subject>` (`%` and `|` of the issuer
    * percent-encoded), `client:<clientId>#<digest>`,
-   * `local` (stdio), `session:<id>` or `anonymous` (HTTP without auth).
+   * `local` (a local transport: stdio, in-memory), `session:<id>` or `anonymous` (any other transport
+   * without auth).
    */
   readonly id: string;
   readonly kind: 'subject' | 'client' | 'local' | 'session' | 'anonymous';
@@ -38,13 +39,15 @@ const ANONYMOUS: CallerIdentity = Object.freeze({ id: 'anonymous', kind: 'anonym
  * Core's identity rule. With a verified token: issuer + subject when there is a subject (stable across
  * refreshes); otherwise the client id plus a digest of the token's stable claims, scopes and resource,
  * so two tokens that differ in a meaningful claim never share an identity, and of the token itself when
- * no claim says who holds it. Without auth: `local` on stdio, the session id over HTTP with sessions,
- * else `anonymous`.
+ * no claim says who holds it. Without auth: `local` over a local transport (`request.local`: stdio,
+ * in-memory, or one the app declared local), else the transport's session id, else `anonymous`.
  */
 export function identifyCaller(request: ToolRequest): CallerIdentity {
   const auth = request.authInfo;
   if (auth) return identifyToken(auth);
-  if (request.headers === undefined) return LOCAL;
+  // Positive knowledge only: a request without HTTP headers may come from any transport that does not
+  // fill them (WebSocket, a queue, an adapter), and `local` is allowed every tool by authz by default.
+  if (request.local === true) return LOCAL;
   if (request.sessionId) return Object.freeze({ id: `session:${request.sessionId}`, kind: 'session' });
   return ANONYMOUS;
 }

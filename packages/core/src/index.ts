@@ -20,6 +20,7 @@ export {
   StoreFullError,
   type StoreOperationOptions,
 } from './key-value-store.js';
+export { isLocalTransport, type LocalTransportRule } from './local-transport.js';
 export { createLogThrottle, type LogThrottle, type LogThrottleOptions } from './log-throttle.js';
 export { createSilentLogger, createStderrLogger, type LogLevel, type StderrLoggerOptions } from './logger.js';
 export { CIRCULAR, type MapStringsOptions, mapStrings, TRUNCATED } from './map-strings.js';

@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { McpServer, RegisteredTool } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   CallToolRequestSchema,
   ListToolsRequestSchema,
@@ -16,6 +17,7 @@ import { compose } from './compose.js';
 import { isToolError, ToolError } from './errors.js';
 import { type CallerIdentity, type IdentifyCaller, identifyCaller } from './identity.js';
 import { newIncidentId } from './incident.js';
+import { isLocalTransport, type LocalTransportRule } from './local-transport.js';
 import { createStderrLogger } from './logger.js';
 import { fail, isToolResult, type ToolResult, toolErrorResult } from './result.js';
 import { createServerAccess } from './server-access.js';
@@ -37,6 +39,15 @@ export interface RegisterToolsOptions {
   logger?: Logger;
   /** Replaces core's caller identity rule (see `identifyCaller`). @default identifyCaller */
   identify?: IdentifyCaller;
+  /**
+   * Which connected transports are local to whoever started the server, so that their calls without auth
+   * are `local` (`ctx.request.local`; @toolgate/authz allows `local` every tool by default). Asked once
+   * per connection with the server's transport; only `true` makes it local, and one that throws makes it
+   * remote (the error in the log). Replaces core's rule; extend it with
+   * `(t) => t instanceof MyPipeTransport || isLocalTransport(t)`. @default isLocalTransport (the SDK's
+   * StdioServerTransport and InMemoryTransport)
+   */
+  localTransport?: LocalTransportRule;
   /**
    * Whether calls may send requests to the client (elicitation, sampling). `auto` allows them unless
    * the transport cannot carry them: stateless Streamable HTTP (no session: the client's answer would
@@ -71,6 +82,10 @@ interface Registry {
   readonly runUnknown: RunChain;
   readonly logger: Logger;
   readonly identify: IdentifyCaller;
+  readonly localTransport: LocalTransportRule;
+  /** The transport `transportIsLocal` was decided for: decided again only for a new transport (a new connection). */
+  transportSeen: Transport | undefined;
+  transportIsLocal: boolean;
   readonly canSee: readonly NonNullable<ToolMiddleware['canSee']>[];
   readonly scrub: readonly ScrubText[];
   readonly clientRequests: 'auto' | 'never';
@@ -231,6 +246,9 @@ function newRegistry(server: McpServer, prepared: Prepared, options: RegisterToo
     runUnknown: (ctx) => prepared.globalChain(ctx, () => innermost(ctx, registry)),
     logger: options.logger ?? defaultLogger(),
     identify: options.identify ?? identifyCaller,
+    localTransport: localTransportOf(options.localTransport),
+    transportSeen: undefined,
+    transportIsLocal: false,
     canSee: prepared.canSee,
     scrub: prepared.scrub,
     clientRequests: options.clientRequests ?? 'auto',
@@ -276,6 +294,38 @@ function abandonAfterMsOf(value: number | false | undefined): number | false {
 
 const DEFAULT_ABANDON_AFTER_MS = 5000;
 
+function localTransportOf(value: LocalTransportRule | undefined): LocalTransportRule {
+  if (value === undefined) return isLocalTransport;
+  if (typeof value === 'function') return value;
+  throw new TypeError(
+    `registerTools: localTransport must be a function (transport) => boolean, not ${value === null ? 'null' : typeof value}`,
+  );
+}
+
+/**
+ * Whether the server's transport is local, decided once per connection (a property read and a
+ * comparison per call). No transport (the connection closed under the call) is remote.
+ */
+function transportIsLocal(registry: Registry): boolean {
+  const transport = registry.server.server.transport;
+  if (transport !== registry.transportSeen) {
+    registry.transportSeen = transport;
+    registry.transportIsLocal = transport !== undefined && decideLocal(registry, transport);
+  }
+  return registry.transportIsLocal;
+}
+
+function decideLocal(registry: Registry, transport: Transport): boolean {
+  try {
+    const rule = registry.localTransport;
+    return rule(transport) === true;
+  } catch (error) {
+    // Fail closed: a rule that cannot decide leaves the transport's callers unauthenticated, not `local`.
+    logSafely(registry.logger, { err: error }, 'localTransport threw; transport treated as remote');
+    return false;
+  }
+}
+
 let stderrLogger: Logger | undefined;
 function defaultLogger(): Logger {
   stderrLogger ??= createStderrLogger();
@@ -307,7 +357,7 @@ function installHandlers(registry: Registry): void {
   }
   low.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
     const listed = (await listTools(request, extra)) as ListToolsResult;
-    const toolRequest = requestOf(extra as unknown as CallExtra, undefined);
+    const toolRequest = requestOf(registry, extra as unknown as CallExtra, undefined);
     let caller: CallerIdentity | undefined;
     if (registry.canSee.length > 0) {
       const identified = identifySafely(registry, toolRequest, 'tools/list');
@@ -379,13 +429,18 @@ function sessionKey(extra: CallExtra): string | undefined {
   return extra.sessionId || (typeof header === 'string' ? header : undefined);
 }
 
-function requestOf(extra: CallExtra, meta: Record<string, unknown> | undefined): ToolRequest {
+function requestOf(
+  registry: Registry,
+  extra: CallExtra,
+  meta: Record<string, unknown> | undefined,
+): ToolRequest {
   return {
     id: extra.requestId,
     sessionId: extra.sessionId,
     authInfo: extra.authInfo,
     meta,
     headers: extra.requestInfo?.headers,
+    local: transportIsLocal(registry),
     signal: extra.signal,
   };
 }
@@ -397,7 +452,7 @@ interface CallParams {
 }
 
 async function dispatch(registry: Registry, params: CallParams, extra: CallExtra): Promise<ToolResult> {
-  const request = requestOf(extra, params._meta);
+  const request = requestOf(registry, extra, params._meta);
   const caller = identifySafely(registry, request, params.name);
   if (caller instanceof Unidentified) return caller.answer;
   const entry = registry.tools.get(params.name);
@@ -617,6 +672,8 @@ function serverAccessFor(registry: Registry, extra: CallExtra, ctx: ToolContext)
 
 // Over HTTP without a session the client's answer arrives as a new POST at another server instance,
 // and in JSON-response mode the request has no stream to travel on: either way it would never return.
+// A question about HTTP, not locality: a transport that passes no headers (stdio, in-memory, WebSocket)
+// is one duplex stream, which carries the client's answer back whoever is at the other end.
 function transportCanRequest(registry: Registry, request: ToolRequest): boolean {
   if (request.headers === undefined) return true;
   if (!request.sessionId) return false;

@@ -25,11 +25,15 @@ export interface TestContextOptions {
   tool?: ToolDefinition;
   /** Validated (and raw) arguments. @default {} */
   args?: Record<string, unknown>;
-  /** Request fields to override (id, sessionId, authInfo, meta, headers, signal). */
+  /**
+   * Request fields to override (id, sessionId, authInfo, meta, headers, local, signal). `local` defaults
+   * to true unless `headers` are given: a bare context stands for a call over stdio, one with headers for
+   * a call over HTTP.
+   */
   request?: Partial<ToolRequest>;
   /** @default createSilentLogger() */
   logger?: Logger;
-  /** @default identifyCaller(request) (`local` without auth info) */
+  /** @default identifyCaller(request) (`local` without auth info and headers) */
   caller?: CallerIdentity;
   /** Values bound from the caller. @default {} */
   bindings?: Record<string, unknown>;
@@ -48,6 +52,7 @@ export function createTestContext(options: TestContextOptions = {}): ToolContext
     authInfo: undefined,
     meta: undefined,
     headers: undefined,
+    local: options.request?.headers === undefined,
     ...options.request,
     signal,
   };

@@ -145,6 +145,7 @@ export async function serveTools(
   if (options.middleware) registerOptions.middleware = options.middleware;
   if (options.logger) registerOptions.logger = options.logger;
   if (options.identify) registerOptions.identify = options.identify;
+  if (options.localTransport) registerOptions.localTransport = options.localTransport;
   if (options.clientRequests) registerOptions.clientRequests = options.clientRequests;
   if (options.abandonAfterMs !== undefined) registerOptions.abandonAfterMs = options.abandonAfterMs;
   registerTools(server, tools, registerOptions);

@@ -27,6 +27,13 @@ export interface ToolRequest {
   readonly meta: Readonly<Record<string, unknown>> | undefined;
   /** HTTP headers of the request, when it came over HTTP. */
   readonly headers: Readonly<Record<string, string | string[] | undefined>> | undefined;
+  /**
+   * True when the call came over a transport local to whoever started the server: the SDK's stdio or
+   * in-memory transport, or one `registerTools`' `localTransport` accepts. Decided from the transport's
+   * class once per connection, never from what a request carries (a remote transport may pass no
+   * headers). Core's identity rule names an unauthenticated local caller `local`.
+   */
+  readonly local: boolean;
   /** Aborted when the client cancels or the connection closes. */
   readonly signal: AbortSignal;
 }

@@ -46,13 +46,18 @@ function token(
   return { token: `t-${clientId}-${JSON.stringify(extra)}`, clientId, scopes, extra };
 }
 
-function requestWith(authInfo: AuthInfo | undefined, headers?: Record<string, string>): ToolRequest {
+function requestWith(
+  authInfo: AuthInfo | undefined,
+  headers?: Record<string, string>,
+  local = false,
+): ToolRequest {
   return {
     id: 1,
     sessionId: undefined,
     authInfo,
     meta: undefined,
     headers,
+    local,
     signal: new AbortController().signal,
   };
 }
@@ -197,12 +202,17 @@ describe('caller identity', () => {
     expect(id({ iss: '', sub: 'alice' })).toBe(id({ sub: 'alice' }));
   });
 
-  it('is local on stdio, the session over HTTP with sessions, anonymous over HTTP without either', () => {
-    expect(identifyCaller(requestWith(undefined)).id).toBe('local');
+  it('is local over a local transport, else the session when there is one, else anonymous', () => {
+    expect(identifyCaller(requestWith(undefined, undefined, true)).id).toBe('local');
     expect(identifyCaller({ ...requestWith(undefined, { host: 'x' }), sessionId: 's1' }).id).toBe(
       'session:s1',
     );
     expect(identifyCaller(requestWith(undefined, { host: 'x' })).id).toBe('anonymous');
+    // No headers is not stdio: a transport that fills no requestInfo (WebSocket, a queue) is remote.
+    expect(identifyCaller(requestWith(undefined)).id).toBe('anonymous');
+    expect(identifyCaller({ ...requestWith(undefined), sessionId: 'ws-1' }).id).toBe('session:ws-1');
+    // A token still names its holder over a local transport.
+    expect(identifyCaller(requestWith(token('portal', { sub: 'u1' }), undefined, true)).kind).toBe('subject');
   });
 
   it('rides on every call, with the values a tool binds from the caller, and keys include both', async () => {
