@@ -172,7 +172,16 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     try {
       fresh = await consume(ctx, verdict.nonce);
     } catch (error) {
-      return storeFailed(ctx, error, 'delete', verdict.digest, 'with the same confirmation');
+      // The delete may have been applied with its answer lost (or, on a store whose writes replicas
+      // must acknowledge, applied on the primary alone): the retry may then be refused as already used,
+      // though nothing ran.
+      return storeFailed(
+        ctx,
+        error,
+        'delete',
+        verdict.digest,
+        'with the same confirmation (if it is then refused as already used, nothing was done either: call without it to ask the user again)',
+      );
     }
     if (!fresh) {
       decide(ctx, 'refused', verdict.digest, 'used');

@@ -369,8 +369,10 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
         claimed = await bounded.setIfAbsent(keys.storeKey, running, opts.claimTtlMs, ctx.signal);
       } catch (error) {
         // The write may have landed with its answer lost: a claim that holds this call's token is its own.
+        // Not when the store says it landed on the primary alone (redis-store's `minReplicas`): a
+        // failover would lose it, and a retry on the new primary would run the call a second time.
         if (!isStoreFullError(error)) {
-          if (!ctx.signal.aborted && (await holdsToken(ctx, keys, token))) {
+          if (!ctx.signal.aborted && !isNotReplicated(error) && (await holdsToken(ctx, keys, token))) {
             return runClaimed(ctx, next, keys, opts, token, waitUntil);
           }
           // This call will not run under it: once the store answers, a claim of its own is removed, so
@@ -584,5 +586,15 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
       signal.addEventListener('abort', onAbort, { once: true });
     }),
     signal,
+  );
+}
+
+/**
+ * A write the store applied on its primary but too few replicas acknowledged (`@toolgate/redis-store`'s
+ * `minReplicas`: its error's code is `NOT_REPLICATED`): never a claim to run under.
+ */
+function isNotReplicated(error: unknown): boolean {
+  return (
+    typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 'NOT_REPLICATED'
   );
 }

@@ -1,5 +1,6 @@
 import {
   type KeyValueStore,
+  type StoreCommand,
   StoreCommandError,
   StoreFullError,
   type StoreOperationOptions,
@@ -12,11 +13,25 @@ export interface RedisStoreClient {
   set(key: string, value: string, px: 'PX', ttlMs: number, nx: 'NX'): Promise<unknown>;
   get(key: string): Promise<string | null>;
   del(key: string): Promise<number>;
+  /** Only with `minReplicas`: sends a write and its `WAIT` together (ioredis' `pipeline()`). */
+  pipeline?(): RedisWritePipeline;
+  /** Only with `minReplicas`: withdraws a claim the replicas did not acknowledge (ioredis' `eval`). */
+  eval?(script: string, numkeys: number, ...args: (string | number)[]): Promise<unknown>;
   /** ioredis' options, checked at creation when present (a Cluster's are under `redisOptions`). */
   readonly options?: {
     autoResendUnfulfilledCommands?: boolean;
-    redisOptions?: { autoResendUnfulfilledCommands?: boolean };
+    commandTimeout?: number;
+    redisOptions?: { autoResendUnfulfilledCommands?: boolean; commandTimeout?: number };
   };
+}
+
+/** The pipeline `minReplicas` sends each write through: the write, then `WAIT`, in one round trip. */
+export interface RedisWritePipeline {
+  set(key: string, value: string, px: 'PX', ttlMs: number): RedisWritePipeline;
+  set(key: string, value: string, px: 'PX', ttlMs: number, nx: 'NX'): RedisWritePipeline;
+  del(key: string): RedisWritePipeline;
+  wait(numreplicas: number, timeoutMs: number): RedisWritePipeline;
+  exec(): Promise<[error: Error | null, result: unknown][] | null>;
 }
 
 /** Options of `createRedisStore`. */
@@ -25,6 +40,18 @@ export interface RedisStoreOptions {
   prefix?: string;
   /** Longest any one operation may take before it rejects (the call's own signal also ends it), in ms. @default 200 */
   timeoutMs?: number;
+  /**
+   * Replicas that must acknowledge every write (Redis `WAIT`, sent with the write) before it counts; a
+   * write fewer acknowledge within `replicaTimeoutMs` rejects (the policy then fails closed). 0: no `WAIT`.
+   * @default 0
+   */
+  minReplicas?: number;
+  /**
+   * Longest a write waits for `minReplicas` acknowledgements, in ms: a whole number below `timeoutMs`.
+   * Redis ends a `WAIT` on its timer, up to `1000 / hz` ms (100 ms by default) after this.
+   * @default a quarter of timeoutMs (50)
+   */
+  replicaTimeoutMs?: number;
 }
 
 /** A `KeyValueStore` on Redis, with the key prefix it writes under. */
@@ -32,11 +59,19 @@ export interface RedisStore extends KeyValueStore {
   readonly prefix: string;
 }
 
+/** The `code` of the error a write rejects with when fewer than `minReplicas` acknowledged it. */
+const NOT_REPLICATED = 'NOT_REPLICATED';
+
+/** Deletes KEYS[1] only while it holds ARGV[1]: the claim this store wrote, never one made since. */
+const WITHDRAW_CLAIM =
+  "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
 /**
  * Core's `KeyValueStore` on Redis, shared by every replica: `setIfAbsent` is `SET key value PX ttl NX`
  * (one atomic command, so two replicas never both win a claim), expiry is Redis's own. Every operation
  * is bounded by `timeoutMs` and follows the caller's signal, so a partitioned Redis costs a call at most
- * the time limit. The caller owns the client's lifecycle (`close()` does not quit it).
+ * the time limit. With `minReplicas`, every write waits (`WAIT`) for that many replicas to hold it and
+ * rejects when they do not. The caller owns the client's lifecycle (`close()` does not quit it).
  */
 export function createRedisStore(client: RedisStoreClient, options: RedisStoreOptions = {}): RedisStore {
   const prefix = options.prefix ?? 'toolgate:';
@@ -49,61 +84,220 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
     throw new RangeError('createRedisStore: timeoutMs must be a positive number of milliseconds');
   }
   checkNoResend(client);
+  const replicas = replicaOptions(client, options, timeoutMs);
+  // Keys a write of this store is still settling (waiting for replicas, or withdrawing its claim).
+  const settling = new Map<string, Promise<void>>();
   const bounded = <T>(op: StoreOperationOptions | undefined, work: () => Promise<T>): Promise<T> => {
     // Checked here, not inside the work: core's raceAbort would leave the work's own rejection unhandled.
     if (op?.signal?.aborted) return Promise.reject(op.signal.reason);
     return withDeadline(() => work(), { signal: op?.signal, timeoutMs });
   };
+  /**
+   * Runs a write that waits for replicas, tracked until it has settled: a caller that stops waiting for
+   * it (its deadline, its signal) and reads the key at once must not see a claim about to be withdrawn.
+   */
+  const tracked = <T>(key: string, work: () => Promise<T>): Promise<T> => {
+    const running = work();
+    const before = settling.get(key);
+    const done = running.then(
+      () => undefined,
+      () => undefined,
+    );
+    const settled = before === undefined ? done : Promise.all([before, done]).then(() => undefined);
+    settling.set(key, settled);
+    void settled.then(() => {
+      if (settling.get(key) === settled) settling.delete(key);
+    });
+    return running;
+  };
+  /** The write, then `WAIT`, in one pipeline: the write's reply, or its error, and how many replicas hold it. */
+  const writeAndWait = async (
+    queue: (pipeline: RedisWritePipeline) => RedisWritePipeline,
+    replies: { minReplicas: number; replicaTimeoutMs: number },
+  ): Promise<{ reply: unknown; acknowledged: number }> => {
+    const results = await queue(client.pipeline!())
+      .wait(replies.minReplicas, replies.replicaTimeoutMs)
+      .exec();
+    const [written, waited] = results ?? [];
+    if (written === undefined || waited === undefined) throw new Error('the pipeline was discarded');
+    if (written[0] !== null) throw written[0];
+    if (waited[0] !== null) throw waited[0];
+    return { reply: written[1], acknowledged: Number(waited[1]) };
+  };
+  const wanted =
+    replicas &&
+    `${replicas.minReplicas} replicas acknowledged the write within ${replicas.replicaTimeoutMs} ms`;
+  // Its words name no key and no value: they are counts, and what became of the write on the primary.
+  const notReplicated = (acknowledged: number, outcome: string, sent: StoreCommand): StoreCommandError =>
+    new StoreCommandError(
+      {
+        name: 'NotReplicatedError',
+        code: NOT_REPLICATED,
+        message: `RedisStore: only ${acknowledged} of ${wanted} (WAIT); ${outcome}`,
+      },
+      sent,
+    );
+  /** Takes the unacknowledged claim back off the primary; says what became of it. */
+  const withdraw = async (key: string, value: string): Promise<string> => {
+    try {
+      await client.eval!(WITHDRAW_CLAIM, 1, key, value);
+      return 'the claim was withdrawn from the primary';
+    } catch (error) {
+      const code = (error as { code?: unknown } | null)?.code;
+      const what = typeof code === 'string' ? code : (error as Error | null)?.name;
+      return `withdrawing the claim failed (${typeof what === 'string' ? what : 'unknown'}): it stays on the primary until its ttl`;
+    }
+  };
   return {
     prefix,
     setIfAbsent(key, value, ttlMs, op) {
       checkTtl(ttlMs);
-      return bounded(op, async () => {
-        try {
-          return (await client.set(prefix + key, value, 'PX', ttlMs, 'NX')) === 'OK';
-        } catch (error) {
-          throw fullOr(
-            new StoreCommandError(error, {
-              name: 'set',
-              key: prefix + key,
-              value,
-              options: ['PX', ttlMs, 'NX'],
-            }),
-          );
-        }
-      });
+      const full = prefix + key;
+      const sent: StoreCommand = { name: 'set', key: full, value, options: ['PX', ttlMs, 'NX'] };
+      if (replicas === undefined) {
+        return bounded(op, async () => {
+          try {
+            return (await client.set(full, value, 'PX', ttlMs, 'NX')) === 'OK';
+          } catch (error) {
+            throw fullOr(new StoreCommandError(error, sent));
+          }
+        });
+      }
+      return bounded(op, () =>
+        tracked(full, async () => {
+          let written: { reply: unknown; acknowledged: number };
+          try {
+            written = await writeAndWait((p) => p.set(full, value, 'PX', ttlMs, 'NX'), replicas);
+          } catch (error) {
+            throw fullOr(new StoreCommandError(error, sent));
+          }
+          const claimed = written.reply === 'OK';
+          if (written.acknowledged >= replicas.minReplicas) return claimed;
+          // A claim only the primary holds is taken back: the caller will not act on it, and a failover
+          // to a replica that never saw it must not be the only thing that forgets it.
+          const outcome = claimed ? await withdraw(full, value) : 'the key was not claimed';
+          throw notReplicated(written.acknowledged, outcome, sent);
+        }),
+      );
     },
     set(key, value, ttlMs, op) {
       checkTtl(ttlMs);
-      return bounded(op, async () => {
-        try {
-          await client.set(prefix + key, value, 'PX', ttlMs);
-        } catch (error) {
-          throw fullOr(
-            new StoreCommandError(error, { name: 'set', key: prefix + key, value, options: ['PX', ttlMs] }),
-          );
-        }
-      });
+      const full = prefix + key;
+      const sent: StoreCommand = { name: 'set', key: full, value, options: ['PX', ttlMs] };
+      if (replicas === undefined) {
+        return bounded(op, async () => {
+          try {
+            await client.set(full, value, 'PX', ttlMs);
+          } catch (error) {
+            throw fullOr(new StoreCommandError(error, sent));
+          }
+        });
+      }
+      return bounded(op, () =>
+        tracked(full, async () => {
+          let written: { reply: unknown; acknowledged: number };
+          try {
+            written = await writeAndWait((p) => p.set(full, value, 'PX', ttlMs), replicas);
+          } catch (error) {
+            throw fullOr(new StoreCommandError(error, sent));
+          }
+          if (written.acknowledged < replicas.minReplicas) {
+            throw notReplicated(written.acknowledged, 'the value stays on the primary', sent);
+          }
+        }),
+      );
     },
     get(key, op) {
+      const full = prefix + key;
       return bounded(op, async () => {
+        const pending = settling.get(full);
+        if (pending !== undefined) await pending;
         try {
-          return (await client.get(prefix + key)) ?? undefined;
+          return (await client.get(full)) ?? undefined;
         } catch (error) {
-          throw new StoreCommandError(error, { name: 'get', key: prefix + key });
+          throw new StoreCommandError(error, { name: 'get', key: full });
         }
       });
     },
     delete(key, op) {
-      return bounded(op, async () => {
-        try {
-          return (await client.del(prefix + key)) > 0;
-        } catch (error) {
-          throw new StoreCommandError(error, { name: 'del', key: prefix + key });
-        }
-      });
+      const full = prefix + key;
+      const sent: StoreCommand = { name: 'del', key: full };
+      if (replicas === undefined) {
+        return bounded(op, async () => {
+          try {
+            return (await client.del(full)) > 0;
+          } catch (error) {
+            throw new StoreCommandError(error, sent);
+          }
+        });
+      }
+      return bounded(op, () =>
+        tracked(full, async () => {
+          let written: { reply: unknown; acknowledged: number };
+          try {
+            written = await writeAndWait((p) => p.del(full), replicas);
+          } catch (error) {
+            throw new StoreCommandError(error, sent);
+          }
+          if (written.acknowledged < replicas.minReplicas) {
+            throw notReplicated(written.acknowledged, 'the key is deleted on the primary', sent);
+          }
+          return Number(written.reply) > 0;
+        }),
+      );
     },
   };
+}
+
+/**
+ * `minReplicas` and `replicaTimeoutMs`, checked; undefined when no write waits for replicas. `WAIT` must
+ * answer within the operation's own limit and the client's command timeout, or no write could ever succeed
+ * (and `WAIT 1 0` would block the connection for good).
+ */
+function replicaOptions(
+  client: RedisStoreClient,
+  options: RedisStoreOptions,
+  timeoutMs: number,
+): { minReplicas: number; replicaTimeoutMs: number } | undefined {
+  const { minReplicas = 0, replicaTimeoutMs } = options;
+  if (typeof minReplicas !== 'number') {
+    throw new TypeError(`createRedisStore: minReplicas must be a number, got ${typeof minReplicas}`);
+  }
+  if (!(Number.isSafeInteger(minReplicas) && minReplicas >= 0)) {
+    throw new RangeError(`createRedisStore: minReplicas must be a whole number from 0, got ${minReplicas}`);
+  }
+  if (replicaTimeoutMs !== undefined) checkReplicaTimeout(replicaTimeoutMs, timeoutMs);
+  if (minReplicas === 0) return undefined;
+  // A quarter: Redis ends a WAIT on its timer (every 100 ms at the default hz), so one of 50 ms answers
+  // within 150 ms, and the withdrawal of a claim still fits in the default 200.
+  const waitMs = replicaTimeoutMs ?? Math.floor(timeoutMs / 4);
+  checkReplicaTimeout(waitMs, timeoutMs);
+  if (typeof client.pipeline !== 'function' || typeof client.eval !== 'function') {
+    throw new TypeError(
+      'createRedisStore: minReplicas needs a client with pipeline() and eval() (an ioredis client, as createRedisClient makes)',
+    );
+  }
+  const commandTimeout = client.options?.commandTimeout ?? client.options?.redisOptions?.commandTimeout;
+  if (typeof commandTimeout === 'number' && commandTimeout <= waitMs) {
+    throw new RangeError(
+      `createRedisStore: replicaTimeoutMs (${waitMs}) must be below the client's commandTimeout (${commandTimeout}), or the client gives up on every WAIT`,
+    );
+  }
+  return { minReplicas, replicaTimeoutMs: waitMs };
+}
+
+function checkReplicaTimeout(replicaTimeoutMs: unknown, timeoutMs: number): void {
+  if (typeof replicaTimeoutMs !== 'number') {
+    throw new TypeError(
+      `createRedisStore: replicaTimeoutMs must be a number, got ${typeof replicaTimeoutMs}`,
+    );
+  }
+  // 0 is no limit to Redis: a WAIT that never answers would hold the connection for good.
+  if (!(Number.isSafeInteger(replicaTimeoutMs) && replicaTimeoutMs >= 1 && replicaTimeoutMs < timeoutMs)) {
+    throw new RangeError(
+      `createRedisStore: replicaTimeoutMs must be a whole number of milliseconds from 1 to below timeoutMs (${timeoutMs}), got ${replicaTimeoutMs}`,
+    );
+  }
 }
 
 /**

@@ -1,11 +1,12 @@
 /**
- * Test helpers for policies on Redis: a redis-server of the test's own, and a flood that runs it out of
- * memory. `maxmemory` is server-wide, so a test of a full Redis starts its own server and the shared one
- * (and every other test using it) never runs full. Needs `redis-server` on PATH.
+ * Test helpers for policies on Redis: a redis-server of the test's own (a primary, or a replica of one),
+ * and a flood that runs it out of memory. `maxmemory` is server-wide, so a test of a full Redis starts its
+ * own server and the shared one (and every other test using it) never runs full. Needs `redis-server` on PATH.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { createSilentLogger, type Logger } from '@toolgate/core';
 import type { Redis } from 'ioredis';
 import { createRedisClient, redisReady } from './redis-client.js';
@@ -15,8 +16,17 @@ import { createRedisStore } from './redis-store.js';
 export interface OwnRedisServer {
   /** `redis://127.0.0.1:<port>`. */
   url: string;
+  /** The loopback port it listens on. */
+  port: number;
   /** A client made with `createRedisClient` (connected and ready). */
   client: Redis;
+  /**
+   * Stops the server's process (SIGSTOP): it keeps its connections and answers nothing, as a stalled
+   * replica does; its primary still counts it as connected.
+   */
+  pause(): void;
+  /** Lets a paused server run again (SIGCONT); a replica resolves once it has caught up with its primary. */
+  resume(): Promise<void>;
   /** Disconnects the client and kills the server (SIGKILL: nothing of it is kept). */
   close(): Promise<void>;
 }
@@ -26,8 +36,13 @@ export interface OwnRedisOptions {
   maxmemory?: string;
   /** The client's logger (default: drops every entry; the server is killed under it at close). */
   logger?: Logger;
-  /** How long to wait for the server to answer (default 10,000 ms). */
+  /** How long to wait for the server to answer, and a replica for its link (default 10,000 ms). */
   readyTimeoutMs?: number;
+  /**
+   * Starts it as a replica of this server (`--replicaof`), resolved once its link to the primary is up
+   * and the primary counts it (`INFO replication`). Default: a primary.
+   */
+  replicaOf?: OwnRedisServer;
 }
 
 /** A free loopback port (the OS picks it; the probe closes before redis-server binds it). */
@@ -43,7 +58,9 @@ async function freePort(): Promise<number> {
 
 /**
  * Starts `redis-server` on a free loopback port with no persistence and `maxmemory-policy noeviction`,
- * and resolves once a client made for it answers. Rejects (and kills the server) if it cannot start.
+ * and resolves once a client made for it answers (a replica: once its link is up). Rejects (and kills the
+ * server) if it cannot start. Replication is diskless both ways (nothing is written to the working
+ * directory; any file would go to the OS's temporary directory) and starts at once.
  */
 export async function startOwnRedis(options: OwnRedisOptions = {}): Promise<OwnRedisServer> {
   const port = await freePort();
@@ -63,6 +80,21 @@ export async function startOwnRedis(options: OwnRedisOptions = {}): Promise<OwnR
       options.maxmemory ?? '3mb',
       '--maxmemory-policy',
       'noeviction',
+      '--dir',
+      tmpdir(),
+      '--repl-diskless-sync',
+      'yes',
+      '--repl-diskless-sync-delay',
+      '0',
+      ...(options.replicaOf === undefined
+        ? []
+        : [
+            '--replicaof',
+            '127.0.0.1',
+            String(options.replicaOf.port),
+            '--repl-diskless-load',
+            'on-empty-db',
+          ]),
     ],
     { stdio: 'ignore' },
   );
@@ -88,9 +120,29 @@ export async function startOwnRedis(options: OwnRedisOptions = {}): Promise<OwnR
     }
   }
   const ready = client;
+  if (options.replicaOf !== undefined) {
+    try {
+      await linked(options.replicaOf.client, ready, port, deadline);
+    } catch (error) {
+      ready.disconnect();
+      server.kill('SIGKILL');
+      throw error;
+    }
+  }
   return {
     url,
+    port,
     client: ready,
+    pause() {
+      server.kill('SIGSTOP');
+    },
+    async resume() {
+      server.kill('SIGCONT');
+      const primary = options.replicaOf;
+      if (primary !== undefined) {
+        await linked(primary.client, ready, port, Date.now() + (options.readyTimeoutMs ?? 10_000));
+      }
+    },
     async close() {
       ready.disconnect();
       if (server.exitCode === null && server.signalCode === null) {
@@ -100,6 +152,34 @@ export async function startOwnRedis(options: OwnRedisOptions = {}): Promise<OwnR
       }
     },
   };
+}
+
+/**
+ * Resolves once `replica` reports its link to the primary up, `primary` counts it (on `port`) online, and
+ * a write on the primary is acknowledged by every replica online. (After a diskless full sync, a primary
+ * streams nothing to the new replica until its first acknowledgement, up to a second later: a write before
+ * then waits for it.)
+ */
+async function linked(primary: Redis, replica: Redis, port: number, deadline: number): Promise<void> {
+  const online = new RegExp(`^slave\\d+:ip=[^,]*,port=${port},state=online`, 'm');
+  const probe = `toolgate-own-redis:link:${port}`;
+  for (;;) {
+    const [mine, theirs] = await Promise.all([replica.info('replication'), primary.info('replication')]);
+    if (/^master_link_status:up\r?$/m.test(mine) && online.test(theirs)) {
+      const replicas = theirs.match(/^slave\d+:.*state=online/gm)?.length ?? 0;
+      const replies = await primary
+        .pipeline()
+        .set(probe, '1', 'PX', 1000)
+        .del(probe)
+        .wait(replicas, 200)
+        .exec();
+      if (Number(replies?.[2]?.[1]) >= replicas) return;
+    }
+    if (Date.now() > deadline) {
+      throw new Error('startOwnRedis: the replica did not link to its primary in time');
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 /**
