@@ -76,7 +76,7 @@ const url = process.env.TEST_REDIS_URL;
 if (url === undefined) {
   console.log('\nRedis: set TEST_REDIS_URL (e.g. redis://127.0.0.1:6379) to measure the Redis limiter.');
 } else {
-  const redis = new Redis(url, { enableOfflineQueue: false, protocol: 2 });
+  const redis = new Redis(url, { enableOfflineQueue: false, protocol: 2, socketTimeout: 2000 });
   await new Promise((resolve) => redis.once('ready', resolve));
   const prefix = `tg:rl-bench:${process.pid}`;
   const redisOne = compose([createRateLimit({ limits: [limits[0]], keyPrefix: prefix, store: { redis } })]);

@@ -10,6 +10,7 @@ const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', {
   protocol: 2,
   maxRetriesPerRequest: 0,
   autoResendUnfulfilledCommands: false,
+  socketTimeout: 2000, // a connection silent this long after a command is closed and made again
 });
 redis.on('error', (error) => logger.warn({ err: error }, 'redis'));
 

@@ -273,6 +273,15 @@ function checkRedisClient(store: { redis: RedisRateLimitClient }): RedisRateLimi
         `${WHERE}: create the ioredis client with protocol: 2 (RESP3 is untested by rate-limiter-flexible)`,
       );
     }
+    // A connection that goes silent without a reset (a partition, a NAT or firewall that forgot the
+    // flow) stays 'ready' in ioredis for good without it: every call waits timeoutMs, each replica
+    // judges alone for the rest of the process's life, and every call's command waits in the client.
+    const socketTimeout = options.socketTimeout ?? options.redisOptions?.socketTimeout;
+    if (!(typeof socketTimeout === 'number' && Number.isFinite(socketTimeout) && socketTimeout > 0)) {
+      throw new TypeError(
+        `${WHERE}: create the ioredis client with socketTimeout (e.g. 2000 ms, as createRedisClient does): without it a connection that goes silent is never closed, and the limits stay judged by this process alone`,
+      );
+    }
   }
   return client;
 }

@@ -32,7 +32,8 @@ export interface ToolRateLimits {
 }
 
 /**
- * A Redis client configured as documented: ioredis with `enableOfflineQueue: false` and `protocol: 2`.
+ * A Redis client configured as documented: ioredis with `enableOfflineQueue: false`, `protocol: 2` and a
+ * `socketTimeout`.
  * Typed structurally so that users of the memory store need not install ioredis.
  */
 export interface RedisRateLimitClient {
@@ -40,7 +41,8 @@ export interface RedisRateLimitClient {
   readonly options?: {
     enableOfflineQueue?: boolean;
     protocol?: number;
-    redisOptions?: { protocol?: number };
+    socketTimeout?: number;
+    redisOptions?: { protocol?: number; socketTimeout?: number };
   };
   // biome-ignore lint/suspicious/noExplicitAny: rate-limiter-flexible calls ioredis' command methods by name.
   readonly [command: string]: any;

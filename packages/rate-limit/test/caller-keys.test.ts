@@ -147,7 +147,12 @@ if (REDIS_URL === undefined) {
     const keyPrefix = `tg:rl-test-callers:${randomUUID()}`;
     const clients: Redis[] = [];
     const redisClient = async (): Promise<Redis> => {
-      const client = new Redis(url, { enableOfflineQueue: false, protocol: 2, maxRetriesPerRequest: 1 });
+      const client = new Redis(url, {
+        enableOfflineQueue: false,
+        protocol: 2,
+        maxRetriesPerRequest: 1,
+        socketTimeout: 2000,
+      });
       clients.push(client);
       if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
       return client;

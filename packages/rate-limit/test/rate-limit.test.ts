@@ -277,6 +277,24 @@ describe('configuration errors', () => {
       createRateLimit({ limits, store: { redis: { options: { enableOfflineQueue: false, protocol: 3 } } } }),
     ).toThrow('create the ioredis client with protocol: 2');
   });
+
+  it('refuses an ioredis client that would keep a silent connection for good (no socketTimeout)', () => {
+    const limits = [{ per: 'caller', points: 1, duration: 60 }] as const;
+    // ioredis' own options as new Redis(url, { enableOfflineQueue: false, protocol: 2 }) shows them.
+    for (const socketTimeout of [undefined, 0, Number.POSITIVE_INFINITY, '2000']) {
+      const options = { enableOfflineQueue: false, protocol: 2, socketTimeout };
+      expect(() => createRateLimit({ limits, store: { redis: { options } as never } })).toThrow(
+        'create the ioredis client with socketTimeout',
+      );
+    }
+    const single = { options: { enableOfflineQueue: false, protocol: 2, socketTimeout: 2000 } };
+    expect(() => createRateLimit({ limits, store: { redis: single } })).not.toThrow();
+    // A Cluster carries each node's options under redisOptions.
+    const cluster = {
+      options: { enableOfflineQueue: false, redisOptions: { protocol: 2, socketTimeout: 2000 } },
+    };
+    expect(() => createRateLimit({ limits, store: { redis: cluster } })).not.toThrow();
+  });
 });
 
 function expectFailureCode(result: Parameters<typeof expectFailure>[0]): string {

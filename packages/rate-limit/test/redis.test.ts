@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { type AddressInfo, createServer } from 'node:net';
-import { errorOf } from '@toolgate/core';
+import { errorOf, type PolicyDecision } from '@toolgate/core';
 import { expectFailure, type FaultProxy, type LogEntry, startFaultProxy } from '@toolgate/core/testing';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -14,8 +14,13 @@ const alice = token('portal', { customerId: 41 });
 const clients: Redis[] = [];
 
 /** The one documented client configuration (see README): no offline queue, RESP2. */
-function redisClient(url: string): Redis {
-  const client = new Redis(url, { enableOfflineQueue: false, protocol: 2, maxRetriesPerRequest: 1 });
+function redisClient(url: string, socketTimeout = 2000): Redis {
+  const client = new Redis(url, {
+    enableOfflineQueue: false,
+    protocol: 2,
+    maxRetriesPerRequest: 1,
+    socketTimeout,
+  });
   client.on('error', () => {}); // connection errors are the subject of these tests
   clients.push(client);
   return client;
@@ -186,10 +191,10 @@ if (REDIS_URL === undefined) {
         await proxy.close();
       });
 
-      const viaProxy = async (): Promise<Redis> => {
+      const viaProxy = async (socketTimeout?: number): Promise<Redis> => {
         const target = new URL(url);
         target.port = String(proxy.port);
-        return ready(redisClient(target.toString()));
+        return ready(redisClient(target.toString(), socketTimeout));
       };
 
       it('fail-open: no call waits past timeoutMs, the insurance limits count, one log line', async () => {
@@ -215,6 +220,44 @@ if (REDIS_URL === undefined) {
           error: { name: 'TimeoutError' },
         });
       });
+
+      it('a connection gone silent for good (no reset): the client closes it after socketTimeout and the replicas share one count again', async () => {
+        const limits = [{ name: 'shared', per: 'caller', points: 1000, duration: '1m' }] as const;
+        const log: LogEntry[] = [];
+        const admin = await ready(redisClient(url));
+        const recorder = decisionRecorder();
+        const authInfo = token('portal', { customerId: 52 });
+        const replicas = [];
+        for (let i = 0; i < 2; i += 1) {
+          const redis = await viaProxy(300);
+          const limiter = createRateLimit({ limits, keyPrefix: `${keyPrefix}:silent`, store: { redis } });
+          replicas.push(await serve([recorder.middleware, limiter], { authInfo, log }));
+        }
+        await replicas[0]!.callTool('search_orders');
+        const [key] = await admin.keys(`${keyPrefix}:silent:*`);
+        expect(await admin.get(key!)).toBe('1');
+        // A NAT or firewall forgets both flows: no reset, the clients' sockets stay open and hear nothing.
+        proxy.silenceLive();
+        const judgedInProcess = (calls: readonly PolicyDecision[][]) =>
+          calls.some((decisions) => decisions.some((decision) => decision.reason === 'store_unavailable'));
+        let silent = 0;
+        let recovered = false;
+        // Until both replicas are heard by Redis again (a kept silent connection never is).
+        for (let attempt = 0; attempt < 100 && !recovered; attempt += 1) {
+          recorder.calls.length = 0;
+          await Promise.all(replicas.map((replica) => replica.callTool('search_orders')));
+          if (judgedInProcess(recorder.calls)) silent += 1;
+          else recovered = true;
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+        expect(silent).toBeGreaterThan(0); // the partition was felt
+        expect(recovered).toBe(true);
+        // Counted in Redis again, by both replicas: one count, not one per replica.
+        const before = Number(await admin.get(key!));
+        await Promise.all(replicas.map((replica) => replica.callTool('search_orders')));
+        expect(Number(await admin.get(key!))).toBe(before + 2);
+        expect(storeLines(log)).toHaveLength(2); // one line per replica for the incident, not one per call
+      }, 30_000);
 
       it('fail-closed: every call answers unavailable within timeoutMs, never hangs', async () => {
         const log: LogEntry[] = [];

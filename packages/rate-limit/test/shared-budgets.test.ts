@@ -65,7 +65,12 @@ if (REDIS_URL === undefined) {
       for (const client of clients.splice(0)) client.disconnect();
     });
     it('a crowd on a saturated tool leaves the global budget to the other tools', async () => {
-      const redis = new Redis(url, { enableOfflineQueue: false, protocol: 2, maxRetriesPerRequest: 1 });
+      const redis = new Redis(url, {
+        enableOfflineQueue: false,
+        protocol: 2,
+        maxRetriesPerRequest: 1,
+        socketTimeout: 2000,
+      });
       clients.push(redis);
       if (redis.status !== 'ready') await new Promise((resolve) => redis.once('ready', resolve));
       const other = await crowdThenOtherTool({ ...limits, keyPrefix, store: { redis } });
