@@ -155,9 +155,12 @@ async function resolveChecked(
     if (signal?.aborted) throw error;
     if (isAbortError(error)) throw resolutionTimeout(policy, hostname, error);
     if (error instanceof LookupQueueFullError) throw resolverBusy(hostname, error);
+    if (NO_SUCH_NAME.has((error as { code?: unknown } | null)?.code as string))
+      throw nonexistent(hostname, error);
     throw unresolvable(hostname, error);
   }
-  if (!Array.isArray(answers) || answers.length === 0) throw unresolvable(hostname, undefined);
+  if (!Array.isArray(answers)) throw unresolvable(hostname, undefined);
+  if (answers.length === 0) throw nonexistent(hostname, undefined);
   const addresses: string[] = [];
   for (const answer of answers) {
     const verdict = typeof answer === 'string' ? checkAddress(answer, policy.allowPrivate) : undefined;
@@ -212,6 +215,22 @@ function resolverBusy(host: string, cause: LookupQueueFullError): UrlRefusedErro
       hint: 'Try again in a few seconds, with fewer URLs at once; if it keeps failing, tell the user.',
     },
   );
+}
+
+/**
+ * What resolvers answer for a name DNS says has no addresses (NXDOMAIN, or no A/AAAA records): the
+ * system resolver's getaddrinfo (`ENOTFOUND`) and c-ares' (`ENOTFOUND`, `ENODATA`). A server failure or
+ * a timeout (`ESERVFAIL`, `ETIMEOUT`, `EAI_AGAIN`, `ECONNREFUSED`) is the resolver failing: `unresolvable`.
+ */
+const NO_SUCH_NAME: ReadonlySet<string> = new Set(['ENOTFOUND', 'ENODATA']);
+
+function nonexistent(host: string, cause: unknown): UrlRefusedError {
+  return new UrlRefusedError('nonexistent', `Host ${host} does not exist.`, {
+    host,
+    cause,
+    retryable: false,
+    hint: 'Check the host name for typos. Do not retry the same name.',
+  });
 }
 
 function unresolvable(host: string, cause: unknown): UrlRefusedError {

@@ -10,6 +10,7 @@ export type UrlRefusalReason =
   | 'address'
   | 'metadata'
   | 'unresolvable'
+  | 'nonexistent'
   | 'connect'
   | 'timeout'
   | 'redirects'
@@ -24,6 +25,9 @@ const CODE_OF: Readonly<Record<UrlRefusalReason, ErrorCode>> = {
   address: 'permission_denied',
   metadata: 'permission_denied',
   unresolvable: 'unavailable',
+  // DNS answered that the name has no addresses: a fact about the name the model chose (an invented
+  // subdomain under a `*.` pattern), not the dependency failing, so a circuit breaker must not count it.
+  nonexistent: 'not_found',
   connect: 'unavailable',
   timeout: 'timeout',
   redirects: 'unavailable',

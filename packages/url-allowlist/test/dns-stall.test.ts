@@ -23,6 +23,7 @@ import {
 } from '../src/index.js';
 import { boundLookups } from '../src/lookup-resolver.js';
 import { type BlackHoleDns, startBlackHoleDns } from './support/black-hole-dns.js';
+import { RCODE, startRcodeDns } from './support/rcode-dns.js';
 
 let client: TestClient | undefined;
 let dns: BlackHoleDns | undefined;
@@ -318,4 +319,38 @@ describe('the default resolver with the OS resolver stuck (own namespaces)', () 
       asked: ['n1.stuck.test', 'n7.stuck.test'],
     });
   }, 30_000);
+});
+
+describe('createDnsResolver: a name DNS says does not exist, against a server that fails', () => {
+  it('NXDOMAIN is not_found (the model named it: a breaker must not count it); SERVFAIL stays unavailable', async () => {
+    const server = await startRcodeDns((name) =>
+      name === 'broken.carrier.test' ? RCODE.SERVFAIL : RCODE.NXDOMAIN,
+    );
+    try {
+      const resolve = createDnsResolver({ servers: [`127.0.0.1:${server.port}`], timeoutMs: 1000, tries: 1 });
+      const policy = createUrlPolicy({
+        allow: ['*.carrier.test'],
+        schemes: ['http'],
+        resolve,
+        timeoutMs: 5000,
+      });
+      const tools = await serve(policy);
+      const invented = await tools.callTool('fetch_pages', { urls: ['http://invented-4711.carrier.test/'] });
+      expect(expectFailure(invented)).toEqual({
+        ok: false,
+        error: 'not_found',
+        message: 'Argument urls[0]: Host invented-4711.carrier.test does not exist.',
+        hint: 'Check the host name for typos. Do not retry the same name.',
+        retryable: false,
+      });
+      const failing = await tools.callTool('fetch_pages', { urls: ['http://broken.carrier.test/'] });
+      expect(expectFailure(failing)).toMatchObject({
+        error: 'unavailable',
+        message: 'Argument urls[0]: Host broken.carrier.test could not be resolved.',
+      });
+      expect(JSON.stringify([invented, failing])).not.toMatch(/ENOTFOUND|ESERVFAIL|127\.0\.0\.1|queryA/);
+    } finally {
+      await server.close();
+    }
+  });
 });

@@ -617,12 +617,13 @@ describe('fetch(): caps and failures', () => {
     });
   });
 
-  it('a name that does not resolve is unavailable', async () => {
+  it('a name DNS says does not exist is not_found (the model named it; no dependency failed)', async () => {
     const policy = carrierPolicy(stubResolver({}));
     await expect(policy.fetch(`http://api.carrier.test:${api.port}/`)).rejects.toMatchObject({
-      reason: 'unresolvable',
-      code: 'unavailable',
-      message: 'Host api.carrier.test could not be resolved.',
+      reason: 'nonexistent',
+      code: 'not_found',
+      retryable: false,
+      message: 'Host api.carrier.test does not exist.',
     });
   });
 });

@@ -132,8 +132,8 @@ const namesResolvingInside: Row[] = [
   ['https://classe.example.org/', 'address'],
   ['https://octal-answer.example.org/', 'address'],
   ['https://garbage.example.org/', 'address'],
-  ['https://empty.example.org/', 'unresolvable'],
-  ['https://unknown.example.org/', 'unresolvable'],
+  ['https://empty.example.org/', 'nonexistent'],
+  ['https://unknown.example.org/', 'nonexistent'],
 ];
 
 const userinfoAndParserTricks: Row[] = [
@@ -199,6 +199,7 @@ const otherSchemes: Row[] = [
 // The code the model sees: it can fix a malformed URL, it may not fetch a refused one.
 function expectedCode(reason: UrlRefusalReason): string {
   if (reason === 'malformed' || reason === 'userinfo') return 'invalid_argument';
+  if (reason === 'nonexistent') return 'not_found';
   return reason === 'unresolvable' ? 'unavailable' : 'permission_denied';
 }
 

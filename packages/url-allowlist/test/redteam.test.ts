@@ -405,7 +405,7 @@ describe('what the model sees: no address, errno, stack or path, in content or _
   });
 
   it.each([
-    ['a name that does not resolve', 'http://nowhere.example.test:PORT/', 'unavailable'],
+    ['a name that does not resolve', 'http://nowhere.example.test:PORT/', 'not_found'],
     ['a refused connection', 'http://api.carrier.test:PORT_CLOSED/ok', 'unavailable'],
     ['a connection cut in the middle of the body', 'http://api.carrier.test:PORT/cut', 'unavailable'],
     ['a name resolving to a private address', 'http://internal.carrier.test:PORT/', 'permission_denied'],
