@@ -31,7 +31,7 @@ const ESCAPE_BEFORE = '(?<!\\\\)\\\\{1,2}[ntr]';
 // would scan the rest of the run again from each).
 const LONE_ESCAPES_BEFORE = '(?:^|[^\\w.@+%~\\\\-])(?:\\\\{1,2}[ntr]){1,4}';
 // What may not come right before a path (so `and/or`, `12/05/2024` and `km/h` stay).
-const NOT_AFTER_WORD = `(?<![\\w.~/:\\\\-](?<!${ESCAPE_BEFORE}))`;
+const NOT_AFTER_WORD = `(?<![\\w.~/\\\\-](?<!${ESCAPE_BEFORE}))`;
 // A word, JSON escapes, then a file name (`failed\nconfig.json`): the escape is no directory separator.
 // With `:line`, a `.\` lead, a doubled backslash or a second directory it is a path.
 const ESCAPED_FILE_NAME = `(?!\\.{1,2}\\\\)${SEG}+(?:\\\\[ntr])+[\\w.@+%~-]*\\.[A-Za-z][A-Za-z0-9]{0,7}(?![\\w@+%~\\\\-]|\\.[\\w@+%~-]|:\\d)`;
@@ -41,10 +41,11 @@ const NOT_DRIVE_ROOT = `(?!\\\\?(?:[\\s'"<>|*?,;)\\]]|[.:](?!\\w)|$))`;
 const SQL_TAIL =
   '[^;\\n]*(?:\\n[ \\t]*(?:FROM|WHERE|AND|OR|JOIN|LEFT|RIGHT|INNER|OUTER|ON|ORDER|GROUP|HAVING|LIMIT|OFFSET|RETURNING|VALUES|SET|UNION)\\b[^;\\n]*)*;?';
 const SQL_ITEM = '(?:[\\w.$"*]+(?:\\s*\\([^()\\n]*\\))?(?:\\s+AS\\s+[\\w"]+)?)';
+// Top-level domains only private networks use: no e-mail address or public site ends in one.
+const INTERNAL_TLDS = '(?:internal|local|localdomain|lan|corp|intra|intranet|private|svc|cluster|home)';
 // Top-level domains a bare dotted name must end in to be taken for a host (file names such as
 // `config.json` and `Node.js` end in others and stay).
-const HOST_TLDS =
-  '(?:com|net|org|io|dev|app|cloud|internal|local|localdomain|lan|corp|intra|intranet|private|svc|cluster|home|test|example|invalid|aws|gcp|azure|co|info|biz|ai|us|uk|de|fr|nl|eu|ch|jp|cn|ru|in|br|ca|au)';
+const HOST_TLDS = `(?:com|net|org|io|dev|app|cloud|${INTERNAL_TLDS}|test|example|invalid|aws|gcp|azure|co|info|biz|ai|us|uk|de|fr|nl|eu|ch|jp|cn|ru|in|br|ca|au)`;
 const IPV4_OCTET = '(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)';
 const IPV4 = `(?:${IPV4_OCTET}\\.){3}${IPV4_OCTET}`;
 const HEX = '[0-9A-Fa-f]{1,4}';
@@ -368,6 +369,14 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
     `$1 $2 ${HOST}`,
   ),
   rule('hostname', '\\b(could not translate host name)[ \\t]+"[^"\\n]*"', `$1 ${HOST}`),
+  // libpq 13 and older (psycopg2's wheels, long-term distributions): `could not connect to server:
+  // Connection refused\n\tIs the server running on host "db-primary" (10.0.0.5) and accepting\n\tTCP/IP
+  // connections on port 5432?`.
+  rule(
+    'hostname',
+    '\\b(running on host)[ \\t]+"[^"\\n]*"((?:[ \\t]+\\([^()\\n]*\\))?[ \\t]+and accepting\\s+TCP/IP connections on port)[ \\t]+\\d{1,5}(?!\\d)',
+    `$1 ${HOST}$2 ${HOST}`,
+  ),
   // libpq's failed connection names the host as given, the address it resolved to and the port:
   // `connection to server at "db-primary" (10.0.0.5), port 5432 failed` (pg_dump, psql, psycopg).
   rule(
@@ -407,17 +416,27 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
     HOST,
   ),
   rule('ipv4', `(?<![\\w.])${IPV4}(?![\\w]|\\.\\d)${PORT_PATH}`, HOST),
-  // `localhost`, `name-with-dash:port`, `db01.prod:5432`, and dotted names ending in a known TLD.
+  // `localhost`, `name-with-dash:port`, `db01.prod:5432` (also as `user@db-primary:5432`: an e-mail
+  // address has no port), and dotted names ending in a known TLD.
   rule('hostname', `(?<![\\w.@/-])localhost${PORT_PATH}(?![\\w-])`, HOST, 'gi'),
   rule(
     'hostname',
-    `(?<![\\w.@/-])[a-z][a-z0-9]*(?:[.-][a-z0-9]+)+:\\d{1,5}(?![\\d])(?:\\/${LAST_SEG})*`,
+    `(?<![\\w./-])[a-z][a-z0-9]*(?:[.-][a-z0-9]+)+:\\d{1,5}(?![\\d])(?:\\/${LAST_SEG})*`,
     HOST,
     'gi',
   ),
   rule(
     'hostname',
     `(?<![\\w.@/-])(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\\.)+${HOST_TLDS}(?![\\w-]|\\.[a-z0-9])${PORT_PATH}`,
+    HOST,
+    'gi',
+  ),
+  // The target ssh, scp, rsync and git name as `user@host` (`git@gitlab.corp.internal: Permission denied
+  // (publickey).`, `app@db-primary.corp.internal:/srv/data`): after an `@` only under a private TLD, so an
+  // e-mail address (`ann@example.com`) stays.
+  rule(
+    'hostname',
+    `(?<=@)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\\.)+${INTERNAL_TLDS}(?![\\w-]|\\.[a-z0-9])${PORT_PATH}`,
     HOST,
     'gi',
   ),
@@ -431,7 +450,7 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
   // and no segment holds a `/`, so a 200 KB run of `a/` is scanned once.
   rule(
     'posix-path',
-    `(?<![\\w.@+%~/:\\\\-](?<!${ESCAPE_BEFORE}))(?!${MEDIA_TYPE})(?:${SEG}+\\/)+[\\w.@+%~-]*\\.[A-Za-z][A-Za-z0-9]{0,7}(?<!\\d\\.[xX])${LINE_COL}(?![\\w@+%~/-]|\\.[\\w@+%~-])`,
+    `(?<![\\w.@+%~/\\\\-](?<!${ESCAPE_BEFORE}))(?!${MEDIA_TYPE})(?:${SEG}+\\/)+[\\w.@+%~-]*\\.[A-Za-z][A-Za-z0-9]{0,7}(?<!\\d\\.[xX])${LINE_COL}(?![\\w@+%~/-]|\\.[\\w@+%~-])`,
     PATH,
   ),
 ];

@@ -191,3 +191,99 @@ describe('the tail of a child’s stderr', () => {
     for (const line of bodyLines) expect(message).not.toContain(line.slice(-24));
   });
 });
+
+describe('a path or host right after a colon or an `@`', () => {
+  // OpenSSL prints where in its sources an error was raised right after a colon, with no space:
+  // `...:No such file or directory:../crypto/bio/bss_file.c:67:calling fopen(/srv/..., r)`. The path
+  // rules did not start a path after a colon (URLs were thought to need it), so the build tree's
+  // paths reached the model, and so would any `key:/srv/app/...` or `host:/srv/data`.
+  let stderr: string;
+  let source: string;
+  beforeAll(async () => {
+    const missing = '/srv/orders/tls/ca-bundle.pem';
+    const run = await rejection(() => execFileAsync('openssl', ['x509', '-noout', '-in', missing]));
+    const real = (run as { stderr?: string }).stderr ?? '';
+    if (real.includes('.c:')) {
+      stderr = real;
+      source = 'real openssl';
+    } else {
+      // No openssl here: the lines as OpenSSL 3.0 on Debian prints them.
+      stderr = `Could not open file or uri for loading certificate from ${missing}\n4077C9E9E57F0000:error:16000069:STORE routines:ossl_store_get0_loader_int:unregistered scheme:../crypto/store/store_register.c:237:scheme=file\n4077C9E9E57F0000:error:80000002:system library:file_open:No such file or directory:../providers/implementations/storemgmt/file_store.c:266:calling stat(${missing})\nUnable to load certificate\n`;
+      source = 'OpenSSL 3.0 text (no openssl)';
+    }
+  });
+
+  it('openssl could not read a certificate: no source path of the build reaches the model', async () => {
+    const tls = defineTool({
+      name: 'check_certificate',
+      description: 'Checks the TLS bundle.',
+      input: {},
+      handler: () => fail('unavailable', `certificate check failed: ${stderr.trim()}`),
+    });
+    const client = await serve([tls], [createRedactErrors()], recordingLogger([]));
+    const { message } = seenEnvelope(await client.callTool('check_certificate', {}));
+    for (const leak of ['/srv/orders', 'crypto/', 'store_register.c', 'file_store.c', 'providers/']) {
+      expect(message, source).not.toContain(leak);
+    }
+    expect(message, source).toContain(':[path]:');
+  });
+
+  it('ssh, scp and rsync targets (`user@host`, `host:/path`) and a key:/path pair: nothing of them', async () => {
+    const lines = [
+      // OpenSSH's refusal after authentication (as git push and pull over ssh print it too).
+      'git@gitlab.corp.internal: Permission denied (publickey).',
+      // A handler quoting the command that failed.
+      'scp deploy@db-primary.corp.internal:/srv/exports/orders.csv failed',
+      'rsync to backup@vault.svc.cluster.local:/var/backups/orders failed',
+      'cannot read config:/srv/orders/config/prod.yml',
+      'replica app@pg-replica-2:5432 is down',
+    ];
+    const remote = defineTool({
+      name: 'export_orders',
+      description: 'Exports orders to the backup host.',
+      input: {},
+      handler: () => fail('unavailable', lines.join('\n')),
+    });
+    const client = await serve([remote], [createRedactErrors()], recordingLogger([]));
+    const { message } = seenEnvelope(await client.callTool('export_orders', {}));
+    expect(message).toBe(
+      [
+        'git@[host]: Permission denied (publickey).',
+        'scp deploy@[host]:[path] failed',
+        'rsync to backup@[host]:[path] failed',
+        'cannot read config:[path]',
+        'replica app@[host] is down',
+      ].join('\n'),
+    );
+  });
+
+  it('an e-mail address under a public domain stays; a ratio or a time with a slash stays', async () => {
+    const text =
+      'No account for ann@example.com (noreply@acme.com: mailbox full); window 10:00/12:00, ratio 3:2/4.5.';
+    const mail = defineTool({
+      name: 'notify',
+      description: 'Mails a customer.',
+      input: {},
+      handler: () => fail('not_found', text),
+    });
+    const client = await serve([mail], [createRedactErrors()], recordingLogger([]));
+    expect(seenEnvelope(await client.callTool('notify', {})).message).toBe(text);
+  });
+});
+
+describe('libpq 13 and older (psycopg2 wheels, long-term distributions)', () => {
+  it('`Is the server running on host "db-primary" (10.0.0.5) ... on port 5432?`: no host, address or port', async () => {
+    const text =
+      'could not connect to server: Connection refused\n\tIs the server running on host "pay-db-primary" (10.20.0.5) and accepting\n\tTCP/IP connections on port 6432?';
+    const quoted = defineTool({
+      name: 'payments',
+      description: 'Reads payments.',
+      input: {},
+      handler: () => fail('unavailable', text),
+    });
+    const client = await serve([quoted], [createRedactErrors()], recordingLogger([]));
+    expect(seenEnvelope(await client.callTool('payments', {})).message).toBe(
+      'could not connect to server: Connection refused\n\tIs the server running on host [host] ([host]) and accepting\n\tTCP/IP connections on port [host]?',
+    );
+  });
+});

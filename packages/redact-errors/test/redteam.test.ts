@@ -117,6 +117,12 @@ describe('regular-expression denial of service', () => {
     'jdbc:a:',
     'file:/',
     'fe80::1%a:',
+    // A path after a colon, a host after an `@`, libpq 13's host line.
+    ':/a/',
+    ':a/a.',
+    '@a.',
+    '@a-a.a:',
+    'running on host "a" (',
     // A JWT that could start after each dash, a prefixed cookie after each `$` or quote.
     'eyJsk-',
     'eyJ-',
