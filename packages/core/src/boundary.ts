@@ -65,9 +65,11 @@ export function toModelFacing(ctx: ToolContext, result: unknown, scrub: readonly
     });
   }
   // A confirmation request shows the person the validated arguments (the model's own words, rendered
-  // by @toolgate/confirm): secret patterns still apply, internal-detail scrubbers would garble it.
-  const hooks = envelope.error === 'confirmation_required' ? [] : scrub;
-  const scrubText = (text: string): string => scrubAll(text, hooks, ctx);
+  // by @toolgate/confirm): secret patterns still apply, internal-detail scrubbers would garble it, and
+  // it is never cut (the person must see all of what they confirm).
+  const confirming = envelope.error === 'confirmation_required';
+  const hooks = confirming ? [] : scrub;
+  const scrubText = (text: string): string => scrubAll(text, hooks, ctx, !confirming);
   const safe: ErrorEnvelope = {
     ...envelope,
     message: scrubText(envelope.message),
@@ -159,10 +161,47 @@ function malformation(result: ToolResult): Record<string, unknown> | undefined {
   return { problem: 'not a valid MCP tool result', issues: parsed.error.issues };
 }
 
-function scrubAll(text: string, scrub: readonly ScrubText[], ctx: ToolContext): string {
+function scrubAll(text: string, scrub: readonly ScrubText[], ctx: ToolContext, cut: boolean): string {
   let out = redactSecretsDeep(text) as string;
+  // Cut after core's secret patterns saw the whole text (no secret is cut into a piece they miss) and
+  // before the scrub hooks, whose cost grows with the text: a tool that echoes a 500 KB argument into
+  // its failure held the event loop for seconds in redact-errors' hundred-odd patterns.
+  if (cut) out = cutFailureText(out);
   for (const fn of scrub) out = fn(out, ctx);
   return out;
+}
+
+/** The longest string of a failure the model sees, in UTF-16 code units, before the cut's marker. */
+export const MAX_FAILURE_TEXT = 4096;
+/** How far back from the limit a cut looks for a boundary, so no word or token is cut in two. */
+const CUT_SEARCH = 256;
+const CUT_MARKER = ' …[cut]';
+
+/**
+ * A failure's string, at most `MAX_FAILURE_TEXT` characters and the marker: a short message is what the
+ * model needs. Cut at the last whitespace, quote, comma, semicolon or bracket before the limit (a token
+ * straddling it, possibly a secret no pattern knows, is dropped whole, not shown in part); with none in
+ * the last 256 characters, 256 characters before the limit. Never between a surrogate pair's halves.
+ */
+export function cutFailureText(text: string): string {
+  if (text.length <= MAX_FAILURE_TEXT) return text;
+  let end = MAX_FAILURE_TEXT - CUT_SEARCH;
+  for (let at = MAX_FAILURE_TEXT; at > MAX_FAILURE_TEXT - CUT_SEARCH; at -= 1) {
+    if (isBoundary(text.charCodeAt(at))) {
+      end = at;
+      break;
+    }
+  }
+  const code = text.charCodeAt(end - 1);
+  if (code >= 0xd800 && code <= 0xdbff) end -= 1;
+  return `${text.slice(0, end).trimEnd()}${CUT_MARKER}`;
+}
+
+// Whitespace, and what ends a value in JSON, SQL or a list: `"`, `'`, `,`, `;` and brackets.
+const CUT_BOUNDARY = /[\s"',;()[\]{}<>]/;
+
+function isBoundary(code: number): boolean {
+  return CUT_BOUNDARY.test(String.fromCharCode(code));
 }
 
 /** A well-formed envelope (copied field by field, so nothing unexpected rides along), or undefined. */

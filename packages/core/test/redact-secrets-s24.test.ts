@@ -2,6 +2,7 @@
 // makes a careless handler echo it in a failure, and the boundary's redaction runs over it.
 import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
+import { cutFailureText } from '../src/boundary.js';
 import { defineTool, fail, REDACTED, redactSecretsInText } from '../src/index.js';
 import { expectFailure, serveTools, type TestClient } from '../src/testing.js';
 
@@ -29,12 +30,17 @@ describe('secret patterns on hostile repeats (each run scanned once, not once pe
     ['a JWT prefix alone', 'eyJ-'],
     ['a prefixed cookie name after each dollar', '__Host-$'],
     ['a prefixed cookie name after each quote', "'__Secure-"],
-  ])('%s: 200 KB come back whole, in one scan', async (_name, unit) => {
-    const note = unit.repeat(Math.ceil(200_000 / unit.length));
-    client = await serveTools([lookup]);
-    const envelope = expectFailure(await client.callTool('find_order', { note }));
-    expect(envelope.message).toBe(`No order matches ${note}.`);
-  });
+  ])(
+    '%s: 200 KB come back unchanged (the model sees them cut to the limit), in one scan',
+    async (_name, unit) => {
+      const note = unit.repeat(Math.ceil(200_000 / unit.length));
+      // The patterns scan the whole text (before the boundary's cut) and leave it as it is.
+      expect(redactSecretsInText(note)).toBe(note);
+      client = await serveTools([lookup]);
+      const envelope = expectFailure(await client.callTool('find_order', { note }));
+      expect(envelope.message).toBe(cutFailureText(`No order matches ${note}.`));
+    },
+  );
 
   it.each([
     ['a JWT', 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbm4ifQ.c2lnbmF0dXJl', R],
