@@ -37,7 +37,6 @@ const CANCELLABLE = ['pending', 'paid'] as const;
 interface OrderRow {
   status: string;
   total_cents: number;
-  refunded_cents: number;
   currency: string;
 }
 
@@ -81,14 +80,16 @@ export function requestRefundTool(options: WriteToolsOptions): ToolDefinition {
       options.db.readWrite({ timeoutMs: options.timeoutMs ?? 2000, signal: ctx.signal }, async (runner) => {
         const order = await lockOrder(runner, order_id, ctx.bindings.customerId);
         if (!order) return notFound(order_id);
+        // Read only now that this transaction holds the order's lock (a statement of its own, so a new
+        // snapshot): a refund another call committed while this one waited for the lock counts.
         const callKey = claimedKey(ctx);
-        const made = await madeBy(runner, REFUND_MADE_BY, order_id, callKey, window);
+        const { refunded_cents, made } = await refundsOf(runner, order_id, callKey, window);
         if (made) {
           return ok({
             refund_id: String(made.refund_id),
             order_id,
             amount_cents: Number(made.amount_cents),
-            refunded_cents: order.refunded_cents,
+            refunded_cents,
             currency: order.currency,
             status: order.status,
           });
@@ -105,7 +106,7 @@ export function requestRefundTool(options: WriteToolsOptions): ToolDefinition {
             },
           );
         }
-        const left = order.total_cents - order.refunded_cents;
+        const left = order.total_cents - refunded_cents;
         if (amount_cents > left) {
           return fail(
             'invalid_argument',
@@ -122,7 +123,7 @@ export function requestRefundTool(options: WriteToolsOptions): ToolDefinition {
            VALUES ($1, $2, $3, $4, $5, $6)`,
           [refundId, order_id, amount_cents, reason, ctx.caller.id, callKey],
         );
-        const refunded = order.refunded_cents + amount_cents;
+        const refunded = refunded_cents + amount_cents;
         let status = order.status;
         if (refunded === order.total_cents) {
           await updateExactlyOne(runner, `UPDATE orders SET status = 'refunded' WHERE order_id = $1`, [
@@ -195,11 +196,19 @@ export function cancelOrderTool(options: WriteToolsOptions): ToolDefinition {
   });
 }
 
-// A change this same call made within the window (the order's row is locked, so no other transaction
-// can add one meanwhile).
-const REFUND_MADE_BY = `SELECT refund_id, amount_cents FROM refunds
-  WHERE order_id = $1 AND call_key = $2 AND created_at > now() - make_interval(secs => $3)
-  ORDER BY created_at DESC LIMIT 1`;
+// What was refunded so far, and a refund this same call made within the window (`call_key = NULL`
+// matches nothing: without idempotency there is no call key). One statement, sent after the order's
+// row is locked: under READ COMMITTED it reads every refund committed before the lock was granted.
+// Computed inside the locking statement instead, the sum came from that statement's snapshot, taken
+// before it waited: two refunds sent together each saw none of the other and both passed the bound.
+const REFUNDS_OF = `SELECT (SELECT coalesce(sum(amount_cents), 0)::integer FROM refunds WHERE order_id = $1) AS refunded_cents,
+       made.refund_id, made.amount_cents
+  FROM (SELECT 1) AS one
+  LEFT JOIN LATERAL (SELECT refund_id, amount_cents FROM refunds
+     WHERE order_id = $1 AND call_key = $2 AND created_at > now() - make_interval(secs => $3)
+     ORDER BY created_at DESC LIMIT 1) AS made ON true`;
+// A cancellation this same call made within the window (the order's row is locked, so no other
+// transaction can add one meanwhile).
 const CANCELLATION_MADE_BY = `SELECT previous_status FROM order_cancellations
   WHERE order_id = $1 AND call_key = $2 AND created_at > now() - make_interval(secs => $3)`;
 
@@ -239,7 +248,8 @@ function replayWindowSeconds(options: WriteToolsOptions): number {
 
 type Runner = Parameters<Parameters<WriteTransactions['readWrite']>[1]>[0];
 
-// Locks exactly the order's row (and only when it belongs to the bound customer, when scoped).
+// Locks exactly the order's row (and only when it belongs to the bound customer, when scoped). Only
+// the order's own columns: they are read after the lock is granted (the newest version of the row).
 async function lockOrder(
   runner: Runner,
   orderId: string,
@@ -247,14 +257,28 @@ async function lockOrder(
 ): Promise<OrderRow | undefined> {
   const scoped = typeof customerId === 'number';
   const { rows } = await runner.query(
-    `SELECT o.status, o.total_cents, o.currency,
-            (SELECT coalesce(sum(r.amount_cents), 0)::integer FROM refunds r WHERE r.order_id = o.order_id) AS refunded_cents
+    `SELECT o.status, o.total_cents, o.currency
        FROM orders o
       WHERE o.order_id = $1${scoped ? ' AND o.customer_id = $2' : ''}
       FOR UPDATE OF o`,
     scoped ? [orderId, customerId] : [orderId],
   );
   return rows[0] as OrderRow | undefined;
+}
+
+/** What was refunded of the (locked) order so far, and this call's own refund when it made one. */
+async function refundsOf(
+  runner: Runner,
+  orderId: string,
+  callKey: string | null,
+  windowSeconds: number,
+): Promise<{ refunded_cents: number; made: { refund_id: unknown; amount_cents: unknown } | undefined }> {
+  const { rows } = await runner.query(REFUNDS_OF, [orderId, callKey, windowSeconds]);
+  const row = rows[0] as { refunded_cents: number; refund_id: unknown; amount_cents: unknown };
+  return {
+    refunded_cents: Number(row.refunded_cents),
+    made: row.refund_id === null || row.refund_id === undefined ? undefined : row,
+  };
 }
 
 async function updateExactlyOne(runner: Runner, text: string, values: readonly unknown[]): Promise<void> {
