@@ -21,7 +21,12 @@ export interface RedisStoreClient {
   readonly options?: {
     autoResendUnfulfilledCommands?: boolean;
     commandTimeout?: number;
-    redisOptions?: { autoResendUnfulfilledCommands?: boolean; commandTimeout?: number };
+    socketTimeout?: number;
+    redisOptions?: {
+      autoResendUnfulfilledCommands?: boolean;
+      commandTimeout?: number;
+      socketTimeout?: number;
+    };
   };
 }
 
@@ -72,6 +77,8 @@ const WITHDRAW_CLAIM =
  * is bounded by `timeoutMs` and follows the caller's signal, so a partitioned Redis costs a call at most
  * the time limit. With `minReplicas`, every write waits (`WAIT`) for that many replicas to hold it and
  * rejects when they do not. The caller owns the client's lifecycle (`close()` does not quit it).
+ * An ioredis client that would send a command twice or keep a silent connection for good (no
+ * `socketTimeout`) is refused with a TypeError; `createRedisClient` makes one that is not.
  */
 export function createRedisStore(client: RedisStoreClient, options: RedisStoreOptions = {}): RedisStore {
   const prefix = options.prefix ?? 'toolgate:';
@@ -84,6 +91,7 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
     throw new RangeError('createRedisStore: timeoutMs must be a positive number of milliseconds');
   }
   checkNoResend(client);
+  checkSocketTimeout(client);
   const replicas = replicaOptions(client, options, timeoutMs);
   // Keys a write of this store is still settling (waiting for replicas, or withdrawing its claim).
   const settling = new Map<string, Promise<void>>();
@@ -329,6 +337,24 @@ function checkNoResend(client: RedisStoreClient): void {
   if (resend !== false) {
     throw new TypeError(
       'createRedisStore: create the ioredis client with autoResendUnfulfilledCommands: false (createRedisClient does): a write whose reply a dropped connection lost may have been applied, and sent again after the reconnect it can undo what other replicas did since',
+    );
+  }
+}
+
+/**
+ * Refuses an ioredis client that would keep a silent connection for good. A connection that stops
+ * answering without a reset (a partition, a NAT or firewall that forgot the flow) stays 'ready' in
+ * ioredis unless `socketTimeout` closes it: every operation then waits `timeoutMs` for the rest of the
+ * process's life, and every command sent on it stays queued in the client (memory grows with each
+ * call). Checked where the client shows its options (ioredis); a Cluster's are under `redisOptions`.
+ */
+function checkSocketTimeout(client: RedisStoreClient): void {
+  const options = client.options;
+  if (options === undefined || options === null) return;
+  const socketTimeout = options.socketTimeout ?? options.redisOptions?.socketTimeout;
+  if (!(typeof socketTimeout === 'number' && Number.isFinite(socketTimeout) && socketTimeout > 0)) {
+    throw new TypeError(
+      'createRedisStore: create the ioredis client with socketTimeout (e.g. 2000 ms, as createRedisClient does): without it a connection that goes silent without a reset is never closed, every operation waits timeoutMs for the life of the process, and every command sent stays queued in the client',
     );
   }
 }

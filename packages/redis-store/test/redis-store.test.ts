@@ -37,14 +37,45 @@ describe('createRedisStore: options', () => {
     ).toThrow(message);
     // The shared client, a client set up by hand the same way, and a Cluster's node options are taken.
     const shared = createRedisClient('redis://127.0.0.1:1', { redis: { lazyConnect: true } });
-    const byHand = new Redis({ lazyConnect: true, autoResendUnfulfilledCommands: false });
+    const byHand = new Redis({
+      lazyConnect: true,
+      autoResendUnfulfilledCommands: false,
+      socketTimeout: 2000,
+    });
     expect(createRedisStore(shared).prefix).toBe('toolgate:');
     expect(createRedisStore(byHand).prefix).toBe('toolgate:');
     expect(
-      createRedisStore({ ...fake, options: { redisOptions: { autoResendUnfulfilledCommands: false } } })
-        .prefix,
+      createRedisStore({
+        ...fake,
+        options: { redisOptions: { autoResendUnfulfilledCommands: false, socketTimeout: 2000 } },
+      }).prefix,
     ).toBe('toolgate:');
     for (const client of [resending, shared, byHand]) client.disconnect();
+  });
+  it('refuses an ioredis client that would keep a connection gone silent for good (no socketTimeout)', () => {
+    const message =
+      'createRedisStore: create the ioredis client with socketTimeout (e.g. 2000 ms, as createRedisClient does): without it a connection that goes silent without a reset is never closed, every operation waits timeoutMs for the life of the process, and every command sent stays queued in the client';
+    // A client set up by hand without it, as ioredis shows its options.
+    const noTimeout = new Redis({ lazyConnect: true, autoResendUnfulfilledCommands: false });
+    try {
+      expect(() => createRedisStore(noTimeout)).toThrow(new TypeError(message));
+    } finally {
+      noTimeout.disconnect();
+    }
+    // Not a time limit: 0, and past 2^31 - 1 ms, Node fires the timer after 1 ms (every wait cuts the
+    // connection); NaN and a string are not numbers of milliseconds.
+    for (const socketTimeout of [undefined, 0, -1, Number.NaN, Number.POSITIVE_INFINITY, '2000']) {
+      const options = { autoResendUnfulfilledCommands: false, socketTimeout } as never;
+      expect(() => createRedisStore({ ...fake, options })).toThrow(message);
+      const cluster = { redisOptions: { autoResendUnfulfilledCommands: false, socketTimeout } } as never;
+      expect(() => createRedisStore({ ...fake, options: cluster })).toThrow(message);
+    }
+    // A structural client that shows no options is taken as it is (it may not be ioredis at all).
+    expect(createRedisStore(fake).prefix).toBe('toolgate:');
+    expect(
+      createRedisStore({ ...fake, options: { autoResendUnfulfilledCommands: false, socketTimeout: 1 } })
+        .prefix,
+    ).toBe('toolgate:');
   });
   it("follows the caller's signal", async () => {
     const store = createRedisStore({ ...fake, get: () => new Promise(() => {}) }, { timeoutMs: 10_000 });

@@ -27,11 +27,13 @@ registerTools(server, [searchOrders, getOrderStatus, getJobStatus], {
   middleware: [audit, guard, breaker],
 });
 
-// Several replicas behind a load balancer: share the state through Redis.
+// Several replicas behind a load balancer: share the state through Redis. socketTimeout closes a
+// connection gone silent (createRedisClient of @toolgate/redis-store sets all of these).
 const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', {
   enableOfflineQueue: false,
   maxRetriesPerRequest: 0,
   autoResendUnfulfilledCommands: false,
+  socketTimeout: 2000,
 });
 export const sharedGuard = createRepeatGuard({
   store: createRedisRepeatStore(redis, { prefix: 'orders:repeat:' }),

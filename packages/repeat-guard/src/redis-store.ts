@@ -4,12 +4,14 @@ import type { RedisRepeatClient, RedisRepeatStore, RedisRepeatStoreOptions } fro
 /**
  * A store on Redis, shared by every replica of a server. Takes a connected ioredis client (or any
  * client with the same `get`, `set ... PX`, `del`); the caller owns its lifecycle. Expiry is
- * Redis's own (`PX`), so nothing needs sweeping.
+ * Redis's own (`PX`), so nothing needs sweeping. An ioredis client without a `socketTimeout` is
+ * refused with a TypeError: it would keep a connection gone silent for good.
  */
 export function createRedisRepeatStore(
   redis: RedisRepeatClient,
   options: RedisRepeatStoreOptions = {},
 ): RedisRepeatStore {
+  checkSocketTimeout(redis);
   const prefix = options.prefix ?? 'toolgate:repeat:';
   return {
     prefix,
@@ -37,4 +39,23 @@ export function createRedisRepeatStore(
       }
     },
   };
+}
+
+/**
+ * Refuses an ioredis client that would keep a silent connection for good. A connection that stops
+ * answering without a reset (a partition, a NAT or firewall that forgot the flow) stays 'ready' in
+ * ioredis unless `socketTimeout` closes it: every call then waits `storeTimeoutMs` and finds the store
+ * failed (runs unguarded, or is refused with `onStoreFailure: 'closed'`) for the rest of the process's life, and each call's commands stay queued in the client (memory grows
+ * with every call). Checked where the client shows its options (ioredis); a Cluster's are under
+ * `redisOptions`.
+ */
+function checkSocketTimeout(redis: RedisRepeatClient): void {
+  const options = redis.options;
+  if (options === undefined || options === null) return;
+  const socketTimeout = options.socketTimeout ?? options.redisOptions?.socketTimeout;
+  if (!(typeof socketTimeout === 'number' && Number.isFinite(socketTimeout) && socketTimeout > 0)) {
+    throw new TypeError(
+      "createRedisRepeatStore: create the ioredis client with socketTimeout (e.g. 2000 ms, as @toolgate/redis-store's createRedisClient does): without it a connection that goes silent without a reset is never closed, every call waits storeTimeoutMs and finds the store failed (onStoreFailure) for the life of the process, and every command sent stays queued in the client",
+    );
+  }
 }

@@ -86,13 +86,18 @@ export interface MemoryRepeatStoreOptions {
 }
 
 /**
- * The part of a Redis client the Redis store uses. An ioredis client fits it as is; so does any
- * client with the same three commands.
+ * The part of a Redis client the Redis store uses. An ioredis client with a `socketTimeout` fits it as
+ * is; so does any client with the same three commands.
  */
 export interface RedisRepeatClient {
   get(key: string): Promise<string | null>;
   set(key: string, value: string, millisecondsToken: 'PX', milliseconds: number): Promise<unknown>;
   del(key: string): Promise<unknown>;
+  /** ioredis' options, checked at creation when present (a Cluster's are under `redisOptions`). */
+  readonly options?: {
+    socketTimeout?: number;
+    redisOptions?: { socketTimeout?: number };
+  };
 }
 
 export interface RedisRepeatStoreOptions {

@@ -262,7 +262,12 @@ if (REDIS_URL === undefined) {
   const url = REDIS_URL;
   describe('createRepeatGuard: identity keys on a shared Redis (hashed keys)', () => {
     const prefix = `toolgate:repeat-guard-identity:${randomUUID()}:`;
-    const redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: true });
+    const redis = new Redis(url, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      socketTimeout: 2000,
+      lazyConnect: true,
+    });
 
     afterAll(async () => {
       const keys = await redis.keys(`${prefix}*`);

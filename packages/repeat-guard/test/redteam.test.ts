@@ -391,7 +391,12 @@ if (REDIS_URL === undefined) {
   const url = REDIS_URL;
   describe('repeat-guard red team: callers never share cached answers (a fleet on one Redis)', () => {
     const prefix = `toolgate:repeat-redteam:${randomUUID()}:`;
-    const redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: true });
+    const redis = new Redis(url, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      socketTimeout: 2000,
+      lazyConnect: true,
+    });
     beforeAll(async () => {
       await redis.connect();
     });

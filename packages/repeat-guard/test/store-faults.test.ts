@@ -180,6 +180,8 @@ describe('Redis behind a blackholing proxy (real Redis)', () => {
     const target = new URL(REDIS_URL);
     proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || 6379) });
     // The client a server would use: no offline queue and few retries, so it reports rather than buffers.
+    // Its socketTimeout is far longer than the blackhole lasts: the connection is kept, and the
+    // commands queued on it are answered once healed (a silence longer than it is the next describe's).
     const client = new Redis({
       host: '127.0.0.1',
       port: proxy.port,
@@ -187,6 +189,7 @@ describe('Redis behind a blackholing proxy (real Redis)', () => {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 1,
       connectTimeout: 2000,
+      socketTimeout: 10_000,
     });
     try {
       await client.connect();
@@ -244,4 +247,157 @@ describe('Redis behind a blackholing proxy (real Redis)', () => {
       logs.filter((log) => log.message?.startsWith('repeat-guard: the store answers again')),
     ).toHaveLength(1);
   });
+});
+
+describe('Redis connection gone silent without a reset (real Redis behind the fault proxy)', () => {
+  let proxy: FaultProxy | undefined;
+  let viaProxy = '';
+  let unreachable: string | undefined;
+  const clients: Redis[] = [];
+  const prefix = `toolgate:repeat-guard-silent:${randomUUID()}:`;
+
+  /** The README's client (no offline queue, never a command sent twice), plus `extra`, once ready. */
+  async function readmeClient(url: string, extra: { socketTimeout?: number } = {}): Promise<Redis> {
+    const client = new Redis(url, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      autoResendUnfulfilledCommands: false,
+      ...extra,
+    });
+    client.on('error', () => {}); // the lost connection is the subject here
+    clients.push(client);
+    if (client.status !== 'ready') {
+      await new Promise((resolve, reject) => {
+        client.once('ready', resolve);
+        client.once('end', () => reject(new Error('the client gave up connecting')));
+      });
+    }
+    return client;
+  }
+
+  beforeAll(async () => {
+    const target = new URL(REDIS_URL);
+    proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || 6379) });
+    target.port = String(proxy.port);
+    viaProxy = target.toString();
+    const probe = new Redis(REDIS_URL, {
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
+    try {
+      await probe.connect();
+      await probe.ping();
+    } catch (error) {
+      unreachable = `Redis unreachable at ${REDIS_URL}: ${(error as Error).message}`;
+      if (process.env.CI === 'true') throw new Error(`${unreachable} (CI=true requires it)`);
+      process.stderr.write(`repeat-guard: ${unreachable}; the silent-connection tests are skipped\n`);
+    } finally {
+      probe.disconnect();
+    }
+  });
+
+  afterEach(() => {
+    for (const client of clients.splice(0)) client.disconnect();
+  });
+
+  afterAll(async () => {
+    if (unreachable === undefined) {
+      const admin = new Redis(REDIS_URL, { maxRetriesPerRequest: 0 });
+      const keys = await admin.keys(`${prefix}*`);
+      if (keys.length > 0) await admin.del(...keys);
+      admin.disconnect();
+    }
+    await proxy?.close();
+  });
+
+  it('without socketTimeout (a client that shows no options) the silent connection is kept for good: no repeat is recognised again, every call leaves its commands queued', async ({
+    skip,
+  }) => {
+    if (unreachable !== undefined) skip(unreachable);
+    const redis = await readmeClient(viaProxy);
+    // The store sees only the commands: what a client with no visible options (not ioredis's own
+    // object, so not checked) gets. This is the README's client before socketTimeout was required.
+    const commands = {
+      get: (key: string) => redis.get(key),
+      set: (key: string, value: string, px: 'PX', ms: number) => redis.set(key, value, px, ms),
+      del: (key: string) => redis.del(key),
+    };
+    const store = createRedisRepeatStore(commands, { prefix: `${prefix}kept:` });
+    const { fixture, logs, client } = await setup({ store, storeTimeoutMs: 200 });
+    await client.callTool('get_order_status', { id: 'k1' });
+    await client.callTool('get_order_status', { id: 'k1' });
+    expect(fixture.invocations.get_order_status).toBe(1); // healthy: the repeat came from Redis
+
+    const connectionsBefore = proxy!.connections;
+    // A NAT or firewall forgets the flow: no reset, the client's socket stays open and hears nothing.
+    proxy!.silenceLive();
+    const queuedBefore = redis.commandQueue.length;
+    const calls = 6;
+    for (let i = 0; i < calls / 2; i += 1) await client.callTool('get_order_status', { id: 'k2' });
+    // Far longer than the socketTimeout of the next test, which gets its connection back well within this.
+    await sleep(2000);
+    for (let i = 0; i < calls / 2; i += 1) await client.callTool('get_order_status', { id: 'k2' });
+
+    // Every identical call ran: none was recognised as a repeat.
+    expect(fixture.invocations.get_order_status).toBe(1 + calls);
+    // New connections are relayed as usual (the partition is over for them), yet this client never
+    // makes one: its silent connection is still 'ready', and holds each call's read and write.
+    const fresh = await readmeClient(viaProxy);
+    expect(await fresh.ping()).toBe('PONG');
+    expect(redis.status).toBe('ready');
+    expect(proxy!.connections).toBe(connectionsBefore + 1); // the fresh client's, none of this one's
+    const queued = redis.commandQueue.length - queuedBefore;
+    process.stderr.write(
+      `repeat-guard silent connection, no socketTimeout: ${calls} calls ran unguarded, ${queued} commands still queued in the client, which made ${proxy!.connections - connectionsBefore - 1} new connections\n`,
+    );
+    expect(queued).toBeGreaterThanOrEqual(2 * calls);
+    expect(logs.filter((log) => log.message?.startsWith('repeat-guard: the store answers again'))).toEqual(
+      [],
+    );
+  }, 30_000);
+
+  it('with socketTimeout the silent connection is closed and made again: repeats are recognised again and nothing stays queued', async ({
+    skip,
+  }) => {
+    if (unreachable !== undefined) skip(unreachable);
+    // The client of the test above, given as it is, is refused: ioredis shows its options.
+    const without = await readmeClient(viaProxy);
+    expect(() => createRedisRepeatStore(without)).toThrow(TypeError);
+    expect(() => createRedisRepeatStore(without)).toThrow(
+      /^createRedisRepeatStore: create the ioredis client with socketTimeout/,
+    );
+    const redis = await readmeClient(viaProxy, { socketTimeout: 300 });
+    const store = createRedisRepeatStore(redis, { prefix: `${prefix}healed:` });
+    const { fixture, logs, client } = await setup({ store, storeTimeoutMs: 200 });
+    await client.callTool('get_order_status', { id: 'h0' });
+    await client.callTool('get_order_status', { id: 'h0' });
+    expect(fixture.invocations.get_order_status).toBe(1);
+
+    const connectionsBefore = proxy!.connections;
+    proxy!.silenceLive();
+    let silent = 0;
+    let recovered = false;
+    // Until an identical call is answered from Redis again (a kept silent connection never is).
+    for (let attempt = 0; attempt < 100 && !recovered; attempt += 1) {
+      const before = fixture.invocations.get_order_status ?? 0;
+      await client.callTool('get_order_status', { id: `h${attempt + 1}` });
+      await client.callTool('get_order_status', { id: `h${attempt + 1}` });
+      if ((fixture.invocations.get_order_status ?? 0) - before === 2) silent += 1;
+      else recovered = true;
+      await sleep(50);
+    }
+    expect(silent).toBeGreaterThan(0); // the partition was felt
+    expect(recovered).toBe(true);
+    expect(redis.status).toBe('ready');
+    expect(proxy!.connections).toBeGreaterThan(connectionsBefore); // on a connection made again
+    expect(await redis.ping()).toBe('PONG'); // answered after every command sent before it
+    expect(redis.commandQueue.length).toBe(0); // nothing left waiting in the client
+    expect(logs.filter((log) => log.level === 'warn').map((log) => log.message)).toEqual([
+      'repeat-guard: the store failed; calls run unguarded until it answers',
+    ]);
+    expect(
+      logs.filter((log) => log.message?.startsWith('repeat-guard: the store answers again')),
+    ).toHaveLength(1);
+  }, 30_000);
 });

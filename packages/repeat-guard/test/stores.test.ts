@@ -155,6 +155,50 @@ describe('memory store: bounded', () => {
   });
 });
 
+describe('Redis store: the client', () => {
+  const commands = { get: async () => null, set: async () => 'OK', del: async () => 0 };
+  const message =
+    "createRedisRepeatStore: create the ioredis client with socketTimeout (e.g. 2000 ms, as @toolgate/redis-store's createRedisClient does): without it a connection that goes silent without a reset is never closed, every call waits storeTimeoutMs and finds the store failed (onStoreFailure) for the life of the process, and every command sent stays queued in the client";
+
+  it('refuses an ioredis client that would keep a connection gone silent for good (no socketTimeout)', () => {
+    // The client this README showed before: no socketTimeout.
+    const before = new Redis({
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      autoResendUnfulfilledCommands: false,
+    });
+    const now = new Redis({
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      autoResendUnfulfilledCommands: false,
+      socketTimeout: 2000,
+    });
+    try {
+      expect(() => createRedisRepeatStore(before)).toThrow(new TypeError(message));
+      expect(createRedisRepeatStore(now).prefix).toBe('toolgate:repeat:');
+    } finally {
+      before.disconnect();
+      now.disconnect();
+    }
+    // Not a time limit: 0, and past 2^31 - 1 ms, Node fires the timer after 1 ms (every wait cuts the
+    // connection); NaN and a string are not numbers of milliseconds.
+    for (const socketTimeout of [undefined, 0, -1, Number.NaN, Number.POSITIVE_INFINITY, '2000']) {
+      expect(() => createRedisRepeatStore({ ...commands, options: { socketTimeout } as never })).toThrow(
+        message,
+      );
+      // A Cluster carries each node's options under redisOptions.
+      const cluster = { redisOptions: { socketTimeout } } as never;
+      expect(() => createRedisRepeatStore({ ...commands, options: cluster })).toThrow(message);
+    }
+    const cluster = { options: { redisOptions: { socketTimeout: 2000 } } };
+    expect(createRedisRepeatStore({ ...commands, ...cluster }).prefix).toBe('toolgate:repeat:');
+    // A client that shows no options is taken as it is (it may not be ioredis at all).
+    expect(createRedisRepeatStore(commands).prefix).toBe('toolgate:repeat:');
+  });
+});
+
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PREFIX = `toolgate:repeat-guard-test:${randomUUID()}:`;
 
@@ -168,6 +212,7 @@ describe('Redis store (real Redis)', () => {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 1,
       connectTimeout: 2000,
+      socketTimeout: 2000,
       retryStrategy: () => null,
     });
     try {
@@ -279,6 +324,7 @@ describe('Redis store (real Redis)', () => {
       lazyConnect: true,
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
+      socketTimeout: 2000,
       retryStrategy: () => null,
     });
     try {
