@@ -4,7 +4,7 @@
 import { defineTool, ok, type ToolDefinition } from '@toolgate/core';
 import { expectFailure, recordingLogger, serveTools } from '@toolgate/core/testing';
 import { createRedisClient, createRedisStore, redisReady } from '@toolgate/redis-store';
-import { type OwnRedisServer, startOwnRedis } from '@toolgate/redis-store/testing';
+import { type OwnReplicatedRedis, startOwnReplicatedRedis } from '@toolgate/redis-store/testing';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as z from 'zod';
@@ -16,29 +16,18 @@ if (TEST_REDIS_URL === undefined) {
   reportRedisMissing('the confirmation tests on a Redis primary whose replica must acknowledge writes');
 } else {
   describe('confirm on a store whose writes a replica must acknowledge (minReplicas)', () => {
-    let primary: OwnRedisServer;
-    let replica: OwnRedisServer;
+    let own: OwnReplicatedRedis;
+    /** The client the stores under test use (`own.primary.client` inspects, on a connection of its own). */
     let client: Redis;
     beforeAll(async () => {
-      primary = await startOwnRedis({ maxmemory: '0' });
-      replica = await startOwnRedis({ maxmemory: '0', replicaOf: primary });
-      client = createRedisClient(primary.url, { logger: recordingLogger([]) });
+      own = await startOwnReplicatedRedis();
+      client = createRedisClient(own.primary.url, { logger: recordingLogger([]) });
       await redisReady(client);
     }, 30_000);
     afterAll(async () => {
       client?.disconnect();
-      await replica?.close();
-      await primary?.close();
+      await own?.close();
     });
-
-    const whileReplicaStalls = async <T>(paused: () => Promise<T>): Promise<T> => {
-      replica.pause();
-      try {
-        return await paused();
-      } finally {
-        await replica.resume();
-      }
-    };
 
     it('neither issued nor used while the replica stalls; a used one stays used on the primary, so the retry is refused and nothing runs', async () => {
       const prefix = 'confirm-replicas:';
@@ -78,7 +67,7 @@ if (TEST_REDIS_URL === undefined) {
       });
       try {
         // Issuing is a write: not acknowledged, no confirmation is handed out.
-        const notIssued = await whileReplicaStalls(() => server.callTool('create_refund', refund));
+        const notIssued = await own.whileReplicaStalls(() => server.callTool('create_refund', refund));
         expect(expectFailure(notIssued)).toEqual(
           unavailable(
             'Retry once in a few seconds without a confirmation; if it fails again, tell the user the service is unavailable.',
@@ -91,11 +80,11 @@ if (TEST_REDIS_URL === undefined) {
         const issued = await server.callTool('create_refund', refund);
         const { confirmation } = (issued._meta?.[CONFIRM_META] ?? {}) as { confirmation: string };
         const nonce = confirmation.split('.')[2];
-        expect(await replica.client.keys(`${prefix}confirm:issued:*:${nonce}`)).toHaveLength(1);
-        expect(await replica.client.keys(`${prefix}confirm:issued:*`)).toHaveLength(2);
+        expect(await own.replica.client.keys(`${prefix}confirm:issued:*:${nonce}`)).toHaveLength(1);
+        expect(await own.replica.client.keys(`${prefix}confirm:issued:*`)).toHaveLength(2);
         // Using it is a DEL: not acknowledged, the call does not run, and the hint says what a retry
         // refused as already used means here.
-        const notUsed = await whileReplicaStalls(() =>
+        const notUsed = await own.whileReplicaStalls(() =>
           server.callTool('create_refund', { ...refund, confirmation }),
         );
         expect(expectFailure(notUsed)).toEqual(
@@ -112,7 +101,7 @@ if (TEST_REDIS_URL === undefined) {
           message: 'This confirmation was already used.',
         });
         expect(runs.count).toBe(0);
-        expect(await replica.client.keys(`${prefix}confirm:issued:*:${nonce}`)).toEqual([]);
+        expect(await own.replica.client.keys(`${prefix}confirm:issued:*:${nonce}`)).toEqual([]);
       } finally {
         await server.close();
         await confirm.close();

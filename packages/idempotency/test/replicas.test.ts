@@ -4,7 +4,7 @@
 import { defineTool, ok, StoreCommandError, type ToolDefinition } from '@toolgate/core';
 import { expectFailure, type LogEntry, recordingLogger, serveTools } from '@toolgate/core/testing';
 import { createRedisClient, createRedisStore, redisReady } from '@toolgate/redis-store';
-import { type OwnRedisServer, startOwnRedis } from '@toolgate/redis-store/testing';
+import { type OwnReplicatedRedis, startOwnReplicatedRedis } from '@toolgate/redis-store/testing';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as z from 'zod';
@@ -38,19 +38,17 @@ if (TEST_REDIS_URL === undefined) {
   reportRedisMissing('the idempotency tests on a Redis primary whose replica must acknowledge writes');
 } else {
   describe('idempotency on a store whose writes a replica must acknowledge (minReplicas)', () => {
-    let primary: OwnRedisServer;
-    let replica: OwnRedisServer;
+    let own: OwnReplicatedRedis;
+    /** The client the stores under test use (`own.primary.client` inspects, on a connection of its own). */
     let client: Redis;
     beforeAll(async () => {
-      primary = await startOwnRedis({ maxmemory: '0' });
-      replica = await startOwnRedis({ maxmemory: '0', replicaOf: primary });
-      client = createRedisClient(primary.url, { logger: recordingLogger([]) });
+      own = await startOwnReplicatedRedis();
+      client = createRedisClient(own.primary.url, { logger: recordingLogger([]) });
       await redisReady(client);
     }, 30_000);
     afterAll(async () => {
       client?.disconnect();
-      await replica?.close();
-      await primary?.close();
+      await own?.close();
     });
 
     it('a claim the replica did not acknowledge answers unavailable, the handler does not run, and the retry runs it once', async () => {
@@ -69,13 +67,7 @@ if (TEST_REDIS_URL === undefined) {
       const server = await serveTools([tool], { middleware: [idempotency], logger: recordingLogger(logs) });
       const refund = { order_id: 'A-1', amount: 25 };
       try {
-        replica.pause();
-        let refused: Awaited<ReturnType<typeof server.callTool>>;
-        try {
-          refused = await server.callTool('create_refund', refund);
-        } finally {
-          await replica.resume();
-        }
+        const refused = await own.whileReplicaStalls(() => server.callTool('create_refund', refund));
         expect(runs.count).toBe(0);
         expect(expectFailure(refused)).toEqual(REFUSED);
         expect(JSON.stringify(refused)).not.toMatch(/WAIT|replica|127\.0\.0\.1|sha256/);
@@ -89,7 +81,7 @@ if (TEST_REDIS_URL === undefined) {
             }),
           }),
         );
-        expect(await primary.client.keys(`${prefix}*`)).toEqual([]);
+        expect(await own.primary.client.keys(`${prefix}*`)).toEqual([]);
         // The replica back: the retry claims, runs once, and its result is on the replica too.
         const retried = await server.callTool('create_refund', refund);
         expect(retried.structuredContent).toEqual({
@@ -99,8 +91,8 @@ if (TEST_REDIS_URL === undefined) {
           amount: 25,
         });
         expect(runs.count).toBe(1);
-        const [key] = await replica.client.keys(`${prefix}*`);
-        expect(JSON.parse((await replica.client.get(key!))!)).toMatchObject({ s: 'done' });
+        const [key] = await own.replica.client.keys(`${prefix}*`);
+        expect(JSON.parse((await own.replica.client.get(key!))!)).toMatchObject({ s: 'done' });
         const replayed = await server.callTool('create_refund', refund);
         expect(replayed._meta).toMatchObject({ 'toolgate/idempotency': { replayed: true } });
         expect(runs.count).toBe(1);

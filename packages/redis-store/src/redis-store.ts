@@ -119,18 +119,24 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
     return running;
   };
   /** The write, then `WAIT`, in one pipeline: the write's reply, or its error, and how many replicas hold it. */
+  // A failure of either command rejects as the write's own (`sent`), a full Redis as StoreFullError.
   const writeAndWait = async (
     queue: (pipeline: RedisWritePipeline) => RedisWritePipeline,
     replies: { minReplicas: number; replicaTimeoutMs: number },
+    sent: StoreCommand,
   ): Promise<{ reply: unknown; acknowledged: number }> => {
-    const results = await queue(client.pipeline!())
-      .wait(replies.minReplicas, replies.replicaTimeoutMs)
-      .exec();
-    const [written, waited] = results ?? [];
-    if (written === undefined || waited === undefined) throw new Error('the pipeline was discarded');
-    if (written[0] !== null) throw written[0];
-    if (waited[0] !== null) throw waited[0];
-    return { reply: written[1], acknowledged: Number(waited[1]) };
+    try {
+      const results = await queue(client.pipeline!())
+        .wait(replies.minReplicas, replies.replicaTimeoutMs)
+        .exec();
+      const [written, waited] = results ?? [];
+      if (written === undefined || waited === undefined) throw new Error('the pipeline was discarded');
+      if (written[0] !== null) throw written[0];
+      if (waited[0] !== null) throw waited[0];
+      return { reply: written[1], acknowledged: Number(waited[1]) };
+    } catch (error) {
+      throw fullOr(new StoreCommandError(error, sent));
+    }
   };
   const wanted =
     replicas &&
@@ -173,12 +179,7 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
       }
       return bounded(op, () =>
         tracked(full, async () => {
-          let written: { reply: unknown; acknowledged: number };
-          try {
-            written = await writeAndWait((p) => p.set(full, value, 'PX', ttlMs, 'NX'), replicas);
-          } catch (error) {
-            throw fullOr(new StoreCommandError(error, sent));
-          }
+          const written = await writeAndWait((p) => p.set(full, value, 'PX', ttlMs, 'NX'), replicas, sent);
           const claimed = written.reply === 'OK';
           if (written.acknowledged >= replicas.minReplicas) return claimed;
           // A claim only the primary holds is taken back: the caller will not act on it, and a failover
@@ -203,12 +204,7 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
       }
       return bounded(op, () =>
         tracked(full, async () => {
-          let written: { reply: unknown; acknowledged: number };
-          try {
-            written = await writeAndWait((p) => p.set(full, value, 'PX', ttlMs), replicas);
-          } catch (error) {
-            throw fullOr(new StoreCommandError(error, sent));
-          }
+          const written = await writeAndWait((p) => p.set(full, value, 'PX', ttlMs), replicas, sent);
           if (written.acknowledged < replicas.minReplicas) {
             throw notReplicated(written.acknowledged, 'the value stays on the primary', sent);
           }
@@ -241,12 +237,7 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
       }
       return bounded(op, () =>
         tracked(full, async () => {
-          let written: { reply: unknown; acknowledged: number };
-          try {
-            written = await writeAndWait((p) => p.del(full), replicas);
-          } catch (error) {
-            throw new StoreCommandError(error, sent);
-          }
+          const written = await writeAndWait((p) => p.del(full), replicas, sent);
           if (written.acknowledged < replicas.minReplicas) {
             throw notReplicated(written.acknowledged, 'the key is deleted on the primary', sent);
           }

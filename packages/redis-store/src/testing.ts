@@ -208,3 +208,44 @@ export async function fillRedis(client: Redis): Promise<unknown> {
   await client.config('SET', 'maxmemory', String(Math.floor(used / 2)));
   return refusal;
 }
+
+/** A primary and one replica of it, each a redis-server of the test's own (see `startOwnRedis`). */
+export interface OwnReplicatedRedis {
+  readonly primary: OwnRedisServer;
+  readonly replica: OwnRedisServer;
+  /** Runs `work` while the replica is stopped (SIGSTOP), then lets it run and catch up, whatever happens. */
+  whileReplicaStalls<T>(work: () => Promise<T>): Promise<T>;
+  /** Kills both. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a primary with no memory limit and a replica of it, resolved once the replica acknowledges
+ * writes: for tests of `createRedisStore`'s `minReplicas`. Needs `redis-server` on PATH.
+ */
+export async function startOwnReplicatedRedis(): Promise<OwnReplicatedRedis> {
+  const primary = await startOwnRedis({ maxmemory: '0' });
+  let replica: OwnRedisServer;
+  try {
+    replica = await startOwnRedis({ maxmemory: '0', replicaOf: primary });
+  } catch (error) {
+    await primary.close();
+    throw error;
+  }
+  return {
+    primary,
+    replica,
+    async whileReplicaStalls(work) {
+      replica.pause();
+      try {
+        return await work();
+      } finally {
+        await replica.resume();
+      }
+    },
+    async close() {
+      await replica.close();
+      await primary.close();
+    },
+  };
+}

@@ -8,7 +8,7 @@ import { recordingLogger } from '@toolgate/core/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createRedisClient, createRedisStore, type RedisStoreClient, redisReady } from '../src/index.js';
-import { type OwnRedisServer, startOwnRedis } from '../src/testing.js';
+import { type OwnReplicatedRedis, startOwnReplicatedRedis } from '../src/testing.js';
 import { reportRedisMissing, TEST_REDIS_URL } from './needs-redis.js';
 
 /** What must never appear in an error: a piece of the value, and the key's own text. */
@@ -216,16 +216,14 @@ if (TEST_REDIS_URL === undefined) {
   reportRedisMissing('the replica acknowledgement tests (they start a primary and a replica of their own)');
 } else {
   describe('minReplicas on a primary and a replica of its own', () => {
-    let primary: OwnRedisServer;
-    let replica: OwnRedisServer;
-    /** The client the stores under test use (`primary.client` inspects, on a connection of its own). */
+    let own: OwnReplicatedRedis;
+    /** The client the stores under test use (`own.primary.client` inspects, on a connection of its own). */
     let client: Redis;
     let prefix = '';
     let test = 0;
     beforeAll(async () => {
-      primary = await startOwnRedis({ maxmemory: '0' });
-      replica = await startOwnRedis({ maxmemory: '0', replicaOf: primary });
-      client = createRedisClient(primary.url, { logger: recordingLogger([]) });
+      own = await startOwnReplicatedRedis();
+      client = createRedisClient(own.primary.url, { logger: recordingLogger([]) });
       await redisReady(client);
     }, 30_000);
     beforeEach(() => {
@@ -234,24 +232,14 @@ if (TEST_REDIS_URL === undefined) {
     });
     afterAll(async () => {
       client?.disconnect();
-      await replica?.close();
-      await primary?.close();
+      await own?.close();
     });
-
-    /** Runs `paused` while the replica is stopped, and lets it run again whatever happens. */
-    const whileReplicaStalls = async <T>(paused: () => Promise<T>): Promise<T> => {
-      replica.pause();
-      try {
-        return await paused();
-      } finally {
-        await replica.resume();
-      }
-    };
+    const whileReplicaStalls = <T>(work: () => Promise<T>): Promise<T> => own.whileReplicaStalls(work);
 
     /** The commands `client` sent while `work` ran, as MONITOR on the primary saw them. */
     const commandsOf = async (work: () => Promise<void>): Promise<string[][]> => {
       const addr = /(?:^| )addr=(\S+)/.exec(String(await client.client('INFO')))?.[1];
-      const monitor = await new Redis(primary.url).monitor();
+      const monitor = await new Redis(own.primary.url).monitor();
       const seen: string[][] = [];
       let sawEnd: () => void = () => {};
       const ended = new Promise<void>((resolve) => {
@@ -277,13 +265,13 @@ if (TEST_REDIS_URL === undefined) {
       const commands = await commandsOf(async () => {
         expect(await store.setIfAbsent('{c}:claim', 'first', 60_000)).toBe(true);
         // WAIT answered: the replica holds the write the moment the store says it is done.
-        expect(await replica.client.get(`${prefix}{c}:claim`)).toBe('first');
+        expect(await own.replica.client.get(`${prefix}{c}:claim`)).toBe('first');
         expect(await store.setIfAbsent('{c}:claim', 'second', 60_000)).toBe(false);
         await store.set('{c}:k', 'v', 60_000);
-        expect(await replica.client.get(`${prefix}{c}:k`)).toBe('v');
+        expect(await own.replica.client.get(`${prefix}{c}:k`)).toBe('v');
         expect(await store.get('{c}:k')).toBe('v');
         expect(await store.delete('{c}:k')).toBe(true);
-        expect(await replica.client.exists(`${prefix}{c}:k`)).toBe(0);
+        expect(await own.replica.client.exists(`${prefix}{c}:k`)).toBe(0);
         expect(await store.delete('{c}:k')).toBe(false);
       });
       expect(commands).toEqual([
@@ -376,15 +364,15 @@ if (TEST_REDIS_URL === undefined) {
         command: { name: 'del', keyDigest: KEY_DIGEST },
       });
       for (const error of [claim, set, removed]) expectNothingSent(error);
-      expect(await primary.client.exists(`${prefix}{c}:${KEY_TEXT}`)).toBe(0);
-      expect(await primary.client.get(`${prefix}{c}:${KEY_TEXT}:set`)).toBe(value);
-      expect(await primary.client.exists(`${prefix}{c}:${KEY_TEXT}:gone`)).toBe(0);
+      expect(await own.primary.client.exists(`${prefix}{c}:${KEY_TEXT}`)).toBe(0);
+      expect(await own.primary.client.get(`${prefix}{c}:${KEY_TEXT}:set`)).toBe(value);
+      expect(await own.primary.client.exists(`${prefix}{c}:${KEY_TEXT}:gone`)).toBe(0);
       // The replica back: writes succeed again, and it catches up with the primary (the withdrawn claim
       // included).
       expect(await store.setIfAbsent(`{c}:${KEY_TEXT}`, 'again', 60_000)).toBe(true);
-      expect(await replica.client.get(`${prefix}{c}:${KEY_TEXT}`)).toBe('again');
-      expect(await replica.client.get(`${prefix}{c}:${KEY_TEXT}:set`)).toBe(value);
-      expect(await replica.client.exists(`${prefix}{c}:${KEY_TEXT}:gone`)).toBe(0);
+      expect(await own.replica.client.get(`${prefix}{c}:${KEY_TEXT}`)).toBe('again');
+      expect(await own.replica.client.get(`${prefix}{c}:${KEY_TEXT}:set`)).toBe(value);
+      expect(await own.replica.client.exists(`${prefix}{c}:${KEY_TEXT}:gone`)).toBe(0);
     });
 
     it('a caller that stops waiting for a claim and reads the key at once never sees the claim about to be withdrawn', async () => {
@@ -398,7 +386,7 @@ if (TEST_REDIS_URL === undefined) {
         return store.get('{c}:claim');
       });
       expect(read).toBeUndefined();
-      expect(await primary.client.exists(`${prefix}{c}:claim`)).toBe(0);
+      expect(await own.primary.client.exists(`${prefix}{c}:claim`)).toBe(0);
     });
   });
 }
