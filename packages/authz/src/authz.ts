@@ -75,7 +75,7 @@ export function createAuthz(options: AuthzOptions): AuthzMiddleware {
     caller: CallerIdentity,
     request: ToolRequest,
   ): Verdict => {
-    if (caller.kind === 'local' && rules.local === 'allow') return LOCAL_ALLOWED;
+    if (rules.local === 'allow' && isLocalCaller(caller, request)) return LOCAL_ALLOWED;
     return evaluate(rules.requirement, tool, caller, request);
   };
 
@@ -123,6 +123,16 @@ export function createAuthz(options: AuthzOptions): AuthzMiddleware {
     },
     allows,
   });
+}
+
+/**
+ * The caller `local: 'allow'` lets use every tool: core named it `local`, core saw a local transport
+ * (`request.local`, decided from the connection's transport class, which no identity rule can set) and
+ * no token came with the call. A custom `identify` that names callers `local` by a guess (no HTTP
+ * headers, the rule before the transport decided it) cannot give a remote transport's callers every tool.
+ */
+function isLocalCaller(caller: CallerIdentity, request: ToolRequest): boolean {
+  return caller.kind === 'local' && request.local === true && request.authInfo == null;
 }
 
 function checkRules(rules: Readonly<AuthzRules>, where: string): void {

@@ -78,14 +78,16 @@ const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
  */
 export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
   const settings = checkOptions(options);
+  const outage: Outage = { failure: undefined };
   const keys = withFailureCooldown(
     createRemoteJWKSet(settings.jwksUrl, {
       cacheMaxAge: settings.cacheMaxAge,
       cooldownDuration: settings.cooldown,
       timeoutDuration: settings.timeout,
-      [customFetch]: boundedFetch(settings.maxJwksBytes),
+      [customFetch]: boundedFetch(settings.maxJwksBytes, outage),
     }),
     settings.failureCooldown,
+    outage,
   );
   const verifyOptions = {
     issuer: settings.issuer,
@@ -227,42 +229,80 @@ function checkMaxJwksBytes(value: number | undefined): number {
   return out;
 }
 
+/** The last failed JWKS fetch, written only where a fetch fails (see `boundedFetch`). */
+interface Outage {
+  failure: { readonly at: number; readonly error: unknown; held?: JWTVerifyGetKey | null } | undefined;
+}
+
 /**
  * jose's fetch of the JWKS, reading at most `maxBytes` of the body: jose reads whatever arrives before
  * its timeout, and a key server (or whatever answers for it) that streams without end would fill the
  * heap on every refetch. The limit counts decoded bytes, so a compressed answer cannot get past it.
+ *
+ * It is also the one place a failed fetch is recorded in `outage` (no answer, a status other than 200,
+ * too large, not a key set jose would take): only a fetch, never a token, starts the failure cooldown.
+ * A token picks which published key jose imports before its signature is checked, so an unsigned token
+ * naming a key the set holds but cannot import would otherwise stop every refetch, for good if sent
+ * once per cooldown (no rotation picked up, then every caller 503 once the held keys age out).
  */
-function boundedFetch(maxBytes: number): FetchImplementation {
+function boundedFetch(maxBytes: number, outage: Outage): FetchImplementation {
   const tooLarge = (): Error =>
     new Error(`The JWKS response is larger than maxJwksBytes (${maxBytes} bytes).`);
+  const failed = (error: unknown): void => {
+    outage.failure = { at: Date.now(), error };
+  };
   return async (url, init) => {
-    const response = await fetch(url, init);
-    const body = response.body;
-    // jose refuses any other status itself; its body is not read.
-    if (response.status !== 200 || body === null) {
-      await body?.cancel().catch(() => undefined);
-      return response;
-    }
-    if (Number(response.headers.get('content-length')) > maxBytes) {
-      await body.cancel().catch(() => undefined);
-      throw tooLarge();
-    }
-    const reader = body.getReader();
-    const chunks: Uint8Array[] = [];
-    let size = 0;
-    for (;;) {
-      // Rejects when init.signal (jose's timeout) fires.
-      const { done, value } = await reader.read();
-      if (done) break;
-      size += value.byteLength;
-      if (size > maxBytes) {
-        await reader.cancel().catch(() => undefined);
+    try {
+      const response = await fetch(url, init);
+      const body = response.body;
+      // jose refuses any other status itself; its body is not read.
+      if (response.status !== 200 || body === null) {
+        await body?.cancel().catch(() => undefined);
+        failed(
+          new Error(`The JWKS answered HTTP ${response.status}${body === null ? ' without a body' : ''}.`),
+        );
+        return response;
+      }
+      if (Number(response.headers.get('content-length')) > maxBytes) {
+        await body.cancel().catch(() => undefined);
         throw tooLarge();
       }
-      chunks.push(value);
+      const reader = body.getReader();
+      const chunks: Uint8Array[] = [];
+      let size = 0;
+      for (;;) {
+        // Rejects when init.signal (jose's timeout) fires.
+        const { done, value } = await reader.read();
+        if (done) break;
+        size += value.byteLength;
+        if (size > maxBytes) {
+          await reader.cancel().catch(() => undefined);
+          throw tooLarge();
+        }
+        chunks.push(value);
+      }
+      const bytes = Buffer.concat(chunks);
+      // jose parses and checks the set after this returns; the same checks here make a set it will
+      // refuse a failed fetch (jose then throws its own error for it).
+      const refusal = keySetRefusal(bytes);
+      if (refusal !== undefined) failed(refusal);
+      return new Response(bytes, { status: 200 });
+    } catch (error) {
+      failed(error);
+      throw error;
     }
-    return new Response(Buffer.concat(chunks), { status: 200 });
   };
+}
+
+// What jose does with a fetched body (Response.json(): UTF-8, BOM dropped; then createLocalJWKSet, which
+// checks the set's shape but imports no key); undefined when it would take it.
+function keySetRefusal(bytes: Uint8Array): unknown {
+  try {
+    createLocalJWKSet(JSON.parse(new TextDecoder().decode(bytes)));
+    return undefined;
+  } catch (error) {
+    return error;
+  }
 }
 
 /**
@@ -274,12 +314,12 @@ function boundedFetch(maxBytes: number): FetchImplementation {
 function withFailureCooldown(
   keys: ReturnType<typeof createRemoteJWKSet>,
   cooldownMs: number,
+  outage: Outage,
 ): JWTVerifyGetKey {
   // `held`: the key set the failed fetch left, built once per failure (no fetch is made during its
   // cooldown, so the set cannot change); jose hands out a fresh copy on every `jwks()`, and building a
   // set per request would clone the JWKS and import its key again on every call of an outage.
-  let failure: { readonly at: number; readonly error: unknown; held?: JWTVerifyGetKey | null } | undefined;
-  const heldKeys = (current: NonNullable<typeof failure>): JWTVerifyGetKey | undefined => {
+  const heldKeys = (current: NonNullable<Outage['failure']>): JWTVerifyGetKey | undefined => {
     if (!keys.fresh) return undefined;
     if (current.held === undefined) {
       const set = keys.jwks();
@@ -288,6 +328,7 @@ function withFailureCooldown(
     return current.held ?? undefined;
   };
   return async (header, token) => {
+    const failure = outage.failure;
     if (failure !== undefined && Date.now() - failure.at < cooldownMs) {
       const local = heldKeys(failure);
       if (local !== undefined) {
@@ -302,12 +343,8 @@ function withFailureCooldown(
         cause: failure.error,
       });
     }
-    try {
-      return await keys(header, token);
-    } catch (error) {
-      if (invalidTokenOf(error) === undefined) failure = { at: Date.now(), error };
-      throw error;
-    }
+    // A failed fetch inside records itself (boundedFetch); any other error is this token's alone.
+    return keys(header, token);
   };
 }
 

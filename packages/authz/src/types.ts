@@ -45,7 +45,7 @@ export interface AuthzRules {
    * the missing scopes (for clients that can step up). @default 'hidden'
    */
   mode: 'hidden' | 'refuse';
-  /** The caller over a local transport (no auth, `caller.kind === 'local'`: core's stdio or in-memory transport, or one declared with `registerTools`' `localTransport`): `allow` lets it use every tool; `deny` treats it as a caller without a token. @default 'allow' */
+  /** The caller over a local transport (no auth, `caller.kind === 'local'`: core's stdio or in-memory transport, or one declared with `registerTools`' `localTransport`): `allow` lets it use every tool (only when core also saw a local transport, `request.local`, and the call carries no token; a caller a custom `identify` names `local` otherwise is judged by the requirement); `deny` treats it as a caller without a token. @default 'allow' */
   local: 'allow' | 'deny';
 }
 

@@ -1,13 +1,15 @@
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import {
+  type CallerIdentity,
   defineTool,
+  identifyCaller,
   ok,
   type PolicyDecision,
   type ToolDefinition,
   type ToolMiddleware,
 } from '@toolgate/core';
-import { expectFailure, serveTools } from '@toolgate/core/testing';
+import { expectFailure, type ServeToolsOptions, serveTools } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { AUTHZ_META_KEY, type AuthzOptions, createAuthz } from '../src/index.js';
@@ -63,7 +65,12 @@ afterEach(async () => {
 });
 
 /** Serves `tools` behind authz, with a recorder outside it that keeps each call's decisions. */
-async function serve(tools: ToolDefinition[], options: AuthzOptions, authInfo?: AuthInfo) {
+async function serve(
+  tools: ToolDefinition[],
+  options: AuthzOptions,
+  authInfo?: AuthInfo,
+  more: Pick<ServeToolsOptions, 'identify' | 'localTransport'> = {},
+) {
   const decisions: PolicyDecision[][] = [];
   const recorder: ToolMiddleware = async (ctx, next) => {
     try {
@@ -75,6 +82,7 @@ async function serve(tools: ToolDefinition[], options: AuthzOptions, authInfo?: 
   const client = await serveTools(tools, {
     middleware: [recorder, createAuthz(options)],
     ...(authInfo ? { authInfo } : {}),
+    ...more,
   });
   open.push(client);
   // Every JSON-RPC message the server sends, as the bytes it puts on the wire.
@@ -317,6 +325,41 @@ describe('stdio (no auth)', () => {
       [{ by: 'authz', action: 'hide', reason: 'missing scope(s): orders:write payments' }],
       [{ by: 'authz', action: 'allow', reason: 'requirement met' }],
     ]);
+  });
+});
+
+describe('local means a local transport', () => {
+  // An app's identify written to the rule before core decided locality from the transport: a request
+  // without HTTP headers (stdio, but equally a WebSocket or queue transport) is `local`.
+  const guessingIdentify = (request: Parameters<typeof identifyCaller>[0]): CallerIdentity =>
+    request.authInfo || request.headers ? identifyCaller(request) : { id: 'local', kind: 'local' };
+  const remote = { localTransport: () => false };
+
+  it('a caller an identify names local over a remote transport gets no tool a token would need', async () => {
+    const client = await serve(ALL, OPTIONS, undefined, { ...remote, identify: guessingIdentify });
+    expect(await names(client)).toEqual(['ping']);
+    await expect(client.callTool('refund', { orderId: 2 })).rejects.toThrow('Unknown tool: refund');
+    expect(client.decisions).toEqual([
+      [{ by: 'authz', action: 'hide', reason: 'missing scope(s): orders:write payments' }],
+    ]);
+    // Core's own rule names it anonymous there: the same answer.
+    const plain = await serve(ALL, OPTIONS, undefined, remote);
+    expect(await names(plain)).toEqual(['ping']);
+    await expect(plain.callTool('refund', { orderId: 2 })).rejects.toThrow('Unknown tool: refund');
+  });
+
+  it('a caller named local over a local transport but holding a token is judged by the token', async () => {
+    const named = await serve(ALL, OPTIONS, token(['orders:read']), {
+      identify: () => ({ id: 'local', kind: 'local' }),
+    });
+    expect(await names(named)).toEqual(['search_orders', 'get_order_status', 'ping']);
+    await expect(named.callTool('refund', { orderId: 2 })).rejects.toThrow('Unknown tool: refund');
+  });
+
+  it('the same identify over a local transport keeps local: allow', async () => {
+    const client = await serve(ALL, OPTIONS, undefined, { identify: guessingIdentify });
+    expect(await names(client)).toEqual(['search_orders', 'refund', 'get_order_status', 'ping']);
+    expect(await client.callToolJson('refund', { orderId: 2 })).toEqual({ ok: true, refunded: 2 });
   });
 });
 

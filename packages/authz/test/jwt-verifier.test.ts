@@ -388,6 +388,77 @@ describe('createJwtVerifier against hostile tokens', () => {
   });
 });
 
+describe('createJwtVerifier: only a failed fetch starts the failure cooldown', () => {
+  const part = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
+
+  it('an unsigned token naming a published key that cannot be imported does not stop refetches (rotation still lands)', async () => {
+    const own = await startIssuer();
+    try {
+      // A key the set publishes but WebCrypto cannot import (not a point on P-256).
+      (own.jwks.keys as unknown[]).push({
+        kty: 'EC',
+        crv: 'P-256',
+        x: 'AAAA',
+        y: 'AAAA',
+        kid: 'broken',
+        alg: 'ES256',
+        use: 'sig',
+      });
+      const verifier = createJwtVerifier({
+        jwksUrl: own.jwksUrl,
+        issuer: ISSUER,
+        resource: RESOURCE,
+        jwksCooldownMs: 0,
+        jwksFailureCooldownMs: 600_000,
+      });
+      await expect(verifier.verify(await own.sign({ sub: 'u' }))).resolves.toMatchObject({
+        extra: { sub: 'u' },
+      });
+      // Anyone can send this: the key is chosen from the header before any signature is checked.
+      const junk = `${part({ alg: 'ES256', kid: 'broken' })}.${part({ sub: 'mallory' })}.AAAA`;
+      await expect(verifier.verify(junk)).rejects.toMatchObject({ status: 503 });
+      // The authorization server rotates: publishes a new key and signs with it.
+      const next = await generateKeyPair('RS256');
+      (own.jwks.keys as unknown[]).push({
+        ...(await exportJWK(next.publicKey)),
+        kid: 'rsa-2',
+        alg: 'RS256',
+        use: 'sig',
+      });
+      const before = own.fetches();
+      const rotated = await own.sign({ sub: 'v' }, { kid: 'rsa-2', key: next.privateKey });
+      await expect(verifier.verify(rotated)).resolves.toMatchObject({ extra: { sub: 'v' } });
+      expect(own.fetches() - before).toBe(1);
+    } finally {
+      await own.close();
+    }
+  });
+
+  it('a JWKS answering 200 with something that is no key set is a failed fetch: one fetch per cooldown', async () => {
+    for (const body of ['not json', '{"keys":"none"}', '[]']) {
+      let fetches = 0;
+      const server = createServer((_req, res) => {
+        fetches += 1;
+        res.writeHead(200, { 'content-type': 'application/json' }).end(body);
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      try {
+        const verifier = verifierFor({
+          jwksUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks.json`,
+          jwksFailureCooldownMs: 600_000,
+        });
+        const token = await issuer.sign({ sub: 'u' });
+        for (let i = 0; i < 5; i += 1) {
+          await expect(verifier.verify(token)).rejects.toBeInstanceOf(AccessTokenUnavailableError);
+        }
+        expect(fetches).toBe(1);
+      } finally {
+        await new Promise((resolve) => server.close(resolve));
+      }
+    }
+  });
+});
+
 describe('with the SDK requireBearerAuth', () => {
   // The SDK middleware's own request/response shape (express), recorded.
   async function answer(verifier: ReturnType<typeof verifierFor>, authorization: string | undefined) {
