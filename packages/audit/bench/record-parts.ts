@@ -12,6 +12,7 @@ import {
 } from '@toolgate/core';
 import { createTestContext } from '@toolgate/core/testing';
 import * as z from 'zod';
+import { createShapeJson } from '../src/args-shape.js';
 import { sealRecord } from '../src/chain.js';
 import { captureCall } from '../src/record.js';
 import { createRedactedJson } from '../src/redacted-json.js';
@@ -32,7 +33,12 @@ const ctx = createTestContext({
   request: { id: 1, sessionId: 'bench' },
 });
 const redactedJson = createRedactedJson(DEFAULT_SECRET_KEYS, SECRET_PATTERNS);
-const settings = { args: 'redacted' as const, redactedJson, plainIds: true };
+const settings = {
+  args: 'redacted' as const,
+  redactedJson,
+  shapeJson: createShapeJson(SECRET_PATTERNS),
+  plainIds: true,
+};
 let sink: unknown;
 function time(name: string, step: (i: number) => unknown): void {
   for (let i = 0; i < 20_000; i += 1) sink = step(i);

@@ -7,6 +7,7 @@ import {
   type ToolContext,
   type ToolResult,
 } from '@toolgate/core';
+import { createShapeJson } from './args-shape.js';
 import { checkChainId, defaultChainId } from './chain-id.js';
 import { chainKeyOf } from './chain-key.js';
 import { type CapturedRecord, captureCall, type RecordSettings, resultOfThrow } from './record.js';
@@ -44,12 +45,11 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
   const resolve = (override: Partial<AuditToolOptions>): RecordSettings => {
     const secretKeys = override.secretKeys ?? options.secretKeys ?? [];
     const secretPatterns = override.secretPatterns ?? options.secretPatterns ?? [];
+    const patterns = [...SECRET_PATTERNS, ...secretPatterns];
     return {
       args: override.args ?? options.args ?? 'redacted',
-      redactedJson: createRedactedJson(
-        [...DEFAULT_SECRET_KEYS, ...secretKeys],
-        [...SECRET_PATTERNS, ...secretPatterns],
-      ),
+      redactedJson: createRedactedJson([...DEFAULT_SECRET_KEYS, ...secretKeys], patterns),
+      shapeJson: createShapeJson(patterns),
       plainIds: secretPatterns.length === 0,
     };
   };

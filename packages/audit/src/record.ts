@@ -1,6 +1,5 @@
 import { performance } from 'node:perf_hooks';
 import {
-  canonicalJson,
   errorOf,
   fail,
   incidentOfThrow,
@@ -11,7 +10,6 @@ import {
   type ToolResult,
   toolErrorResult,
 } from '@toolgate/core';
-import { shapeOf } from './args-shape.js';
 import type { ArgsMode } from './types.js';
 
 // Longest tool name and string request id recorded: both are what the client sent.
@@ -22,6 +20,8 @@ export interface RecordSettings {
   readonly args: ArgsMode;
   /** Canonical JSON of a value with its secrets redacted (see `createRedactedJson`). */
   readonly redactedJson: (value: unknown) => string;
+  /** Canonical JSON of args' shape, secrets in key names redacted (see `createShapeJson`); shape mode. */
+  readonly shapeJson: (value: unknown) => string;
   /**
    * Whether a plain string id (`isPlainId`: a counter, `req-42`, a UUID) is recorded without the
    * redaction walk: true when only core's `SECRET_PATTERNS` apply, none of which matches such text.
@@ -99,8 +99,7 @@ export function captureCall(
   // before the cut, so a cut cannot leave half a secret the patterns no longer recognise.
   const toolName = unknownTool ? (JSON.parse(settings.redactedJson(ctx.toolName)) as string) : ctx.toolName;
   const tool = capped(toolName);
-  let args =
-    settings.args === 'shape' ? canonicalJson(shapeOf(ctx.rawArgs)) : settings.redactedJson(ctx.rawArgs);
+  let args = settings.args === 'shape' ? settings.shapeJson(ctx.rawArgs) : settings.redactedJson(ctx.rawArgs);
   // Keeps a hostile megabyte argument from becoming a megabyte record; everything else stays.
   if (args.length > maxArgsChars) args = JSON.stringify(`[Truncated: ${args.length} characters]`);
   // Values bound from the caller (a customer id from the token) are recorded beside the identity,

@@ -12,7 +12,12 @@ import { createQuoted } from './quoted.js';
 /** Core's redaction walk's depth bound; deeper values take the general path, which cuts them. */
 const MAX_DEPTH = 32;
 /** Distinct key names remembered per redactor; a client sending endless new names only refills it. */
-const KEY_CACHE_LIMIT = 10_000;
+export const KEY_CACHE_LIMIT = 10_000;
+/**
+ * Longest key name remembered: a client's megabyte key names would otherwise stay on the heap,
+ * 10,000 of them per cache. Longer names are tested (and quoted) on every call instead.
+ */
+export const KEY_CACHE_MAX_CHARS = 256;
 /** Marks a value the fast path does not handle: the general path serialises it instead. */
 const GENERAL = Symbol('general');
 
@@ -55,13 +60,14 @@ export function createRedactedJson(
     if (verdict === undefined) {
       // A key the patterns would rewrite changes the copy's key order: the general path sorts that.
       verdict = mayHoldSecret(key) ? KEY_PATTERNED : isSecretKey(key) ? KEY_SECRET : KEY_PLAIN;
+      if (key.length > KEY_CACHE_MAX_CHARS) return verdict;
       if (verdicts.size >= KEY_CACHE_LIMIT) verdicts.clear();
       verdicts.set(key, verdict);
     }
     return verdict;
   };
   // A key's JSON, remembered like its verdict (keys repeat from call to call).
-  const quotedKey = createQuoted(KEY_CACHE_LIMIT);
+  const quotedKey = createQuoted(KEY_CACHE_LIMIT, KEY_CACHE_MAX_CHARS);
   const write = (value: unknown, depth: number): string | undefined | typeof GENERAL => {
     switch (typeof value) {
       case 'string':

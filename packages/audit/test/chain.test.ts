@@ -7,6 +7,7 @@ import {
   type ToolContext,
 } from '@toolgate/core';
 import { describe, expect, it } from 'vitest';
+import { createShapeJson } from '../src/args-shape.js';
 import { durationText, isoTime, sealRecord } from '../src/chain.js';
 import { GENESIS_HASH } from '../src/index.js';
 import { type CapturedRecord, captureCall } from '../src/record.js';
@@ -45,6 +46,7 @@ function fullContext(args: unknown): ToolContext {
 const settings = {
   args: 'redacted' as const,
   redactedJson: createRedactedJson(DEFAULT_SECRET_KEYS, SECRET_PATTERNS),
+  shapeJson: createShapeJson(SECRET_PATTERNS),
   plainIds: true,
 };
 
@@ -226,6 +228,7 @@ describe('captureCall + sealRecord', () => {
     const custom = {
       args: 'redacted' as const,
       redactedJson: createRedactedJson(DEFAULT_SECRET_KEYS, [...SECRET_PATTERNS, hexToken]),
+      shapeJson: createShapeJson([...SECRET_PATTERNS, hexToken]),
       plainIds: false,
     };
     expect(recorded('0123456789abcdef0123456789abcdef', custom)).toBe('[REDACTED]');

@@ -10,6 +10,8 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -27,6 +29,7 @@ import {
   type AuditRecord,
   createAudit,
   createFileSink,
+  createFunctionSink,
   createPostgresSink,
   verifyAuditFile,
   verifyAuditLines,
@@ -34,6 +37,16 @@ import {
 } from '../src/index.js';
 import { databases, suiteDatabase } from './database.js';
 import { closeConnections, echo, serve } from './helpers.js';
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+/** Heap in use once garbage is collected. */
+function heapAfterGc(): number {
+  gc();
+  gc();
+  return process.memoryUsage().heapUsed;
+}
 
 // A disk that fails on cue: the next datasync, or the next write after a short one, fails with EIO.
 // Everything else passes through to the real file system.
@@ -203,6 +216,65 @@ describe('hostile arguments: secrets, shapes and sizes', () => {
       grid: [[[{ accessToken: '[REDACTED]' }]], [{ nested: [{ Private_Key: '[REDACTED]' }] }]],
     });
     await expect(verifyAuditFile(path)).resolves.toMatchObject({ intact: true, records: 1 });
+  });
+
+  it('in shape mode, secrets used as keys are recorded redacted, at any depth and for an unknown tool too', async () => {
+    const path = join(dir, 'audit.jsonl');
+    const audit = createAudit({ sink: createFileSink(path), chainId: 'shape-keys', args: 'shape' });
+    const client = await serve([audit]);
+    const jwt = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIyIn0.c2lnbmF0dXJlMg';
+    const value = {
+      [`Bearer ${jwt}`]: 'a token used as a key',
+      nested: [{ ghp_0123456789abcdefghijABCDEFGHIJ012345: 1 }],
+      'postgres://app:s3cret-passw0rd@db.internal/orders': true,
+      plain: 'kept',
+    };
+    await client.callTool('echo', { value });
+    await expect(client.callTool('nope', { [`Bearer ${jwt}`]: 1 })).rejects.toThrow(/Unknown tool/);
+    await audit.close();
+    const text = await readFile(path, 'utf8');
+    expect(text).not.toContain('eyJzdWIiOiIyIn0');
+    expect(text).not.toContain('ghp_0123456789abcdefghij');
+    expect(text).not.toContain('s3cret-passw0rd');
+    expect((await lines(path)).map((record) => record.args)).toEqual([
+      {
+        value: {
+          'Bearer [REDACTED]': 'string',
+          nested: [{ '[REDACTED]': 'number' }],
+          'postgres://[REDACTED]@db.internal/orders': 'boolean',
+          plain: 'string',
+        },
+      },
+      { 'Bearer [REDACTED]': 'number' },
+    ]);
+    await expect(verifyAuditFile(path)).resolves.toMatchObject({ intact: true, records: 2 });
+  });
+
+  it('distinct megabyte key names, call after call, are not kept on the heap (redacted and shape mode)', async () => {
+    for (const args of ['redacted', 'shape'] as const) {
+      let written = 0;
+      const audit = createAudit({
+        sink: createFunctionSink((batch) => {
+          written += batch.length;
+        }),
+        args,
+      });
+      const client = await serve([audit]);
+      await client.callTool('echo', { value: { warm: 1 } });
+      await audit.flush();
+      const before = heapAfterGc();
+      // Each key is new: a cache of names (verdicts, quoted JSON) would hold every one of them.
+      for (let call = 0; call < 60; call += 1) {
+        await client.callTool('echo', { value: { [`${call}-${'k'.repeat(1_000_000)}`]: 1 } });
+      }
+      await audit.flush();
+      const grown = heapAfterGc() - before;
+      expect(written).toBe(61);
+      // 60 MB of names were sent; kept, they were twice that (the name and its JSON).
+      expect(grown).toBeLessThan(16 * 2 ** 20);
+      await audit.close();
+      await closeConnections();
+    }
   });
 
   it('values nested 20,000 deep, a 100,000-item array and 5,000 keys are each one record; the chain verifies', async () => {
