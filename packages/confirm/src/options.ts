@@ -4,7 +4,7 @@ import type { KeyValueStore, PerToolOptions, ToolContext } from '@toolgate/core'
 export interface ConfirmToolOptions {
   /** Whether calls of the tool need a person's confirmation; a tool listed under `tools` with an object is enabled unless it says false. @default false */
   enabled: boolean;
-  /** The sentence that opens the prompt, from the validated arguments (e.g. "Refund 25 EUR on order A-1"); sanitised like the rest. @default undefined (the tool's title) */
+  /** The sentence that opens the prompt, from the validated arguments (e.g. "Refund 25 EUR on order A-1"); plain text, sanitised, inert to markdown and cut past 300 characters like a value. @default undefined (the tool's title) */
   describe: ((args: Readonly<Record<string, unknown>>) => string) | undefined;
   /** How long a two-step confirmation stays valid, in ms. @default 300000 */
   ttlMs: number;

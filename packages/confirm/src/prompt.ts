@@ -18,12 +18,16 @@ export function sanitise(text: string): string {
 const MARKDOWN_ACTIVE = /[[\]<>&`]/g;
 
 /**
- * A value as JSON, with markdown's active characters written as JSON's own `\u` escapes: still the
- * exact value, and a client that renders the prompt as markdown shows it as typed.
+ * Markdown's active characters written as JSON's `\u` escapes: the exact text still reads off the
+ * prompt, and a client that renders it as markdown shows it as typed.
  */
+function inert(text: string): string {
+  return text.replace(MARKDOWN_ACTIVE, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** A value as JSON (quotes and escapes visible), inert to markdown. */
 function valueText(value: unknown): string {
-  const json = JSON.stringify(value) ?? 'undefined';
-  return json.replace(MARKDOWN_ACTIVE, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return inert(JSON.stringify(value) ?? 'undefined');
 }
 
 const MAX_VALUE_CHARS = 300;
@@ -41,7 +45,12 @@ export function renderPrompt(
   maxChars: number,
 ): string {
   const lines = [
-    describe === undefined ? `Run "${tool.title ?? tool.name}"?` : String(describe(args)),
+    // describe() interpolates values the model chose: inert as they are on their own lines, so no
+    // comment, tag, entity or link it copies can hide the lines below or say more than runs; and held
+    // to a value's length, so a long one cannot push the tool and the arguments out of the prompt.
+    describe === undefined
+      ? `Run "${tool.title ?? tool.name}"?`
+      : cut(inert(String(describe(args))), MAX_VALUE_CHARS),
     `Tool: ${tool.name}`,
   ];
   const names = Object.keys(args);

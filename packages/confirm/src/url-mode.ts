@@ -1,6 +1,13 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type BoundedStore, callerTag, principalOf, type ToolContext, ToolError } from '@toolgate/core';
+import {
+  type BoundedStore,
+  callerTag,
+  principalOf,
+  redactSecretsInText,
+  type ToolContext,
+  ToolError,
+} from '@toolgate/core';
 import { type ConfirmUrlOptions, KEPT_PAST_EXPIRY_MS } from './options.js';
 
 /** What `confirm.pending(id, principal)` gives the page to show. */
@@ -8,7 +15,7 @@ export interface UrlConfirmationCall {
   readonly id: string;
   /** The tool the call asked for. */
   readonly tool: string;
-  /** The prompt the client was shown (sanitised text: escape it for HTML like any text). */
+  /** The prompt the client was shown (sanitised, secrets redacted: escape it for HTML like any text). */
   readonly prompt: string;
   /** When an answer stops counting (epoch ms). */
   readonly expiresAt: number;
@@ -110,7 +117,14 @@ export function createUrlConfirmations(store: BoundedStore, url: ConfirmUrlOptio
     const mark = openKey(tag, id);
     try {
       await store.set(mark, '1', heldTtl, ctx.signal);
-      const stored: Stored = { tool: ctx.toolName, prompt, expiresAt, principal: personOf(ctx) ?? null };
+      // The prompt the client is shown (core redacts secrets in an elicitation's message): the store
+      // and the page never hold a secret the model put in an argument either.
+      const stored: Stored = {
+        tool: ctx.toolName,
+        prompt: redactSecretsInText(prompt),
+        expiresAt,
+        principal: personOf(ctx) ?? null,
+      };
       await store.set(pendingKey(id), JSON.stringify(stored), ttl, ctx.signal);
     } catch (error) {
       // Every key (a write that timed out may still land), without the call's signal: it may be what aborted.

@@ -75,4 +75,43 @@ describe('confirm: the prompt shows what runs, and only that', () => {
     );
     expect(message).not.toMatch(/[[\]<>&`]/);
   });
+
+  it('markdown in a value describe() interpolates is shown as typed: it cannot hide what runs', async () => {
+    // Rendered, the span hides what the refund really covers and the unclosed comment hides every
+    // line after it: the person would read "Refund 25 EUR on order A-1" and nothing else.
+    const orderId = 'A-1<span hidden> and every other order</span> [ok](https://evil.test) &#8238;`x`<!--';
+    const message = await promptFor(
+      { order_id: orderId, amount: 25 },
+      { describe: (args) => `Refund ${args.amount} EUR on order ${args.order_id}` },
+    );
+    expect(message.split('\n')[0]).toBe(
+      'Refund 25 EUR on order A-1\\u003cspan hidden\\u003e and every other order\\u003c/span\\u003e \\u005bok\\u005d(https://evil.test) \\u0026#8238;\\u0060x\\u0060\\u003c!--',
+    );
+    expect(message).not.toMatch(/[[\]<>&`]/);
+    expect(message.split('\n')).toHaveLength(5);
+  });
+
+  it('a long value describe() interpolates cannot push the tool and the arguments out of the prompt', async () => {
+    const note = `Goodwill gesture, as agreed on the phone. ${'Thanks again for your patience. '.repeat(60)}`;
+    const message = await promptFor(
+      { order_id: 'A-1', amount: 2500, note },
+      {
+        describe: (args) =>
+          `Refund with the note "${args.note}" on order ${args.order_id}: ${args.amount} EUR`,
+      },
+    );
+    const lines = message.split('\n');
+    expect(lines[0]).toMatch(
+      /^Refund with the note "Goodwill gesture, as agreed on the phone\. Thanks again/,
+    );
+    expect(lines[0]).toMatch(/ … \(\d+ more characters not shown\)$/);
+    expect(lines.slice(1, 5)).toEqual([
+      'Tool: create_refund',
+      'Arguments:',
+      '  order_id: "A-1"',
+      '  amount: 2500',
+    ]);
+    expect(lines[5]).toMatch(/^ {2}note: "Goodwill gesture/);
+    expect(lines).toHaveLength(6);
+  });
 });

@@ -125,6 +125,25 @@ const urlOf = (params: ElicitRequest['params']): string => (params as { url: str
 const DIGEST = expect.stringMatching(/^[0-9a-f]{32}$/);
 
 describe('confirm: URL mode (the person answers on the server’s page)', () => {
+  it('the page and the store get the prompt the client was shown: secrets in the arguments are redacted there too', async () => {
+    const seen: Record<string, unknown>[] = [];
+    const { client, runs, asked } = await setUp((params) => {
+      void (async () => {
+        seen.push((await visit(urlOf(params), 'alice')).body);
+        await visit(urlOf(params), 'alice', 'no');
+      })();
+      return { action: 'accept' };
+    });
+    const note =
+      'db is postgres://app:Hunter2Secret@db.internal:5432/orders, token ghp_0123456789abcdefghijABCDEFGHIJ012345';
+    const declined = await client.callTool('create_refund', { order_id: 'A-1', amount: 25, note });
+    expect(expectFailure(declined)).toMatchObject({ error: 'permission_denied' });
+    expect(runs.count).toBe(0);
+    const shown = (asked[0] as { message: string }).message;
+    expect(shown).not.toMatch(/Hunter2Secret|ghp_0123/);
+    expect(seen).toEqual([expect.objectContaining({ prompt: shown })]);
+  });
+
   it('sends the person to the page; their approval there runs the handler once', async () => {
     const seen: Record<string, unknown>[] = [];
     const { client, runs, asked, decisions } = await setUp((params) => {

@@ -165,7 +165,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     try {
       result = await next();
     } catch (error) {
-      await release(ctx, keys);
+      await release(ctx, keys, opts, claimExpires);
       throw error;
     }
     if (result.isError === true && !(opts.storeFailures && isOutcome(result))) {
@@ -180,7 +180,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
           detail: { key: keys.digest },
         });
       } else {
-        await release(ctx, keys);
+        await release(ctx, keys, opts, claimExpires);
       }
       return result;
     }
@@ -345,7 +345,21 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     return true;
   };
 
-  const release = async (ctx: ToolContext, keys: CallKeys): Promise<void> => {
+  const release = async (
+    ctx: ToolContext,
+    keys: CallKeys,
+    opts: IdempotencyToolOptions,
+    claimExpires: number,
+  ): Promise<void> => {
+    // A claim that may have expired before the delete lands is no longer the call's: the key may hold
+    // the claim of a call made since (on any replica), and deleting it would let a third run beside it.
+    if (Date.now() + storeTimeoutMs >= claimExpires) {
+      ctx.logger.warn(
+        { tool: ctx.toolName, requestId: ctx.request.id, key: keys.digest, claimTtlMs: opts.claimTtlMs },
+        'idempotency: a failed call ran past its claim (claimTtlMs), which another call may hold now; it was not released',
+      );
+      return;
+    }
     await bounded.delete(keys.storeKey).catch((error: unknown) => {
       bounded.failed('delete', error, ctx.logger, 'a failed call keeps its claim until claimTtlMs');
     });
@@ -358,6 +372,8 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     opts: IdempotencyToolOptions,
   ): Promise<ToolResult> => {
     const waitUntil = Date.now() + opts.claimTtlMs;
+    // Taken before each claim write: a claim won after waiting for another call's expires later.
+    let claimExpires = waitUntil;
     const token = randomUUID();
     const running = JSON.stringify({ s: 'running', a: keys.args, c: token } satisfies StoredCall);
     for (;;) {
@@ -373,7 +389,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
         // failover would lose it, and a retry on the new primary would run the call a second time.
         if (!isStoreFullError(error)) {
           if (!ctx.signal.aborted && !isNotReplicated(error) && (await holdsToken(ctx, keys, token))) {
-            return runClaimed(ctx, next, keys, opts, token, waitUntil);
+            return runClaimed(ctx, next, keys, opts, token, claimExpires);
           }
           // This call will not run under it: once the store answers, a claim of its own is removed, so
           // retries are not kept waiting for claimTtlMs by a call that is not running.
@@ -384,7 +400,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
         full = error;
         claimed = false;
       }
-      if (claimed) return runClaimed(ctx, next, keys, opts, token, waitUntil);
+      if (claimed) return runClaimed(ctx, next, keys, opts, token, claimExpires);
       // What the key cannot answer is refused as the store's failure: on a full store, as a full store
       // (never run unguarded by onStoreFailure 'open').
       const refuse = (error: unknown) =>
@@ -415,6 +431,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
         if (Date.now() >= waitUntil) return stillRunning(ctx, keys, pollIntervalMs);
         await sleep(pollIntervalMs, ctx.signal);
       }
+      claimExpires = Date.now() + opts.claimTtlMs;
       // Absent: the claim was released (the other call failed) or expired; claim it again.
     }
   };

@@ -139,6 +139,108 @@ describe('idempotency: a call cut off while its side effect still runs', () => {
   });
 });
 
+describe('idempotency: a call that outlived its claim', () => {
+  it('its failure does not delete the claim another replica made since: a third call waits for that run instead of running beside it', async () => {
+    // Run 1 fails after its claim expired, run 2 (another replica's) is still with the payment provider.
+    const runs = { count: 0, running: 0, mostAtOnce: 0 };
+    const gates = [deferred(), deferred()];
+    const started = [deferred(), deferred()];
+    const tool = defineTool({
+      name: 'create_refund',
+      description: 'Refund an amount on an order.',
+      input: { order_id: z.string(), amount: z.number().positive() },
+      handler: async ({ order_id, amount }): Promise<ToolResult> => {
+        runs.count += 1;
+        const run = runs.count;
+        runs.running += 1;
+        runs.mostAtOnce = Math.max(runs.mostAtOnce, runs.running);
+        started[run - 1]?.resolve();
+        await gates[run - 1]?.promise;
+        runs.running -= 1;
+        if (run === 1) return fail('unavailable', 'The payment service did not answer.');
+        return ok({ refund_id: `R-${run}`, order_id, amount });
+      },
+    }) as ToolDefinition;
+    const { store, keys, claims } = claimWatchingStore();
+    // Replica one's claims last 300 ms (shorter than run 1 takes); replicas two and three's a minute.
+    const logs: LogEntry[] = [];
+    const one = await serve([tool], {
+      middleware: [
+        createIdempotency({ store, pollIntervalMs: 10, tools: { create_refund: { claimTtlMs: 300 } } }),
+      ],
+      logger: recordingLogger(logs),
+    });
+    const two = await serve([tool], {
+      middleware: [
+        createIdempotency({ store, pollIntervalMs: 10, tools: { create_refund: { claimTtlMs: 60_000 } } }),
+      ],
+      logger: recordingLogger([]),
+    });
+    const three = await serve([tool], {
+      middleware: [
+        createIdempotency({ store, pollIntervalMs: 10, tools: { create_refund: { claimTtlMs: 60_000 } } }),
+      ],
+      logger: recordingLogger([]),
+    });
+
+    const first = one.callTool('create_refund', refund, { timeoutMs: 10_000 });
+    await started[0]!.promise;
+    while ((await store.get(keys[0]!)) !== undefined) await new Promise((r) => setTimeout(r, 20));
+    // The claim expired while run 1 still runs: replica two claims the key and runs the call again
+    // (claimTtlMs shorter than the run, the documented limit).
+    const second = two.callTool('create_refund', refund, { timeoutMs: 10_000 });
+    await started[1]!.promise;
+    gates[0]!.resolve();
+    expect(expectFailure(await first)).toMatchObject({ error: 'unavailable' });
+
+    // Run 1's release came after its claim had expired: the key holds run 2's claim, which stays.
+    const third = three.callTool('create_refund', refund, { timeoutMs: 10_000 });
+    while (claims.length < 3) await new Promise((r) => setTimeout(r, 5));
+    expect(claims).toEqual([true, true, false]);
+    gates[1]!.resolve();
+    const answered = await second;
+    expect(answered.structuredContent).toEqual({ ok: true, refund_id: 'R-2', ...refund });
+    const replayed = await third;
+    expect(replayed.structuredContent).toEqual(answered.structuredContent);
+    expect(replayedOf(replayed)).toBe(true);
+    expect(runs.count).toBe(2);
+    expect(logs).toContainEqual(
+      expect.objectContaining({
+        level: 'warn',
+        message: expect.stringMatching(/ran past its claim/),
+      }),
+    );
+  });
+});
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((done) => {
+    resolve = done;
+  });
+  return { promise, resolve };
+}
+
+/** A memory store that notes each key a claim was written under, and whether each claim was won. */
+function claimWatchingStore(): { store: KeyValueStore; keys: string[]; claims: boolean[] } {
+  const inner = createMemoryStore();
+  const keys: string[] = [];
+  const claims: boolean[] = [];
+  return {
+    store: {
+      ...inner,
+      async setIfAbsent(key, value, ttlMs, op) {
+        if (!keys.includes(key)) keys.push(key);
+        const won = await inner.setIfAbsent(key, value, ttlMs, op);
+        claims.push(won);
+        return won;
+      },
+    },
+    keys,
+    claims,
+  };
+}
+
 /**
  * A memory store whose claim writes land but whose answer is lost `lose` times (a cut connection), and
  * whose next `readsFailing` reads fail (the connection is still being made again).
