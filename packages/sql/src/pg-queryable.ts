@@ -10,7 +10,7 @@ import {
   sessionSettings,
 } from './read-only-session.js';
 import { replyOf } from './reply-deadline.js';
-import { abortReason, readOnlySettings } from './transaction-start.js';
+import { abortReason, pgTransactionStart, readOnlySettings } from './transaction-start.js';
 import type { Queryable, QueryRows, QueryRunner, ReadOnlyOptions } from './types.js';
 
 /** The part of a `pg` Client (or PoolClient) this adapter uses. */
@@ -75,9 +75,9 @@ function poolQueryable(
     options: ReadOnlyOptions,
     work: (runner: QueryRunner) => Promise<T>,
   ): Promise<T> => {
-    const settings = readOnlySettings(options.timeoutMs);
+    const start = pgTransactionStart(options.timeoutMs);
     return onPoolClient(pool, options.signal, (client, outcome) =>
-      runTransaction<T>(client, settings, prepared, options, work, outcome),
+      runTransaction<T>(client, start, prepared, options, work, outcome),
     );
   };
   return {
@@ -183,8 +183,8 @@ function clientQueryable(
     options: ReadOnlyOptions,
     work: (runner: QueryRunner) => Promise<T>,
   ): Promise<T> => {
-    const settings = readOnlySettings(options.timeoutMs);
-    return enqueue(options.signal, () => runTransaction<T>(client, settings, prepared, options, work));
+    const start = pgTransactionStart(options.timeoutMs);
+    return enqueue(options.signal, () => runTransaction<T>(client, start, prepared, options, work));
   };
   return {
     engine: 'pg',
@@ -224,7 +224,7 @@ function turnsOf(client: object): Turns {
 
 async function runTransaction<T>(
   client: PgClientLike,
-  settings: string,
+  start: string,
   prepared: PreparedSettings | undefined,
   options: ReadOnlyOptions,
   work: (runner: QueryRunner) => Promise<T>,
@@ -232,8 +232,8 @@ async function runTransaction<T>(
 ): Promise<T> {
   if (options.signal?.aborted) throw abortReason(options.signal);
   try {
-    // No parameters, so pg sends both statements in one simple-protocol round trip.
-    await replyOf(client, options.timeoutMs, client.query({ text: `BEGIN READ ONLY; ${settings}` }));
+    // No parameters, so pg sends the statements in one simple-protocol round trip.
+    await replyOf(client, options.timeoutMs, client.query({ text: start }));
   } catch (error) {
     if (isBroken(error)) {
       outcome.rolledBack = false;

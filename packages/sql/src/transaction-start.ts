@@ -1,3 +1,5 @@
+import { REPLY_GRACE_MS } from './reply-deadline.js';
+
 const starts = new Map<number, string>();
 
 /** PostgreSQL's largest statement_timeout (INT_MAX ms); a larger SET is refused on every call. */
@@ -22,6 +24,26 @@ export function readOnlySettings(timeoutMs: number): string {
     }
     text = `SET LOCAL statement_timeout = ${timeoutMs}`;
     starts.set(timeoutMs, text);
+  }
+  return text;
+}
+
+const pgStarts = new Map<number, string>();
+
+/**
+ * What opens a call's transaction on PostgreSQL (one simple-protocol round trip): read-only, the
+ * statement timeout, and `idle_in_transaction_session_timeout` at the bound the adapter waits for a
+ * reply (`timeoutMs` + REPLY_GRACE_MS). A client a partition cut off closes its end, but the server
+ * may never hear of it: without that bound it kept the session, and the table locks its transaction
+ * holds, until TCP gave up (minutes to hours), and a migration's lock, with every reader queued
+ * behind it, waited as long.
+ */
+export function pgTransactionStart(timeoutMs: number): string {
+  let text = pgStarts.get(timeoutMs);
+  if (text === undefined) {
+    const idleMs = Math.min(MAX_TIMEOUT_MS, timeoutMs + REPLY_GRACE_MS);
+    text = `BEGIN READ ONLY; ${readOnlySettings(timeoutMs)}; SET LOCAL idle_in_transaction_session_timeout = ${idleMs}`;
+    pgStarts.set(timeoutMs, text);
   }
   return text;
 }

@@ -45,11 +45,8 @@ if (url === undefined) {
       await admin.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE; CREATE SCHEMA ${SCHEMA};
         CREATE TABLE ${SCHEMA}.orders (id integer PRIMARY KEY, customer_id integer NOT NULL);
         INSERT INTO ${SCHEMA}.orders VALUES (1, 1), (2, 1), (3, 2)`);
-      const target = new URL(url);
-      proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || 5432) });
-      target.hostname = '127.0.0.1';
-      target.port = String(proxy.port);
-      proxiedUrl = target.toString();
+      proxy = await startFaultProxy(proxyTarget());
+      proxiedUrl = proxiedThrough(proxy);
     });
     afterEach(async () => {
       await Promise.all(clients.splice(0).map((client) => client.close()));
@@ -60,6 +57,20 @@ if (url === undefined) {
       await admin.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
       await admin.end();
     });
+
+    /** The server the proxies relay to. */
+    function proxyTarget(): { host: string; port: number } {
+      const target = new URL(url as string);
+      return { host: target.hostname, port: Number(target.port || 5432) };
+    }
+
+    /** The test database's URL, reached through `through`. */
+    function proxiedThrough(through: FaultProxy): string {
+      const target = new URL(url as string);
+      target.hostname = '127.0.0.1';
+      target.port = String(through.port);
+      return target.toString();
+    }
 
     /** A pool of ONE connection through the proxy: a connection kept by a lost call starves the next. */
     function poolOfOne(): pg.Pool {
@@ -144,6 +155,35 @@ if (url === undefined) {
         expect([pool.totalCount, pool.idleCount]).toEqual([1, 1]);
       },
     );
+
+    it('a partition that also loses the close leaves no transaction holding the table on the server: a migration’s lock is granted, not queued behind it for hours', async () => {
+      // The far side never hears the client close either: PostgreSQL keeps the session until TCP
+      // gives up on it, and its transaction keeps the table's lock while it lasts.
+      const partition = await startFaultProxy(proxyTarget(), { silentCloses: true });
+      try {
+        const pool = new pg.Pool({ connectionString: proxiedThrough(partition), max: 1 });
+        pool.on('error', () => undefined);
+        pools.push(pool);
+        const c = await serveOrders(pgQueryable(pool));
+        expect(itemIds(await c.callTool('customer_orders', { customer: 1 }))).toEqual([1, 2]);
+        partition.silenceAfter(STATEMENT);
+        const lost = expectFailure(await c.callTool('customer_orders', { customer: 1 }));
+        expect([lost.error, lost.retryable]).toEqual(['unavailable', true]);
+        // ALTER TABLE, DROP, TRUNCATE: what a migration takes. Every later reader would queue behind it.
+        const migration = await admin.connect();
+        try {
+          await migration.query(`BEGIN; SET LOCAL lock_timeout = '15s'`);
+          await expect(
+            migration.query(`LOCK TABLE ${SCHEMA}.orders IN ACCESS EXCLUSIVE MODE`).then(() => 'granted'),
+          ).resolves.toBe('granted');
+        } finally {
+          await migration.query('ROLLBACK');
+          migration.release();
+        }
+      } finally {
+        await partition.close();
+      }
+    });
 
     it('a call its caller abandoned while the reply was lost never keeps the connection: the next caller is served', async () => {
       const pool = poolOfOne();

@@ -66,7 +66,9 @@ describe('pgQueryable readOnlySession: round trips per tool call', () => {
     const { pool, statements } = fakePool();
     await callSearch(pgQueryable(pool, { readOnlySession: { timeoutMs: 2000 } }), 750);
     expect(statements).toHaveLength(3);
-    expect(statements[0]).toBe('BEGIN READ ONLY; SET LOCAL statement_timeout = 750');
+    expect(statements[0]).toBe(
+      'BEGIN READ ONLY; SET LOCAL statement_timeout = 750; SET LOCAL idle_in_transaction_session_timeout = 1750',
+    );
     expect(statements[1]).toMatch(SELECT);
     expect(statements[2]).toBe('COMMIT');
   });
@@ -292,7 +294,9 @@ describe.each(ENGINES.filter((engine) => engine.cancelsRunningStatements))(
       const statements = await roundTrips(async () => {
         result = await callSearch(db, 300);
       });
-      expect(statements[0]).toBe('BEGIN READ ONLY; SET LOCAL statement_timeout = 300');
+      expect(statements[0]).toBe(
+        'BEGIN READ ONLY; SET LOCAL statement_timeout = 300; SET LOCAL idle_in_transaction_session_timeout = 1300',
+      );
       expect(statements).toHaveLength(3);
       expect(result?.isError).toBeUndefined();
       await client?.close();
