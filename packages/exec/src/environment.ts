@@ -73,13 +73,49 @@ export function secretValuesOf(
   return Object.freeze([...values].sort((a, b) => b.length - a.length));
 }
 
+// A terminal control character: C0 but NUL (a separator in data: `/proc/<pid>/environ`, `-print0`;
+// terminals ignore it), tab and line feed; DEL; C1 (U+0080-U+009F).
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
+const CONTROL_CHARACTER = /[\u0001-\u0008\u000b-\u001f\u007f-\u009f]/;
+// Those written as a space: all but the carriage return.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
+const CONTROL_CHARACTERS = /[\u0001-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/g;
+// A carriage return that does not end a line: a terminal writes what follows over the line.
+const LONE_CARRIAGE_RETURN = /\r(?!\n)/g;
+// A 7-bit escape sequence (ECMA-48): CSI (`ESC [`, parameters, intermediates, final byte: colours,
+// cursor moves, erases; also when cut short); a string (OSC `ESC ]`, DCS `ESC P`, SOS, PM, APC) up to
+// BEL or `ESC \`, whose introducer alone goes when it never ends (its text stays, harmless without
+// ESC); any other `ESC` with intermediates and a final byte. Each part stops at the next ESC, so the
+// text is read once whatever it holds.
+const ESCAPE_SEQUENCES =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
+  /\u001b(?:\[[0-?]*[ -/]*[@-~]?|[\]PX^_][^\u0007\u001b]*(?:\u0007|\u001b\\)|[ -/]*[0-~]?)/g;
+
 /**
- * Every exact value of `secretValues` replaced by `[REDACTED]`, then core's secret patterns. Values go
- * first: a pattern stops at `;`, `&` or a space, and the rest of a value holding one would no longer
- * match exactly.
+ * The text without terminal controls: escape sequences removed whole (colour codes inside a word leave
+ * it whole), a carriage return that does not end a line made a line break, and every control character
+ * left (8-bit ones, a lone ESC, BEL, backspace) written as a space, so words it separated stay apart;
+ * NUL, tab, `\n` and `\r\n` stay. Output the model sees may be shown to a person in a terminal,
+ * where they would write the clipboard, retitle the window or erase and overwrite lines to hide text;
+ * and a program that colours its output (`--color=always`, FORCE_COLOR) puts them between a secret's
+ * key and its value, where no secret pattern matches.
+ */
+export function stripTerminalControls(text: string): string {
+  if (!CONTROL_CHARACTER.test(text)) return text;
+  return text
+    .replace(ESCAPE_SEQUENCES, '')
+    .replace(LONE_CARRIAGE_RETURN, '\n')
+    .replace(CONTROL_CHARACTERS, ' ');
+}
+
+/**
+ * Terminal controls removed (`stripTerminalControls`), then every exact value of `secretValues`
+ * replaced by `[REDACTED]`, then core's secret patterns. Controls go first: colour codes inside a line
+ * hide a secret from both. Values go before patterns: a pattern stops at `;`, `&` or a space, and the
+ * rest of a value holding one would no longer match exactly.
  */
 export function scrubOutput(text: string, secretValues: readonly string[]): string {
-  let scrubbed = text;
+  let scrubbed = stripTerminalControls(text);
   for (const value of secretValues) {
     if (scrubbed.includes(value)) scrubbed = scrubbed.replaceAll(value, '[REDACTED]');
   }

