@@ -35,7 +35,26 @@ export function buildEnvironment(
     }
     built[name] = inherited;
   }
+  checkSearchPath(built.PATH, inheritEnv?.includes('PATH') === true);
   return Object.freeze(built);
+}
+
+/**
+ * Refuses a PATH with an entry that is not absolute: an empty one (a leading, trailing or doubled `:`)
+ * or `.` means the program's working directory, and a relative one is resolved from it, so a program's
+ * own helper lookups (`tar -z` finding `gzip`, `git` its hooks' tools) would run whatever file a call
+ * managed to put there. Windows' PATH (`;`, drive letters) is not judged.
+ */
+function checkSearchPath(path: string | undefined, inherited: boolean): void {
+  if (path === undefined || process.platform === 'win32') return;
+  const entries = path.split(':');
+  const at = entries.findIndex((entry) => !entry.startsWith('/'));
+  if (at >= 0) {
+    const where = inherited ? 'the inherited PATH' : 'env.PATH';
+    throw new TypeError(
+      `exec: ${where} entry ${at + 1} (${JSON.stringify(entries[at])}) is not an absolute directory: an empty or relative entry makes programs look up their helpers in the working directory`,
+    );
+  }
 }
 
 function checkName(name: unknown): void {

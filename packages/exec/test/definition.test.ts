@@ -85,6 +85,28 @@ describe('the rest of the declaration is checked at definition time', () => {
     expect(() => define({ inheritEnv: ['LD_PRELOAD='] })).toThrow('is not a valid environment variable name');
   });
 
+  it('refuses a PATH with an empty or relative entry: programs would look up their helpers in the working directory', () => {
+    for (const [path, at, entry] of [
+      ['/usr/bin::/bin', 2, ''],
+      ['/usr/bin:/bin:', 3, ''],
+      [':/usr/bin', 1, ''],
+      ['/usr/bin:.', 2, '.'],
+      ['bin:/usr/bin', 1, 'bin'],
+    ] as const) {
+      expect(() => define({ env: { PATH: path } })).toThrow(
+        `exec: env.PATH entry ${at} (${JSON.stringify(entry)}) is not an absolute directory`,
+      );
+    }
+    expect(() => define({ env: { PATH: '/usr/local/bin:/usr/bin:/bin' } })).not.toThrow();
+    const saved = process.env.PATH;
+    process.env.PATH = `${saved}:`;
+    try {
+      expect(() => define({ env: {}, inheritEnv: ['PATH'] })).toThrow('exec: the inherited PATH entry');
+    } finally {
+      process.env.PATH = saved;
+    }
+  });
+
   it('refuses bad limits and exit code maps', () => {
     expect(() => define({ timeoutMs: 0 })).toThrow('exec: timeoutMs must be a positive integer, got 0');
     expect(() => define({ maxOutputBytes: 100, killAfterOutputBytes: 50 })).toThrow(
