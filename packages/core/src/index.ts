@@ -38,6 +38,7 @@ export {
   SPLIT_SECRET_OPENER,
   WHOLE_SECRET_KEYS,
 } from './redact-secrets.js';
+export { closesSilentRedisConnections, type RedisClientOptionsView } from './redis-options.js';
 export { type RegisterToolsOptions, registerTools } from './register.js';
 export {
   type ArgumentIssue,

@@ -1,5 +1,6 @@
 import {
   callerScope,
+  closesSilentRedisConnections,
   createLogThrottle,
   isPassThrough,
   type NextFn,
@@ -276,8 +277,7 @@ function checkRedisClient(store: { redis: RedisRateLimitClient }): RedisRateLimi
     // A connection that goes silent without a reset (a partition, a NAT or firewall that forgot the
     // flow) stays 'ready' in ioredis for good without it: every call waits timeoutMs, each replica
     // judges alone for the rest of the process's life, and every call's command waits in the client.
-    const socketTimeout = options.socketTimeout ?? options.redisOptions?.socketTimeout;
-    if (!(typeof socketTimeout === 'number' && Number.isFinite(socketTimeout) && socketTimeout > 0)) {
+    if (!closesSilentRedisConnections(options)) {
       throw new TypeError(
         `${WHERE}: create the ioredis client with socketTimeout (e.g. 2000 ms, as createRedisClient does): without it a connection that goes silent is never closed, and the limits stay judged by this process alone`,
       );

@@ -1,4 +1,5 @@
 import {
+  closesSilentRedisConnections,
   type KeyValueStore,
   type StoreCommand,
   StoreCommandError,
@@ -214,7 +215,8 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
     get(key, op) {
       const full = prefix + key;
       return bounded(op, async () => {
-        const pending = settling.get(full);
+        // Only writes that wait for replicas settle after they answer; without them, nothing to wait for.
+        const pending = replicas === undefined ? undefined : settling.get(full);
         if (pending !== undefined) await pending;
         try {
           return (await client.get(full)) ?? undefined;
@@ -342,8 +344,7 @@ function checkNoResend(client: RedisStoreClient): void {
 function checkSocketTimeout(client: RedisStoreClient): void {
   const options = client.options;
   if (options === undefined || options === null) return;
-  const socketTimeout = options.socketTimeout ?? options.redisOptions?.socketTimeout;
-  if (!(typeof socketTimeout === 'number' && Number.isFinite(socketTimeout) && socketTimeout > 0)) {
+  if (!closesSilentRedisConnections(options)) {
     throw new TypeError(
       'createRedisStore: create the ioredis client with socketTimeout (e.g. 2000 ms, as createRedisClient does): without it a connection that goes silent without a reset is never closed, every operation waits timeoutMs for the life of the process, and every command sent stays queued in the client',
     );

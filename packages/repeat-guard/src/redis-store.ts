@@ -1,4 +1,4 @@
-import { StoreCommandError } from '@toolgate/core';
+import { closesSilentRedisConnections, StoreCommandError } from '@toolgate/core';
 import type { RedisRepeatClient, RedisRepeatStore, RedisRepeatStoreOptions } from './types.js';
 
 /**
@@ -52,8 +52,7 @@ export function createRedisRepeatStore(
 function checkSocketTimeout(redis: RedisRepeatClient): void {
   const options = redis.options;
   if (options === undefined || options === null) return;
-  const socketTimeout = options.socketTimeout ?? options.redisOptions?.socketTimeout;
-  if (!(typeof socketTimeout === 'number' && Number.isFinite(socketTimeout) && socketTimeout > 0)) {
+  if (!closesSilentRedisConnections(options)) {
     throw new TypeError(
       "createRedisRepeatStore: create the ioredis client with socketTimeout (e.g. 2000 ms, as @toolgate/redis-store's createRedisClient does): without it a connection that goes silent without a reset is never closed, every call waits storeTimeoutMs and finds the store failed (onStoreFailure) for the life of the process, and every command sent stays queued in the client",
     );
