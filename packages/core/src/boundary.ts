@@ -1,5 +1,14 @@
 import { CallToolResultSchema, RELATED_TASK_META_KEY } from '@modelcontextprotocol/sdk/types.js';
 import { ERROR_CODE_DEFAULTS, isErrorCode } from './codes.js';
+import {
+  boundFailureValue,
+  chargeFailure,
+  createFailureBudget,
+  FAILURE_WITHHELD,
+  type FailureBudget,
+  MAX_FAILURE_CHARS,
+  MAX_FAILURE_VALUES,
+} from './failure-bound.js';
 import { isIncidentId, newIncidentId } from './incident.js';
 import { mapStrings } from './map-strings.js';
 import { createSecretRedactor } from './redact-secrets.js';
@@ -57,17 +66,28 @@ export function toModelFacing(ctx: ToolContext, result: unknown, scrub: readonly
     const { [ERROR_META_KEY]: _reserved, ...meta } = result._meta;
     return { ...result, _meta: meta };
   }
-  const envelope = envelopeOf(result._meta?.[ERROR_META_KEY]);
+  const rawEnvelope = result._meta?.[ERROR_META_KEY];
+  // The failure's variable parts (`fields`, the other `_meta`) are bounded before any walk over them:
+  // one counting walk when they fit (nearly always), else a bounded copy (see `failure-bound.ts`).
+  const budget = createFailureBudget();
+  const envelope = envelopeOf(rawEnvelope, budget);
   if (envelope === undefined) {
     return internalFailure(ctx, 'a failure without the error envelope (a raw isError result)', {
-      content: redactSecretsDeep(result.content),
-      meta: redactSecretsDeep(result._meta),
+      content: redactSecretsDeep(boundFailureValue(result.content, createFailureBudget(LOGGED_BUDGETS))),
+      meta: redactSecretsDeep(boundFailureValue(result._meta, createFailureBudget(LOGGED_BUDGETS))),
     });
   }
   // A confirmation request shows the person the validated arguments (the model's own words, rendered
   // by @toolgate/confirm): secret patterns still apply, internal-detail scrubbers would garble it, and
-  // it is never cut (the person must see all of what they confirm).
+  // it is never cut (the person must see all of what they confirm: its message, hint and the
+  // confirmation entry of `_meta`; any other `_meta` is bounded like every failure's).
   const confirming = envelope.error === 'confirmation_required';
+  const otherMeta = otherMetaOf(result._meta, budget, confirming);
+  if (budget.withheld > 0) {
+    envelope.incidentId ??= ctx.incidentId ??= newIncidentId();
+    ctx.incidentId ??= envelope.incidentId;
+    logWithheld(ctx, envelope, result._meta, budget);
+  }
   const hooks = confirming ? [] : scrub;
   const scrubText = (text: string): string => scrubAll(text, hooks, ctx, !confirming);
   const safe: ErrorEnvelope = {
@@ -82,8 +102,7 @@ export function toModelFacing(ctx: ToolContext, result: unknown, scrub: readonly
     }));
   }
   const out = resultFromEnvelope(safe);
-  const { [ERROR_META_KEY]: _envelope, ...otherMeta } = result._meta ?? {};
-  if (Object.keys(otherMeta).length > 0) {
+  if (otherMeta !== undefined && Object.keys(otherMeta).length > 0) {
     out._meta = {
       ...(mapStrings(redactSecretsDeep(otherMeta), scrubText, { mapKey: scrubText }) as Record<
         string,
@@ -204,8 +223,12 @@ function isBoundary(code: number): boolean {
   return CUT_BOUNDARY.test(String.fromCharCode(code));
 }
 
-/** A well-formed envelope (copied field by field, so nothing unexpected rides along), or undefined. */
-function envelopeOf(value: unknown): ErrorEnvelope | undefined {
+/**
+ * A well-formed envelope (copied field by field, so nothing unexpected rides along), or undefined. Its
+ * `fields` are bounded by `budget` (each field one value and its two strings): past it the list ends in
+ * one `{ path, expected }` of `FAILURE_WITHHELD` (free, so a bounded list fits when walked again).
+ */
+function envelopeOf(value: unknown, budget: FailureBudget): ErrorEnvelope | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const v = value as Record<string, unknown>;
   if (!isErrorCode(v.error) || typeof v.message !== 'string') return undefined;
@@ -220,15 +243,109 @@ function envelopeOf(value: unknown): ErrorEnvelope | undefined {
     envelope.retryAfterMs = Math.ceil(v.retryAfterMs);
   }
   if (isIncidentId(v.incidentId)) envelope.incidentId = v.incidentId;
-  if (Array.isArray(v.fields)) {
-    envelope.fields = v.fields
-      .filter(
-        (f): f is { path: string; expected: string } =>
-          typeof f?.path === 'string' && typeof f?.expected === 'string',
-      )
-      .map((f) => ({ path: f.path, expected: f.expected }));
+  const raw = v.fields;
+  if (Array.isArray(raw)) {
+    const fields: { path: string; expected: string }[] = [];
+    for (let i = 0; i < raw.length; i += 1) {
+      const f = raw[i] as { path?: unknown; expected?: unknown } | null | undefined;
+      const path = f?.path;
+      const expected = f?.expected;
+      const valid = typeof path === 'string' && typeof expected === 'string';
+      if (valid && path === FAILURE_WITHHELD && expected === FAILURE_WITHHELD) {
+        fields.push({ path, expected });
+        continue;
+      }
+      if (!chargeFailure(budget, valid ? path.length + expected.length : 0, valid ? 3 : 1)) {
+        budget.withheld += 1;
+        fields.push({ path: FAILURE_WITHHELD, expected: FAILURE_WITHHELD });
+        break;
+      }
+      if (valid) fields.push({ path, expected });
+    }
+    envelope.fields = fields;
   }
   return envelope;
+}
+
+// @toolgate/confirm's `_meta` entry (`{ status, confirmation, expiresAt, prompt }`): what the person reads.
+const CONFIRM_META_KEY = 'toolgate/confirm';
+// How many budgets of a failure past its bound the log line shows.
+const LOGGED_BUDGETS = 4;
+
+/**
+ * A failure's `_meta` other than the envelope, bounded by what `fields` left of `budget`: `meta`'s
+ * own entries when they fit (counted, not copied), else a bounded copy. A confirmation request's
+ * `toolgate/confirm` entry, when it has the shape @toolgate/confirm gives it (a few strings), is kept
+ * whole and charged first: the person must see all of what they confirm.
+ */
+function otherMetaOf(
+  meta: Record<string, unknown> | undefined,
+  budget: FailureBudget,
+  confirming: boolean,
+): Record<string, unknown> | undefined {
+  if (meta === undefined) return undefined;
+  const confirmation = confirming ? meta[CONFIRM_META_KEY] : undefined;
+  const keepWhole = confirmation !== undefined && isConfirmationEntry(confirmation);
+  if (keepWhole) {
+    for (const text of Object.values(confirmation)) budget.chars -= String(text).length;
+    budget.values -= 5;
+  }
+  const skip = (key: string): boolean => key === ERROR_META_KEY || (keepWhole && key === CONFIRM_META_KEY);
+  const bounded = boundFailureValue(meta, budget, skip);
+  if (bounded === meta) {
+    const { [ERROR_META_KEY]: _envelope, ...other } = meta;
+    return other;
+  }
+  const other = (typeof bounded === 'object' && bounded !== null ? bounded : {}) as Record<string, unknown>;
+  if (keepWhole) {
+    Object.defineProperty(other, CONFIRM_META_KEY, {
+      value: confirmation,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  }
+  return other;
+}
+
+/** A plain object of at most four strings: the shape of @toolgate/confirm's `_meta` entry. */
+function isConfirmationEntry(value: unknown): value is Record<string, string> {
+  if (typeof value !== 'object' || value === null || Object.getPrototypeOf(value) !== Object.prototype) {
+    return false;
+  }
+  const entries = Object.values(value);
+  return entries.length <= 4 && entries.every((entry) => typeof entry === 'string');
+}
+
+/**
+ * The failure as it came, for the log under the incident id the model sees, when part of it was
+ * withheld: secrets redacted, and itself bounded (at `LOGGED_BUDGETS` budgets, so logging a flood
+ * cannot cost seconds either), with what was cut.
+ */
+function logWithheld(
+  ctx: ToolContext,
+  envelope: ErrorEnvelope,
+  meta: Record<string, unknown> | undefined,
+  bound: FailureBudget,
+): void {
+  const budget = createFailureBudget(LOGGED_BUDGETS, bound.keys);
+  const rawFields = (meta?.[ERROR_META_KEY] as { fields?: unknown } | undefined)?.fields;
+  const fields = boundFailureValue(rawFields, budget);
+  const other = boundFailureValue(meta, budget, (key) => key === ERROR_META_KEY);
+  ctx.logger.warn(
+    {
+      incidentId: envelope.incidentId,
+      tool: ctx.toolName,
+      requestId: ctx.request.id,
+      error: envelope.error,
+      withheld: bound.withheld,
+      fieldsTotal: Array.isArray(rawFields) ? rawFields.length : undefined,
+      // Shown below: the failure's fields and other `_meta`, up to `LOGGED_BUDGETS` budgets of them.
+      original: redactSecretsDeep({ fields, meta: other }),
+      originalCut: budget.withheld > 0,
+    },
+    `tool failure past the model-facing bound (${MAX_FAILURE_CHARS} characters, ${MAX_FAILURE_VALUES} values of fields and _meta): the rest was withheld from the model`,
+  );
 }
 
 function internalFailure(ctx: ToolContext, why: string, detail: Record<string, unknown>): ToolResult {
