@@ -1,4 +1,5 @@
 import { resolveToolOptions, type ToolOptionsResolver } from '@toolgate/core';
+import { DEFAULT_MAX_SCRUB_CHARS, MIN_MAX_SCRUB_CHARS } from './scrub-budget.js';
 import type { RedactErrorsOptions, RedactErrorsRules } from './types.js';
 
 const DEFAULTS: RedactErrorsRules = {
@@ -6,6 +7,7 @@ const DEFAULTS: RedactErrorsRules = {
   classify: undefined,
   internalMessage: 'Internal error.',
   logger: undefined,
+  maxScrubChars: DEFAULT_MAX_SCRUB_CHARS,
 };
 
 /** The rules of every tool, resolved and checked once by core's one merge rule. */
@@ -33,6 +35,10 @@ function checkRules(rules: Readonly<RedactErrorsRules>, where: string): void {
   }
   if (typeof rules.internalMessage !== 'string' || rules.internalMessage.trim() === '') {
     throw new TypeError(`${where}: internalMessage must be a non-empty string`);
+  }
+  const max: unknown = rules.maxScrubChars;
+  if (!(typeof max === 'number' && Number.isSafeInteger(max) && max >= MIN_MAX_SCRUB_CHARS)) {
+    throw new RangeError(`${where}: maxScrubChars must be an integer of at least ${MIN_MAX_SCRUB_CHARS}`);
   }
   const logger = rules.logger as unknown as Record<string, unknown> | undefined;
   if (logger !== undefined) {

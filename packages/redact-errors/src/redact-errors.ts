@@ -26,7 +26,7 @@ import { createFailureLog, type FailureLog, failureClass } from './failure-log.j
 import { resolveRules } from './options.js';
 import { createScrubber, type RemovedCounts, removedAny, type Scrubber } from './scrub.js';
 import { ERROR_SCRUB_PATTERNS } from './scrub-patterns.js';
-import { envelopeOf, scrubErrorResult } from './scrub-result.js';
+import { envelopeOf, scrubErrorResult, withinScrubBudget } from './scrub-result.js';
 import type {
   ClassifyError,
   ErrorClassification,
@@ -36,6 +36,8 @@ import type {
 } from './types.js';
 
 const BY = 'redact-errors';
+// How much of a failure past its scrub budget the log line shows, in budgets.
+const LOGGED_BUDGETS = 4;
 // Made once: the debug log keeps what the tool meant to show, minus secrets.
 const redactOriginal = createSecretRedactor();
 
@@ -46,6 +48,7 @@ interface Settings {
   readonly internalMessage: string;
   readonly logger: Logger | undefined;
   readonly log: FailureLog;
+  readonly maxScrubChars: number;
 }
 
 /**
@@ -55,7 +58,10 @@ interface Settings {
  * one failure class throttled into a summary line per interval). Every string of every error result
  * (thrown or returned) is scrubbed of stack frames, paths, SQL, connection strings, hosts, IP addresses,
  * secrets and environment dumps; `scrubText` gives core's boundary the same patterns for failures made
- * outside it. Success results pass untouched. Unknown tools and refused arguments pass through.
+ * outside it (core's boundary bounds a failure before its hooks see it). Its own pass over a failure
+ * scrubs at most `maxScrubChars` characters; strings past it are withheld (`[withheld: too much text]`),
+ * never passed on unscrubbed, and logged under the incident id.
+ * Success results pass untouched. Unknown tools and refused arguments pass through.
  *
  * Place it after audit: `otel → audit → redact-errors → authz → … → circuit-breaker → handler`.
  */
@@ -140,6 +146,7 @@ function settingsOf(rules: Readonly<RedactErrorsRules>, log: FailureLog): Settin
     internalMessage: rules.internalMessage,
     logger: rules.logger,
     log,
+    maxScrubChars: rules.maxScrubChars,
   };
 }
 
@@ -233,36 +240,86 @@ function scrubbedFailure(
   boundary?: BoundaryScrubs,
 ): ToolResult {
   const envelope = envelopeOf(result);
-  // `internal` always carries an incident id, so the model can quote one the log can find.
-  const needsIncident = envelope?.error === 'internal' && envelope.incidentId === undefined;
-  const incidentId = needsIncident ? incidentOf(ctx) : undefined;
   // What core's boundary already removed below counts as removed here: one log line, one decision.
   const removed: RemovedCounts = { ...boundary?.removed };
-  const scrubbed = scrubErrorResult(result, settings.scrubber, removed, incidentId);
+  // Strings past the budget are withheld before any pattern runs: the scrub's cost stays bounded.
+  const bounded = withinScrubBudget(result, settings.maxScrubChars);
+  if (bounded.withheld > 0) removed.withheld = (removed.withheld ?? 0) + bounded.withheld;
+  const withheld = bounded.withheld > 0;
+  // `internal` always carries an incident id, so the model can quote one the log can find; so does a
+  // failure whose text was withheld (the log has it).
+  const needsIncident =
+    envelope !== undefined &&
+    envelope.incidentId === undefined &&
+    (envelope.error === 'internal' || withheld);
+  const incidentId = needsIncident || withheld ? incidentOf(ctx) : undefined;
+  const scrubbed = scrubErrorResult(
+    bounded.result,
+    settings.scrubber,
+    removed,
+    needsIncident ? incidentId : undefined,
+  );
   const changed = removedAny(removed);
   if (!changed && !needsIncident) return result;
   const logger = settings.logger ?? ctx.logger;
-  const fields = {
+  const fields = () => ({
     ...callFields(ctx),
     incidentId: ctx.incidentId,
     origin,
     removed,
     // What the handler meant to show, minus secrets: enough to debug the tool, safe to keep.
     original: redactOriginal(withOriginals(envelope ?? result.content, boundary)),
-  };
-  if (needsIncident) {
+  });
+  if (withheld) {
+    logWithheld(ctx, settings, origin, incidentId, () => ({
+      ...fields(),
+      // The whole failure as it came, secrets redacted; that redaction's cost bounded too (at four
+      // budgets).
+      original: redactOriginal(
+        withOriginals(withinScrubBudget(result, LOGGED_BUDGETS * settings.maxScrubChars).result, boundary),
+      ),
+    }));
+  } else if (needsIncident) {
     settings.log({
       key: `${ctx.toolName}:internal:returned`,
       logger,
       level: 'warn',
       message: 'tool returned an internal failure',
-      fields: () => fields,
+      fields,
       common: { tool: ctx.toolName, outcome: 'internal', origin },
       incidentId,
     });
-  } else logger.debug(fields, 'redact-errors: scrubbed an error result');
+  } else logger.debug(fields(), 'redact-errors: scrubbed an error result');
   if (changed) ctx.decisions.push({ by: BY, action: 'scrub', detail: { removed } });
   return scrubbed;
+}
+
+/**
+ * One `warn` line (throttled per tool) for a pass of this middleware that withheld text past
+ * `maxScrubChars`, with the failure as it came (secrets redacted, up to four budgets of it).
+ */
+function logWithheld(
+  ctx: ToolContext,
+  settings: Settings,
+  origin: 'thrown' | 'returned',
+  incidentId: string | undefined,
+  more?: () => Record<string, unknown>,
+): void {
+  settings.log({
+    key: `${ctx.toolName}:withheld`,
+    logger: settings.logger ?? ctx.logger,
+    level: 'warn',
+    message: 'redact-errors: withheld failure text past maxScrubChars',
+    fields: () => ({
+      ...callFields(ctx),
+      incidentId,
+      origin,
+      ...more?.(),
+      maxScrubChars: settings.maxScrubChars,
+    }),
+    common: { tool: ctx.toolName, origin },
+    incidentId,
+  });
 }
 
 /** The call's incident id, set on the context when this is the first to need one (audit reads it). */

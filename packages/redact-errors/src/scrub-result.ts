@@ -1,5 +1,13 @@
 import { ERROR_META_KEY, type ErrorEnvelope, isErrorCode, type ToolResult } from '@toolgate/core';
 import type { RemovedCounts, Scrubber } from './scrub.js';
+import {
+  createBudget,
+  type Exempt,
+  fitsBudget,
+  type ScrubBudget,
+  WITHHELD,
+  withinBudget,
+} from './scrub-budget.js';
 
 type ContentPart = ToolResult['content'][number];
 
@@ -11,6 +19,73 @@ const NOT_TEXT = new Set(['type', 'mimeType', 'data', 'blob']);
 export function envelopeOf(result: ToolResult): ErrorEnvelope | undefined {
   const meta = result._meta?.[ERROR_META_KEY] as Partial<ErrorEnvelope> | undefined;
   return meta !== undefined && isErrorCode(meta.error) ? (meta as ErrorEnvelope) : undefined;
+}
+
+// An envelope's code and incident id are kept whole (core checks their shapes; the envelope is
+// rebuilt around them); a part's discriminant, media type and payloads are not scrubbed, so not charged.
+const ENVELOPE_KEPT: Exempt = (key, value) => (key === 'error' || key === 'incidentId') && value.length <= 64;
+const PART_KEPT: Exempt = (key) => NOT_TEXT.has(key);
+const WITHHELD_PART: ContentPart = { type: 'text', text: WITHHELD };
+
+/**
+ * `result` itself when its strings fit `maxChars` (counted, not copied), else a copy whose strings past
+ * the budget are withheld (`WITHHELD`), in the order the model needs them: the envelope (message,
+ * hint, fields), the content parts (an envelope's own JSON text is re-derived, so never withheld),
+ * the other `_meta`, `structuredContent`. `withheld` is how many strings (or cut-off rests) went.
+ */
+export function withinScrubBudget(
+  result: ToolResult,
+  maxChars: number,
+): { result: ToolResult; withheld: number } {
+  if (fitsBudget(result, maxChars)) return { result, withheld: 0 };
+  const budget = createBudget(maxChars);
+  const envelope = envelopeOf(result);
+  const out: ToolResult = { ...result };
+  const bounded =
+    envelope === undefined ? undefined : (withinBudget(envelope, budget, ENVELOPE_KEPT) as ErrorEnvelope);
+  // A cut-off list of fields ends in a field the model can read as such (core keeps only those).
+  const fields = bounded?.fields as unknown[] | undefined;
+  if (bounded !== envelope && Array.isArray(fields) && fields.at(-1) === WITHHELD) {
+    fields[fields.length - 1] = { path: WITHHELD, expected: WITHHELD };
+  }
+  const content: ContentPart[] = [];
+  for (const part of result.content) {
+    if (budget.left < 0) {
+      budget.withheld += 1;
+      content.push(WITHHELD_PART);
+      break;
+    }
+    if (envelope !== undefined && part.type === 'text' && isEnvelopeText(part, envelope)) {
+      const { text, ...rest } = part;
+      content.push({ ...(withinBudget(rest, budget, PART_KEPT) as object), text } as ContentPart);
+    } else content.push(withinBudget(part, budget, PART_KEPT) as ContentPart);
+  }
+  out.content = content;
+  if (result._meta !== undefined) {
+    const { [ERROR_META_KEY]: raw, ...rest } = result._meta;
+    const meta = objectWithin(rest, budget);
+    if (ERROR_META_KEY in result._meta) {
+      Object.defineProperty(meta, ERROR_META_KEY, {
+        value: bounded ?? withinBudget(raw, budget),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    }
+    out._meta = meta;
+  }
+  if (result.structuredContent !== undefined) {
+    out.structuredContent = objectWithin(result.structuredContent, budget);
+  }
+  return { result: out, withheld: budget.withheld };
+}
+
+/** An object stays an object (the SDK's schema asks it of `_meta` and `structuredContent`). */
+function objectWithin(value: object, budget: ScrubBudget): Record<string, unknown> {
+  const bounded = withinBudget(value, budget);
+  return typeof bounded === 'object' && bounded !== null
+    ? (bounded as Record<string, unknown>)
+    : { [WITHHELD]: WITHHELD };
 }
 
 /**

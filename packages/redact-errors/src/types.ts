@@ -44,6 +44,14 @@ export interface RedactErrorsRules {
   internalMessage: string;
   /** Where the full error is logged (stderr JSON lines by default). Never stdout. @default ctx.logger */
   logger: Logger | undefined;
+  /**
+   * The most characters this middleware's own pass scrubs of one failure made below it (its strings
+   * and keys together, each string counting at least 16): past it, strings are replaced by
+   * `[withheld: too much text]` instead of being scrubbed, never passed on unscrubbed, and the failure
+   * is logged under the incident id the model sees. The `scrubText` hook needs none: core bounds a
+   * failure before any hook sees it. An integer of at least 8192. @default 65536 (64 KiB)
+   */
+  maxScrubChars: number;
 }
 
 /** Options of `createRedactErrors()`: the rules for all tools, per-tool overrides, and log throttling. */

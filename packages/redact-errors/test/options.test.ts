@@ -18,7 +18,7 @@ describe('createRedactErrors: options are resolved and checked once (core’s re
     [
       'an unknown per-tool option (a typo)',
       { tools: { orders: { pattern: [] } as never } },
-      /^createRedactErrors: tools\.orders has unknown option\(s\) pattern; a tool may set patterns, classify, internalMessage, logger$/,
+      /^createRedactErrors: tools\.orders has unknown option\(s\) pattern; a tool may set patterns, classify, internalMessage, logger, maxScrubChars$/,
     ],
     [
       'a per-tool entry that is neither object nor false',
