@@ -83,4 +83,4 @@ export type {
   ToolRequest,
   ToolSpec,
 } from './types.js';
-export { synchronousRefinements } from './validate.js';
+export { MAX_LISTED_ISSUES, synchronousRefinements } from './validate.js';

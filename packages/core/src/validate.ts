@@ -20,12 +20,45 @@ export function argumentVerdict(
   if (parsed.success) return { verdict: ARGUMENTS_OK, args: parsed.data as Record<string, unknown> };
   const allowed = Object.keys(schema.shape);
   return {
-    verdict: {
-      ok: false,
-      issues: parsed.error.issues.flatMap((issue) => describeIssue(issue, allowed, input)),
-    },
+    verdict: { ok: false, issues: describeIssues(parsed.error.issues, allowed, input) },
     args: isRecord(input) ? input : {},
   };
+}
+
+/** The most issues a refusal lists; the rest are counted in one last issue. */
+export const MAX_LISTED_ISSUES = 32;
+/** The longest argument path a refusal quotes (the model chose it: an unknown key can be any size). */
+const MAX_ISSUE_PATH = 128;
+
+/**
+ * Each zod issue in the model's terms, at most `MAX_LISTED_ISSUES` of them (arguments with 50,000
+ * unknown keys are one zod issue naming them all), then one issue counting the rest: the refusal, the
+ * audit record and every middleware reading `ctx.validation` stay small whatever the model sent.
+ */
+function describeIssues(
+  issues: readonly z.core.$ZodIssue[],
+  allowed: readonly string[],
+  input: unknown,
+): ArgumentIssue[] {
+  const out: ArgumentIssue[] = [];
+  let total = 0;
+  for (const issue of issues) {
+    total += issue.code === 'unrecognized_keys' ? issue.keys.length : 1;
+    if (out.length >= MAX_LISTED_ISSUES) continue;
+    for (const described of describeIssue(issue, allowed, input, MAX_LISTED_ISSUES - out.length)) {
+      out.push({ path: clipPath(described.path), expected: described.expected });
+    }
+  }
+  // An issue's description can count more than one (a wrong type is one); the rest is what is unlisted.
+  const unlisted = total - out.length;
+  if (unlisted > 0) {
+    out.push({ path: `(${unlisted} more)`, expected: 'not listed; fix the ones above and call again' });
+  }
+  return out;
+}
+
+function clipPath(path: string): string {
+  return path.length > MAX_ISSUE_PATH ? `${path.slice(0, MAX_ISSUE_PATH)}…` : path;
 }
 
 type ParseResult = ReturnType<z.ZodType['safeParse']>;
@@ -158,11 +191,16 @@ export function invalidArgumentsResult(toolName: string, issues: readonly Argume
   });
 }
 
-function describeIssue(issue: z.core.$ZodIssue, allowed: readonly string[], input: unknown): ArgumentIssue[] {
+function describeIssue(
+  issue: z.core.$ZodIssue,
+  allowed: readonly string[],
+  input: unknown,
+  limit: number,
+): ArgumentIssue[] {
   const path = issue.path.length > 0 ? issue.path.map(String).join('.') : '(arguments)';
   switch (issue.code) {
     case 'unrecognized_keys':
-      return issue.keys.map((key) => ({
+      return issue.keys.slice(0, limit).map((key) => ({
         path: issue.path.length > 0 ? `${path}.${key}` : key,
         expected: `not an accepted argument; remove it${allowed.length > 0 && issue.path.length === 0 ? ` (accepted: ${allowed.join(', ')})` : ''}`,
       }));

@@ -383,6 +383,39 @@ describe('registerTools: the chain', () => {
     ]);
   });
 
+  it('a refusal lists at most 32 issues and cuts long keys, however many unknown arguments the model sends', async () => {
+    const seen: ToolContext['validation'][] = [];
+    const recorder: ToolMiddleware = async (ctx, next) => {
+      seen.push(ctx.validation);
+      return next();
+    };
+    const c = await serve([searchOrders], [recorder]);
+    // 50,000 unknown arguments, each named by a 1000-character key: zod reports them as one issue.
+    const args: Record<string, unknown> = { status: 'open' };
+    for (let i = 0; i < 50_000; i += 1) args[`k${String(i).padStart(5, '0')}${'x'.repeat(994)}`] = i;
+    const result = await c.callTool('search_orders', args);
+    const body = parseResultText(result) as {
+      message: string;
+      hint: string;
+      fields: { path: string; expected: string }[];
+    };
+    expect(body.fields).toHaveLength(33);
+    expect(body.fields[0]).toEqual({
+      path: `k00000${'x'.repeat(122)}…`,
+      expected: 'not an accepted argument; remove it (accepted: status, days)',
+    });
+    expect(body.fields[32]).toEqual({
+      path: '(49968 more)',
+      expected: 'not listed; fix the ones above and call again',
+    });
+    for (const field of body.fields) expect(field.path.length).toBeLessThanOrEqual(129);
+    expect(body.message.endsWith(', (49968 more).')).toBe(true);
+    // The whole answer stays a few KB (the arguments were 50 MB).
+    expect(JSON.stringify(result).length).toBeLessThan(40_000);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!.ok === false && seen[0]!.issues).toEqual(body.fields);
+  });
+
   it('a schema with an async refinement is validated on every call, the first one included', async () => {
     let checks = 0;
     const tool = defineTool({
