@@ -5,6 +5,11 @@ export default defineConfig({
   test: {
     testTimeout: 30_000,
     hookTimeout: 60_000,
+    // Two files at once even on 2 cores (vitest's default there is one): most of a file's time is spent
+    // waiting on a child server, a deadline or a peer, not on this process. Files share nothing that
+    // could collide: ports are 0, folders mkdtemp, databases a scratch one per test, Redis callers unique
+    // to the run.
+    maxWorkers: 2,
     // `pnpm test` runs `standalone`, `pnpm test:services` the files that need PostgreSQL, Redis or CI.
     projects: testProjects(new URL('./test/', import.meta.url)),
   },

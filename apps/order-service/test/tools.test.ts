@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { verifyAuditFile } from '@toolgate/audit';
@@ -222,6 +222,23 @@ describe('customer-scoped tokens', () => {
 });
 
 describe('search_docs', () => {
+  // One service over a docs root of this block's own (starting one costs a seeded database): each test
+  // below fills the root with what it needs and leaves it empty again, and search_docs reads the root
+  // afresh on every call.
+  let root: string;
+  let local: Running;
+  let docs: TestClient;
+  beforeAll(async () => {
+    root = mkdtempSync(join(tmpdir(), 'docs-root-'));
+    local = await startService({ docsRoot: root });
+    docs = await connectTestClient(local.service.createServer());
+  });
+  afterAll(async () => {
+    await docs?.close();
+    await local?.stop();
+    rmSync(root, { recursive: true, force: true });
+  });
+
   it('returns file, line and text of matching lines', async () => {
     const found = items(await client.callTool('search_docs', { query: 'refunded within 30 days' }));
     expect(found).toHaveLength(3);
@@ -249,15 +266,12 @@ describe('search_docs', () => {
   });
 
   it('never reads outside the root: traversal paths are refused, links out are skipped', async () => {
-    const root = mkdtempSync(join(tmpdir(), 'docs-root-'));
     const outside = mkdtempSync(join(tmpdir(), 'docs-outside-'));
     writeFileSync(join(outside, 'secret.md'), 'refund secret: the admin password is hunter2\n');
     writeFileSync(join(root, 'refunds.md'), '# Refunds\nrefund within 30 days\n');
     symlinkSync(join(outside, 'secret.md'), join(root, 'linked.md'));
     symlinkSync(outside, join(root, 'linked-dir'));
     mkdirSync(join(root, 'sub'));
-    const local = await startService({ docsRoot: root });
-    const docs = await connectTestClient(local.service.createServer());
     try {
       for (const path of [
         '../',
@@ -286,30 +300,20 @@ describe('search_docs', () => {
       expect(items(all).map((item) => item.file)).toEqual(['refunds.md', 'refunds.md']);
       expect(JSON.stringify(all)).not.toContain('hunter2');
     } finally {
-      await docs.close();
-      await local.stop();
-      rmSync(root, { recursive: true, force: true });
+      for (const entry of readdirSync(root)) rmSync(join(root, entry), { recursive: true, force: true });
       rmSync(outside, { recursive: true, force: true });
     }
   });
 
   it('an empty docs root is success with no items', async () => {
-    const root = mkdtempSync(join(tmpdir(), 'docs-empty-'));
-    const local = await startService({ docsRoot: root });
-    const docs = await connectTestClient(local.service.createServer());
-    try {
-      const result = await docs.callTool('search_docs', { query: 'refund' });
-      expect(result.structuredContent).toEqual({
-        ok: true,
-        items: [],
-        total: 0,
-        note: 'No line matches these keywords; try other words.',
-      });
-    } finally {
-      await docs.close();
-      await local.stop();
-      rmSync(root, { recursive: true, force: true });
-    }
+    expect(readdirSync(root)).toEqual([]);
+    const result = await docs.callTool('search_docs', { query: 'refund' });
+    expect(result.structuredContent).toEqual({
+      ok: true,
+      items: [],
+      total: 0,
+      note: 'No line matches these keywords; try other words.',
+    });
   });
 });
 
