@@ -179,12 +179,20 @@ export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<O
  * embedded PostgreSQL's initdb and 10,000 inserts): every start on PGlite pays it, the demo's and each
  * test server's.
  */
-export const PGLITE_IMAGE = fileURLToPath(
-  new URL(
-    `./pglite-seed-${createHash('sha256').update(SCHEMA_SQL).update(SEED_SQL).digest('hex').slice(0, 16)}.tar.gz`,
-    import.meta.url,
-  ),
-);
+const PGLITE_IMAGE_NAME = `pglite-seed-${createHash('sha256').update(SCHEMA_SQL).update(SEED_SQL).digest('hex').slice(0, 16)}.tar.gz`;
+export const PGLITE_IMAGE = fileURLToPath(new URL(`./${PGLITE_IMAGE_NAME}`, import.meta.url));
+
+/**
+ * Where an image may be: beside this module, and, when this module runs from `src/` (the tests, `tsx`),
+ * in the build's `dist/` beside it. The name's digest is of this module's own SQL, so an image the build
+ * made from other SQL is never found.
+ */
+const PGLITE_IMAGES = [
+  PGLITE_IMAGE,
+  ...(import.meta.url.includes('/src/')
+    ? [fileURLToPath(new URL(`../dist/${PGLITE_IMAGE_NAME}`, import.meta.url))]
+    : []),
+];
 
 /**
  * Embedded PGlite with the schema and the seed: loaded from the build's image when there is one (its
@@ -192,7 +200,10 @@ export const PGLITE_IMAGE = fileURLToPath(
  * seeded here (running from source, or an image that does not load).
  */
 async function openPglite(): Promise<PGlite> {
-  const image = await readFile(PGLITE_IMAGE).catch(() => undefined);
+  let image: Buffer | undefined;
+  for (const path of PGLITE_IMAGES) {
+    image ??= await readFile(path).catch(() => undefined);
+  }
   if (image !== undefined) {
     let loaded: PGlite | undefined;
     try {
