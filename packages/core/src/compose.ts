@@ -60,3 +60,38 @@ export function callNext(next: NextFn): Promise<ToolResult> {
     return Promise.reject(error);
   }
 }
+
+/**
+ * Runs `onResult` or `onError` when `pending` settles, beside the chain rather than in it: for a
+ * middleware that only observes a call's outcome (records it, ends its span, remembers it) and answers
+ * with `pending` itself. Its handlers are the first attached to `pending`, so they run before anything
+ * the middleware's caller attaches, and the answer goes on in the same microtask turn. A `.then` that
+ * hands the result on would add one microtask hop per such middleware to every call, and hops cost
+ * more than their own work: over HTTP, the SDK's Node adapter sends headers and body in one write only
+ * when the answer is ready within two hops of its first read, and one hop per policy put the full stack
+ * past that (bench/PROFILE.md, session 26). What a handler throws goes to `onFault` (a middleware
+ * passes its logger's report), never to the caller: the call's outcome is `pending`'s.
+ */
+export function afterSettled(
+  pending: Promise<ToolResult>,
+  onResult: (result: ToolResult) => void,
+  onError: (error: unknown) => void,
+  onFault?: (fault: unknown) => void,
+): void {
+  pending.then(
+    (result) => {
+      try {
+        onResult(result);
+      } catch (fault) {
+        onFault?.(fault);
+      }
+    },
+    (error: unknown) => {
+      try {
+        onError(error);
+      } catch (fault) {
+        onFault?.(fault);
+      }
+    },
+  );
+}

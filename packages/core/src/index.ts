@@ -4,7 +4,7 @@ export { callerScope, callerTag, callKey } from './call-key.js';
 export { canonicalJson } from './canonical-json.js';
 export { classifyFailure, type FailureClass } from './classify-failure.js';
 export { ERROR_CODE_DEFAULTS, ERROR_CODES, type ErrorCode, isErrorCode } from './codes.js';
-export { callNext, compose } from './compose.js';
+export { afterSettled, callNext, compose } from './compose.js';
 export { deadlineSignal, isAbortError, raceAbort, withDeadline } from './deadline.js';
 export { defineTool } from './define-tool.js';
 export { runDetached } from './detached.js';

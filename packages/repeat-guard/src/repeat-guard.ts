@@ -1,4 +1,5 @@
 import {
+  afterSettled,
   callNext,
   errorOf,
   isPassThrough,
@@ -127,7 +128,7 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
 
   /**
    * `run` for the memory store without a no-progress check (the default): the same steps, all
-   * synchronous once next() settles, so two handlers on its promise replace an async frame.
+   * synchronous once next() settles, so two handlers beside the chain replace an async frame.
    */
   const runInMemory = (
     memory: MemoryEntries,
@@ -143,7 +144,9 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
     const owner = joined === undefined;
     const running = enterFlight(key, joined);
     const pending = callNext(next);
-    return pending.then(
+    // Beside the chain (`afterSettled`): remembered before the answer leaves, without a microtask hop.
+    afterSettled(
+      pending,
       (result) => {
         try {
           // An aborted call's result (often a timeout) says nothing about the next identical call.
@@ -153,13 +156,12 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
         } finally {
           leaveFlight(key, running, owner);
         }
-        return result;
       },
-      (error: unknown) => {
-        leaveFlight(key, running, owner);
-        throw error;
-      },
+      () => leaveFlight(key, running, owner),
+      (fault) =>
+        ctx.logger.error({ err: fault, tool: ctx.toolName }, 'repeat-guard: a call could not be remembered'),
     );
+    return pending;
   };
 
   /** A waiter on an identical call in flight: its answer is this call's, else this call runs. */
