@@ -14,9 +14,12 @@ import {
   LoggingMessageNotificationSchema,
   type ServerNotification,
 } from '@modelcontextprotocol/sdk/types.js';
+import * as z from 'zod';
+import { defineTool } from './define-tool.js';
+import { createSilentLogger } from './logger.js';
 import { type RegisterToolsOptions, registerTools } from './register.js';
-import { type ErrorEnvelope, errorOf } from './result.js';
-import type { ToolDefinition } from './types.js';
+import { type ErrorEnvelope, errorOf, ok } from './result.js';
+import type { ToolDefinition, ToolMiddleware } from './types.js';
 
 export interface TestClientOptions {
   /** Auth info attached to every request, as a verified bearer token's would be. @default undefined */
@@ -151,6 +154,46 @@ export async function serveTools(
   registerTools(server, tools, registerOptions);
   const client = await connectTestClient(server, options);
   return Object.assign(client, { server });
+}
+
+/**
+ * Microtask hops from a handler's return until the client holds the answer, through `middleware` (the
+ * fewest of five `tools/call` round trips over the in-memory transport). For a middleware's own test: a
+ * policy that only observes the outcome (see `afterSettled`) should answer in as many hops as no policy
+ * at all. Each hop delays every answer, and over HTTP the SDK's Node adapter writes the answer at once
+ * only when it comes within a few hops.
+ */
+export async function countAnswerHops(middleware: readonly ToolMiddleware[]): Promise<number> {
+  let hops = 0;
+  let counting = false;
+  const count = (): void => {
+    if (!counting) return;
+    hops += 1;
+    queueMicrotask(count);
+  };
+  const echo = defineTool({
+    name: 'echo',
+    description: 'Echo.',
+    input: { q: z.string() },
+    handler: ({ q }) => {
+      hops = 0;
+      counting = true;
+      queueMicrotask(count);
+      return ok({ q });
+    },
+  });
+  const client = await serveTools([echo], { middleware: [...middleware], logger: createSilentLogger() });
+  const counts: number[] = [];
+  try {
+    for (let i = 0; i < 5; i += 1) {
+      await client.callTool('echo', { q: `v${i}` });
+      counting = false;
+      counts.push(hops);
+    }
+  } finally {
+    await client.close();
+  }
+  return Math.min(...counts);
 }
 
 /** The parsed JSON of a result's first text content. */

@@ -1,17 +1,6 @@
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { describe, expect, it } from 'vitest';
-import * as z from 'zod';
-import {
-  afterSettled,
-  callNext,
-  createSilentLogger,
-  defineTool,
-  ok,
-  registerTools,
-  type ToolMiddleware,
-  type ToolResult,
-} from '../src/index.js';
-import { connectTestClient } from '../src/testing.js';
+import { afterSettled, callNext, ok, type ToolMiddleware, type ToolResult } from '../src/index.js';
+import { countAnswerHops } from '../src/testing.js';
 
 describe('afterSettled: a middleware that observes the outcome beside the chain', () => {
   it('runs its handler before the caller sees the outcome, which stays the promise it was given', async () => {
@@ -59,38 +48,6 @@ describe('afterSettled: a middleware that observes the outcome beside the chain'
   });
 
   it('adds no microtask hop to a tools/call round trip, where a .then adds one', async () => {
-    // Hops counted by a chain of microtasks from the handler's return until the client has the answer.
-    const hopsWith = async (middleware: ToolMiddleware[]): Promise<number> => {
-      let hops = 0;
-      let counting = false;
-      const count = (): void => {
-        if (!counting) return;
-        hops += 1;
-        queueMicrotask(count);
-      };
-      const echo = defineTool({
-        name: 'echo',
-        description: 'Echo.',
-        input: { q: z.string() },
-        handler: ({ q }) => {
-          hops = 0;
-          counting = true;
-          queueMicrotask(count);
-          return ok({ q });
-        },
-      });
-      const server = new McpServer({ name: 'hops', version: '1.0.0' });
-      registerTools(server, [echo], { middleware, logger: createSilentLogger() });
-      const client = await connectTestClient(server);
-      const counts: number[] = [];
-      for (let i = 0; i < 5; i += 1) {
-        await client.callTool('echo', { q: `v${i}` });
-        counting = false;
-        counts.push(hops);
-      }
-      await client.close();
-      return Math.min(...counts);
-    };
     const observed: string[] = [];
     const beside: ToolMiddleware = (_ctx, next) => {
       const pending = callNext(next);
@@ -106,9 +63,9 @@ describe('afterSettled: a middleware that observes the outcome beside the chain'
         observed.push('in chain');
         return result;
       });
-    const none = await hopsWith([]);
-    expect(await hopsWith([beside, beside, beside])).toBe(none);
-    expect(await hopsWith([inChain, inChain])).toBe(none + 2);
+    const none = await countAnswerHops([]);
+    expect(await countAnswerHops([beside, beside, beside])).toBe(none);
+    expect(await countAnswerHops([inChain, inChain])).toBe(none + 2);
     expect(observed.filter((entry) => entry === 'success')).toHaveLength(15);
   });
 });
