@@ -153,13 +153,17 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
           if (!ctx.signal.aborted) {
             rememberInMemory(memory, toolRules, key, earlier, result, running, owner, absentSince);
           }
+        } catch (fault) {
+          // Caught here rather than through afterSettled's onFault: no third closure per call.
+          ctx.logger.error(
+            { err: fault, tool: ctx.toolName },
+            'repeat-guard: a call could not be remembered',
+          );
         } finally {
           leaveFlight(key, running, owner);
         }
       },
       () => leaveFlight(key, running, owner),
-      (fault) =>
-        ctx.logger.error({ err: fault, tool: ctx.toolName }, 'repeat-guard: a call could not be remembered'),
     );
     return pending;
   };
