@@ -248,6 +248,25 @@ describe('one record per tools/call, with the exact fields', () => {
     ]);
   });
 
+  it('two argument keys that redact to one name are both recorded: a key cannot hide another value', async () => {
+    const { audit, client, records } = await audited();
+    // A model that wants an argument left out of the record names it like a secret, next to another
+    // secret-shaped key: redacted, both keys read `[REDACTED]`, and one value used to replace the other.
+    const value = {
+      sk_live_aaaaaaaaaaaaaaaa: 'refund 5000 to acct 991',
+      sk_live_bbbbbbbbbbbbbbbb: 'routine lookup',
+      '[REDACTED]': 'a key spelled as the marker',
+    };
+    await client.callTool('echo', { value });
+    await audit.flush();
+    const recorded = (records[0]!.args as { value: Record<string, string> }).value;
+    expect(Object.values(recorded).sort()).toEqual(
+      ['a key spelled as the marker', 'refund 5000 to acct 991', 'routine lookup'].sort(),
+    );
+    expect(Object.keys(recorded).sort()).toEqual(['[REDACTED]', '[REDACTED] (2)', '[REDACTED] (3)']);
+    expect(JSON.stringify(records[0])).not.toContain('sk_live_');
+  });
+
   it('an unknown tool: the client gets JSON-RPC -32602; the record says not_found, unknownTool, 0 bytes', async () => {
     const { audit, client, records } = await audited();
     await expect(client.callTool('drop_tables', { token: 'abc' })).rejects.toThrow(

@@ -11,8 +11,10 @@ export interface MapStringsOptions {
    */
   replaceEntry?: (key: string, value: unknown, parent: object) => string | undefined;
   /**
-   * Maps each object key too (after `replaceEntry` saw the original). Two keys mapped to the same
-   * name keep the later value.
+   * Maps each object key too (after `replaceEntry` saw the original). Two keys mapped to the same name
+   * are both kept: the later one under `name (2)` (then `(3)`, ...), so a key written to collide with
+   * another after redaction (two secret-shaped keys, or a key spelled `[REDACTED]`) never hides that
+   * other key's value from what the copy is for (an audit record, a log line).
    * @default undefined (keys are kept as they are)
    */
   mapKey?: (key: string) => string;
@@ -92,12 +94,25 @@ export function mapStrings(
     // A class's own toJSON decides what it sends; a plain object's "toJSON" key is just data.
     if (!plain && typeof toJSON === 'function') return walk(toJSON.call(object), depth);
     const out: Record<string, unknown> = {};
+    // Per mapped name that collided, the next number to try (made at the first collision only).
+    let taken: Map<string, number> | undefined;
     for (const [key, entry] of Object.entries(object)) {
       const replaced = replaceEntry?.(key, entry, object);
       const mapped = replaced ?? walk(entry, depth + 1);
       if (mapped === undefined) continue;
+      let name = key;
+      if (mapKey !== undefined) {
+        name = mapKey(key);
+        if (Object.hasOwn(out, name)) {
+          taken ??= new Map();
+          let number = taken.get(name) ?? 2;
+          while (Object.hasOwn(out, `${name} (${number})`)) number += 1;
+          taken.set(name, number + 1);
+          name = `${name} (${number})`;
+        }
+      }
       // defineProperty, not assignment: a hostile "__proto__" key must stay a key, not set the prototype.
-      Object.defineProperty(out, mapKey === undefined ? key : mapKey(key), {
+      Object.defineProperty(out, name, {
         value: mapped,
         enumerable: true,
         writable: true,

@@ -114,4 +114,43 @@ describe('mapStrings', () => {
     expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
     expect(JSON.stringify(out)).toBe('{"__proto__":"P","[path]":"X"}');
   });
+
+  it('keeps both values when two keys map to one name, however the keys are spelled', () => {
+    const hide = (key: string): string => key.replace(/sk_live_\w+/, '[REDACTED]');
+    const out = mapStrings(
+      {
+        sk_live_aaaaaaaaaaaa1: 'drop table orders',
+        sk_live_aaaaaaaaaaaa2: 'benign',
+        '[REDACTED]': 'literal',
+      },
+      (text) => text,
+      { mapKey: hide },
+    );
+    expect(out).toEqual({
+      '[REDACTED]': 'drop table orders',
+      '[REDACTED] (2)': 'benign',
+      '[REDACTED] (3)': 'literal',
+    });
+    // A key spelled like the suffix already given is not overwritten either.
+    const spelled = mapStrings(
+      { sk_live_a1b2c3d4e5f6: 1, sk_live_b1b2c3d4e5f6: 2, '[REDACTED] (2)': 3 },
+      (text) => text,
+      {
+        mapKey: hide,
+      },
+    );
+    expect(Object.values(spelled as object).sort()).toEqual([1, 2, 3]);
+  });
+
+  it('numbers many colliding keys in one pass over them (no rescan per key)', () => {
+    const input: Record<string, number> = {};
+    for (let index = 0; index < 20_000; index += 1)
+      input[`sk_live_key${String(index).padStart(8, '0')}`] = index;
+    const started = performance.now();
+    const out = mapStrings(input, (text) => text, { mapKey: () => '[REDACTED]' }) as Record<string, number>;
+    expect(Object.keys(out)).toHaveLength(20_000);
+    expect(out['[REDACTED] (20000)']).toBe(19_999);
+    // Quadratic renaming would take seconds here; this is a generous bound for a linear pass.
+    expect(performance.now() - started).toBeLessThan(2000);
+  });
 });
