@@ -681,58 +681,123 @@ function transportCanRequest(registry: Registry, request: ToolRequest): boolean 
   return transport?._enableJsonResponse !== true;
 }
 
-/** The chain's innermost step: answers refused calls, otherwise runs the handler. */
-async function innermost(ctx: ToolContext, registry: Registry): Promise<ToolResult> {
-  const tool = ctx.tool;
-  if (!tool) {
-    return fail('not_found', `Unknown tool: ${ctx.toolName}.`, {
-      hint: 'Call tools/list to see the tools this server offers.',
-    });
-  }
-  if (!ctx.validation.ok) {
-    const thrown = ctx.validation.error;
-    // A bind that refused on purpose answers like a handler's ToolError; anything else thrown while
-    // validating or binding goes up the chain like a handler's crash (redaction maps it).
-    if (isToolError(thrown))
-      return toModelFacing(ctx, toolErrorAnswer(ctx, thrown, registry), registry.scrub);
-    if (thrown !== undefined) throw thrown;
-    return markCoreWritten(invalidArgumentsResult(tool.name, ctx.validation.issues));
-  }
-  let result: unknown;
+/**
+ * The chain's innermost step: answers refused calls, otherwise runs the handler. Not an async
+ * function: an async handler's answer is settled from the handler's own promise in one reaction
+ * (`settleHandler`), where awaiting a race and then returning from an async frame took two, one more
+ * microtask hop on every async tool's answer (see `afterSettled` for what a hop costs over HTTP).
+ */
+function innermost(ctx: ToolContext, registry: Registry): Promise<ToolResult> {
   try {
-    const returned = tool.handler(ctx.args, ctx);
+    const tool = ctx.tool;
+    if (!tool) {
+      return Promise.resolve(
+        fail('not_found', `Unknown tool: ${ctx.toolName}.`, {
+          hint: 'Call tools/list to see the tools this server offers.',
+        }),
+      );
+    }
+    if (!ctx.validation.ok) {
+      const thrown = ctx.validation.error;
+      // A bind that refused on purpose answers like a handler's ToolError; anything else thrown while
+      // validating or binding goes up the chain like a handler's crash (redaction maps it).
+      if (isToolError(thrown)) return Promise.resolve(thrownAnswer(ctx, thrown, registry));
+      if (thrown !== undefined) return Promise.reject(thrown);
+      return Promise.resolve(markCoreWritten(invalidArgumentsResult(tool.name, ctx.validation.issues)));
+    }
+    let returned: unknown;
+    try {
+      returned = tool.handler(ctx.args, ctx);
+    } catch (error) {
+      if (!isToolError(error)) return Promise.reject(error);
+      return Promise.resolve(thrownAnswer(ctx, error, registry));
+    }
     // A synchronous handler's result is used as is: awaiting a plain value costs a promise.
-    result = returned instanceof Promise ? await unlessAbandoned(returned, ctx, registry) : returned;
+    if (returned instanceof Promise) return settleHandler(returned, ctx, registry, tool);
+    return Promise.resolve(handlerAnswer(ctx, registry, tool, returned));
   } catch (error) {
-    if (!isToolError(error)) throw error;
-    return toModelFacing(ctx, toolErrorAnswer(ctx, error, registry), registry.scrub);
+    return Promise.reject(error);
   }
+}
+
+/** What a handler's thrown ToolError answers, as the model sees it. */
+function thrownAnswer(ctx: ToolContext, error: ToolError, registry: Registry): ToolResult {
+  return toModelFacing(ctx, toolErrorAnswer(ctx, error, registry), registry.scrub);
+}
+
+/**
+ * A handler's returned value, checked (a result, data matching the output schema) and made model-facing.
+ * A promise only when the output schema's check is asynchronous (an async refinement).
+ */
+function handlerAnswer(
+  ctx: ToolContext,
+  registry: Registry,
+  tool: ToolDefinition,
+  result: unknown,
+): ToolResult | Promise<ToolResult> {
   if (!isToolResult(result)) {
     throw new TypeError(`Tool ${tool.name} returned ${typeof result}; a handler must return ok() or fail()`);
   }
   if (tool.outputSchema && result.isError !== true) {
     const parsing = safeParseFast(tool.outputSchema, result.structuredContent);
-    const checked = parsing instanceof Promise ? await parsing : parsing;
-    if (!checked.success) {
-      throw new TypeError(`Tool ${tool.name} returned data that does not match its output schema`, {
-        cause: checked.error,
-      });
-    }
-    (ctx as CallContext)[OUTPUT_CHECKED] = result.structuredContent;
+    if (parsing instanceof Promise)
+      return parsing.then((checked) => checkedAnswer(ctx, registry, tool, result, checked));
+    return checkedAnswer(ctx, registry, tool, result, parsing);
   }
   return toModelFacing(ctx, result, registry.scrub);
 }
 
+function checkedAnswer(
+  ctx: ToolContext,
+  registry: Registry,
+  tool: ToolDefinition,
+  result: ToolResult,
+  checked: { success: boolean; error?: unknown },
+): ToolResult {
+  if (!checked.success) {
+    throw new TypeError(`Tool ${tool.name} returned data that does not match its output schema`, {
+      cause: checked.error,
+    });
+  }
+  (ctx as CallContext)[OUTPUT_CHECKED] = result.structuredContent;
+  return toModelFacing(ctx, result, registry.scrub);
+}
+
 /**
- * A handler's promise, unless the call is cancelled and the handler goes on for `abandonAfterMs` more:
- * then `timeout` without it. Watches the caller's own signal (`ctx.request.signal`: cancellation, a
- * closed connection): a middleware's deadline (the breaker's) answers its calls itself.
+ * The answer of an async handler: settled in the handler's promise's own reaction, unless the call is
+ * cancelled and the handler goes on for `abandonAfterMs` more: then `timeout` without it. Watches the
+ * caller's own signal (`ctx.request.signal`: cancellation, a closed connection): a middleware's deadline
+ * (the breaker's) answers its calls itself.
  */
-function unlessAbandoned(pending: Promise<unknown>, ctx: ToolContext, registry: Registry): Promise<unknown> {
+function settleHandler(
+  pending: Promise<unknown>,
+  ctx: ToolContext,
+  registry: Registry,
+  tool: ToolDefinition,
+): Promise<ToolResult> {
   const graceMs = registry.abandonAfterMs;
   const signal = ctx.request.signal;
-  if (graceMs === false) return pending;
-  return new Promise((resolve, reject) => {
+  return new Promise<ToolResult>((resolve, reject) => {
+    const answer = (value: unknown): void => {
+      try {
+        resolve(handlerAnswer(ctx, registry, tool, value));
+      } catch (error) {
+        reject(error);
+      }
+    };
+    const refuse = (error: unknown): void => {
+      // In the try too: a hostile value (a Proxy whose traps throw) can make the check itself throw.
+      try {
+        if (isToolError(error)) resolve(thrownAnswer(ctx, error, registry));
+        else reject(error);
+      } catch (thrown) {
+        reject(thrown);
+      }
+    };
+    if (graceMs === false) {
+      pending.then(answer, refuse);
+      return;
+    }
     let timer: ReturnType<typeof setTimeout> | undefined;
     let abandoned = false;
     const abandon = (): void => {
@@ -750,7 +815,7 @@ function unlessAbandoned(pending: Promise<unknown>, ctx: ToolContext, registry: 
         'handler still running after its call was cancelled; answered without it',
         'warn',
       );
-      resolve(
+      answer(
         fail('timeout', 'The call was cancelled and did not stop in time.', { incidentId: ctx.incidentId }),
       );
     };
@@ -769,10 +834,10 @@ function unlessAbandoned(pending: Promise<unknown>, ctx: ToolContext, registry: 
     else signal.addEventListener('abort', onAbort, { once: true });
     pending.then(
       (value) => {
-        if (settled()) resolve(value);
+        if (settled()) answer(value);
       },
       (error: unknown) => {
-        if (settled()) reject(error);
+        if (settled()) refuse(error);
         else {
           logSafely(
             ctx.logger,

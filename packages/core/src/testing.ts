@@ -161,9 +161,14 @@ export async function serveTools(
  * fewest of five `tools/call` round trips over the in-memory transport). For a middleware's own test: a
  * policy that only observes the outcome (see `afterSettled`) should answer in as many hops as no policy
  * at all. Each hop delays every answer, and over HTTP the SDK's Node adapter writes the answer at once
- * only when it comes within a few hops.
+ * only when it comes within a few hops. `handler: 'async'` counts through an async handler (most real
+ * tools): its own promise adds one hop, and core should add none beside it. `abandonAfterMs` as for
+ * `registerTools`.
  */
-export async function countAnswerHops(middleware: readonly ToolMiddleware[]): Promise<number> {
+export async function countAnswerHops(
+  middleware: readonly ToolMiddleware[],
+  options: { handler?: 'sync' | 'async'; abandonAfterMs?: number | false } = {},
+): Promise<number> {
   let hops = 0;
   let counting = false;
   const count = (): void => {
@@ -171,18 +176,31 @@ export async function countAnswerHops(middleware: readonly ToolMiddleware[]): Pr
     hops += 1;
     queueMicrotask(count);
   };
+  const start = (): void => {
+    hops = 0;
+    counting = true;
+    queueMicrotask(count);
+  };
   const echo = defineTool({
     name: 'echo',
     description: 'Echo.',
     input: { q: z.string() },
-    handler: ({ q }) => {
-      hops = 0;
-      counting = true;
-      queueMicrotask(count);
-      return ok({ q });
-    },
+    handler:
+      options.handler === 'async'
+        ? async ({ q }) => {
+            start();
+            return ok({ q });
+          }
+        : ({ q }) => {
+            start();
+            return ok({ q });
+          },
   });
-  const client = await serveTools([echo], { middleware: [...middleware], logger: createSilentLogger() });
+  const client = await serveTools([echo], {
+    middleware: [...middleware],
+    logger: createSilentLogger(),
+    ...(options.abandonAfterMs !== undefined && { abandonAfterMs: options.abandonAfterMs }),
+  });
   const counts: number[] = [];
   try {
     for (let i = 0; i < 5; i += 1) {

@@ -68,4 +68,13 @@ describe('afterSettled: a middleware that observes the outcome beside the chain'
     expect(await countAnswerHops([inChain, inChain])).toBe(none + 2);
     expect(observed.filter((entry) => entry === 'success')).toHaveLength(15);
   });
+
+  it("answers an async handler in one hop more than a sync one: its own promise's, none of core's", async () => {
+    const sync = await countAnswerHops([]);
+    // The handler's promise is raced against abandonment (abandonAfterMs) inside its own reaction: a
+    // race awaited by an async frame took two hops more than a sync handler, one of them core's.
+    expect(await countAnswerHops([], { handler: 'async' })).toBe(sync + 1);
+    expect(await countAnswerHops([], { handler: 'async', abandonAfterMs: false })).toBe(sync + 1);
+    expect(await countAnswerHops([], { handler: 'async', abandonAfterMs: 50 })).toBe(sync + 1);
+  });
 });
