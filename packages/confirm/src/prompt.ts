@@ -1,3 +1,5 @@
+import { redactSecretsInText } from '@toolgate/core';
+
 /**
  * Characters that could make a prompt say something other than what it shows: every control (the
  * renderer writes its own newlines between lines, so a line never holds one), every format character
@@ -9,13 +11,39 @@ const UNSAFE =
   // biome-ignore lint/suspicious/noMisleadingCharacterClass: each invisible character is matched on its own, on purpose.
   /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}\u034F\u115F\u1160\u180B-\u180F\u3164\uFE00-\uFE0F\uFFA0\u{E0100}-\u{E01EF}]/gu;
 
-/** Each unsafe character becomes U+FFFD, visibly: the person sees that something was there. */
+/**
+ * Combining marks past the fourth on one character. A run of them stacks above or below the line and
+ * paints over its neighbours (the argument lines above and below), so a value could hide another;
+ * legitimate text (Vietnamese, Hebrew points, Indic and Tibetan stacks) carries fewer.
+ */
+const STACKED = /(?<=[\p{Mn}\p{Me}]{4})[\p{Mn}\p{Me}]/gu;
+
+/**
+ * Each unsafe character becomes U+FFFD, visibly: the person sees that something was there. Likewise
+ * each combining mark past the fourth in a run, so no value paints over the lines around it.
+ */
 export function sanitise(text: string): string {
-  return text.replace(UNSAFE, '\uFFFD');
+  return text.replace(UNSAFE, '\uFFFD').replace(STACKED, '\uFFFD');
 }
 
-// What a markdown renderer would turn into a link, an image, HTML, an entity or a code span.
-const MARKDOWN_ACTIVE = /[[\]<>&`]/g;
+/**
+ * One line as the person sees it: sanitised, then secrets redacted in that line alone. Core redacts the
+ * whole message again before a client or page shows it, and some secret patterns run to the end of the
+ * text (a private key's BEGIN line without its END, `Bearer` and a token after a line break): over the
+ * joined prompt, a value shaped like one (`-----BEGIN PRIVATE KEY-----`) would turn every line after it
+ * (the amount, the recipient) into one `[REDACTED]`, silently. Redacted line by line, a match ends with
+ * its line, so it hides no more than the value that looks like a secret, and the joined text holds
+ * nothing for the later pass to take.
+ */
+function safeLine(line: string): string {
+  return redactSecretsInText(sanitise(line));
+}
+
+// What a markdown renderer would turn into a link, an image, HTML, an entity, a code span or a
+// strikethrough. The prompt's lines are one paragraph to a renderer (single newlines), so `~~` in one
+// value and `~~` in a later one would strike out every line between (the amount shown as cancelled).
+// Emphasis (`*`, `_`) is left as typed: it changes how a line looks, not what it says.
+const MARKDOWN_ACTIVE = /[[\]<>&`~]/g;
 
 /**
  * Markdown's active characters written as JSON's `\u` escapes: the exact text still reads off the
@@ -31,12 +59,14 @@ function valueText(value: unknown): string {
 }
 
 const MAX_VALUE_CHARS = 300;
+/** The least a value is given when many arguments share a short prompt: a few characters and the cut's count. */
+const MIN_VALUE_CHARS = 48;
 
 /**
  * What the person is asked to approve: the effect sentence (or the tool's title), the tool and every
- * argument (as JSON, so a string's quotes and escapes are visible), sanitised line by line (no value
- * can start a line of its own) and bounded. A cut says how much was not shown, so nothing is hidden
- * silently.
+ * argument (as JSON, so a string's quotes and escapes are visible), sanitised and redacted line by line
+ * (no value can start a line of its own, nor hide another's) and bounded. A cut says how much was not
+ * shown, so nothing is hidden silently.
  */
 export function renderPrompt(
   tool: { name: string; title: string | undefined },
@@ -55,8 +85,33 @@ export function renderPrompt(
   ];
   const names = Object.keys(args);
   lines.push(names.length === 0 ? 'Arguments: none' : 'Arguments:');
-  for (const name of names) lines.push(`  ${name}: ${cut(valueText(args[name]), MAX_VALUE_CHARS)}`);
-  return cut(lines.map(sanitise).join('\n'), maxChars);
+  const values = names.map((name) => valueText(args[name]));
+  // The arguments share the room the prompt has left: a long value is cut to its share, so it cannot
+  // push the arguments after it (the amount after a long note) past maxChars, out of the person's sight.
+  let fixed = 0;
+  for (const line of lines) fixed += line.length + 1;
+  for (const name of names) fixed += name.length + 5; // `  ${name}: ` and the line's newline
+  const limit = valueLimit(values, maxChars - fixed);
+  for (let i = 0; i < names.length; i += 1) lines.push(`  ${names[i]}: ${cut(values[i]!, limit)}`);
+  return cut(lines.map(safeLine).join('\n'), maxChars);
+}
+
+/**
+ * The longest a value is shown so that every argument fits in `room` characters: values that fit their
+ * equal share are shown whole and leave the rest to the longer ones, which are cut to what is left,
+ * shared equally (never past MAX_VALUE_CHARS; never under MIN_VALUE_CHARS, where then the whole
+ * prompt's cut says what did not fit). Sorting is paid only when asking the person, never on a call
+ * that carries its confirmation.
+ */
+function valueLimit(values: readonly string[], room: number): number {
+  const lengths = values.map((value) => value.length).sort((a, b) => a - b);
+  let left = room;
+  for (let i = 0; i < lengths.length; i += 1) {
+    const share = Math.floor(left / (lengths.length - i));
+    if (lengths[i]! > share) return Math.min(MAX_VALUE_CHARS, Math.max(MIN_VALUE_CHARS, share));
+    left -= lengths[i]!;
+  }
+  return MAX_VALUE_CHARS;
 }
 
 function cut(text: string, max: number): string {

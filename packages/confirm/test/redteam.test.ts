@@ -728,3 +728,203 @@ describe('what the model and client see', () => {
     expect(alicesFirst.isError).toBe(true);
   });
 });
+
+describe('the prompt cannot be made to hide an argument', () => {
+  /** What the person is shown for `args`: by form, in two steps (the message and _meta) and on the page. */
+  async function shownEverywhere(
+    tool: ToolDefinition,
+    args: Record<string, unknown>,
+    options: { maxPromptChars?: number } = {},
+  ) {
+    const tools = { [tool.name]: options };
+    const asked: string[] = [];
+    const form = await serve([tool], {
+      middleware: [createConfirm({ secret: SECRET, tools })],
+      authInfo: authAs('alice'),
+      onElicit: (params) => {
+        asked.push((params as { message: string }).message);
+        return { action: 'decline' };
+      },
+    });
+    await form.callTool(tool.name, args);
+    const twoStep = await serve([tool], {
+      middleware: [createConfirm({ secret: SECRET, tools })],
+      authInfo: authAs('alice'),
+    });
+    const required = expectFailure(await twoStep.callTool(tool.name, args));
+    const meta = (await twoStep.callTool(tool.name, args))._meta?.[CONFIRM_META] as { prompt: string };
+    const onPage: (string | undefined)[] = [];
+    const confirm = createConfirm({
+      secret: SECRET,
+      tools,
+      url: { build: ({ id }) => `https://page.test/confirm/${id}`, pollMs: 10 },
+    });
+    const page = await serve([tool], {
+      middleware: [confirm],
+      authInfo: authAs('alice'),
+      elicitUrl: true,
+      onElicit: async (params) => {
+        asked.push((params as { message: string }).message);
+        const id = (params as { elicitationId: string }).elicitationId;
+        onPage.push((await confirm.pending(id, 'alice'))?.prompt);
+        return { action: 'decline' };
+      },
+    });
+    await page.callTool(tool.name, args);
+    return {
+      form: asked[0],
+      twoStep: required.message.replace('Confirmation required. Show the user: ', ''),
+      meta: meta.prompt,
+      urlMessage: asked[1],
+      page: onPage[0],
+    };
+  }
+
+  it('a value shaped like the start of a private key hides only itself: every argument after it is shown, by form, in two steps and on the page', async () => {
+    // Core redacts the message a client or page shows; a BEGIN line without its END ran to the end of
+    // the whole prompt, so the amount below it became part of one [REDACTED] without a word.
+    const { tool, runs } = refundTool();
+    const shown = await shownEverywhere(tool, {
+      order_id: '-----BEGIN PRIVATE KEY-----',
+      amount: 99999,
+      note: 'goodwill',
+    });
+    const expected =
+      'Run "Refund an order"?\nTool: create_refund\nArguments:\n  order_id: "[REDACTED]\n  amount: 99999\n  note: "goodwill"';
+    expect(shown).toEqual({
+      form: expected,
+      twoStep: expected,
+      meta: expected,
+      urlMessage: expected,
+      page: expected,
+    });
+    expect(runs.count).toBe(0);
+  });
+
+  it('a value describe() interpolates that looks like a key hides the rest of that line only, never the arguments', async () => {
+    const { tool, runs } = refundTool();
+    const asked: string[] = [];
+    const client = await serve([tool], {
+      middleware: [
+        createConfirm({
+          secret: SECRET,
+          tools: {
+            create_refund: { describe: (args) => `Refund order ${args.order_id}: ${args.amount} EUR` },
+          },
+        }),
+      ],
+      onElicit: (params) => {
+        asked.push((params as { message: string }).message);
+        return { action: 'decline' };
+      },
+    });
+    await client.callTool('create_refund', { order_id: '-----BEGIN RSA PRIVATE KEY-----', amount: 99999 });
+    expect(asked).toEqual([
+      'Refund order [REDACTED]\nTool: create_refund\nArguments:\n  order_id: "[REDACTED]\n  amount: 99999',
+    ]);
+    expect(runs.count).toBe(0);
+  });
+
+  it('long values cannot push the arguments after them out of the prompt: they share its room', async () => {
+    let runs = 0;
+    const transfer = defineTool({
+      name: 'transfer',
+      description: 'Transfer money.',
+      input: {
+        memo: z.string(),
+        reference: z.string(),
+        purpose: z.string(),
+        beneficiary_note: z.string(),
+        internal_note: z.string(),
+        amount: z.number(),
+        to_account: z.string(),
+        confirmation: confirmationArgument,
+      },
+      handler: async () => {
+        runs += 1;
+        return ok({ done: true });
+      },
+    }) as ToolDefinition;
+    const filler = (word: string) => `${word} `.repeat(400);
+    const args = {
+      memo: filler('memo'),
+      reference: filler('ref'),
+      purpose: filler('purpose'),
+      beneficiary_note: filler('note'),
+      internal_note: filler('internal'),
+      amount: 99999,
+      to_account: 'MALLORY-1',
+    };
+    // The default maxPromptChars (1500): five values of 300 characters each used to fill it.
+    const shown = await shownEverywhere(transfer, args);
+    for (const prompt of Object.values(shown)) {
+      const lines = (prompt ?? '').split('\n');
+      expect(prompt!.length).toBeLessThanOrEqual(1500);
+      expect(lines.slice(-2)).toEqual(['  amount: 99999', '  to_account: "MALLORY-1"']);
+      expect(lines.slice(3, -2).map((line) => line.split(':')[0])).toEqual([
+        '  memo',
+        '  reference',
+        '  purpose',
+        '  beneficiary_note',
+        '  internal_note',
+      ]);
+      for (const line of lines.slice(3, -2)) expect(line).toMatch(/ … \(\d+ more characters not shown\)$/);
+    }
+    // The shortest prompt a tool may set (200): one long value cannot push the amount out either.
+    const { tool, runs: refunds } = refundTool();
+    const short = await shownEverywhere(
+      tool,
+      { order_id: 'A'.repeat(5000), amount: 99999, note: 'x' },
+      { maxPromptChars: 200 },
+    );
+    for (const prompt of Object.values(short)) {
+      expect(prompt!.length).toBeLessThanOrEqual(200);
+      expect(prompt!.split('\n').slice(-2)).toEqual(['  amount: 99999', '  note: "x"']);
+    }
+    expect(runs + refunds.count).toBe(0);
+  });
+
+  it('stacked combining marks cannot paint over the lines around a value; text that carries a few keeps them', async () => {
+    const { tool, runs } = refundTool();
+    const asked: string[] = [];
+    const client = await serve([tool], {
+      middleware: [createConfirm({ secret: SECRET, tools: { create_refund: {} } })],
+      onElicit: (params) => {
+        asked.push((params as { message: string }).message);
+        return { action: 'decline' };
+      },
+    });
+    // Marks above and below, dozens per letter ("zalgo" text), drawn over the amount line above.
+    const zalgo = `x${'\u0346\u0353'.repeat(30)}y${'\u20dd'.repeat(10)}`;
+    const vietnamese = 'Nguye\u0302\u0303n'; // NFD: two marks on one letter
+    await client.callTool('create_refund', { order_id: vietnamese, amount: 99999, note: zalgo });
+    const lines = (asked[0] ?? '').split('\n');
+    expect(lines[3]).toBe(`  order_id: "${vietnamese}"`);
+    expect(lines[4]).toBe('  amount: 99999');
+    expect(lines[5]).toBe(
+      `  note: "x\u0346\u0353\u0346\u0353${'\uFFFD'.repeat(56)}y${'\u20dd'.repeat(4)}${'\uFFFD'.repeat(6)}"`,
+    );
+    expect(runs.count).toBe(0);
+  });
+});
+
+describe('markdown across the prompt’s lines', () => {
+  it('strikethrough opened in one value and closed in a later one cannot strike out the amount between', async () => {
+    // A renderer reads the prompt's lines as one paragraph: `~~` pairs across them.
+    const { tool, runs } = refundTool();
+    const asked: string[] = [];
+    const client = await serve([tool], {
+      middleware: [createConfirm({ secret: SECRET, tools: { create_refund: {} } })],
+      onElicit: (params) => {
+        asked.push((params as { message: string }).message);
+        return { action: 'decline' };
+      },
+    });
+    await client.callTool('create_refund', { order_id: 'A-1 ~~', amount: 99999, note: '~~ test only' });
+    expect(asked).toEqual([
+      'Run "Refund an order"?\nTool: create_refund\nArguments:\n  order_id: "A-1 \\u007e\\u007e"\n  amount: 99999\n  note: "\\u007e\\u007e test only"',
+    ]);
+    expect(asked[0]).not.toContain('~');
+    expect(runs.count).toBe(0);
+  });
+});
