@@ -58,6 +58,7 @@ export {
   toolErrorResult,
 } from './result.js';
 export type { ClientFeature, ClientRequestOptions, ServerAccess } from './server-access.js';
+export { createSettleable, mapSettled, type Settleable } from './settled-steps.js';
 export { deferSignal, type SignalSource } from './signal-slot.js';
 export { type StoreCommand, StoreCommandError, type StoreCommandSummary } from './store-command-error.js';
 export {
