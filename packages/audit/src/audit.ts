@@ -3,6 +3,7 @@ import {
   createStderrLogger,
   DEFAULT_SECRET_KEYS,
   fail,
+  mapSettled,
   SECRET_PATTERNS,
   type ToolContext,
   type ToolResult,
@@ -140,15 +141,17 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
   };
 
   // Not durable (the default): the record is queued as the call ends and the answer goes on at once,
-  // unless the buffer is full (then it waits for room, up to maxWaitMs). Two handlers on next()'s
-  // promise rather than an async frame per call.
+  // unless the buffer is full (then it waits for room, up to maxWaitMs). An after-call step on next()'s
+  // promise rather than an async frame per call, stacked with the steps of the middleware inside it
+  // (core's mapSettled): no microtask hop of its own.
   const middleware = (ctx: ToolContext, next: () => Promise<ToolResult>): Promise<ToolResult> => {
     const settings = hasOverrides ? (perTool.get(ctx.toolName) ?? defaults) : defaults;
     if (settings === false) return next();
     if (durable) return durableCall(ctx, next, settings);
     inside += 1;
     const pending = callNext(next);
-    return pending.then(
+    return mapSettled(
+      pending,
       (result) => {
         let waiting: Promise<unknown> | undefined;
         try {

@@ -1,8 +1,10 @@
 import {
   callNext,
+  createSettleable,
   deferSignal,
   type NextFn,
   runDetached,
+  type Settleable,
   type SignalSource,
   type ToolContext,
   type ToolResult,
@@ -57,7 +59,11 @@ export class GuardedCall implements DeadlineEntry, SignalSource {
   readonly #owner: CallOwner;
   readonly #outer: AbortSignal;
   readonly #deadlines: DeadlineQueue | undefined;
-  #resolve: ((answer: ToolResult | Promise<ToolResult>) => void) | undefined = undefined;
+  /**
+   * The call's answer. Core's settleable (not a plain `new Promise`): the after-call steps of the
+   * middleware outside the breaker (`mapSettled`) run inside its settling, so the race costs one hop.
+   */
+  #answer: Settleable | undefined = undefined;
   #done = false;
   /** The listener on the caller's signal is attached. */
   #listening = false;
@@ -94,9 +100,6 @@ export class GuardedCall implements DeadlineEntry, SignalSource {
       this.#done = true;
       return Promise.resolve(this.#conclude('cancelled', undefined));
     }
-    const answer = new Promise<ToolResult | Promise<ToolResult>>((resolve) => {
-      this.#resolve = resolve;
-    }) as Promise<ToolResult>;
     if (this.#deadlines !== undefined) {
       deferSignal(this.ctx, this);
       this.#deadlines.add(this);
@@ -107,7 +110,10 @@ export class GuardedCall implements DeadlineEntry, SignalSource {
       (result) => this.#settle('returned', result),
       (error: unknown) => this.#settle('threw', error),
     );
-    return answer;
+    // Made once the chain below has returned, so it is the last step made when the middleware outside
+    // the breaker map the answer, and their steps stack onto it (core's mapSettled).
+    this.#answer ??= createSettleable();
+    return this.#answer.promise;
   }
 
   /** The caller cancelled (this object is the listener on its signal). */
@@ -174,7 +180,8 @@ export class GuardedCall implements DeadlineEntry, SignalSource {
     if (this.linked) this.#deadlines!.remove(this);
     if (this.watched) unwatchCancel(this);
     if (this.#listening) this.#outer.removeEventListener('abort', this);
-    this.#resolve!(this.#conclude(ending, value));
+    this.#answer ??= createSettleable();
+    this.#answer.settle(this.#conclude(ending, value));
   }
 
   #conclude(ending: Ending, value: unknown): Promise<ToolResult> | ToolResult {

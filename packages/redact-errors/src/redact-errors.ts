@@ -7,6 +7,7 @@ import {
   isPassThrough,
   isToolError,
   type Logger,
+  mapSettled,
   type NextFn,
   newIncidentId,
   type ToolContext,
@@ -94,12 +95,14 @@ export function createRedactErrors(options: RedactErrorsOptions = {}): RedactErr
     if (settings === undefined) return next();
     return guarded(ctx, next, settings);
   };
-  // Two handlers on next()'s promise rather than an async function: a success (nearly every call)
-  // costs one promise and no suspended frame.
+  // An after-call step on next()'s promise rather than an async function: a success (nearly every
+  // call) costs one promise and no suspended frame, and no microtask hop of its own when the
+  // middleware around it map the outcome the same way (core's mapSettled).
   const guarded = (ctx: ToolContext, next: NextFn, settings: Settings): Promise<ToolResult> => {
     startBoundaryScrubs(ctx);
     const pending = callNext(next);
-    return pending.then(
+    return mapSettled(
+      pending,
       (result) => {
         const boundary = endBoundaryScrubs(ctx);
         if (result.isError !== true) return result;
