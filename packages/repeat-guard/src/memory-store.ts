@@ -1,5 +1,5 @@
 import { mirrorsStructuredContent, type ToolContext } from '@toolgate/core';
-import { type CallEntry, encodeCallEntry } from './call-entry.js';
+import { type CallEntry, encodeCallEntry, isBareResult, isBareText } from './call-entry.js';
 import { Generations } from './generations.js';
 import { CallerNumbers } from './key.js';
 import type { MemoryRepeatStore, MemoryRepeatStoreOptions } from './types.js';
@@ -159,15 +159,20 @@ function compact(
   size: number,
 ): TextStored | EntryStored {
   const result = entry.result;
+  // Kept as its text alone only when that is all the client received: a field beside it (a part's
+  // `_meta` or `annotations`, the result's own) would be lost from the replay, and was not counted in
+  // `size` either (`measureCallEntry` counts such a result by its whole JSON, and it is kept whole).
+  const first = result.content[0];
   if (
     result.isError === true ||
-    result._meta !== undefined ||
     result.content.length !== 1 ||
+    first === undefined ||
+    !isBareResult(result) ||
+    !isBareText(first) ||
     !mirrorsStructuredContent(result)
   ) {
     return { kind: ENTRY, entry, expiresAt, size };
   }
-  const first = result.content[0] as { text: string };
   return {
     kind: TEXT,
     count: entry.count,

@@ -37,12 +37,22 @@ export async function checkProgress(
     return result; // the call already ran: a store that is down or a cancel only skips the check
   }
   const previous = decodeStreak(stored);
-  const resultHash = sha256(
-    canonicalJson([result.isError === true, result.content, result.structuredContent ?? null]),
-  );
+  let resultHash: string;
+  try {
+    resultHash = sha256(
+      canonicalJson([result.isError === true, result.content, result.structuredContent ?? null]),
+    );
+  } catch {
+    // A result canonical JSON cannot write (a Map in its data, nesting past the stack): the call has
+    // run and its result stands; only the check is skipped.
+    return result;
+  }
+  // A shared store's call key is a hash already; a memory store's holds the arguments themselves,
+  // hashed here so a streak is a few dozen characters whatever the model sent (see `MAX_STREAK_CHARS`).
+  const callId = callKey.startsWith('c:') ? callKey : sha256(callKey);
   let streak = 1;
-  if (previous && previous.r === resultHash) streak = previous.a === callKey ? previous.s : previous.s + 1;
-  const next: StoredStreak = { v: 1, a: callKey, r: resultHash, s: streak };
+  if (previous && previous.r === resultHash) streak = previous.a === callId ? previous.s : previous.s + 1;
+  const next: StoredStreak = { v: 1, a: callId, r: resultHash, s: streak };
   await store.write(key, JSON.stringify(next), rules.windowMs, ctx);
   if (streak < limit) return result;
   const answer = rules.onNoProgress === 'fail' ? 'repeated_call' : 'note';
@@ -61,8 +71,14 @@ export async function checkProgress(
     : noProgressFailure(ctx.toolName, streak);
 }
 
+/**
+ * The longest streak value the guard writes is about 120 characters (two hashes, a count); a longer
+ * one under the key is not ours (a huge value put there) and is not parsed.
+ */
+const MAX_STREAK_CHARS = 512;
+
 function decodeStreak(text: string | undefined): StoredStreak | undefined {
-  if (text === undefined) return undefined;
+  if (typeof text !== 'string' || text.length > MAX_STREAK_CHARS) return undefined;
   try {
     const stored = JSON.parse(text) as Partial<StoredStreak> | null;
     if (

@@ -1,6 +1,7 @@
 import {
   afterSettled,
   callNext,
+  createLogThrottle,
   errorOf,
   isPassThrough,
   type NextFn,
@@ -16,7 +17,13 @@ import {
   storeUnavailableFailure,
   withNote,
 } from './answers.js';
-import { type CallEntry, decodeCallEntry, encodeCallEntry, measureCallEntry } from './call-entry.js';
+import {
+  type CallEntry,
+  decodeCallEntry,
+  encodeCallEntry,
+  hasEnvelope,
+  measureCallEntry,
+} from './call-entry.js';
 import { Flight, Flights } from './flight.js';
 import { repeatCallKey } from './key.js';
 import { createMemoryRepeatStore, type MemoryEntries, memoryEntriesOf } from './memory-store.js';
@@ -51,6 +58,44 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
   const memory = memoryEntriesOf(rawStore);
   const scopeOf = options.scope;
   const flights = new Flights();
+  // Lines about calls the guard could not key or answer from: one per kind and minute, with counts
+  // (a model can send such a call every time).
+  const throttle = createLogThrottle({ intervalMs: 60_000 });
+  const logOnce = (ctx: ToolContext, kind: string, error: unknown, message: string): void => {
+    throttle(kind, (suppressed) =>
+      ctx.logger.warn(
+        { tool: ctx.toolName, err: error, ...(suppressed > 0 ? { occurrences: suppressed + 1 } : {}) },
+        suppressed > 0 ? `${message} (${suppressed + 1} times in the last minute)` : message,
+      ),
+    );
+  };
+
+  /**
+   * `answerRepeat`, never throwing: an entry the answer cannot be built from (a forged or damaged one
+   * read from a store, structured content nested past the stack, say) is one the call runs instead of,
+   * as it would run with nothing remembered. The answer is built from data that outlived the call that
+   * made it; a throw here must not turn this call into an `internal` failure.
+   */
+  const answerFrom = (
+    ctx: ToolContext,
+    toolRules: Readonly<RepeatRules>,
+    entry: CallEntry,
+    key: string,
+    scope: string | undefined,
+    inFlight: boolean,
+  ): ToolResult | undefined => {
+    try {
+      return answerRepeat(ctx, toolRules, entry, key, memory === undefined, scope, inFlight);
+    } catch (error) {
+      logOnce(
+        ctx,
+        'unanswerable',
+        error,
+        'repeat-guard: a remembered result could not be answered from; the call runs instead',
+      );
+      return undefined;
+    }
+  };
 
   /** The call runs: the first of a key in flight is its owner, whose entry waiters get. */
   const run = async (
@@ -180,7 +225,7 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
   ): Promise<ToolResult> => {
     // Each waiter follows its own abort: a cancelled waiter stops waiting for someone else's call.
     const settled = await raceAbort(flight.wait(), ctx.signal);
-    const shared = settled && answerRepeat(ctx, toolRules, settled, scope, true);
+    const shared = settled && answerFrom(ctx, toolRules, settled, key, scope, true);
     return shared || run(ctx, next, toolRules, scope, key, earlier);
   };
 
@@ -198,7 +243,7 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
     absentSince: number,
   ): Promise<ToolResult> => {
     if (earlier !== undefined) {
-      const answer = answerRepeat(ctx, toolRules, earlier, scope, false);
+      const answer = answerFrom(ctx, toolRules, earlier, key, scope, false);
       if (answer) return Promise.resolve(answer);
     }
     const flight = flights.get(key);
@@ -221,8 +266,8 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
     next: NextFn,
     toolRules: Readonly<RepeatRules>,
     scope: string | undefined,
+    key: string,
   ): Promise<ToolResult> => {
-    const key = repeatCallKey(ctx, scope);
     let stored: string | undefined;
     try {
       stored = await store.read(key, ctx);
@@ -233,31 +278,54 @@ export function createRepeatGuard(options: RepeatGuardOptions = {}): RepeatGuard
       }
       throw error; // the call was cancelled while the store was asked
     }
-    return decide(ctx, next, toolRules, scope, key, decodeCallEntry(stored), NOT_ABSENT);
+    const earlier = decodeCallEntry(stored, toolRules.maxResultSize);
+    return decide(ctx, next, toolRules, scope, key, earlier, NOT_ABSENT);
   };
 
   const middleware: ToolMiddleware = function repeatGuardMiddleware(ctx, next) {
     const toolRules = isPassThrough(ctx) ? undefined : rules.forTool(ctx.toolName);
     if (toolRules === undefined) return next();
     try {
-      // Identity and bindings always come from core; a custom scope can only split a caller further.
-      const scope = scopeOf?.(ctx);
-      if (memory === undefined) return viaStore(ctx, next, toolRules, scope);
+      let scope: string | undefined;
+      let key: string;
+      try {
+        // Identity and bindings always come from core; a custom scope can only split a caller further.
+        scope = scopeOf?.(ctx);
+        key = memory === undefined ? repeatCallKey(ctx, scope) : memory.keyOf(ctx, scope);
+      } catch (error) {
+        // No key (arguments a transform made into a Map, a Set or a cycle, arguments nested past
+        // the stack, a scope function that threw): the call runs without the guard, as the tool would
+        // without it. The guard is an optimisation, and a key it cannot compute can be nobody
+        // else's, so nothing is shared; failing the call instead would let any argument the
+        // model can nest deep enough turn every call of a tool into an `internal` failure.
+        logOnce(
+          ctx,
+          'unkeyable',
+          error,
+          'repeat-guard: a call could not be keyed (arguments, bindings or scope that are not plain JSON data); it runs unguarded',
+        );
+        return next();
+      }
+      if (memory === undefined) return viaStore(ctx, next, toolRules, scope, key);
       // A cancelled call does not read the store (as with a shared store).
       if (ctx.signal.aborted) return Promise.reject(ctx.signal.reason);
-      const key = memory.keyOf(ctx, scope);
       const value = memory.get(key);
       // A key found in neither generation: if the store is unchanged when the result is remembered
       // (a sequential caller's every call), the write need not look for it again.
       const absentSince = value === undefined ? memory.version() : NOT_ABSENT;
       // A string was put there through the store's public `set`: read it like a shared store's value.
-      const earlier = typeof value === 'string' ? decodeCallEntry(value) : value;
+      const earlier = typeof value === 'string' ? decodeCallEntry(value, toolRules.maxResultSize) : value;
       return decide(ctx, next, toolRules, scope, key, earlier, absentSince);
     } catch (error) {
       return Promise.reject(error); // answered with a promise, as an async middleware would
     }
   };
-  return Object.assign(middleware, { close: () => store.flush() });
+  return Object.assign(middleware, {
+    close: () => {
+      store.flush();
+      throttle.flush();
+    },
+  });
 }
 
 /** `absentSince` when the key was not read absent from a memory store: the write looks for it. */
@@ -274,6 +342,8 @@ function answerRepeat(
   ctx: ToolContext,
   rules: Readonly<RepeatRules>,
   entry: CallEntry,
+  key: string,
+  hashed: boolean,
   scope: string | undefined,
   inFlight: boolean,
 ): ToolResult | undefined {
@@ -303,6 +373,9 @@ function answerRepeat(
     answer = repeatedCallFailure(ctx.toolName, ageMs);
     kind = 'repeated_call';
   }
+  // The hashed key (a shared store's key): logs never carry the arguments. Made before the decision
+  // is recorded: should it throw, the call runs and no short-circuit was recorded.
+  const loggedKey = hashed ? key : repeatCallKey(ctx, scope);
   ctx.decisions.push({
     by: 'repeat-guard',
     action: 'short-circuit',
@@ -310,11 +383,10 @@ function answerRepeat(
     detail: { answer: kind, ageMs, executions: entry.count, inFlight },
   });
   ctx.logger.info(
-    // The hashed key (a shared store's key): logs never carry the arguments.
     {
       tool: ctx.toolName,
       requestId: ctx.request.id,
-      key: repeatCallKey(ctx, scope),
+      key: loggedKey,
       answer: kind,
       ageMs,
       inFlight,
@@ -334,7 +406,12 @@ function rememberedEntry(
   earlier: CallEntry | undefined,
   result: ToolResult,
 ): CallEntry | undefined {
-  if (rules.onFailedRepeat === 'run' && result.isError === true) return undefined;
+  // A failure is remembered only with the envelope core's boundary passes on (see `hasEnvelope`): a
+  // raw `isError` result's text, withheld from the model the first time, would be its message on the
+  // repeat.
+  if (result.isError === true && (rules.onFailedRepeat === 'run' || !hasEnvelope(result))) {
+    return undefined;
+  }
   const now = Date.now();
   const continuing = earlier !== undefined && inWindow(earlier, rules, now);
   return {

@@ -49,7 +49,8 @@ export interface RepeatRules {
   onNoProgress: OnNoProgress;
   /**
    * Results whose stored JSON is longer than this (characters) are not remembered: their repeats
-   * run again. Bounds what one call can put in the store.
+   * run again. Bounds what one call can put in the store, and what is read back: a stored value
+   * longer than this is not the guard's and reads as absent.
    * @default 1000000
    */
   maxResultSize: number;
@@ -146,6 +147,9 @@ export interface RedisRepeatStore extends RepeatStore {
 
 /** The middleware `createRepeatGuard()` returns. */
 export interface RepeatGuard extends ToolMiddleware {
-  /** Writes the store-outage log line still held back (call it when the server shuts down). */
+  /**
+   * Writes the log lines still held back (a store outage, calls it could not key or answer from);
+   * call it when the server shuts down.
+   */
   close(): void;
 }
