@@ -60,7 +60,7 @@ interface Claim {
 }
 
 /** Why a finished call's result was not kept (a decision's reason). */
-type NotKept = 'not serialisable' | 'store full' | 'store failed';
+type NotKept = 'not serialisable' | 'too large' | 'store full' | 'store failed';
 
 interface Flight {
   readonly args: string;
@@ -192,6 +192,15 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
       await keepMarker(ctx, keys, opts, { token, expires: claimExpires }, result, 'not serialisable', error);
       return result;
     }
+    // A result is kept for windowMs in a store shared by every caller, and the model chooses arguments
+    // that can make it large (an echoed note, a rendered document): uncapped, a few calls fill a Redis at
+    // its maxmemory (then every caller's new calls are refused) or the memory store (which counts entries,
+    // not their size). Past maxResultSize only the marker is kept, so entries × maxResultSize bounds what
+    // the store holds, and a retry still never runs the call again. One comparison on the success path.
+    if (text.length > opts.maxResultSize) {
+      await keepMarker(ctx, keys, opts, { token, expires: claimExpires }, result, 'too large', undefined);
+      return result;
+    }
     try {
       // Not bound to the call's signal: a cancelled call that ran must still leave its result behind.
       await bounded.set(keys.storeKey, text, opts.windowMs);
@@ -209,7 +218,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     return result;
   };
 
-  const unserialisable = createLogThrottle({ intervalMs: 60_000 });
+  const notKeptLog = createLogThrottle({ intervalMs: 60_000 });
   /**
    * The call ran but its result cannot be kept: a small marker takes its claim's place for `windowMs`,
    * so a retry is told the call already ran instead of waiting out claimTtlMs and then running it again.
@@ -245,10 +254,21 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
       ? 'a retry is told the call already ran'
       : 'a retry waits as for a running call until a marker is written or the claim expires';
     if (why === 'not serialisable') {
-      unserialisable(`idempotency:not-serialisable:${ctx.toolName}`, (suppressed) =>
+      notKeptLog(`idempotency:not-serialisable:${ctx.toolName}`, (suppressed) =>
         ctx.logger.warn(
           { tool: ctx.toolName, err: error, ...(suppressed > 0 ? { repeated: suppressed } : {}) },
           `idempotency: a finished call's result is not JSON and was not kept; ${then}`,
+        ),
+      );
+    } else if (why === 'too large') {
+      notKeptLog(`idempotency:too-large:${ctx.toolName}`, (suppressed) =>
+        ctx.logger.warn(
+          {
+            tool: ctx.toolName,
+            maxResultSize: opts.maxResultSize,
+            ...(suppressed > 0 ? { repeated: suppressed } : {}),
+          },
+          `idempotency: a finished call's result is longer than maxResultSize and was not kept; ${then}`,
         ),
       );
     } else {
@@ -393,7 +413,10 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
           }
           // This call will not run under it: once the store answers, a claim of its own is removed, so
           // retries are not kept waiting for claimTtlMs by a call that is not running.
-          replaceLostClaim(keys, { token, expires: Date.now() + opts.claimTtlMs });
+          // `claimExpires` was taken before the write: the claim, if it landed, expires no earlier. A time
+          // taken now (after the write timed out and the read failed, up to 2 × storeTimeoutMs later) would
+          // let the removal run past the claim's real expiry and delete the claim of a call made since.
+          replaceLostClaim(keys, { token, expires: claimExpires });
           return storeDown(ctx, keys, opts, next, 'setIfAbsent', error);
         }
         if (ctx.signal.aborted) throw ctx.signal.reason;
@@ -475,7 +498,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     for (const timer of lostClaims) clearTimeout(timer);
     lostClaims.clear();
     bounded.flush();
-    unserialisable.flush();
+    notKeptLog.flush();
     if (given === undefined) await store.close?.();
   };
   return middleware;

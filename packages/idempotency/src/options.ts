@@ -17,6 +17,12 @@ export interface IdempotencyToolOptions {
   onStoreFailure: OnStoreFailure;
   /** Arguments left out of the call's digest (a confirmation token differs between a first call and its confirmed retry). @default ['confirmation'] */
   ignoreArguments: readonly string[];
+  /**
+   * Longest result kept, in characters of its stored JSON. A longer one is not kept: a small marker says
+   * the call ran (a retry is answered `repeated_call`, never run again). Bounds what one call can put in
+   * the store, so the store's entry limits bound its memory. @default 65536
+   */
+  maxResultSize: number;
 }
 
 /** Options of `createIdempotency`. */
@@ -38,6 +44,7 @@ export const TOOL_DEFAULTS: IdempotencyToolOptions = Object.freeze({
   storeFailures: false,
   onStoreFailure: 'closed',
   ignoreArguments: Object.freeze(['confirmation']),
+  maxResultSize: 65_536,
 });
 
 export function checkToolOptions(resolved: Readonly<IdempotencyToolOptions>, where: string): void {
@@ -45,6 +52,9 @@ export function checkToolOptions(resolved: Readonly<IdempotencyToolOptions>, whe
     if (!(Number.isInteger(resolved[field]) && resolved[field] >= 1)) {
       throw new RangeError(`${where}: ${field} must be a positive integer of milliseconds`);
     }
+  }
+  if (!(Number.isInteger(resolved.maxResultSize) && resolved.maxResultSize >= 1)) {
+    throw new RangeError(`${where}: maxResultSize must be a positive integer of characters`);
   }
   if (resolved.onStoreFailure !== 'closed' && resolved.onStoreFailure !== 'open') {
     throw new TypeError(`${where}: onStoreFailure must be 'closed' or 'open'`);

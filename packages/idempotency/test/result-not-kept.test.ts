@@ -479,7 +479,9 @@ if (TEST_REDIS_URL === undefined) {
           store: createRedisStore(redis, { prefix: 'big:', timeoutMs: 5000 }),
           storeTimeoutMs: 5000,
           pollIntervalMs: 10,
-          tools: { create_refund: { claimTtlMs: 60_000 } },
+          // Over the default maxResultSize (64 Ki characters): raised so that the 6 MB result (twice over in
+          // the stored JSON: its structuredContent and the content text) reaches Redis and its OOM.
+          tools: { create_refund: { claimTtlMs: 60_000, maxResultSize: 32 * 1024 * 1024 } },
         });
       const [atOne, atTwo] = [replica(patient), replica(second)];
       closers.push(atOne, atTwo);
