@@ -3,8 +3,11 @@ import { types } from 'node:util';
 /**
  * JSON with object keys sorted at every depth, so equal values always give equal text. The one helper
  * every package uses for cache keys and hashes. `undefined` members are dropped as JSON.stringify
- * drops them; a cycle throws, and so does a Map, a Set, a WeakMap or a WeakSet (JSON.stringify writes
- * each as `{}`, so two different ones would give one key: convert it to an array or a plain object).
+ * drops them; a cycle throws, and so does any value JSON.stringify would write as `{}` whatever it
+ * holds, since two different ones would give one key: a Map, a Set, a WeakMap, a WeakSet, a RegExp, and
+ * an instance of a class (no `toJSON`) with no enumerable field of its own, whose state, if any, is in
+ * private fields or its prototype (a transform's `new RegExp(s)`, an Error, an ArrayBuffer). Convert
+ * such a value to a string, an array or a plain object first.
  */
 export function canonicalJson(value: unknown): string {
   // Most values keys are made of (validated arguments, identities) are plain data whose keys are
@@ -80,7 +83,7 @@ function write(value: unknown, depth: number, path: Set<object> | undefined): st
   const unwritable = unwritableKind(object);
   if (unwritable !== undefined) {
     throw new TypeError(
-      `canonicalJson: cannot serialise a ${unwritable}: its entries are not JSON and it would be written as {}; convert it to an array or a plain object first`,
+      `canonicalJson: cannot serialise a ${unwritable}: its contents are not JSON and it would be written as {}; convert it to an array or a plain object first`,
     );
   }
   let tracked: Set<object> | undefined;
@@ -100,6 +103,11 @@ function write(value: unknown, depth: number, path: Set<object> | undefined): st
     }
     const record = object as Record<string, unknown>;
     const keys = Object.keys(record);
+    if (keys.length === 0 && !isRootObject(object)) {
+      throw new TypeError(
+        `canonicalJson: cannot serialise ${describeInstance(object)} with no enumerable field of its own: it would be written as {} whatever it holds; convert it to a string or a plain object first`,
+      );
+    }
     if (keys.length > 1) keys.sort();
     let out = '{';
     for (const key of keys) {
@@ -114,8 +122,28 @@ function write(value: unknown, depth: number, path: Set<object> | undefined): st
   }
 }
 
-/** The name of a collection whose contents JSON cannot see (any realm), or undefined. */
+/**
+ * Whether an object's prototype is none or a realm's `Object.prototype` (a plain object, also from
+ * another realm): its content is its own enumerable fields, so an empty one is `{}` indeed.
+ */
+function isRootObject(object: object): boolean {
+  const prototype: unknown = Object.getPrototypeOf(object);
+  return prototype === null || Object.getPrototypeOf(prototype) === null;
+}
+
+function describeInstance(object: object): string {
+  let name: unknown;
+  try {
+    name = (object as { constructor?: { name?: unknown } }).constructor?.name;
+  } catch {
+    name = undefined;
+  }
+  return typeof name === 'string' && name !== '' ? `an instance of ${name}` : 'an object of a class';
+}
+
+/** The name of a value whose contents JSON cannot see (any realm), or undefined. */
 function unwritableKind(object: object): string | undefined {
+  if (types.isRegExp(object)) return 'RegExp';
   if (types.isMap(object)) return 'Map';
   if (types.isSet(object)) return 'Set';
   if (types.isWeakMap(object)) return 'WeakMap';

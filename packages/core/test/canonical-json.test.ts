@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import * as z from 'zod';
@@ -52,6 +53,39 @@ describe('canonicalJson', () => {
       '{"tenant":{"id":"a"}}',
     );
     expect(canonicalJson([...new Set(['b', 'a'])])).toBe('["b","a"]');
+  });
+
+  it('refuses a value JSON writes as {} whatever it holds: a RegExp, a class instance with private state', () => {
+    class Token {
+      readonly #secret: string;
+      constructor(secret: string) {
+        this.#secret = secret;
+      }
+      get length(): number {
+        return this.#secret.length;
+      }
+    }
+    // Two different arguments a transform made (`z.string().transform((s) => new RegExp(s))`) gave the
+    // same key ({}), so a cached answer for one was the answer for the other.
+    for (const value of [/a/, { pattern: /b/g }, new Token('x'), [new Error('boom')], new ArrayBuffer(4)]) {
+      expect(() => canonicalJson(value)).toThrow(TypeError);
+    }
+    expect(() => canonicalJson({ pattern: /a/ })).toThrow('cannot serialise a RegExp');
+    expect(() => canonicalJson(new Token('y'))).toThrow('an instance of Token with no enumerable field');
+    // What stays written: a class with fields of its own, one with toJSON, empty plain objects (also of
+    // another realm and without a prototype), and a Date.
+    class Money {
+      constructor(
+        readonly amount: number,
+        readonly currency: string,
+      ) {}
+    }
+    expect(canonicalJson(new Money(5, 'EUR'))).toBe('{"amount":5,"currency":"EUR"}');
+    expect(canonicalJson({ a: {}, b: Object.create(null), c: runInNewContext('({})') })).toBe(
+      '{"a":{},"b":{},"c":{}}',
+    );
+    expect(canonicalJson(new URL('https://example.com/x'))).toBe('"https://example.com/x"');
+    expect(canonicalJson(new Date(0))).toBe('"1970-01-01T00:00:00.000Z"');
   });
 
   it('escapes keys and strings as JSON does', () => {

@@ -90,6 +90,31 @@ describe('repeat-guard: calls it cannot key run, never fail', () => {
   });
 });
 
+describe('repeat-guard: arguments a transform turned into values JSON writes as {}', () => {
+  it('never answers one pattern with another pattern’s result: a RegExp argument is not keyed, the call runs', async () => {
+    const runs: string[] = [];
+    const tools = [
+      defineTool({
+        name: 'find_lines',
+        description: 'Lines matching a pattern.',
+        input: { pattern: z.string().transform((source) => new RegExp(source)) },
+        handler: async ({ pattern }) => {
+          runs.push(pattern.source);
+          return ok({ matched: ['alpha', 'beta'].filter((line) => pattern.test(line)) });
+        },
+      }) as ToolDefinition,
+    ];
+    const client = await serve(tools, [createRepeatGuard()], { logger: recordingLogger([]) });
+    const first = await client.callTool('find_lines', { pattern: '^a' });
+    expect(first.structuredContent).toEqual({ ok: true, matched: ['alpha'] });
+    // Core's canonicalJson wrote both RegExps as {}: this call was answered with the first one's lines.
+    const second = await client.callTool('find_lines', { pattern: '^b' });
+    expect(second.isError, textOf(second)).not.toBe(true);
+    expect(second.structuredContent).toEqual({ ok: true, matched: ['beta'] });
+    expect(runs).toEqual(['^a', '^b']);
+  });
+});
+
 describe('repeat-guard: a failure core withheld stays withheld on the repeat', () => {
   it('never shows the raw text of a failure without an envelope (a middleware below returned it): the repeat runs and is answered internal again', async () => {
     let runs = 0;
