@@ -41,6 +41,23 @@ function shapeOf(value: unknown, keyOf: (key: string) => string, depth: number):
   if (depth >= MAX_DEPTH) return 'object';
   // A null-prototype target keeps a `__proto__` key as data instead of swapping the prototype.
   const out: Record<string, unknown> = Object.create(null);
-  for (const [key, item] of Object.entries(value)) out[keyOf(key)] = shapeOf(item, keyOf, depth + 1);
+  // Per recorded name that collided, the next number to try (made at the first collision only).
+  let taken: Map<string, number> | undefined;
+  for (const [key, item] of Object.entries(value)) {
+    let name = keyOf(key);
+    // Two keys recorded under one name (two secret-shaped keys both redacted to `[REDACTED]`, or a
+    // key spelled `[REDACTED]` beside one) would merge, and the shape of one argument would vanish
+    // from the record: the later one becomes `name (2)`, `name (3)`, ..., as core's `mapStrings`
+    // names them in redacted mode. The next number is remembered per name, so thousands of colliding
+    // keys cost one probe each, not a count from 2 every time.
+    if (Object.hasOwn(out, name)) {
+      taken ??= new Map();
+      let number = taken.get(name) ?? 2;
+      while (Object.hasOwn(out, `${name} (${number})`)) number += 1;
+      taken.set(name, number + 1);
+      name = `${name} (${number})`;
+    }
+    out[name] = shapeOf(item, keyOf, depth + 1);
+  }
   return out;
 }

@@ -94,6 +94,10 @@ export function canonicalOf(
   if (after !== undefined) s += `"after":${after},`;
   s += '"args":';
   s += captured.args;
+  if (captured.argsPreview !== undefined) {
+    s += ',"argsPreview":';
+    s += captured.argsPreview;
+  }
   if (captured.bindings !== undefined) {
     s += ',"bindings":';
     s += captured.bindings;

@@ -10,6 +10,7 @@ import {
   type ToolResult,
   toolErrorResult,
 } from '@toolgate/core';
+import { ARGS_PREVIEW_CHARS, argsPreview } from './args-preview.js';
 import type { ArgsMode } from './types.js';
 
 // Longest tool name and string request id recorded: both are what the client sent.
@@ -52,6 +53,8 @@ export function resultOfThrow(ctx: ToolContext, error: unknown): ToolResult {
 export interface CapturedRecord {
   /** Redacted canonical JSON of the args (or their shape), cut at `maxArgsChars`. */
   readonly args: string;
+  /** Args over `maxArgsChars`: the same JSON with long values cut to fit (see `argsPreview`); else undefined. */
+  readonly argsPreview: string | undefined;
   /** Redacted canonical JSON of the bound values, when there are any. */
   readonly bindings: string | undefined;
   /** Redacted canonical JSON of the decisions (`[]` when none). */
@@ -100,8 +103,14 @@ export function captureCall(
   const toolName = unknownTool ? (JSON.parse(settings.redactedJson(ctx.toolName)) as string) : ctx.toolName;
   const tool = capped(toolName);
   let args = settings.args === 'shape' ? settings.shapeJson(ctx.rawArgs) : settings.redactedJson(ctx.rawArgs);
-  // Keeps a hostile megabyte argument from becoming a megabyte record; everything else stays.
-  if (args.length > maxArgsChars) args = JSON.stringify(`[Truncated: ${args.length} characters]`);
+  let preview: string | undefined;
+  // Keeps a hostile megabyte argument from becoming a megabyte record. The marker alone would hide
+  // every other argument of the call too (pad one, and the record no longer shows the rest): the
+  // preview keeps each argument's name and the start of its value, within a bound of its own.
+  if (args.length > maxArgsChars) {
+    preview = argsPreview(args, Math.min(maxArgsChars, ARGS_PREVIEW_CHARS));
+    args = JSON.stringify(`[Truncated: ${args.length} characters]`);
+  }
   // Values bound from the caller (a customer id from the token) are recorded beside the identity,
   // redacted like args: they decide what the call could see.
   const bindings = hasKeys(ctx.bindings) ? settings.redactedJson(ctx.bindings) : undefined;
@@ -116,6 +125,7 @@ export function captureCall(
     RECORD_OVERHEAD +
     chainId.length +
     args.length +
+    (preview?.length ?? 0) +
     decisions.length +
     caller.length +
     tool.length +
@@ -129,6 +139,7 @@ export function captureCall(
     (traceId?.length ?? 0);
   return {
     args,
+    argsPreview: preview,
     bindings,
     decisions,
     aborted: wasAborted(ctx.signal, request.signal),

@@ -33,8 +33,14 @@ export interface AuditRecord {
   tool: string;
   /** Present (true) when the client named a tool the server does not have. */
   unknownTool?: true;
-  /** The arguments as the client sent them: secrets redacted, or only their shape. */
+  /** The arguments as the client sent them: secrets redacted, or only their shape; over `maxArgsChars`, `[Truncated: N characters]`. */
   args: unknown;
+  /**
+   * Present when `args` was cut: the same arguments with every long string, key, array and object cut
+   * (marked `…[+N characters]`, `[+N more items]`, `[+N more keys]`), at most 2,048 characters of JSON,
+   * so a padded argument cannot hide the others. Absent when even that does not fit.
+   */
+  argsPreview?: unknown;
   /** `ok`, or the error code the client got. */
   outcome: 'ok' | ErrorCode;
   /** The incident id the client saw, when there is one. */
@@ -220,7 +226,10 @@ export interface AuditOptions extends Partial<AuditToolOptions> {
   maxWaitMs?: number;
   /** How long `close()` retries a failing sink (a hung write gets 1 s more) before reporting the rest lost. @default 10000 */
   closeTimeoutMs?: number;
-  /** Longest args (characters of canonical JSON) kept; longer ones become `[Truncated: N characters]`. @default 65536 */
+  /**
+   * Longest args (characters of canonical JSON) kept; longer ones become `[Truncated: N characters]`,
+   * with an `argsPreview` beside them (each value cut short, at most 2,048 characters). @default 65536
+   */
   maxArgsChars?: number;
   /** Per-tool overrides; `false` records nothing for that tool. @default {} */
   tools?: Record<string, Partial<AuditToolOptions> | false>;

@@ -1,5 +1,4 @@
 import { createReadStream } from 'node:fs';
-import { createInterface } from 'node:readline';
 import { canonicalJson, withDeadline } from '@toolgate/core';
 import {
   GENESIS_HASH,
@@ -215,12 +214,8 @@ export async function verifyAuditFile(path: string, options?: VerifyOptions): Pr
 
 async function verifyFilePass(path: string, pass: Pass): Promise<VerifyResult> {
   const stream = createReadStream(path, { encoding: 'utf8' });
-  const lines = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY });
-  let endsWithNewline = true;
-  stream.on('data', (chunk) => {
-    if (chunk.length > 0) endsWithNewline = chunk[chunk.length - 1] === '\n';
-  });
-  const source = lines[Symbol.asyncIterator]();
+  const file = { endsWithNewline: true };
+  const source = fileLines(stream, file);
   // A wrapper, so that the verifier stopping early leaves `source` open to ask whether lines follow.
   let read = 0;
   const unclosed = {
@@ -237,14 +232,45 @@ async function verifyFilePass(path: string, pass: Pass): Promise<VerifyResult> {
     if (result.intact || result.reason !== notRecordReason(result.brokenAt)) return result;
     // The failing line is the last one and no newline ends it: a write cut short (a crash mid-write;
     // a sink reopening the file closes such a line and chains on from the record before it).
-    if (result.brokenAt === read && (await source.next()).done && !endsWithNewline) {
+    if (result.brokenAt === read && (await source.next()).done && !file.endsWithNewline) {
       return { ...result, reason: tornReason(result.brokenAt) };
     }
     return result;
   } finally {
-    lines.close();
+    await source.return(undefined);
     stream.destroy();
   }
+}
+
+/**
+ * The lines of a file as the file sink writes them: split at `\n` only, each line's text exactly as
+ * stored. Not `readline`: it also ends a line at a lone `\r` and drops the `\r` of `\r\n`, so a file
+ * whose line ends were rewritten (CRLF, or `\r` alone, which a reader splitting at `\n` sees as one
+ * line holding two records) would verify as the file that was written. A record never holds a raw
+ * `\r` (JSON escapes it), so here one is part of its line, and that line is not the exact text that
+ * was hashed. `file.endsWithNewline` says, once the stream ended, whether its last byte was `\n`.
+ */
+async function* fileLines(
+  stream: AsyncIterable<string>,
+  file: { endsWithNewline: boolean },
+): AsyncGenerator<string, void, undefined> {
+  let pending = '';
+  for await (const chunk of stream) {
+    if (chunk.length === 0) continue;
+    file.endsWithNewline = chunk.charCodeAt(chunk.length - 1) === 0x0a;
+    let start = 0;
+    let end = chunk.indexOf('\n');
+    while (end !== -1) {
+      const line = pending + chunk.slice(start, end);
+      pending = '';
+      yield line;
+      start = end + 1;
+      end = chunk.indexOf('\n', start);
+    }
+    pending += chunk.slice(start);
+  }
+  // The text after the last newline: a line the file ends inside (a torn write), never an empty one.
+  if (pending !== '') yield pending;
 }
 
 function notRecordReason(line: number): string {

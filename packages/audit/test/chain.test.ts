@@ -144,6 +144,7 @@ describe('captureCall + sealRecord', () => {
       const chainId = pick('chainId');
       const captured: CapturedRecord = {
         args: `{"i":${index}}`,
+        argsPreview: index % 4 === 0 ? '{"i":"x…[+5 characters]"}' : undefined,
         bindings: index % 7 === 0 ? '{"customerId":7}' : undefined,
         decisions: pick('decisions'),
         aborted: index % 11 === 0,
@@ -170,6 +171,7 @@ describe('captureCall + sealRecord', () => {
       expect(rest).toEqual({
         ...(captured.aborted ? { aborted: true } : {}),
         args: { i: index },
+        ...(captured.argsPreview ? { argsPreview: { i: 'x…[+5 characters]' } } : {}),
         ...(captured.bindings ? { bindings: { customerId: 7 } } : {}),
         caller: captured.caller,
         chainId,
