@@ -1,4 +1,5 @@
-import { isAbortError, type ToolContext, withDeadline } from '@toolgate/core';
+import { performance } from 'node:perf_hooks';
+import { isAbortError, type Logger, type ToolContext, withDeadline } from '@toolgate/core';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Limit } from './limits.js';
 import type { RedisRateLimitClient } from './types.js';
@@ -28,52 +29,116 @@ interface ConsumeMarks {
   abandoned?: boolean;
 }
 
-/** The in-process insurance: the same limit in memory, which marks the calls it judges. */
+/**
+ * The in-process insurance: the same limit in memory (a bounded `memoryCounter`, not
+ * rate-limiter-flexible's store, which keeps every key and a timer per key for a window and follows the
+ * wall clock), and it marks the calls it judges. It extends `RateLimiterMemory` because
+ * rate-limiter-flexible accepts only its own limiters as insurance; only `consume` is ever called.
+ */
 class InsuranceLimiter extends RateLimiterMemory {
+  readonly #counter: SyncCounter;
+
+  constructor(limit: Limit, maxKeys: number) {
+    super({ points: limit.points, duration: limit.seconds, keyPrefix: '' });
+    this.#counter = memoryCounter(limit, { maxKeys });
+  }
+
   override consume(
     key: string | number,
-    points = 1,
+    _points = 1,
     options: Record<string, unknown> = {},
   ): Promise<RateLimiterRes> {
     const marks = options as ConsumeMarks;
     if (marks.abandoned === true) return Promise.resolve(new RateLimiterRes(this.points, 0, 0, false));
     marks.insured = true;
-    return super.consume(key, points, options);
+    const judgement = this.#counter.consumeNow(String(key));
+    if (judgement.kind === 'limited') {
+      return Promise.reject(new RateLimiterRes(0, judgement.msBeforeNext, this.points + 1, false));
+    }
+    return Promise.resolve(new RateLimiterRes(0, 0, 1, false));
   }
 }
 
 /** A counter whose judgement is immediate (the memory store): no Promise per limit per call. */
 export interface SyncCounter extends Counter {
-  consumeNow(key: string): Judgement;
+  /** Counts one call of `key`; `logger` hears (throttled by the caller of `onFull`) when the counter is full. */
+  consumeNow(key: string, logger?: Logger): Judgement;
+  /** Windows held now (expired ones may linger until the next new window). */
+  readonly size: number;
 }
 
 const ALLOWED: Judgement = Object.freeze({ kind: 'allowed', insured: false });
 
+/** How a memory counter bounds itself. */
+export interface MemoryCounterOptions {
+  /** Most windows held; past it the window that ends first is dropped to make room. */
+  readonly maxKeys: number;
+  /** Called (with the call's logger) each time a live window is dropped to make room. */
+  readonly onFull?: (logger: Logger) => void;
+}
+
 /**
  * A memory counter: a fixed window per key that starts at the key's first call, like
- * rate-limiter-flexible's `RateLimiterMemory` (which the Redis store's insurance still uses), but
- * synchronous and without a timer per key: expired windows are swept at most once a window. No deadline,
- * since an in-process Map cannot hang.
+ * rate-limiter-flexible's `RateLimiterMemory`, but synchronous, without a timer per key, and bounded.
+ * No deadline, since an in-process Map cannot hang.
+ *
+ * - Time is the monotonic clock (`performance.now()`), not the wall clock: a wall clock stepped forward
+ *   (NTP, an operator, a VM resumed) would end every window early and hand each caller a new budget,
+ *   one stepped back would hold callers for the length of the step, past their window.
+ * - Windows are kept in the order they end: all of one counter have the same length and a monotonic
+ *   start, and a window that starts over is moved to the back. The expired ones are then a prefix of
+ *   the map, dropped from the front when a new window opens (no walk over the live ones).
+ * - At most `maxKeys` windows: a flood of distinct callers (new tokens, sessions, bindings) would
+ *   otherwise grow the map by one entry per caller for a whole window. Past it the window that ends
+ *   first is dropped. That never costs anyone a call: only the dropped caller gains a fresh window, and
+ *   a flood that large already holds that many fresh budgets of its own. (Refusing new callers instead
+ *   would let the flood lock every new caller out.)
  */
-export function memoryCounter(limit: Limit): SyncCounter {
+export function memoryCounter(limit: Limit, options: MemoryCounterOptions): SyncCounter {
   const windowMs = limit.seconds * 1000;
+  const { maxKeys, onFull } = options;
   const windows = new Map<string, { count: number; resetAt: number }>();
-  let nextSweepAt = Date.now() + windowMs;
-  const consumeNow = (key: string): Judgement => {
-    const now = Date.now();
-    if (now >= nextSweepAt) {
-      for (const [held, window] of windows) if (window.resetAt <= now) windows.delete(held);
-      nextSweepAt = now + windowMs;
+  // When the first window of the map ends: nothing to drop before then (Infinity while empty).
+  let firstResetAt = Number.POSITIVE_INFINITY;
+  const makeRoom = (now: number, logger: Logger | undefined): void => {
+    if (now < firstResetAt && windows.size < maxKeys) return;
+    let full = false;
+    for (const [held, window] of windows) {
+      if (window.resetAt <= now) {
+        windows.delete(held);
+      } else if (windows.size >= maxKeys) {
+        windows.delete(held);
+        full = true;
+      } else {
+        firstResetAt = window.resetAt;
+        break;
+      }
     }
-    const window = windows.get(key);
-    if (window === undefined || window.resetAt <= now) {
-      windows.set(key, { count: 1, resetAt: now + windowMs });
-      return limit.points >= 1 ? ALLOWED : limitedFor(limit, windowMs);
-    }
-    window.count += 1;
-    return window.count <= limit.points ? ALLOWED : limitedFor(limit, window.resetAt - now);
+    if (windows.size === 0) firstResetAt = Number.POSITIVE_INFINITY;
+    if (full && logger !== undefined) onFull?.(logger);
   };
-  return { consumeNow, consume: (key) => Promise.resolve(consumeNow(key)) };
+  const consumeNow = (key: string, logger?: Logger): Judgement => {
+    const now = performance.now();
+    const window = windows.get(key);
+    if (window !== undefined && window.resetAt > now) {
+      window.count += 1;
+      return window.count <= limit.points ? ALLOWED : limitedFor(limit, window.resetAt - now);
+    }
+    // A new window, or one that starts over (moved to the back, so the map stays in order of ending).
+    if (window !== undefined) windows.delete(key);
+    makeRoom(now, logger);
+    const resetAt = now + windowMs;
+    if (windows.size === 0) firstResetAt = resetAt;
+    windows.set(key, { count: 1, resetAt });
+    return limit.points >= 1 ? ALLOWED : limitedFor(limit, windowMs);
+  };
+  return {
+    consumeNow,
+    consume: (key, ctx) => Promise.resolve(consumeNow(key, ctx.logger)),
+    get size() {
+      return windows.size;
+    },
+  };
 }
 
 function limitedFor(limit: Limit, msBeforeNext: number): Judgement {
@@ -88,11 +153,9 @@ function limitedFor(limit: Limit, msBeforeNext: number): Judgement {
 export function redisCounter(
   limit: Limit,
   client: RedisRateLimitClient,
-  options: { timeoutMs: number; insured: boolean },
+  options: { timeoutMs: number; insured: boolean; maxKeys: number },
 ): Counter {
-  const insurance = options.insured
-    ? new InsuranceLimiter({ points: limit.points, duration: limit.seconds, keyPrefix: '' })
-    : undefined;
+  const insurance = options.insured ? new InsuranceLimiter(limit, options.maxKeys) : undefined;
   const limiter = new RateLimiterRedis({
     storeClient: client,
     points: limit.points,

@@ -1,8 +1,10 @@
+import { createHash } from 'node:crypto';
 import {
   callerScope,
   closesSilentRedisConnections,
   createLogThrottle,
   isPassThrough,
+  type Logger,
   type NextFn,
   resolveToolOptions,
   type ToolContext,
@@ -53,6 +55,10 @@ export function createRateLimit(options: RateLimitOptions = {}): RateLimitMiddle
   const store = options.store ?? 'memory';
   const redis = store === 'memory' ? undefined : checkRedisClient(store);
   const countRefusedCalls = options.countRefusedCalls ?? true;
+  const maxMemoryKeys = options.maxMemoryKeys ?? 100_000;
+  if (!(Number.isSafeInteger(maxMemoryKeys) && maxMemoryKeys >= 1)) {
+    throw new RangeError(`${WHERE}: maxMemoryKeys must be a positive integer`);
+  }
 
   // One counter per limit name: a tool that repeats a global limit shares its counter.
   const limits = new Map<string, Limit>();
@@ -85,17 +91,26 @@ export function createRateLimit(options: RateLimitOptions = {}): RateLimitMiddle
   });
   if (limits.size === 0) throw new TypeError(`${WHERE}: give at least one limit (globally or for a tool)`);
 
+  const logThrottle = createLogThrottle({ intervalMs: options.logIntervalMs ?? 60_000 });
+  // A full memory store is a flood of distinct callers, not an outage: one line per limit and interval,
+  // naming the limit and the bound, never a caller.
+  const reportFull = (limit: Limit) => (logger: Logger) =>
+    logThrottle(`full:${limit.name}`, (suppressed) => {
+      logger.warn(
+        { limit: limit.name, maxMemoryKeys, suppressed },
+        `rate-limit: the memory store is full (maxMemoryKeys windows of limit ${limit.name}); the windows that end first are dropped to make room`,
+      );
+    });
   const counters = new Map<string, Counter>();
   for (const limit of limits.values()) {
     counters.set(
       limit.name,
       redis === undefined
-        ? memoryCounter(limit)
-        : redisCounter(limit, redis, { timeoutMs, insured: onStoreError === 'open' }),
+        ? memoryCounter(limit, { maxKeys: maxMemoryKeys, onFull: reportFull(limit) })
+        : redisCounter(limit, redis, { timeoutMs, insured: onStoreError === 'open', maxKeys: maxMemoryKeys }),
     );
   }
   const keyOf = createKeyBuilder(keyPrefix);
-  const logThrottle = createLogThrottle({ intervalMs: options.logIntervalMs ?? 60_000 });
 
   const judge = async (ctx: ToolContext, stage: readonly Limit[]): Promise<Judgement[]> =>
     Promise.all(stage.map((limit) => (counters.get(limit.name) as Counter).consume(keyOf(limit, ctx), ctx)));
@@ -106,7 +121,10 @@ export function createRateLimit(options: RateLimitOptions = {}): RateLimitMiddle
   const judgeNow = (ctx: ToolContext, stage: readonly Limit[]): ToolResult | undefined => {
     let limited: Extract<Judgement, { kind: 'limited' }> | undefined;
     for (const limit of stage) {
-      const judgement = (counters.get(limit.name) as SyncCounter).consumeNow(memoryKey(limit, ctx));
+      const judgement = (counters.get(limit.name) as SyncCounter).consumeNow(
+        memoryKey(limit, ctx),
+        ctx.logger,
+      );
       if (
         judgement.kind === 'limited' &&
         (limited === undefined || judgement.msBeforeNext > limited.msBeforeNext)
@@ -245,11 +263,25 @@ export function createRateLimit(options: RateLimitOptions = {}): RateLimitMiddle
   return middleware;
 }
 
-/** A memory counter's key: the caller scope itself (never leaves the process), plus the tool where it counts. */
+/**
+ * A memory counter's key: the caller scope itself (it never leaves the process), plus the tool where it
+ * counts. A scope longer than `MAX_HELD_SCOPE` (a subject, claim or binding of kilobytes: an id is as
+ * long as a token lets it be) is held as its SHA-256 instead, so that a window costs a short key
+ * whatever the caller sends: `maxMemoryKeys` then bounds the store's memory, not only its entries. A
+ * digest (base64url) never starts with `[` as a scope (JSON) does, so the two kinds cannot meet.
+ */
 function memoryKey(limit: Limit, ctx: ToolContext): string {
-  const base = isCallerLimit(limit) ? callerScope(ctx) : '';
+  let base = '';
+  if (isCallerLimit(limit)) {
+    base = callerScope(ctx);
+    // Hashed here, not through core's callerTag, whose cache would hold the long scope itself.
+    if (base.length > MAX_HELD_SCOPE) base = createHash('sha256').update(base).digest('base64url');
+  }
   return limit.per === 'caller-tool' || limit.per === 'tool' ? `${base}\u0000${ctx.toolName}` : base;
 }
+
+/** Longest caller scope a memory counter holds as it is (a subject id with issuer is well under it). */
+const MAX_HELD_SCOPE = 256;
 
 function sameLimit(a: Limit, b: Limit): boolean {
   return a.per === b.per && a.points === b.points && a.seconds === b.seconds;

@@ -72,6 +72,12 @@ export interface RateLimitOptions extends Partial<ToolRateLimits> {
    * (or an attacker) cannot spam invalid calls for free. @default true
    */
   countRefusedCalls?: boolean;
+  /**
+   * Most windows one limit holds in process: the memory store's counters, and with Redis the fail-open
+   * insurance. Past it, the window that ends first is dropped to make room (its caller starts a fresh
+   * window; nobody is refused for it) and one line per interval is logged. @default 100000
+   */
+  maxMemoryKeys?: number;
   /** First part of every key; no braces (they mark the Redis Cluster hash tag). @default 'tg:rl' */
   keyPrefix?: string;
   /** How long a store incident logs only one line (then one line with the count), in ms. @default 60000 */
