@@ -112,7 +112,11 @@ export function callKey(ctx: CallParts): string {
 }
 
 // A server sees few callers and many calls: tags are kept (bounded) rather than rehashed per call.
+// Only for scopes up to MAX_CACHED_SCOPE_CHARS: a subject or bound value can be as long as a token
+// allows (16 KiB), and 4096 such scopes held as keys would be some 130 MB. Longer ones are hashed on
+// every call (a microsecond or two; such callers are rare).
 const MAX_CACHED_TAGS = 4096;
+const MAX_CACHED_SCOPE_CHARS = 512;
 const tags = new Map<string, string>();
 
 /**
@@ -127,6 +131,7 @@ export function callerTag(ctx: ScopeParts): string {
   let tag = tags.get(scope);
   if (tag === undefined) {
     tag = createHash('sha256').update(scope).digest('base64url').slice(0, 22);
+    if (scope.length > MAX_CACHED_SCOPE_CHARS) return tag;
     if (tags.size >= MAX_CACHED_TAGS) tags.clear();
     tags.set(scope, tag);
   }

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -203,6 +204,27 @@ describe('callKey and callerScope', () => {
       // The same caller again (a new context object) gets the same tag.
       expect(callerTag(bound(parts[i]!.caller.id, { ...parts[i]!.bindings }))).toBe(tag);
     }
+  });
+
+  it('callerTag keeps no long scope alive: callers with 16 kB ids cost the heap nothing once tagged', () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const heap = (): number => {
+      gc();
+      gc();
+      return process.memoryUsage().heapUsed;
+    };
+    const padding = 'x'.repeat(16_000);
+    const before = heap();
+    const seen = new Set<string>();
+    for (let i = 0; i < 3000; i += 1) {
+      // A subject as long as a 16 KiB token allows, distinct per caller (flat strings, as parsed JSON gives).
+      const id = `sub:https://issuer|${i}-${padding}`.split('').join('');
+      seen.add(callerTag({ caller: { id, kind: 'subject' }, bindings: Object.freeze({}) }));
+    }
+    expect(seen.size).toBe(3000);
+    // Held as cache keys, the scopes were 48 MB; tags alone are a few hundred kB.
+    expect(heap() - before).toBeLessThan(8 * 2 ** 20);
   });
 });
 
