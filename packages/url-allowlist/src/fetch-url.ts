@@ -1,3 +1,4 @@
+import { maxHeaderSize } from 'node:http';
 import { deadlineSignal } from '@toolgate/core';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { HTTP_TOKEN, type NormalPolicy } from './options.js';
@@ -36,6 +37,11 @@ const HOP_HEADER_HINT =
 // 16 MiB, zstd up to 128 MiB) for every response, however little of it is read.
 const DEFAULT_ACCEPT_ENCODING = 'gzip, deflate';
 const WINDOWED_CODINGS: ReadonlySet<string> = new Set(['br', 'zstd']);
+// What one response may put on the wire beyond twice maxBodyBytes: its head (status line and headers,
+// which undici caps at http.maxHeaderSize), an interim 100/103 or two, chunk framing, and what the
+// parser and decoders read ahead of the body reader. Twice maxBodyBytes leaves room for framing of
+// small chunks and codings that grow incompressible data (deflate adds 5 bytes per 64 KiB block).
+const RESPONSE_BYTES_ALLOWANCE = 2 * maxHeaderSize + 256 * 1024;
 // Describe the body: dropped with it (303), kept with it on any hop that resends it (307/308).
 const BODY_HEADERS: ReadonlySet<string> = new Set(['content-type', 'content-encoding', 'content-language']);
 
@@ -240,7 +246,13 @@ async function fetchPinned(
   const agent = new Agent({
     connect: createPinnedConnector(
       { protocol, hostname: checked.hostname, port: checked.port, address: checked.addresses[0]! },
-      { ca: policy.ca, timeoutMs: policy.timeoutMs },
+      {
+        ca: policy.ca,
+        timeoutMs: policy.timeoutMs,
+        // maxBodyBytes counts decoded body bytes only; this bounds everything else the server sends
+        // (a body that decodes to nothing, chunk extensions, endless 1xx responses): see capReads.
+        maxResponseBytes: 2 * policy.maxBodyBytes + RESPONSE_BYTES_ALLOWANCE,
+      },
     ),
   });
   try {

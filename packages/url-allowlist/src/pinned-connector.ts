@@ -1,4 +1,4 @@
-import { isIP } from 'node:net';
+import { isIP, type Socket } from 'node:net';
 import { buildConnector } from 'undici';
 
 /** The one origin a connector may dial, and the checked address it dials instead of resolving. */
@@ -14,6 +14,20 @@ export interface PinnedConnectorOptions {
   ca?: string | Buffer | (string | Buffer)[] | undefined;
   /** Connect (and TLS handshake) timeout in ms. */
   timeoutMs: number;
+  /**
+   * Most bytes the HTTP client may read from the connection (status lines, headers, framing, the body
+   * as sent); one more destroys the socket with `ResponseBytesExceededError`. No limit when omitted.
+   */
+  maxResponseBytes?: number | undefined;
+}
+
+/** The server sent more bytes on one connection than `maxResponseBytes` allows. */
+export class ResponseBytesExceededError extends Error {
+  readonly code = 'TOOLGATE_RESPONSE_BYTES_EXCEEDED';
+  constructor(readonly limit: number) {
+    super(`toolgate url-allowlist: the server sent more than ${limit} bytes on one connection`);
+    this.name = 'ResponseBytesExceededError';
+  }
 }
 
 /**
@@ -39,13 +53,46 @@ export function createPinnedConnector(
       callback(new Error('toolgate url-allowlist: refused a connection to an unchecked origin'), null);
       return;
     }
+    const { maxResponseBytes } = options;
     base(
       {
         ...target,
         hostname: pin.address,
         ...(servername !== undefined && { servername }),
       },
-      callback,
+      maxResponseBytes === undefined
+        ? callback
+        : (...args) => {
+            // On failure undici passes the error alone (no second argument, not null).
+            const socket = args[1];
+            if (socket) capReads(socket, maxResponseBytes);
+            callback(...args);
+          },
     );
+  };
+}
+
+/**
+ * Caps the bytes the HTTP client reads from `socket`. maxBodyBytes counts the body after decoding
+ * only, and most of what a server can send never reaches it: a gzip/deflate body that decodes to
+ * (almost) nothing (an endless gzip file name, empty deflate blocks), chunk extensions, and 1xx
+ * responses are all parsed and dropped by undici without a limit, so one response could stream
+ * gigabytes through the parser and the decoder, a core busy, until timeoutMs. Counting here, below
+ * the parser, bounds all of them at once. undici reads its socket with `read()` (on 'readable'),
+ * so every byte it parses passes through this wrapper; one counter per connection.
+ */
+function capReads(socket: Socket, limit: number): void {
+  const read = socket.read;
+  let received = 0;
+  socket.read = function cappedRead(this: Socket, size?: number) {
+    const chunk: unknown = read.call(this, size);
+    if (chunk !== null && chunk !== undefined) {
+      received += (chunk as { length: number }).length;
+      if (received > limit) {
+        this.destroy(new ResponseBytesExceededError(limit));
+        return null;
+      }
+    }
+    return chunk;
   };
 }
