@@ -63,8 +63,17 @@ export function pgQueryable(
   return clientQueryable(poolOrClient, session, prepared);
 }
 
-/** What runs on a checked-out client for one call; `outcome.rolledBack` is false when a transaction may be left open. */
-type ClientWork<T> = (client: PgClientLike, outcome: { rolledBack: boolean }) => Promise<T>;
+/**
+ * Whether a connection can serve the next caller after a call: `reusable` turns false only when the
+ * connection itself failed (a statement got no answer from the server, a ROLLBACK failed), never
+ * because of what the call's work threw.
+ */
+interface Outcome {
+  reusable: boolean;
+}
+
+/** What runs on a checked-out client for one call; it sets `outcome.reusable` false when the connection failed. */
+type ClientWork<T> = (client: PgClientLike, outcome: Outcome) => Promise<T>;
 
 function poolQueryable(
   pool: PgPoolLike,
@@ -93,8 +102,8 @@ function poolQueryable(
         return readOnly(options, (runner) => runner.query(text, values));
       }
       readOnlySettings(options.timeoutMs);
-      return onPoolClient(pool, options.signal, (client) =>
-        runAlone(client, session, prepared, options, text, values),
+      return onPoolClient(pool, options.signal, (client, outcome) =>
+        runAlone(client, session, prepared, options, text, values, outcome),
       );
     },
   };
@@ -141,14 +150,19 @@ async function onPoolClient<T>(
   };
   // Reusable after an abort only when the server took the cancel (so none can land later).
   const cancelSettled = async (): Promise<boolean> => (cancel === undefined ? true : await cancel);
-  const outcome = { rolledBack: true };
+  const outcome: Outcome = { reusable: true };
+  // The connection's health comes from `outcome`, never from the error the call rejects with: a
+  // ToolError the work threw (a claim the read-back refused, a resolver's own refusal) carries no
+  // server severity, yet its transaction was rolled back and the connection is sound. Judged by the
+  // error, every such call destroyed its connection, and a tenant whose token spelled its id `+42`
+  // made each of its calls cost the server a new connection (a reconnect storm on demand).
   const transaction = run(client, outcome).then(
     async (value) => {
       release(!(await cancelSettled()));
       return value;
     },
     async (error: unknown) => {
-      release(isBroken(error) || !outcome.rolledBack || !(await cancelSettled()));
+      release(!outcome.reusable || !(await cancelSettled()));
       throw error;
     },
   );
@@ -228,15 +242,16 @@ async function runTransaction<T>(
   prepared: PreparedSettings | undefined,
   options: ReadOnlyOptions,
   work: (runner: QueryRunner) => Promise<T>,
-  outcome: { rolledBack: boolean } = { rolledBack: true },
+  outcome: Outcome = { reusable: true },
 ): Promise<T> {
   if (options.signal?.aborted) throw abortReason(options.signal);
+  refuseOpenTransaction(client, outcome);
   try {
     // No parameters, so pg sends the statements in one simple-protocol round trip.
     await replyOf(client, options.timeoutMs, client.query({ text: start }));
   } catch (error) {
     if (isBroken(error)) {
-      outcome.rolledBack = false;
+      outcome.reusable = false;
       throw markConnectionFailure(error);
     }
     // BEGIN may have run before the SET failed (a cancel landing between them): the connection then
@@ -244,33 +259,53 @@ async function runTransaction<T>(
     await rollBack(client, options.timeoutMs, outcome);
     throw error;
   }
+  // Whether one of the work's statements got no answer from the server (the connection broke). The
+  // work may throw anything (a ToolError after a statement answered, its own TypeError) or catch a
+  // statement's failure and throw another error: what it throws says nothing about the connection,
+  // so the statements themselves tell. Taken for broken, a refused claim left its transaction open:
+  // on a single Client the next caller's BEGIN joined it (a warning only), and when no call came
+  // within idle_in_transaction_session_timeout the server ended the session every caller shares.
+  let connectionFailed = false;
+  const runner: QueryRunner = {
+    query: async (text, values) => {
+      try {
+        return await replyOf(client, options.timeoutMs, sendStatement(client, prepared, text, values, false));
+      } catch (error) {
+        if (isBroken(error)) connectionFailed = true;
+        throw error;
+      }
+    },
+  };
+  let result: T;
   try {
-    const result = await work({
-      query: (text, values) =>
-        replyOf(client, options.timeoutMs, sendStatement(client, prepared, text, values, false)),
-    });
-    await replyOf(client, options.timeoutMs, client.query({ text: 'COMMIT' }));
-    return result;
+    result = await work(runner);
   } catch (error) {
-    if (isBroken(error)) {
-      outcome.rolledBack = false;
+    if (connectionFailed) {
+      outcome.reusable = false;
     } else {
       await rollBack(client, options.timeoutMs, outcome);
     }
     throw error;
   }
+  try {
+    await replyOf(client, options.timeoutMs, client.query({ text: 'COMMIT' }));
+  } catch (error) {
+    if (isBroken(error)) {
+      outcome.reusable = false;
+    } else {
+      await rollBack(client, options.timeoutMs, outcome);
+    }
+    throw error;
+  }
+  return result;
 }
 
 // A ROLLBACK outside a transaction only warns; one that fails leaves the connection unfit for reuse.
-async function rollBack(
-  client: PgClientLike,
-  timeoutMs: number,
-  outcome: { rolledBack: boolean },
-): Promise<void> {
+async function rollBack(client: PgClientLike, timeoutMs: number, outcome: Outcome): Promise<void> {
   await replyOf(client, timeoutMs, client.query({ text: 'ROLLBACK' })).then(
     () => undefined,
     () => {
-      outcome.rolledBack = false;
+      outcome.reusable = false;
     },
   );
 }
@@ -288,20 +323,49 @@ async function runAlone(
   options: ReadOnlyOptions,
   text: string,
   values: readonly unknown[],
+  outcome: Outcome = { reusable: true },
 ): Promise<QueryRows> {
   if (options.signal?.aborted) throw abortReason(options.signal);
+  refuseOpenTransaction(client, outcome);
   if (!hasSession(client, session)) {
     try {
       await replyOf(client, options.timeoutMs, client.query({ text: session.text }));
     } catch (error) {
-      throw isBroken(error) ? markConnectionFailure(error) : error;
+      if (!isBroken(error)) throw error;
+      outcome.reusable = false;
+      throw markConnectionFailure(error);
     }
     markSession(client, session);
   }
-  return replyOf(client, options.timeoutMs, sendStatement(client, prepared, text, values, true));
+  try {
+    return await replyOf(client, options.timeoutMs, sendStatement(client, prepared, text, values, true));
+  } catch (error) {
+    if (isBroken(error)) outcome.reusable = false;
+    throw error;
+  }
 }
 
-// pg's server errors carry a severity; anything else thrown mid-transaction is the connection's.
+/**
+ * Refuses to start a call on a session that is inside a transaction it did not open. pg's Client
+ * records, from each ReadyForQuery, whether its session is idle (`I`), in a transaction (`T`) or in
+ * a failed one (`E`). Only another user of the connection leaves it so: a writer that gave a pooled
+ * connection back without COMMIT or ROLLBACK, or one running its own transaction on a Client it
+ * shares with the tools. There `BEGIN READ ONLY` is only a warning: the call ran inside that
+ * read-write transaction and its COMMIT committed the writer's unfinished work (its ROLLBACK, after a
+ * refused claim or a timeout the model can cause, undid it while the writer went on). Nothing is sent:
+ * a Pool destroys the connection (the server rolls the abandoned transaction back) and the call
+ * answers `unavailable`, retryable, as for any connection it cannot use.
+ */
+function refuseOpenTransaction(client: PgClientLike, outcome: Outcome): void {
+  const status = (client as { getTransactionStatus?: () => unknown }).getTransactionStatus?.();
+  if (status !== 'T' && status !== 'E') return;
+  outcome.reusable = false;
+  throw markConnectionFailure(
+    new Error(`the connection is inside a transaction this adapter did not open (status ${status})`),
+  );
+}
+
+// pg's server errors carry a severity; anything else a statement rejects with is the connection's.
 function isBroken(error: unknown): boolean {
   return typeof error !== 'object' || error === null || !('severity' in error);
 }

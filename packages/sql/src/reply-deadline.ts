@@ -9,6 +9,12 @@ import { markConnectionFailure } from './database-error.js';
  */
 export const REPLY_GRACE_MS = 1000;
 
+// The longest delay Node's timers take. A longer one (a statement timeout near PostgreSQL's own limit,
+// 2^31 - 1 ms, plus the grace) is cut to 1 ms with only a warning: the watch then took every
+// connection for silent a millisecond after each statement was sent and closed it, so every call of
+// such a tool answered `unavailable`. Clamped, the wait is PostgreSQL's own largest timeout (~24.8 days).
+const MAX_TIMER_MS = 2_147_483_647;
+
 /** The part of a connection a silent one is closed through (pg's Client: `end()` destroys its socket). */
 interface Closable {
   end?(): unknown;
@@ -35,7 +41,7 @@ const WATCH = Symbol('toolgate.sql.replyWatch');
  * with a connection failure (`unavailable`, retryable: the retry gets a connection of its own).
  */
 export async function replyOf<T>(connection: object, timeoutMs: number, pending: Promise<T>): Promise<T> {
-  const watch = watchOf(connection, timeoutMs + REPLY_GRACE_MS);
+  const watch = watchOf(connection, Math.min(MAX_TIMER_MS, timeoutMs + REPLY_GRACE_MS));
   const mine = ++watch.sent;
   watch.progress += 1;
   watch.waiting = true;

@@ -16,6 +16,9 @@ export function readRows(
 }
 
 // structuredContent must survive JSON: timestamps as ISO strings, int8 as a number when exact.
+// Array columns too, item by item: PGlite parses an int8[] to bigints past 2^53 and a bytea[] to
+// Uint8Arrays, and one bigint anywhere in the answer made JSON.stringify throw, so every call whose
+// page held that row failed as `internal` (a value in the data broke the tool for whoever listed it).
 function jsonValue(value: unknown): unknown {
   if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : value.toISOString();
   if (typeof value === 'bigint') {
@@ -24,5 +27,6 @@ function jsonValue(value: unknown): unknown {
       : value.toString();
   }
   if (value instanceof Uint8Array) return Buffer.from(value).toString('base64');
+  if (Array.isArray(value)) return value.map(jsonValue);
   return value === undefined ? null : value;
 }
