@@ -233,12 +233,26 @@ export function probeInputOf(input: unknown, depth = 0): unknown {
 }
 
 /**
- * The dashless probe input for `modelLedDash`: the real input with every `-` of a string written `x`,
- * and a key's leading dashes too (a record the model fills has keys of its choosing; a schema's own
- * keys do not start with `-` and stay readable). Numbers stay: a negative one is caught by the other probe.
+ * Every way an input string may spell a `-` that a common decoder in a declaration turns into one: the
+ * `-` itself; U+FE63 and U+FF0D, which NFKC folds to it; percent-encoding (`%2D`: `decodeURIComponent`,
+ * `URLSearchParams`); JSON and JavaScript escapes (`\u002d`, `\u{2d}`, `\x2d`: `JSON.parse`); HTML
+ * character references (`&#45;`, `&#x2d;`). A declaration that decodes a model value (a query parameter
+ * of a URL, a field of a JSON text) makes the filled probe throw (`x` is no URL and no JSON), so the
+ * dashless probe alone decides; a dash spelled in a form it kept would come out of the decoder in both
+ * runs and read as the declaration's own. Base64 is not recognised (any text may be base64): tag such
+ * a value with `value()`.
+ */
+const SPELLED_DASH = /-|\uFE63|\uFF0D|%2d|\\u002d|\\u\{0*2d\}|\\x2d|&#0*45;|&#x0*2d;/gi;
+
+/**
+ * The dashless probe input for `modelLedDash`: the real input with every `-` of a string, however it
+ * is spelled (`SPELLED_DASH`), written `x`, and a key's leading dashes too (a record the model fills has
+ * keys of its choosing; a schema's own keys do not start with `-` and stay readable). Each spelling
+ * becomes one `x`, which every decoder reads as it was written, so the probe takes the same branches
+ * as the real call. Numbers stay: a negative one is caught by the other probe.
  */
 export function dashlessInputOf(input: unknown, depth = 0): unknown {
-  if (typeof input === 'string') return input.replaceAll('-', 'x');
+  if (typeof input === 'string') return input.replace(SPELLED_DASH, 'x');
   if (typeof input !== 'object' || input === null || depth > MAX_INPUT_DEPTH) return input;
   if (Array.isArray(input)) return input.map((item) => dashlessInputOf(item, depth + 1));
   return Object.fromEntries(

@@ -1,4 +1,5 @@
-import { redactSecretsInText } from '@toolgate/core';
+import { readFileSync } from 'node:fs';
+import { createSecretKeyMatcher, redactSecretsInText } from '@toolgate/core';
 
 // Portable variable names only: `=` or NUL in a name would rewrite another variable.
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -65,25 +66,75 @@ function checkName(name: unknown): void {
 
 /** Names whose values are credentials by convention (`CARRIER_KEY`, `GITHUB_TOKEN`, `PGPASSWORD`, ...). */
 const SECRET_NAME = /KEY|TOKEN|SECRET|PASS|CRED|AUTH|PRIVATE|COOKIE|SESSION|DSN/i;
+// Core's rule for secret-looking names, which knows the ones the words above miss: a short word as the
+// last word of a name (`MYSQL_PWD`, MySQL's password variable; `DB_PIN`), `SIGNATURE`, ... One rule for
+// the whole category rather than a word added here each time one is found missing.
+const isCoreSecretName = createSecretKeyMatcher();
+// The working directories a shell exports: paths, whatever their names end in (core takes `PWD` whole).
+const NOT_SECRET_NAMES: ReadonlySet<string> = new Set(['PWD', 'OLDPWD']);
+// Each name decided once: safeExec reads the server's environment at every call.
+const secretNames = new Map<string, boolean>();
 /** Shorter values are left alone: replacing every `1` or `abc` in the output would hide what it says. */
 const MIN_SECRET_VALUE = 6;
 
+/** Whether a variable of this name holds a credential: exec's words, or core's secret-key rule. */
+export function isSecretName(name: string): boolean {
+  let secret = secretNames.get(name);
+  if (secret === undefined) {
+    secret = SECRET_NAME.test(name) || (!NOT_SECRET_NAMES.has(name) && isCoreSecretName(name));
+    // Bounded by the distinct names an environment ever held; a flood of fresh names is not cached.
+    if (secretNames.size < 4096) secretNames.set(name, secret);
+  }
+  return secret;
+}
+
+let startupEnvironment: Readonly<Record<string, string>> | undefined;
+
 /**
- * The values of the variables named like credentials, longest first, of the program's environment and
- * of the server's own: a program that prints its own key (an error echoing it, `env`) must not hand
- * it to the model when the value matches none of core's secret patterns (an opaque key), and neither
- * may one that prints the server's (it runs as the server's user, so `/proc/<server pid>/environ` is
- * readable to it). Each also as JSON writes it (`\\` for `\`, `\"` for `"`), the form a program's
- * `--json` output or an env dump carries.
+ * The environment this process was started with, as `/proc/self/environ` shows it to every program
+ * running as the same user (Linux; empty elsewhere). It is not `process.env`: a server that reads a
+ * credential at start-up and then deletes or overwrites it in `process.env` (so that children do not
+ * inherit it) still carries the original in that file, and a program given `/proc/<server pid>/environ`
+ * prints it. Read once: the kernel shows the memory the environment was first written to, and Node
+ * never writes there again.
+ */
+export function serverStartupEnvironment(): Readonly<Record<string, string>> {
+  if (startupEnvironment !== undefined) return startupEnvironment;
+  const found: Record<string, string> = Object.create(null);
+  if (process.platform === 'linux') {
+    let text = '';
+    try {
+      text = readFileSync('/proc/self/environ', 'utf8');
+    } catch {
+      // No /proc mounted: no program can read it either.
+    }
+    for (const entry of text.split('\0')) {
+      const at = entry.indexOf('=');
+      // A name seen twice (a launcher's duplicate) keeps its first value; process.env has the other.
+      if (at > 0 && !(entry.slice(0, at) in found)) found[entry.slice(0, at)] = entry.slice(at + 1);
+    }
+  }
+  startupEnvironment = Object.freeze(found);
+  return startupEnvironment;
+}
+
+/**
+ * The values of the variables named like credentials (`isSecretName`), longest first, of the program's
+ * environment and of the server's own (`process.env` and the environment it was started with,
+ * `serverStartupEnvironment`): a program that prints its own key (an error echoing it, `env`) must not
+ * hand it to the model when the value matches none of core's secret patterns (an opaque key), and
+ * neither may one that prints the server's (it runs as the server's user, so
+ * `/proc/<server pid>/environ` is readable to it). Each also as JSON writes it (`\\` for `\`, `\"` for
+ * `"`), the form a program's `--json` output or an env dump carries.
  */
 export function secretValuesOf(
   env: Readonly<Record<string, string>>,
-  serverEnv: Readonly<Record<string, string | undefined>> = {},
+  ...serverEnvs: readonly Readonly<Record<string, string | undefined>>[]
 ): readonly string[] {
   const values = new Set<string>();
-  for (const variables of [env, serverEnv]) {
+  for (const variables of [env, ...serverEnvs]) {
     for (const [name, value] of Object.entries(variables)) {
-      if (value !== undefined && SECRET_NAME.test(name) && value.length >= MIN_SECRET_VALUE) {
+      if (value !== undefined && value.length >= MIN_SECRET_VALUE && isSecretName(name)) {
         values.add(value);
         values.add(JSON.stringify(value).slice(1, -1));
       }
@@ -94,11 +145,18 @@ export function secretValuesOf(
 
 // A terminal control character: C0 but NUL (a separator in data: `/proc/<pid>/environ`, `-print0`;
 // terminals ignore it), tab and line feed; DEL; C1 (U+0080-U+009F).
+// Also the bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069), see BIDI_CONTROLS.
 // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
-const CONTROL_CHARACTER = /[\u0001-\u0008\u000b-\u001f\u007f-\u009f]/;
+const CONTROL_CHARACTER = /[\u0001-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
 // Those written as a space: all but the carriage return.
 // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
 const CONTROL_CHARACTERS = /[\u0001-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/g;
+// Invisible characters that reorder the text shown after them (Trojan Source, CVE-2021-42574): a
+// right-to-left override shows `txt.exe` as `exe.txt`, `1000` as `0001`, and runs a hidden part
+// backwards into a line, in a terminal with bidi support and in every client that renders the result
+// as rich text. Removed, not spaced: they take no room. The marks (U+200E, U+200F) stay: they reorder
+// nothing on their own and right-to-left text uses them.
+const BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069]/g;
 // A carriage return that does not end a line: a terminal writes what follows over the line.
 const LONE_CARRIAGE_RETURN = /\r(?!\n)/g;
 // A 7-bit escape sequence (ECMA-48): CSI (`ESC [`, parameters, intermediates, final byte: colours,
@@ -112,7 +170,7 @@ const ESCAPE_SEQUENCES =
 
 /**
  * The text without terminal controls: escape sequences removed whole (colour codes inside a word leave
- * it whole), a carriage return that does not end a line made a line break, and every control character
+ * it whole), the bidirectional overrides, embeddings and isolates removed, a carriage return that does not end a line made a line break, and every control character
  * left (8-bit ones, a lone ESC, BEL, backspace) written as a space, so words it separated stay apart;
  * NUL, tab, `\n` and `\r\n` stay. Output the model sees may be shown to a person in a terminal,
  * where they would write the clipboard, retitle the window or erase and overwrite lines to hide text;
@@ -123,6 +181,7 @@ export function stripTerminalControls(text: string): string {
   if (!CONTROL_CHARACTER.test(text)) return text;
   return text
     .replace(ESCAPE_SEQUENCES, '')
+    .replace(BIDI_CONTROLS, '')
     .replace(LONE_CARRIAGE_RETURN, '\n')
     .replace(CONTROL_CHARACTERS, ' ');
 }
@@ -132,11 +191,53 @@ export function stripTerminalControls(text: string): string {
  * replaced by `[REDACTED]`, then core's secret patterns. Controls go first: colour codes inside a line
  * hide a secret from both. Values go before patterns: a pattern stops at `;`, `&` or a space, and the
  * rest of a value holding one would no longer match exactly.
+ *
+ * `cutStart` and `cutEnd` say which ends of `text` are a cut of a longer output (the stderr tail's
+ * start, the output cap's end); booleans, so a call allocates nothing for them. The capture moves each
+ * cut off a secret value it would split (`OutputCapture`), but it sees bytes: a value written with escape
+ * sequences between its characters (a search colouring each match of a pattern the model picked, `.`
+ * for one) is not there as written, and is whole again only once the controls are removed here. So
+ * where controls were removed, a cut end that holds a value's beginning (or a cut start that holds its
+ * end) loses that part too; without controls the capture's cut already holds.
  */
-export function scrubOutput(text: string, secretValues: readonly string[]): string {
+export function scrubOutput(
+  text: string,
+  secretValues: readonly string[],
+  cutStart = false,
+  cutEnd = false,
+): string {
   let scrubbed = stripTerminalControls(text);
+  if (scrubbed !== text && (cutStart || cutEnd) && secretValues.length > 0) {
+    scrubbed = dropCutSecrets(scrubbed, secretValues, cutStart, cutEnd);
+  }
   for (const value of secretValues) {
     if (scrubbed.includes(value)) scrubbed = scrubbed.replaceAll(value, '[REDACTED]');
   }
   return redactSecretsInText(scrubbed);
+}
+
+/**
+ * `text` without the longest beginning of a secret value it ends with (when its end was cut) and the
+ * longest end of one it starts with (when its start was cut): a part of a value the cut left. Runs
+ * only on a cut output that held terminal controls.
+ */
+function dropCutSecrets(
+  text: string,
+  secretValues: readonly string[],
+  cutStart: boolean,
+  cutEnd: boolean,
+): string {
+  let from = 0;
+  let to = text.length;
+  for (const value of secretValues) {
+    for (let length = Math.min(value.length - 1, text.length); length > 0; length -= 1) {
+      if (cutEnd && text.length - length < to && text.endsWith(value.slice(0, length))) {
+        to = text.length - length;
+      }
+      if (cutStart && length > from && text.startsWith(value.slice(value.length - length))) {
+        from = length;
+      }
+    }
+  }
+  return from < to ? text.slice(from, to) : '';
 }

@@ -110,10 +110,21 @@ function resultOf(
   ctx: Pick<ToolContext, 'toolName' | 'request' | 'decisions' | 'logger'>,
 ): ToolResult {
   // Program output reaches the model on success too: scrub it with the one rule the rest of toolgate uses.
+  // A stream past the cap was cut at its end: a secret written with controls inside may straddle it.
   const data = {
     exitCode: outcome.exitCode,
-    stdout: scrubOutput(outcome.stdout, options.secretValues),
-    stderr: scrubOutput(outcome.stderr, options.secretValues),
+    stdout: scrubOutput(
+      outcome.stdout,
+      options.secretValues,
+      false,
+      outcome.stdoutBytes > options.maxOutputBytes,
+    ),
+    stderr: scrubOutput(
+      outcome.stderr,
+      options.secretValues,
+      false,
+      outcome.stderrBytes > options.maxOutputBytes,
+    ),
     truncated: outcome.truncated,
   };
   if (outcome.stoppedForOutput) {

@@ -1,5 +1,5 @@
 import { type ResolvedCommand, resolveCommand, resolveWorkingDirectory } from './command.js';
-import { buildEnvironment, secretValuesOf } from './environment.js';
+import { buildEnvironment, secretValuesOf, serverStartupEnvironment } from './environment.js';
 import { type SlotPool, slotPoolOf } from './exec-slots.js';
 import type { ExecOptions } from './types.js';
 
@@ -41,7 +41,7 @@ export function normaliseExecOptions(command: string, options: ExecOptions): Nor
   }
   const env = buildEnvironment(options.env, options.inheritEnv);
   // The server's own credentials too: the program can read them in /proc/<server pid>/environ.
-  const secretValues = secretValuesOf(env, process.env);
+  const secretValues = secretValuesOf(env, process.env, serverStartupEnvironment());
   return Object.freeze({
     command: resolveCommand(command, options.allow),
     cwd: resolveWorkingDirectory(options.cwd),

@@ -184,7 +184,12 @@ function spawnInSlot(
           stderrBytes: stderr.total,
           truncated: stdout.truncated || stderr.truncated,
           stoppedForOutput: stopReason === 'output',
-          stderrTail: scrubOutput(stderr.tailText(), options.secretValues),
+          // Past stderrTailBytes the tail starts at a cut (see scrubOutput).
+          stderrTail: scrubOutput(
+            stderr.tailText(),
+            options.secretValues,
+            stderr.total > options.stderrTailBytes,
+          ),
           durationMs: performance.now() - started,
         });
       };

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expectFailure, parseResultText, recordingLogger, type TestClient } from '@toolgate/core/testing';
@@ -245,12 +246,18 @@ describe('terminal control sequences in what a program prints', () => {
     cwd: docs,
     args: (input) => ['--color=always', '-r', '-e', value(input.pattern), '--', '.'],
   });
+  // A right-to-left override shows what follows backwards (`0001` reads `1000`) and an isolate hides a
+  // part in a line; in a terminal with bidi support or a client that renders rich text.
+  writeFileSync(
+    path.join(docs, 'refund.txt'),
+    'refund approved: \u202e0001\u202c EUR\nnote: \u2067hidden\u2069 \u202aembedded\u202c \u202bR\u202c \u202dL\u202c \u2066i\u2069 \u2068f\u2069\n',
+  );
   // NUL-separated, as /proc/<pid>/environ is.
   writeFileSync(path.join(docs, 'environ'), 'HOME=/home/app\0pwd=s3cret-after-a-nul\0LANG=C\0');
   const readNotes = execTool({
     name: 'read_notes',
     description: 'Prints one document (test).',
-    input: { file: z.enum(['notes.txt', 'environ']) },
+    input: { file: z.enum(['notes.txt', 'environ', 'refund.txt']) },
     command: '/usr/bin/cat',
     cwd: docs,
     args: (input) => ['--', value(input.file)],
@@ -284,6 +291,15 @@ describe('terminal control sequences in what a program prints', () => {
     expect(JSON.stringify(result)).not.toMatch(/\\u00(?:1b|07|08)/);
   });
 
+  it('lose their bidirectional overrides, embeddings and isolates, which reorder or hide text on screen', async () => {
+    const result = await controlClient.callTool('read_notes', { file: 'refund.txt' });
+    expect(result.isError).toBeUndefined();
+    expect(parseResultText(result)).toMatchObject({
+      stdout: 'refund approved: 0001 EUR\nnote: hidden embedded R L i f\n',
+    });
+    expect(JSON.stringify(result)).not.toMatch(/[\u202a-\u202e\u2066-\u2069]|\\u20(?:2[a-e]|6[6-9])/i);
+  });
+
   it('leave NUL-separated data as it was: a secret after a NUL is still found', async () => {
     const result = await controlClient.callTool('read_notes', { file: 'environ' });
     // Core's key=value pattern reads a value up to whitespace, so it takes the NULs and what follows.
@@ -297,5 +313,75 @@ describe('terminal control sequences in what a program prints', () => {
     expect(envelope.message).toBe(
       'The program exited with code 1. stderr (last 2048 bytes): bad password=[REDACTED]  2J 0;x done',
     );
+  });
+});
+
+describe('a credential value coloured character by character, cut by the output cap or the stderr tail', () => {
+  // A search that colours its matches (`--color=always`, FORCE_COLOR) with a pattern the model picks:
+  // `.` wraps every character of a line in its own escape sequence, so the program's bytes never hold
+  // the key as written, and a cut placed inside it (the model picks how much comes before) used to
+  // leave all of it but one character once the escapes were removed.
+  const CARRIER_KEY = 'opaque-9f2c41d7e8';
+  const env = { PATH: '/usr/bin:/bin', LANG: 'C.UTF-8', CARRIER_KEY };
+  const keys = scratchDir();
+  writeFileSync(path.join(keys, 'carrier.env'), `CARRIER_KEY=${CARRIER_KEY}\n`);
+  const grepArgs = (pattern: string): string[] => ['--color=always', '-e', pattern, '--', 'carrier.env'];
+  // The byte before which the key's last character is written, in what this grep prints for `.`.
+  const raw = execFileSync('/usr/bin/grep', grepArgs('.'), { cwd: keys, env });
+  const beforeLast = raw.lastIndexOf(CARRIER_KEY.at(-1)!);
+  const searchKeys = execTool({
+    name: 'search_keys',
+    description: 'Finds lines of the carrier config (test).',
+    input: { pattern: z.string() },
+    command: '/usr/bin/grep',
+    cwd: keys,
+    env,
+    maxOutputBytes: beforeLast,
+    args: (input) => ['--color=always', '-e', value(input.pattern), '--', 'carrier.env'],
+  });
+  // A CLI that colours each character of the key it rejects on stderr, then a value the model picks.
+  const rejectsKey = execTool({
+    name: 'rejects_key',
+    description: 'Reports a rejected key, coloured, then the file it was used for, and fails (test).',
+    input: { file: z.string() },
+    command: NODE,
+    cwd: keys,
+    env,
+    stderrTailBytes: 64,
+    args: (input) => [
+      '-e',
+      [
+        'const colour = (text) => [...text].map((c) => "\\x1b[31m" + c + "\\x1b[0m").join("");',
+        'process.stderr.write("key " + colour(process.env.CARRIER_KEY) + " rejected for " + process.argv[1]);',
+        'process.exitCode = 1;',
+      ].join(' '),
+      value(input.file),
+    ],
+  });
+  let colourClient: TestClient;
+  beforeAll(async () => {
+    colourClient = await serve([searchKeys, rejectsKey], recordingLogger([]));
+  });
+  afterAll(async () => colourClient.close());
+
+  it('is dropped at the end of the kept output, not kept but for its last character', async () => {
+    expect(raw.includes(CARRIER_KEY)).toBe(false);
+    const result = await colourClient.callTool('search_keys', { pattern: '.' });
+    expect(result.isError).toBeUndefined();
+    const { stdout, truncated } = parseResultText(result) as { stdout: string; truncated: boolean };
+    expect(truncated).toBe(true);
+    expect(stdout).toBe('CARRIER_KEY=');
+    expect(JSON.stringify(result)).not.toContain(CARRIER_KEY.slice(0, 4));
+  });
+
+  it('is dropped at the start of the stderr tail of a failure, not kept but for its first character', async () => {
+    // " rejected for " + 30 characters is 44 bytes: the 64-byte tail starts 20 bytes back, inside
+    // the escapes of the key's last characters.
+    const file = 'c'.repeat(30);
+    const envelope = expectFailure(await colourClient.callTool('rejects_key', { file }));
+    expect(envelope.message).toBe(
+      `The program exited with code 1. stderr (last 64 bytes): rejected for ${file}`,
+    );
+    expect(JSON.stringify(envelope)).not.toContain(CARRIER_KEY.slice(-2));
   });
 });

@@ -75,10 +75,27 @@ const modal = execTool({
   args: (input) => [ECHO, input.mode === 'raw' ? input.query.trim() : '--cooked'],
 });
 
+// Declarations that decode a model value (a query parameter of a link, a field of a JSON text) before
+// passing part of it: `x` is neither a URL nor JSON, so only the dashless probe can run on them.
+const decoded = execTool({
+  name: 'decoded',
+  description: 'Prints the file a shared link names, with the mode of a JSON filter (test).',
+  input: { link: z.string(), filter: z.string().default('{"mode":"all"}') },
+  command: NODE,
+  cwd: sandbox,
+  args: (input) => [
+    ECHO,
+    '--format',
+    'text',
+    new URL(input.link).searchParams.get('file') ?? 'orders.txt',
+    (JSON.parse(input.filter) as { mode: string }).mode.normalize('NFKC'),
+  ],
+});
+
 let client: TestClient;
 beforeAll(async () => {
   client = await serve(
-    [trimmed, templated, joined, branching, shortTemplate, keyed, modal],
+    [trimmed, templated, joined, branching, shortTemplate, keyed, modal, decoded],
     recordingLogger([]),
   );
 });
@@ -171,5 +188,30 @@ describe('keys of a record the model fills', () => {
     expect(envelope.message).toBe('Argument files.-rf may not start with "-".');
     expect(envelope.fields).toEqual(DASH_FIELD('files.-rf'));
     expect(argvOf(await client.callTool('keyed', { files: { 'a-b': 'c' } }))).toEqual(['a-b', 'a-b:c']);
+  });
+});
+
+describe('values a declaration decodes (URL, JSON, NFKC) before passing them', () => {
+  it('refuses a dash spelled %2D, \\u002d or as a full-width or small hyphen-minus that the decoder turns into "-"; one inside passes', async () => {
+    const spelled = [
+      { link: 'https://shop.example/share?file=%2D%2Dexec%3Devil' },
+      { link: 'https://shop.example/share?file=%2d-config' },
+      { link: 'https://shop.example/share', filter: '{"mode":"\\u002d\\u002dinspect"}' },
+      { link: 'https://shop.example/share', filter: '{"mode":"\\u002D-inspect"}' },
+      { link: 'https://shop.example/share', filter: '{"mode":"\uff0d\ufe63inspect"}' },
+    ];
+    for (const args of spelled) {
+      const envelope = expectFailure(await client.callTool('decoded', args));
+      expect(envelope.error, JSON.stringify(args)).toBe('invalid_argument');
+      expect(envelope.message).toMatch(/may not start with "-"/);
+    }
+    // A dash inside a decoded value, however spelled, and the declaration's own flags still pass.
+    const argv = argvOf(
+      await client.callTool('decoded', {
+        link: 'https://my-shop.example/share?file=q3-report%2Dfinal.txt',
+        filter: '{"mode":"last\\u002d30-days"}',
+      }),
+    );
+    expect(argv).toEqual(['--format', 'text', 'q3-report-final.txt', 'last-30-days']);
   });
 });
