@@ -1,4 +1,4 @@
-import { canonicalJson, redactSecretsInText, type SecretPattern } from '@toolgate/core';
+import { canonicalJson, nextFreeName, redactSecretsInText, type SecretPattern } from '@toolgate/core';
 import { createPatternPretest, KEY_CACHE_LIMIT, KEY_CACHE_MAX_CHARS } from './redacted-json.js';
 
 const MAX_DEPTH = 32;
@@ -48,14 +48,10 @@ function shapeOf(value: unknown, keyOf: (key: string) => string, depth: number):
     // Two keys recorded under one name (two secret-shaped keys both redacted to `[REDACTED]`, or a
     // key spelled `[REDACTED]` beside one) would merge, and the shape of one argument would vanish
     // from the record: the later one becomes `name (2)`, `name (3)`, ..., as core's `mapStrings`
-    // names them in redacted mode. The next number is remembered per name, so thousands of colliding
-    // keys cost one probe each, not a count from 2 every time.
+    // names them in redacted mode (core's `nextFreeName`, one probe per colliding key).
     if (Object.hasOwn(out, name)) {
       taken ??= new Map();
-      let number = taken.get(name) ?? 2;
-      while (Object.hasOwn(out, `${name} (${number})`)) number += 1;
-      taken.set(name, number + 1);
-      name = `${name} (${number})`;
+      name = nextFreeName(out, name, taken);
     }
     out[name] = shapeOf(item, keyOf, depth + 1);
   }

@@ -24,7 +24,7 @@ export {
 export { isLocalTransport, type LocalTransportRule } from './local-transport.js';
 export { createLogThrottle, type LogThrottle, type LogThrottleOptions } from './log-throttle.js';
 export { createSilentLogger, createStderrLogger, type LogLevel, type StderrLoggerOptions } from './logger.js';
-export { CIRCULAR, type MapStringsOptions, mapStrings, TRUNCATED } from './map-strings.js';
+export { CIRCULAR, type MapStringsOptions, mapStrings, nextFreeName, TRUNCATED } from './map-strings.js';
 export { principalOf } from './principal.js';
 export {
   createSecretKeyMatcher,

@@ -105,10 +105,7 @@ export function mapStrings(
         name = mapKey(key);
         if (Object.hasOwn(out, name)) {
           taken ??= new Map();
-          let number = taken.get(name) ?? 2;
-          while (Object.hasOwn(out, `${name} (${number})`)) number += 1;
-          taken.set(name, number + 1);
-          name = `${name} (${number})`;
+          name = nextFreeName(out, name, taken);
         }
       }
       // defineProperty, not assignment: a hostile "__proto__" key must stay a key, not set the prototype.
@@ -123,4 +120,18 @@ export function mapStrings(
   };
 
   return walk(value, 0);
+}
+
+/**
+ * The name a key gets in `out` when `name` is taken there: `name (2)`, then `(3)`, ..., the first not
+ * taken. `taken` holds, per name that collided in this object, the next number to try (one Map per
+ * object, made at its first collision), so thousands of keys colliding on one name cost one probe
+ * each, not a count from 2 every time. What every copy that maps key names uses, so two keys mapped to
+ * one name never merge (one value would vanish from what the copy is for: an audit record, a log line).
+ */
+export function nextFreeName(out: object, name: string, taken: Map<string, number>): string {
+  let number = taken.get(name) ?? 2;
+  while (Object.hasOwn(out, `${name} (${number})`)) number += 1;
+  taken.set(name, number + 1);
+  return `${name} (${number})`;
 }

@@ -162,12 +162,14 @@ const passError = (error: unknown): never => {
  * racing middleware costs the hops of the race alone.
  */
 export function createSettleable(): Settleable {
-  const stack = new Stack();
-  const promise = push(stack, passResult, passError);
-  return {
-    promise,
-    settle(answer) {
-      if (!stack.ran) stack.run(answer, true, 0);
-    },
-  };
+  return new SettleableStack();
+}
+
+/** A stack whose first step passes on what `settle` is given: the stack is the settleable itself. */
+class SettleableStack extends Stack implements Settleable {
+  readonly promise: Promise<ToolResult> = push(this, passResult, passError);
+
+  settle(answer: ToolResult | PromiseLike<ToolResult>): void {
+    if (!this.ran) this.run(answer, true, 0);
+  }
 }

@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import {
   callerScope,
+  callerTag,
   closesSilentRedisConnections,
   createLogThrottle,
   isPassThrough,
@@ -266,16 +266,16 @@ export function createRateLimit(options: RateLimitOptions = {}): RateLimitMiddle
 /**
  * A memory counter's key: the caller scope itself (it never leaves the process), plus the tool where it
  * counts. A scope longer than `MAX_HELD_SCOPE` (a subject, claim or binding of kilobytes: an id is as
- * long as a token lets it be) is held as its SHA-256 instead, so that a window costs a short key
- * whatever the caller sends: `maxMemoryKeys` then bounds the store's memory, not only its entries. A
- * digest (base64url) never starts with `[` as a scope (JSON) does, so the two kinds cannot meet.
+ * long as a token lets it be) is held as core's `callerTag` (a digest of the same scope) instead, so
+ * that a window costs a short key whatever the caller sends: `maxMemoryKeys` then bounds the store's
+ * memory, not only its entries. A tag (base64url) never starts with `[` as a scope (JSON) does, so the
+ * two kinds cannot meet.
  */
 function memoryKey(limit: Limit, ctx: ToolContext): string {
   let base = '';
   if (isCallerLimit(limit)) {
     base = callerScope(ctx);
-    // Hashed here, not through core's callerTag, whose cache would hold the long scope itself.
-    if (base.length > MAX_HELD_SCOPE) base = createHash('sha256').update(base).digest('base64url');
+    if (base.length > MAX_HELD_SCOPE) base = callerTag(ctx);
   }
   return limit.per === 'caller-tool' || limit.per === 'tool' ? `${base}\u0000${ctx.toolName}` : base;
 }
