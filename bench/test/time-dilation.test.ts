@@ -13,15 +13,21 @@ async function observe(
 ): Promise<{ real: number; date: number; perf: number; ticks: number }> {
   const script = `
     import ${JSON.stringify(shim)};
+    // Each clock is read in the same order at both ends, so each pair spans the same stretch (read in
+    // another order, a loaded machine could pause between two start reads and the clocks disagree).
+    performance.now();
     const started = process.hrtime.bigint();
-    const date0 = Date.now();
     const perf0 = performance.now();
+    const date0 = Date.now();
     let ticks = 0;
     const interval = setInterval(() => { ticks += 1; }, 2);
     setTimeout(() => {
       clearInterval(interval);
-      const real = Number(process.hrtime.bigint() - started) / 1e6;
-      process.stderr.write(JSON.stringify({ real, date: Date.now() - date0, perf: performance.now() - perf0, ticks }));
+      const ended = process.hrtime.bigint();
+      const perf = performance.now() - perf0;
+      const date = Date.now() - date0;
+      const real = Number(ended - started) / 1e6;
+      process.stderr.write(JSON.stringify({ real, date, perf, ticks }));
     }, 5);
   `;
   const env = { ...process.env };
