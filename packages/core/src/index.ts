@@ -21,6 +21,7 @@ export {
   StoreFullError,
   type StoreOperationOptions,
 } from './key-value-store.js';
+export { type LateOutcome, type LateOutcomeListener, onLateOutcome } from './late-outcome.js';
 export { isLocalTransport, type LocalTransportRule } from './local-transport.js';
 export { createLogThrottle, type LogThrottle, type LogThrottleOptions } from './log-throttle.js';
 export { createSilentLogger, createStderrLogger, type LogLevel, type StderrLoggerOptions } from './logger.js';

@@ -17,6 +17,7 @@ import { compose } from './compose.js';
 import { isToolError, ToolError } from './errors.js';
 import { type CallerIdentity, type IdentifyCaller, identifyCaller } from './identity.js';
 import { newIncidentId } from './incident.js';
+import { LATE_OUTCOME_SLOT, type LateSlot, lateSlotOf, notifyLate } from './late-outcome.js';
 import { isLocalTransport, type LocalTransportRule } from './local-transport.js';
 import { createStderrLogger } from './logger.js';
 import { fail, isToolResult, type ToolResult, toolErrorResult } from './result.js';
@@ -498,6 +499,9 @@ async function dispatch(registry: Registry, params: CallParams, extra: CallExtra
   } catch (error) {
     result = lastResort(ctx, error, registry);
   }
+  // From here on the handler's outcome is late: a middleware answered for it (a breaker's deadline).
+  const late = (ctx as CallContext)[LATE_OUTCOME_SLOT];
+  if (late !== undefined) late.answered = true;
   if (!active) {
     // The spec answers an unknown tool with a JSON-RPC error; the chain has seen (and audited) it.
     // A plain error with a code: McpError would prefix "MCP error -32602:" and the client adds it again.
@@ -596,6 +600,8 @@ class CallContext implements ToolContext {
   [CALL_KEY_SLOT]: unknown = undefined;
   /** The handler's `structuredContent` the innermost step checked against the output schema. */
   [OUTPUT_CHECKED]: unknown = undefined;
+  /** Who waits for the handler's outcome should it come after the answer (see `onLateOutcome`). */
+  [LATE_OUTCOME_SLOT]: LateSlot | undefined = undefined;
   #signal: AbortSignal;
   #signalSource: SignalSource | undefined = undefined;
   readonly logger: Logger;
@@ -795,7 +801,16 @@ function settleHandler(
       }
     };
     if (graceMs === false) {
-      pending.then(answer, refuse);
+      pending.then(
+        (value) => {
+          if (lateSlotOf(ctx)?.answered) handLate(ctx, registry, tool, { value });
+          answer(value);
+        },
+        (error: unknown) => {
+          if (lateSlotOf(ctx)?.answered) handLate(ctx, registry, tool, { error });
+          refuse(error);
+        },
+      );
       return;
     }
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -834,11 +849,17 @@ function settleHandler(
     else signal.addEventListener('abort', onAbort, { once: true });
     pending.then(
       (value) => {
-        if (settled()) answer(value);
+        if (settled()) {
+          if (lateSlotOf(ctx)?.answered) handLate(ctx, registry, tool, { value });
+          answer(value);
+        } else handLate(ctx, registry, tool, { value });
       },
       (error: unknown) => {
-        if (settled()) refuse(error);
-        else {
+        if (settled()) {
+          if (lateSlotOf(ctx)?.answered) handLate(ctx, registry, tool, { error });
+          refuse(error);
+        } else {
+          handLate(ctx, registry, tool, { error });
           logSafely(
             ctx.logger,
             { incidentId: ctx.incidentId, tool: ctx.toolName, requestId: ctx.request.id, err: error },
@@ -849,6 +870,28 @@ function settleHandler(
       },
     );
   });
+}
+
+/**
+ * A handler that settled after its call was answered without it: its outcome, made model-facing as its
+ * answer would have been (checked, scrubbed), for whoever asked (`onLateOutcome`). Off the call's path.
+ */
+function handLate(
+  ctx: ToolContext,
+  registry: Registry,
+  tool: ToolDefinition,
+  settled: { value: unknown } | { error: unknown },
+): void {
+  const slot = lateSlotOf(ctx);
+  if (slot === undefined || slot.listeners.length === 0) return;
+  new Promise<ToolResult>((resolve) => {
+    if ('value' in settled) resolve(handlerAnswer(ctx, registry, tool, settled.value));
+    else if (isToolError(settled.error)) resolve(thrownAnswer(ctx, settled.error, registry));
+    else throw settled.error;
+  }).then(
+    (result) => notifyLate(slot, ctx, { result }),
+    (error: unknown) => notifyLate(slot, ctx, { error }),
+  );
 }
 
 /**

@@ -10,8 +10,10 @@ import {
   isPassThrough,
   isStoreFullError,
   isToolResult,
+  type LateOutcome,
   type NextFn,
   newIncidentId,
+  onLateOutcome,
   optInTools,
   outcomeOf,
   raceAbort,
@@ -168,10 +170,27 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
       await release(ctx, keys, opts, claimExpires);
       throw error;
     }
-    if (result.isError === true && !(opts.storeFailures && isOutcome(result))) {
+    if (result.isError === true && outcomeOf(result) === 'timeout') {
       // A call that timed out (core answered a cancelled call without its handler, or a deadline further
-      // in answered for it) may still be running its side effect, or have done it: its claim stays until
-      // claimTtlMs, so a retry never runs beside it.
+      // in answered for it) may still be running its side effect, or have done it: core hands over what
+      // the handler came to, should it settle later, and that replaces the timeout (kept or held).
+      onLateOutcome(ctx, (late) => keepLate(ctx, keys, opts, token, claimExpires, late));
+    }
+    return keepOutcome(ctx, keys, opts, token, claimExpires, result);
+  };
+
+  /** What a finished call leaves in the store: its result, a marker, or nothing (its claim released). */
+  const keepOutcome = async (
+    ctx: ToolContext,
+    keys: CallKeys,
+    opts: IdempotencyToolOptions,
+    token: string,
+    claimExpires: number,
+    result: ToolResult,
+  ): Promise<ToolResult> => {
+    if (result.isError === true && !(opts.storeFailures && isOutcome(result))) {
+      // A timed-out call's claim stays until claimTtlMs (or its handler's late outcome), so a retry
+      // never runs beside a handler that may still be doing its side effect.
       if (outcomeOf(result) === 'timeout') {
         ctx.decisions.push({
           by: 'idempotency',
@@ -216,6 +235,45 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
       );
     }
     return result;
+  };
+
+  /**
+   * A timed-out call's handler settled after all: what it came to replaces the held claim (or the kept
+   * timeout), so a retry is answered what the call did instead of running it again, or runs it when it
+   * failed. Only while the claim is surely still this call's: past it, another call may hold the key.
+   */
+  const keepLate = (
+    ctx: ToolContext,
+    keys: CallKeys,
+    opts: IdempotencyToolOptions,
+    token: string,
+    claimExpires: number,
+    late: LateOutcome,
+  ): void => {
+    const fields = { tool: ctx.toolName, requestId: ctx.request.id, key: keys.digest };
+    if (Date.now() + storeTimeoutMs >= claimExpires) {
+      ctx.logger.warn(
+        { ...fields, claimTtlMs: opts.claimTtlMs },
+        'idempotency: a timed-out call finished past its claim (claimTtlMs), which another call may hold now; what it did was not kept',
+      );
+      return;
+    }
+    const kept =
+      late.result === undefined
+        ? release(ctx, keys, opts, claimExpires)
+        : keepOutcome(ctx, keys, opts, token, claimExpires, late.result);
+    kept.then(
+      () =>
+        ctx.logger.info(
+          { ...fields, outcome: late.result === undefined ? 'threw' : outcomeOf(late.result) },
+          'idempotency: a timed-out call finished after its answer; its outcome replaced the held claim',
+        ),
+      (error: unknown) =>
+        ctx.logger.warn(
+          { ...fields, err: error },
+          'idempotency: the late outcome of a timed-out call was not kept',
+        ),
+    );
   };
 
   const notKeptLog = createLogThrottle({ intervalMs: 60_000 });

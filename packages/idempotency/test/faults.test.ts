@@ -22,7 +22,7 @@ import {
 } from '@toolgate/core/testing';
 import { createRedisClient, createRedisStore, redisReady } from '@toolgate/redis-store';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import * as z from 'zod';
 import { createIdempotency, IDEMPOTENCY_META } from '../src/index.js';
 import { refundTool, serve } from './fixtures.js';
@@ -33,7 +33,7 @@ const replayedOf = (result: { _meta?: Record<string, unknown> }) =>
   (result._meta?.[IDEMPOTENCY_META] as { replayed?: boolean } | undefined)?.replayed === true;
 
 /** A refund whose payment call ignores cancellation and finishes only when the test opens the gate. */
-function gatedRefundTool() {
+function gatedRefundTool(late: 'ok' | 'fail' | 'throw' = 'ok') {
   const runs = { count: 0, running: 0, mostAtOnce: 0 };
   let open!: () => void;
   const gate = new Promise<void>((resolve) => {
@@ -55,6 +55,8 @@ function gatedRefundTool() {
       started();
       await gate; // the payment provider does not know the MCP call was cancelled
       runs.running -= 1;
+      if (run === 1 && late === 'throw') throw new Error('payment provider reset the connection');
+      if (run === 1 && late === 'fail') return fail('unavailable', 'The payment service did not answer.');
       return ok({ refund_id: `R-${run}`, order_id, amount });
     },
   }) as ToolDefinition;
@@ -136,6 +138,104 @@ describe('idempotency: a call cut off while its side effect still runs', () => {
     expect(runs.count).toBe(1);
     open();
     expect(runs.mostAtOnce).toBe(1);
+  });
+});
+
+describe('idempotency: what a timed-out call did after all (core hands over the late outcome)', () => {
+  const lateKept = (logs: LogEntry[]) =>
+    logs.some((entry) =>
+      entry.message?.startsWith('idempotency: a timed-out call finished after its answer'),
+    );
+
+  /** A refund cancelled from the client, core answering it `timeout` while its handler still runs. */
+  async function abandoned(late: 'ok' | 'fail' | 'throw', inner: ToolMiddleware[] = []) {
+    const gated = gatedRefundTool(late);
+    const logs: LogEntry[] = [];
+    const answers = chainAnswers();
+    const client = await serve([gated.tool], {
+      middleware: [
+        answers.middleware,
+        createIdempotency({ pollIntervalMs: 10, tools: { create_refund: { claimTtlMs: 60_000 } } }),
+        ...inner,
+      ],
+      abandonAfterMs: 10,
+      logger: recordingLogger(logs),
+    });
+    const controller = new AbortController();
+    const first = client.callTool('create_refund', refund, { signal: controller.signal });
+    await gated.firstStarted;
+    controller.abort(new Error('the user pressed stop'));
+    await expect(first).rejects.toThrow();
+    const decisions = await answers.next();
+    expect(decisions.some((d) => d.by === 'idempotency' && d.action === 'held')).toBe(true);
+    return { ...gated, logs, client };
+  }
+
+  it('a late success replaces the held claim: the retry is answered the first run’s refund without running it again', async () => {
+    const { runs, open, logs, client } = await abandoned('ok');
+    open();
+    await vi.waitFor(() => expect(lateKept(logs)).toBe(true));
+    const retry = await client.callTool('create_refund', refund, { timeoutMs: 2000 });
+    expect(retry.isError).not.toBe(true);
+    expect(replayedOf(retry)).toBe(true);
+    expect(JSON.stringify(retry.structuredContent)).toContain('R-1');
+    expect(runs.count).toBe(1);
+  });
+
+  it('a late throw releases the claim: the retry runs the refund (once) instead of waiting out claimTtlMs', async () => {
+    const { runs, open, logs, client } = await abandoned('throw');
+    open();
+    await vi.waitFor(() => expect(lateKept(logs)).toBe(true));
+    const retry = await client.callTool('create_refund', refund, { timeoutMs: 2000 });
+    expect(retry.isError).not.toBe(true);
+    expect(replayedOf(retry)).toBe(false);
+    expect(JSON.stringify(retry.structuredContent)).toContain('R-2');
+    expect(runs.count).toBe(2);
+    expect(runs.mostAtOnce).toBe(1);
+  });
+
+  it('a late failure result releases the claim the same way', async () => {
+    const { runs, open, logs, client } = await abandoned('fail');
+    open();
+    await vi.waitFor(() => expect(lateKept(logs)).toBe(true));
+    const retry = await client.callTool('create_refund', refund, { timeoutMs: 2000 });
+    expect(JSON.stringify(retry.structuredContent)).toContain('R-2');
+    expect(runs.count).toBe(2);
+  });
+
+  it('a deadline further in (a breaker’s) answered timeout: the handler’s late success is kept all the same', async () => {
+    const gated = gatedRefundTool('ok');
+    const logs: LogEntry[] = [];
+    // What a circuit breaker's deadline does: answers timeout and leaves the handler to finish.
+    const deadline: ToolMiddleware = (_ctx, next) =>
+      new Promise<ToolResult>((resolve, reject) => {
+        const timer = setTimeout(() => resolve(fail('timeout', 'create_refund did not finish in time.')), 20);
+        next().then(
+          (result) => {
+            clearTimeout(timer);
+            resolve(result);
+          },
+          (error: unknown) => {
+            clearTimeout(timer);
+            reject(error);
+          },
+        );
+      });
+    const client = await serve([gated.tool], {
+      middleware: [
+        createIdempotency({ pollIntervalMs: 10, tools: { create_refund: { claimTtlMs: 60_000 } } }),
+        deadline,
+      ],
+      logger: recordingLogger(logs),
+    });
+    const first = await client.callTool('create_refund', refund, { timeoutMs: 5000 });
+    expect(expectFailure(first).error).toBe('timeout');
+    gated.open();
+    await vi.waitFor(() => expect(lateKept(logs)).toBe(true));
+    const retry = await client.callTool('create_refund', refund, { timeoutMs: 2000 });
+    expect(replayedOf(retry)).toBe(true);
+    expect(JSON.stringify(retry.structuredContent)).toContain('R-1');
+    expect(gated.runs.count).toBe(1);
   });
 });
 
