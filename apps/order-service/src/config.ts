@@ -30,6 +30,8 @@ export interface CliConfig {
   auditDatabaseUrl: string | undefined;
   replicaId: string | undefined;
   confirmSecret: string | undefined;
+  /** Which server a confirmation belongs to (TOOLGATE_CONFIRM_AUDIENCE). */
+  confirmAudience: string | undefined;
   durableAudit: boolean;
   /** The audit chain's HMAC key, read from TOOLGATE_AUDIT_KEY_FILE (its bytes less one trailing newline). */
   auditKey: Buffer | undefined;
@@ -71,6 +73,8 @@ Environment:
                                 newline, as toolgate-audit verify --key-file reads it)
   TOOLGATE_CONFIRM_SECRET       HMAC key of two-step confirmations (>= 32 bytes; the same on every replica;
                                 default: random per process)
+  TOOLGATE_CONFIRM_AUDIENCE     this deployment's name in every confirmation (default order-service): give
+                                staging and production each their own when they share the secret or Redis
   TOOLGATE_WRITES_PER_MINUTE    request_refund/cancel_order calls per caller and tool per minute (default 10)
   TOOLGATE_CALLS_PER_MINUTE     calls per caller per minute, all tools together (default 120)
   TOOLGATE_ALLOWED_HOSTS        extra Host header values accepted over HTTP (comma separated)
@@ -182,6 +186,7 @@ export function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Cli
     auditDatabaseUrl: env.AUDIT_DATABASE_URL || undefined,
     replicaId: env.TOOLGATE_REPLICA_ID || undefined,
     confirmSecret: env.TOOLGATE_CONFIRM_SECRET || undefined,
+    confirmAudience: env.TOOLGATE_CONFIRM_AUDIENCE || undefined,
     durableAudit: env.TOOLGATE_DURABLE_AUDIT === '1',
     auditKey,
     writesPerMinute,

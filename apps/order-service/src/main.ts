@@ -83,6 +83,7 @@ async function main(): Promise<void> {
       durableAudit: config.durableAudit,
       auditKey: config.auditKey,
       confirmSecret: config.confirmSecret,
+      confirmAudience: config.confirmAudience,
       writesPerMinute: config.writesPerMinute,
       callsPerMinute: config.callsPerMinute,
       // --insecure-no-auth (loopback only): no token, so no per-tool scopes to check either.

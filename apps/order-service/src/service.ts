@@ -93,6 +93,12 @@ export interface OrderServiceConfig {
   auditKey?: Uint8Array | undefined;
   /** HMAC key of two-step confirmations; the same on every replica. @default random per process */
   confirmSecret?: string | undefined;
+  /**
+   * This deployment's name, covered by every confirmation and in every confirmation key: another
+   * deployment sharing the secret or Redis (staging beside production) accepts none of them.
+   * @default 'order-service'
+   */
+  confirmAudience?: string | undefined;
   /** request_refund and cancel_order calls each caller may make per tool and minute. @default 10 */
   writesPerMinute?: number | undefined;
   /** Calls each caller may make per minute, all tools together. @default 120 */
@@ -264,6 +270,7 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
   });
   const confirm = createConfirm({
     secret: config.confirmSecret ?? randomBytes(32).toString('base64url'),
+    audience: config.confirmAudience ?? 'order-service',
     store: stateStore,
     tools: {
       request_refund: {

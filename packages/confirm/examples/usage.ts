@@ -26,13 +26,16 @@ const requestRefund = defineTool({
 });
 
 const secret = process.env.TOOLGATE_CONFIRM_SECRET; // >= 32 bytes, the same on every replica
-if (!secret) throw new Error('TOOLGATE_CONFIRM_SECRET is not set');
+// This server's name, the same on every replica: 'orders-prod' here, 'orders-staging' on staging.
+const audience = process.env.TOOLGATE_CONFIRM_AUDIENCE;
+if (!secret || !audience) throw new Error('TOOLGATE_CONFIRM_SECRET or TOOLGATE_CONFIRM_AUDIENCE is not set');
 // Several replicas share issued confirmations in Redis (omit `store` for memory: one process).
 const redis = createRedisClient(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
 await redisReady(redis);
 
 const confirm = createConfirm({
   secret,
+  audience,
   store: createRedisStore(redis, { prefix: 'orders:' }),
   tools: {
     request_refund: {

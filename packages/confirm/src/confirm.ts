@@ -19,13 +19,16 @@ import {
   carriedConfirmation,
   coveredArguments,
   issue,
+  type MacKey,
   verify,
 } from './confirmation.js';
 import {
   type ConfirmOptions,
   type ConfirmToolOptions,
+  checkAudience,
   checkToolOptions,
   KEPT_PAST_EXPIRY_MS,
+  keyPrefix,
   TOOL_DEFAULTS,
 } from './options.js';
 import { renderPrompt } from './prompt.js';
@@ -50,10 +53,11 @@ export type ConfirmMiddleware = ToolMiddleware & {
   close(): Promise<void>;
   /**
    * URL mode, for your confirmation page: the call waiting under `id`, only when `principal` (the
-   * person the page signed in) made it; undefined when unknown, expired or someone else's.
+   * person the page signed in) made it; undefined when unknown (another audience's too), expired or
+   * someone else's.
    */
   pending(id: string, principal: string | undefined): Promise<UrlConfirmationCall | undefined>;
-  /** URL mode, for your confirmation page: records the person's answer; the waiting call goes on. */
+  /** URL mode, for your confirmation page: records the person's answer (to a call of this audience); the waiting call goes on. */
   answer(id: string, answer: UrlAnswer): Promise<UrlAnswerOutcome>;
 };
 
@@ -68,6 +72,7 @@ const ASK_AGAIN =
 export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
   const {
     secret: rawSecret,
+    audience: rawAudience,
     store: given,
     storeTimeoutMs = 200,
     tools,
@@ -75,6 +80,11 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     ...globals
   } = options ?? ({} as ConfirmOptions);
   const secret = secretBytes(rawSecret);
+  const audience = checkAudience(rawAudience, given !== undefined);
+  // Which server issued a confirmation is in its MAC and in every key: another server sharing the secret
+  // and the store (staging and production) accepts none of this one's confirmations or page answers.
+  const macKey: MacKey = { secret, audience };
+  const prefix = keyPrefix(audience);
   const resolver = resolveToolOptions<ConfirmToolOptions>(
     'createConfirm',
     TOOL_DEFAULTS,
@@ -91,7 +101,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
   }
   const store = given ?? createMemoryStore();
   const bounded = boundStore(store, storeTimeoutMs, 'confirm');
-  const pages = url === undefined ? undefined : createUrlConfirmations(bounded, url);
+  const pages = url === undefined ? undefined : createUrlConfirmations(bounded, url, prefix);
 
   const decide = (ctx: ToolContext, action: string, digest: string, reason?: string): void => {
     ctx.decisions.push({
@@ -149,7 +159,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
    * new process's memory store) forgets the confirmation too: it is refused, never accepted again.
    */
   const issuedKey = (ctx: ToolContext, nonce: string): string =>
-    `confirm:issued:{${callerTag(ctx)}}:${nonce}`;
+    `${prefix}issued:{${callerTag(ctx)}}:${nonce}`;
 
   /** Takes an issued confirmation; false when it was used already (or the store no longer holds it). Throws when the store cannot answer. */
   const consume = (ctx: ToolContext, nonce: string): Promise<boolean> =>
@@ -157,7 +167,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
 
   const withConfirmation = async (ctx: ToolContext, next: NextFn, token: unknown): Promise<ToolResult> => {
     const verdict =
-      typeof token === 'string' ? verify(secret, ctx, token) : ({ ok: false, reason: 'malformed' } as const);
+      typeof token === 'string' ? verify(macKey, ctx, token) : ({ ok: false, reason: 'malformed' } as const);
     if (!verdict.ok) {
       decide(ctx, 'refused', verdict.digest ?? '', verdict.reason);
       return verdict.reason === 'expired'
@@ -198,7 +208,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     opts: ConfirmToolOptions,
     prompt: string,
   ): Promise<ToolResult> => {
-    const issued = issue(secret, ctx, opts.ttlMs);
+    const issued = issue(macKey, ctx, opts.ttlMs);
     try {
       // Held a minute past the expiry: the store keeps time by its own clock, replicas by theirs.
       await bounded.set(issuedKey(ctx, issued.nonce), '1', opts.ttlMs + KEPT_PAST_EXPIRY_MS, ctx.signal);
@@ -249,7 +259,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     if (page) return byPage(ctx, next, opts, prompt);
     if (!ctx.server.supports('elicitation.form')) return required(ctx, opts, prompt);
     // The digest of what is shown, for audit: the same HMAC a two-step confirmation would carry.
-    const shown = issue(secret, ctx, opts.elicitTimeoutMs);
+    const shown = issue(macKey, ctx, opts.elicitTimeoutMs);
     let answer: Awaited<ReturnType<ToolContext['server']['elicit']>>;
     try {
       answer = await ctx.server.elicit(
@@ -279,7 +289,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     prompt: string,
   ): Promise<ToolResult> => {
     const urls = pages!;
-    const shown = issue(secret, ctx, opts.elicitTimeoutMs);
+    const shown = issue(macKey, ctx, opts.elicitTimeoutMs);
     const prepared = urls.prepare(ctx, opts.elicitTimeoutMs);
     let opened: OpenPage | undefined;
     try {

@@ -57,7 +57,16 @@ export interface ConfirmUrlOptions {
 export interface ConfirmOptions extends Partial<ConfirmToolOptions>, PerToolOptions<ConfirmToolOptions> {
   /** The server's HMAC key (at least 32 bytes, the same on every replica, from a secret store). Required. @default none */
   secret: string | Uint8Array;
-  /** Where issued two-step confirmations are held until used (each is accepted once, and only while held) and URL-mode calls wait; `@toolgate/redis-store` shares them across replicas. @default createMemoryStore() */
+  /**
+   * This server's name (e.g. `'orders-prod'`): the same on every replica of one server, another on every
+   * other server or deployment (staging, another service) that shares the secret or the store. Every
+   * confirmation's MAC covers it and every key written starts with it, so a confirmation or a page's
+   * answer of one server is never accepted by another. 1 to 64 letters, digits, `.`, `_` or `-`, the
+   * first a letter or digit. @default none: required with `store` (a store passed in may be shared);
+   * without `store`, the middleware's own memory store holds what no other server can read
+   */
+  audience?: string;
+  /** Where issued two-step confirmations are held until used (each is accepted once, and only while held) and URL-mode calls wait; `@toolgate/redis-store` shares them across replicas. Needs `audience`. @default createMemoryStore() */
   store?: KeyValueStore;
   /** Longest one store operation may take, in ms. @default 200 */
   storeTimeoutMs?: number;
@@ -97,3 +106,31 @@ export function checkToolOptions(resolved: Readonly<ConfirmToolOptions>, where: 
  * and a late page still learns the confirmation was taken.
  */
 export const KEPT_PAST_EXPIRY_MS = 60_000;
+
+const AUDIENCE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+/**
+ * The server's audience, checked: required with a store passed in (another server may share it, and
+ * with it the secret: then each accepts the other's confirmations); none with the middleware's own
+ * memory store, which no other server reads. No `:`, `{` or `}`: it is a segment of every store key,
+ * in front of the key's hash tag.
+ */
+export function checkAudience(audience: unknown, storeGiven: boolean): string | undefined {
+  if (audience === undefined) {
+    if (!storeGiven) return undefined;
+    throw new TypeError(
+      "createConfirm: audience is required with a store: name this server (e.g. 'orders-prod'), the same on all its replicas and another on every other server sharing the store or the secret",
+    );
+  }
+  if (typeof audience !== 'string' || !AUDIENCE.test(audience)) {
+    throw new TypeError(
+      "createConfirm: audience must be 1 to 64 letters, digits, '.', '_' or '-', the first a letter or digit (e.g. 'orders-prod')",
+    );
+  }
+  return audience;
+}
+
+/** The start of every key the package writes: `confirm:<audience>:` (`confirm:` without an audience). */
+export function keyPrefix(audience: string | undefined): string {
+  return audience === undefined ? 'confirm:' : `confirm:${audience}:`;
+}

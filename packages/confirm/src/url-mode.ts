@@ -60,15 +60,13 @@ interface Stored {
 const ID = /^[A-Za-z0-9_-]{22}$/;
 /** The answer key's value once the call stopped waiting. */
 const CLOSED = 'closed';
-const pendingKey = (id: string): string => `confirm:url:{${id}}`;
-const answerKey = (id: string): string => `confirm:url:{${id}}:answer`;
-// In the caller's scope, so core's memory store counts a caller's URL confirmations against its
-// maxEntriesPerScope: the keys above each sit in a scope of their own (the page knows only the id).
-const openKey = (tag: string, id: string): string => `confirm:url-open:{${tag}}:${id}`;
-const slotKey = (tag: string, slot: number): string => `confirm:url-slot:{${tag}}:${slot}`;
 
-/** URL mode's store side: a pending call, the page's answer, the call's wait for it. */
-export function createUrlConfirmations(store: BoundedStore, url: ConfirmUrlOptions) {
+/**
+ * URL mode's store side: a pending call, the page's answer, the call's wait for it. Every key starts
+ * with `prefix` (`confirm:<audience>:`), so a page of another server sharing the store neither finds
+ * nor answers this server's calls, and each server counts its callers' open slots on its own.
+ */
+export function createUrlConfirmations(store: BoundedStore, url: ConfirmUrlOptions, prefix: string) {
   if (typeof url !== 'object' || url === null || typeof url.build !== 'function') {
     throw new TypeError(
       'createConfirm: url.build must be a function that returns the confirmation page address',
@@ -86,6 +84,12 @@ export function createUrlConfirmations(store: BoundedStore, url: ConfirmUrlOptio
   if (!(Number.isInteger(maxOpen) && maxOpen >= 1 && maxOpen <= 100)) {
     throw new RangeError('createConfirm: url.maxOpenPerCaller must be an integer from 1 to 100');
   }
+  const pendingKey = (id: string): string => `${prefix}url:{${id}}`;
+  const answerKey = (id: string): string => `${prefix}url:{${id}}:answer`;
+  // In the caller's scope, so core's memory store counts a caller's URL confirmations against its
+  // maxEntriesPerScope: the keys above each sit in a scope of their own (the page knows only the id).
+  const openKey = (tag: string, id: string): string => `${prefix}url-open:{${tag}}:${id}`;
+  const slotKey = (tag: string, slot: number): string => `${prefix}url-slot:{${tag}}:${slot}`;
 
   /** A new confirmation's id, expiry and page address (a bad address is the server's bug: throws TypeError). */
   const prepare = (ctx: ToolContext, ttlMs: number): PreparedPage => {

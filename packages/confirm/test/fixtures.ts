@@ -60,11 +60,12 @@ export function authAs(subject: string): AuthInfo {
   };
 }
 
+// After `confirm:`, the server's audience: every test that passes a store names it 'orders'.
 const KINDS: readonly (readonly [RegExp, string])[] = [
-  [/^confirm:url-slot:\{[\w-]{22}\}:\d+$/, 'slot'],
-  [/^confirm:url-open:\{[\w-]{22}\}:[\w-]{22}$/, 'mark'],
-  [/^confirm:url:\{[\w-]{22}\}$/, 'pending'],
-  [/^confirm:url:\{[\w-]{22}\}:answer$/, 'answer'],
+  [/^confirm:orders:url-slot:\{[\w-]{22}\}:\d+$/, 'slot'],
+  [/^confirm:orders:url-open:\{[\w-]{22}\}:[\w-]{22}$/, 'mark'],
+  [/^confirm:orders:url:\{[\w-]{22}\}$/, 'pending'],
+  [/^confirm:orders:url:\{[\w-]{22}\}:answer$/, 'answer'],
 ];
 
 /** A URL-mode key by what it is (`slot`, `mark`, `pending`, `answer`); any other key as it is. */

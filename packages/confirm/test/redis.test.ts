@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { isStoreFullError } from '@toolgate/core';
 import { expectFailure, serveTools } from '@toolgate/core/testing';
 import { createRedisClient, createRedisStore, redisReady } from '@toolgate/redis-store';
@@ -34,6 +35,7 @@ if (TEST_REDIS_URL === undefined) {
             middleware: [
               createConfirm({
                 secret: SECRET,
+                audience: 'orders',
                 store: createRedisStore(redis, { prefix }),
                 tools: { create_refund: {} },
               }),
@@ -45,11 +47,12 @@ if (TEST_REDIS_URL === undefined) {
         const refund = { order_id: 'A-1', amount: 25 };
         const first = await servers[0]!.callTool('create_refund', refund);
         const { confirmation } = (first._meta?.[CONFIRM_META] ?? {}) as { confirmation: string };
-        // Issued: held in the caller's hash tag under its nonce, for its 5 minutes plus a minute.
+        // Issued: held under the server's audience, in the caller's hash tag under its nonce, for its 5
+        // minutes plus a minute.
         const nonce = confirmation.split('.')[2];
         const keys = await clients[0]!.keys(`${prefix}*`);
         expect(keys).toEqual([
-          expect.stringMatching(new RegExp(`^${prefix}confirm:issued:\\{[\\w-]{22}\\}:${nonce}$`)),
+          expect.stringMatching(new RegExp(`^${prefix}confirm:orders:issued:\\{[\\w-]{22}\\}:${nonce}$`)),
         ]);
         const ttl = await clients[0]!.pttl(keys[0]!);
         expect(ttl).toBeGreaterThan(350_000);
@@ -73,6 +76,7 @@ if (TEST_REDIS_URL === undefined) {
       const [here, there] = clients.map((redis) =>
         createConfirm({
           secret: SECRET,
+          audience: 'orders',
           store: createRedisStore(redis, { prefix }),
           tools: { create_refund: {} },
           url: { build: ({ id }) => `https://orders.test/confirm/${id}`, pollMs: 25, maxOpenPerCaller: 2 },
@@ -138,9 +142,9 @@ if (TEST_REDIS_URL === undefined) {
         ]);
 
         // No slot is held any more; each confirmation's mark outlives its keys under the id (by a minute).
-        const held = await clients[0]!.keys(`${prefix}confirm:url-*`);
+        const held = await clients[0]!.keys(`${prefix}confirm:orders:url-*`);
         expect(held.map((key) => key.replace(/\{[\w-]{22}\}:[\w-]{22}$/, '{tag}:id')).sort()).toEqual(
-          Array.from({ length: 4 }, () => `${prefix}confirm:url-open:{tag}:id`),
+          Array.from({ length: 4 }, () => `${prefix}confirm:orders:url-open:{tag}:id`),
         );
         for (const key of held) {
           const ttl = await clients[0]!.pttl(key);
@@ -157,6 +161,7 @@ if (TEST_REDIS_URL === undefined) {
       const [here, there] = clients.map((redis) =>
         createConfirm({
           secret: SECRET,
+          audience: 'orders',
           store: createRedisStore(redis, { prefix }),
           tools: { create_refund: {} },
           url: { build: ({ id }) => `https://orders.test/confirm/${id}`, pollMs: 25 },
@@ -189,6 +194,102 @@ if (TEST_REDIS_URL === undefined) {
         await server.close();
       }
     });
+
+    it('staging and production sharing the secret and Redis: each takes only its own confirmations', async () => {
+      const { tool, runs } = refundTool();
+      const [staging, production] = await Promise.all(
+        (['orders-staging', 'orders-prod'] as const).map((audience, i) =>
+          serveTools([tool], {
+            middleware: [
+              createConfirm({
+                secret: SECRET,
+                audience,
+                store: createRedisStore(clients[i]!, { prefix }),
+                tools: { create_refund: {} },
+              }),
+            ],
+            authInfo: authAs('alice'),
+          }),
+        ),
+      );
+      const confirmationOf = (result: CallToolResult): string =>
+        ((result._meta?.[CONFIRM_META] ?? {}) as { confirmation: string }).confirmation;
+      const mismatch = {
+        error: 'permission_denied',
+        message:
+          'This confirmation does not match this call (other arguments, another caller or another tool).',
+      };
+      try {
+        const refund = { order_id: 'A-1', amount: 25 };
+        // The person confirmed the refund on staging; the model carries the confirmation to production.
+        const stagings = confirmationOf(await staging!.callTool('create_refund', refund));
+        const crossed = await production!.callTool('create_refund', { ...refund, confirmation: stagings });
+        expect(expectFailure(crossed)).toMatchObject(mismatch);
+        const prods = confirmationOf(await production!.callTool('create_refund', refund));
+        const back = await staging!.callTool('create_refund', { ...refund, confirmation: prods });
+        expect(expectFailure(back)).toMatchObject(mismatch);
+        expect(runs.count).toBe(0);
+        // Each held under its server's audience (earlier tests' keys are under 'orders').
+        const held = await clients[0]!.keys(`${prefix}confirm:orders-*`);
+        expect(held.map((key) => key.replace(/\{[\w-]{22}\}:[0-9a-f]{32}$/, '{tag}:nonce')).sort()).toEqual([
+          `${prefix}confirm:orders-prod:issued:{tag}:nonce`,
+          `${prefix}confirm:orders-staging:issued:{tag}:nonce`,
+        ]);
+        // Refused elsewhere, not used up: each works once where it was issued.
+        const ran = [
+          await production!.callTool('create_refund', { ...refund, confirmation: prods }),
+          await staging!.callTool('create_refund', { ...refund, confirmation: stagings }),
+        ];
+        expect(ran.map((result) => result.structuredContent)).toEqual([
+          { ok: true, refund_id: 'R-1' },
+          { ok: true, refund_id: 'R-2' },
+        ]);
+        expect(await clients[0]!.keys(`${prefix}confirm:orders-*`)).toEqual([]);
+      } finally {
+        await Promise.all([staging!.close(), production!.close()]);
+      }
+    });
+
+    it("URL mode: staging's page, on the same Redis, neither finds nor answers a call waiting on production", async () => {
+      const { tool, runs } = refundTool();
+      const [staging, production] = (['orders-staging', 'orders-prod'] as const).map((audience, i) =>
+        createConfirm({
+          secret: SECRET,
+          audience,
+          store: createRedisStore(clients[i]!, { prefix }),
+          tools: { create_refund: {} },
+          url: { build: ({ id }) => `https://${audience}.test/confirm/${id}`, pollMs: 25 },
+        }),
+      );
+      const seen: unknown[] = [];
+      const server = await serveTools([tool], {
+        middleware: [production!],
+        authInfo: authAs('alice'),
+        elicitUrl: true,
+        onElicit: (params) => {
+          const { elicitationId: id } = params as { elicitationId: string };
+          void (async () => {
+            seen.push(await staging!.pending(id, 'alice'));
+            seen.push(await staging!.answer(id, { approve: true, principal: 'alice' }));
+            seen.push(await staging!.answer(id, { approve: false, principal: 'alice' }));
+            seen.push((await production!.pending(id, 'alice'))?.tool);
+            seen.push(await production!.answer(id, { approve: true, principal: 'alice' }));
+          })();
+          return { action: 'accept' };
+        },
+      });
+      try {
+        const result = await server.callTool('create_refund', { order_id: 'A-1', amount: 25 });
+        expect(result.structuredContent).toEqual({ ok: true, refund_id: 'R-1' });
+        for (let waited = 0; seen.length < 5 && waited < 5000; waited += 10) await sleep(10);
+        expect(seen).toEqual([undefined, 'unknown', 'unknown', 'create_refund', 'recorded']);
+        expect(runs.count).toBe(1);
+        // Nothing under staging's audience: its page wrote nothing for production's call.
+        expect(await clients[0]!.keys(`${prefix}confirm:orders-staging:*`)).toEqual([]);
+      } finally {
+        await server.close();
+      }
+    });
   });
 
   // Losing every key is server-wide: a redis-server of its own, so the shared one keeps its data.
@@ -209,6 +310,7 @@ if (TEST_REDIS_URL === undefined) {
             middleware: [
               createConfirm({
                 secret: SECRET,
+                audience: 'orders',
                 store: createRedisStore(own.client, { prefix: 'orders:' }),
                 tools: { create_refund: {} },
               }),
@@ -258,6 +360,7 @@ if (TEST_REDIS_URL === undefined) {
         middleware: [
           createConfirm({
             secret: SECRET,
+            audience: 'orders',
             store: createRedisStore(own.client, { prefix }),
             tools: { create_refund: {} },
           }),
@@ -306,6 +409,7 @@ if (TEST_REDIS_URL === undefined) {
       const { tool, runs } = refundTool();
       const confirm = createConfirm({
         secret: SECRET,
+        audience: 'orders',
         store: createRedisStore(own.client, { prefix }),
         tools: { create_refund: { elicitTimeoutMs: 1500 } },
         url: { build: ({ id }) => `https://orders.test/confirm/${id}`, pollMs: 25 },
@@ -333,7 +437,7 @@ if (TEST_REDIS_URL === undefined) {
         expect(runs.count).toBe(0);
         expect(page).toEqual(['create_refund', expect.objectContaining({ name: 'StoreFullError' })]);
         // Its slot is free (deletes work on a full Redis); its mark and pending call expire with their TTL.
-        expect(await own.client.keys(`${prefix}confirm:url-slot:*`)).toEqual([]);
+        expect(await own.client.keys(`${prefix}confirm:orders:url-slot:*`)).toEqual([]);
       } finally {
         await server.close();
       }

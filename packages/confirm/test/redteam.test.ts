@@ -238,7 +238,12 @@ describe('two steps: a confirmation is bound to the exact call', () => {
     const { tool, runs } = refundTool();
     let storeSkewMs = 0;
     const store = createMemoryStore({ now: () => Date.now() + storeSkewMs });
-    const options = { secret: SECRET, store, tools: { create_refund: { ttlMs: 60_000 } } };
+    const options = {
+      secret: SECRET,
+      audience: 'orders',
+      store,
+      tools: { create_refund: { ttlMs: 60_000 } },
+    };
     const one = await serve([tool], { middleware: [createConfirm(options)], authInfo: authAs('alice') });
     const two = await serve([tool], { middleware: [createConfirm(options)], authInfo: authAs('alice') });
     const confirmation = confirmationOf(await one.callTool('create_refund', refund));
@@ -302,6 +307,7 @@ describe('a flood of confirmations cannot push out another caller’s (memory st
         decisionsOf(decisions),
         createConfirm({
           secret: SECRET,
+          audience: 'orders',
           store: createMemoryStore(limit.store),
           tools: { create_refund: {} },
         }),
@@ -359,6 +365,7 @@ describe('a flood of confirmations cannot push out another caller’s (memory st
       middleware: [
         createConfirm({
           secret: SECRET,
+          audience: 'orders',
           store,
           tools: { create_refund: {} },
           url: { build: ({ id }) => `https://page.test/confirm/${id}` },
@@ -402,6 +409,7 @@ describe('URL mode: one caller’s confirmations count against its own scope (me
     const decisions: PolicyDecision[][] = [];
     const confirm: ConfirmMiddleware = createConfirm({
       secret: SECRET,
+      audience: 'orders',
       store,
       tools: { create_refund: {} },
       url: { build: ({ id }) => `https://page.test/confirm/${id}`, pollMs: 10 },

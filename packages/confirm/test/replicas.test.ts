@@ -51,6 +51,7 @@ if (TEST_REDIS_URL === undefined) {
       });
       const confirm = createConfirm({
         secret: SECRET,
+        audience: 'orders',
         store,
         storeTimeoutMs: 1000,
         tools: { create_refund: {} },
@@ -80,8 +81,8 @@ if (TEST_REDIS_URL === undefined) {
         const issued = await server.callTool('create_refund', refund);
         const { confirmation } = (issued._meta?.[CONFIRM_META] ?? {}) as { confirmation: string };
         const nonce = confirmation.split('.')[2];
-        expect(await own.replica.client.keys(`${prefix}confirm:issued:*:${nonce}`)).toHaveLength(1);
-        expect(await own.replica.client.keys(`${prefix}confirm:issued:*`)).toHaveLength(2);
+        expect(await own.replica.client.keys(`${prefix}confirm:orders:issued:*:${nonce}`)).toHaveLength(1);
+        expect(await own.replica.client.keys(`${prefix}confirm:orders:issued:*`)).toHaveLength(2);
         // Using it is a DEL: not acknowledged, the call does not run, and the hint says what a retry
         // refused as already used means here.
         const notUsed = await own.whileReplicaStalls(() =>
@@ -101,7 +102,7 @@ if (TEST_REDIS_URL === undefined) {
           message: 'This confirmation was already used.',
         });
         expect(runs.count).toBe(0);
-        expect(await own.replica.client.keys(`${prefix}confirm:issued:*:${nonce}`)).toEqual([]);
+        expect(await own.replica.client.keys(`${prefix}confirm:orders:issued:*:${nonce}`)).toEqual([]);
       } finally {
         await server.close();
         await confirm.close();

@@ -180,7 +180,13 @@ describe('confirm: two steps for a client without elicitation', () => {
     };
     const client = await serve([tool], {
       middleware: [
-        createConfirm({ secret: SECRET, store: hanging, storeTimeoutMs: 50, tools: { create_refund: {} } }),
+        createConfirm({
+          secret: SECRET,
+          audience: 'orders',
+          store: hanging,
+          storeTimeoutMs: 50,
+          tools: { create_refund: {} },
+        }),
       ],
       logger: recordingLogger([]),
     });
@@ -204,10 +210,14 @@ describe('confirm: two steps for a client without elicitation', () => {
     const { tool, runs } = refundTool();
     const store = createMemoryStore();
     const one = await serve([tool], {
-      middleware: [createConfirm({ secret: SECRET, store, tools: { create_refund: {} } })],
+      middleware: [
+        createConfirm({ secret: SECRET, audience: 'orders', store, tools: { create_refund: {} } }),
+      ],
     });
     const two = await serve([tool], {
-      middleware: [createConfirm({ secret: SECRET, store, tools: { create_refund: {} } })],
+      middleware: [
+        createConfirm({ secret: SECRET, audience: 'orders', store, tools: { create_refund: {} } }),
+      ],
     });
     const { confirmation } = requiredOf(await one.callTool('create_refund', refund));
     const results = await Promise.all([

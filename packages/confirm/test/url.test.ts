@@ -90,7 +90,7 @@ async function setUp(
       pollMs: 20,
       ...(options.maxOpenPerCaller === undefined ? {} : { maxOpenPerCaller: options.maxOpenPerCaller }),
     },
-    ...(options.store === undefined ? {} : { store: options.store }),
+    ...(options.store === undefined ? {} : { audience: 'orders', store: options.store }),
   });
   const asked: ElicitRequest['params'][] = [];
   const decisions: PolicyDecision[][] = [];
