@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import {
+  callerTag,
   createLogThrottle,
   type Logger,
   type LogThrottle,
@@ -17,12 +18,13 @@ import {
   probingAnswer,
   timeoutAnswer,
 } from './answers.js';
+import { CallerLedger } from './callers.js';
 import { type Verdict, verdictOfResult, verdictOfThrow } from './classify.js';
 import { type CallOwner, type Ending, GuardedCall } from './deadline.js';
 import { DeadlineQueue } from './deadline-queue.js';
 import type { CircuitEvents } from './events.js';
 import type { ResolvedSettings } from './settings.js';
-import type { BreakerStats, CircuitEventType, CircuitState } from './types.js';
+import type { BreakerStats, CircuitEvent, CircuitEventType, CircuitState } from './types.js';
 
 /** One counted outcome, fed to opossum after the call ended. */
 interface Report {
@@ -39,10 +41,11 @@ const replay = (report: Report): Promise<Report> =>
   report.failed ? Promise.reject(report) : Promise.resolve(report);
 const ignore = (): void => {};
 
-/** The counters of opossum's current window bucket that a closed breaker's success adds to. */
+/** The counters of an opossum window bucket that this breaker adds to (a success) or takes from (a refused caller's failures). */
 interface WindowBucket {
   fires: number;
   successes: number;
+  failures: number;
 }
 
 /**
@@ -88,6 +91,8 @@ export class DependencyBreaker implements CallOwner {
   #bucket: WindowBucket | undefined;
   /** The report opossum is processing: state changes happen synchronously inside its events. */
   #reporting: Report | undefined;
+  /** Which callers the failures come from; undefined when `isolateCallers` is off. */
+  readonly #callers: CallerLedger | undefined;
   readonly #totals: BreakerStats['totals'] = {
     successes: 0,
     failures: 0,
@@ -98,6 +103,8 @@ export class DependencyBreaker implements CallOwner {
     capacityRejections: 0,
     opened: 0,
     closed: 0,
+    callerOpens: 0,
+    callerShortCircuits: 0,
   };
 
   constructor(name: string, settings: ResolvedSettings, logger: Logger, events: CircuitEvents) {
@@ -106,12 +113,17 @@ export class DependencyBreaker implements CallOwner {
     this.#logger = logger;
     this.#events = events;
     this.#deadlines = settings.timeout === false ? undefined : new DeadlineQueue(settings.timeout);
+    this.#callers = settings.isolateCallers
+      ? new CallerLedger(settings.rollingCountBuckets, settings.minFailingCallers)
+      : undefined;
     // A fresh options object per breaker: opossum's constructor writes its defaults into the one it gets.
     this.#opossum = new CircuitBreaker(replay, {
       name,
       timeout: false, // the deadline is per call, through the call's own signal (runWithDeadline)
       errorThresholdPercentage: settings.errorThresholdPercentage,
-      volumeThreshold: settings.volumeThreshold,
+      // Never reached: #record applies the volume and error-rate rule itself, after weighing callers.
+      // opossum still opens a half-open breaker on its probe's failure.
+      volumeThreshold: Number.MAX_SAFE_INTEGER,
       rollingCountTimeout: settings.rollingCountTimeout,
       rollingCountBuckets: settings.rollingCountBuckets,
       resetTimeout: settings.resetTimeout,
@@ -126,6 +138,7 @@ export class DependencyBreaker implements CallOwner {
     // After opossum's own rotate listener (added in its constructor), which starts a new bucket.
     this.#rotator.on('rotate', () => {
       this.#bucket = undefined;
+      this.#callers?.rotate();
     });
     this.#opossum.on('failure', (_error, _latency, args) => {
       this.#reporting = args[0];
@@ -151,6 +164,12 @@ export class DependencyBreaker implements CallOwner {
       if (this.#inFlight >= this.settings.capacity) return Promise.resolve(this.#shortCircuit(ctx, true));
       probe = true;
     }
+    // Nothing per call unless some caller is refused on its own (see CallerLedger).
+    const callers = this.#callers;
+    if (callers?.refusing) {
+      const retryAfterMs = callers.refusedFor(ctx, performance.now());
+      if (retryAfterMs !== undefined) return Promise.resolve(this.#refuseCaller(ctx, retryAfterMs));
+    }
     if (this.#inFlight >= this.settings.capacity) return Promise.resolve(this.#rejectCapacity(ctx));
     if (probe) {
       this.#probing = true;
@@ -172,7 +191,10 @@ export class DependencyBreaker implements CallOwner {
   conclude(call: GuardedCall, ending: Ending, value: unknown): ToolResult | Promise<ToolResult> {
     if (ending === 'returned' && !call.probe) {
       const result = value as ToolResult;
-      if (verdictOfResult(result) === 'success' && this.#countSuccess(call.generation)) return result;
+      if (verdictOfResult(result) === 'success' && this.#countSuccess(call.generation)) {
+        this.#callers?.noteSuccess(call.ctx);
+        return result;
+      }
     }
     return this.#concludeCounted(call, ending, value);
   }
@@ -224,6 +246,7 @@ export class DependencyBreaker implements CallOwner {
       tools: [...this.tools],
       inFlight: this.#inFlight,
       retryAfterMs: state === 'open' ? this.#retryAfterMs() : undefined,
+      callers: this.#callers?.counts(performance.now()) ?? { tracked: 0, refused: 0 },
       window: {
         calls: window.fires,
         successes: window.successes,
@@ -281,31 +304,116 @@ export class DependencyBreaker implements CallOwner {
       return;
     }
     const failed = verdict === 'failure';
+    // Failures of a closed breaker are weighed per caller (isolateCallers); a probe's are the dependency's.
+    const callers = failed && !probe && this.#opossum.closed ? this.#callers : undefined;
+    if (callers?.refusing && callers.refusedFor(ctx, performance.now()) !== undefined) {
+      // A call of a caller refused while it ran: its failure stays out of the window and the streak.
+      this.#totals.failures += 1;
+      return;
+    }
     if (failed) {
       this.#totals.failures += 1;
       this.#consecutive += 1;
     } else {
       this.#totals.successes += 1;
       this.#consecutive = 0;
+      this.#callers?.noteSuccess(ctx);
     }
     const replayed = this.#opossum.fire({ ctx, failed });
     // A success of a closed breaker changes nothing and cannot reject; a failure may open the breaker
     // and a probe may close it: wait for those, so the state change lands in this call's decisions.
     if (failed || probe) await replayed.then(ignore, ignore);
-    const streak = this.settings.consecutiveFailures;
-    if (
-      failed &&
-      streak !== false &&
-      this.#consecutive >= streak &&
-      generation === this.#generation &&
-      this.#opossum.closed &&
-      !this.#shut
-    ) {
-      // opossum has no such rule; its open() runs the same open → half-open machine and events.
-      this.#reporting = { ctx, failed: true };
-      this.#trippedBy = `${this.#consecutive} failures in a row`;
-      this.#opossum.open();
+    if (!failed || generation !== this.#generation || !this.#opossum.closed || this.#shut) return;
+    // Both rules are checked here rather than in opossum (whose volume threshold is set out of reach),
+    // so that a failure that would open the breaker can be weighed per caller first. The failure has
+    // landed in the window by now, and so has every one replayed before it.
+    const { consecutiveFailures: streak, volumeThreshold, errorThresholdPercentage } = this.settings;
+    const window = this.#opossum.stats;
+    const byRate =
+      window.fires >= volumeThreshold && (window.failures / window.fires) * 100 > errorThresholdPercentage;
+    const byStreak = streak !== false && this.#consecutive >= streak;
+    if (callers !== undefined) {
+      const now = performance.now();
+      const route = callers.weighFailure(
+        ctx,
+        generation,
+        now,
+        this.settings.resetTimeout,
+        byRate || byStreak,
+      );
+      if (route.to === 'refused-caller') {
+        // Refused while this failure was on its way: it leaves the window again.
+        this.#forget(1);
+        return;
+      }
+      if (route.to === 'open-caller') {
+        this.#forget(route.failures);
+        this.#consecutive = 0;
+        this.#openCaller(ctx, route.tag, route.again);
+        return;
+      }
     }
+    if (!byRate && !byStreak) return;
+    // opossum's open() runs the same open → half-open machine and events.
+    this.#reporting = { ctx, failed: true };
+    this.#trippedBy = byRate ? undefined : `${this.#consecutive} failures in a row`;
+    this.#opossum.open();
+  }
+
+  /** Takes `failures` counted failures (a refused caller's) back out of the window, newest bucket first. */
+  #forget(failures: number): void {
+    let left = failures;
+    for (const bucket of this.#opossum.status.window as unknown as WindowBucket[]) {
+      if (left <= 0) return;
+      const taken = Math.min(left, bucket.failures);
+      bucket.failures -= taken;
+      bucket.fires -= taken;
+      left -= taken;
+    }
+  }
+
+  /** One caller alone is refused from now: the decision, a throttled log line (its tag only) and the event. */
+  #openCaller(ctx: ToolContext, tag: string, again: boolean): void {
+    this.#totals.callerOpens += 1;
+    const resetTimeoutMs = this.settings.resetTimeout;
+    const reason = again
+      ? "the caller's calls failed again after its reset period"
+      : "the failures that would open the breaker are one caller's, while other callers succeed";
+    this.#decide(ctx, 'open-caller', reason, { caller: tag, retryAfterMs: resetTimeoutMs });
+    // A flood of callers each refused in turn would otherwise write a line apiece.
+    this.#throttle('open-caller', (suppressed) =>
+      this.#logger.warn(
+        {
+          breaker: this.name,
+          tools: [...this.tools],
+          caller: tag,
+          reason,
+          resetTimeoutMs,
+          ...(suppressed > 0 ? { suppressed } : {}),
+        },
+        suppressed > 0
+          ? `circuit breaker refused one caller (${suppressed} more times since the last line)`
+          : 'circuit breaker refused one caller: its calls fail while other callers succeed',
+      ),
+    );
+    this.#emit('open-caller', ctx.toolName, tag);
+  }
+
+  #refuseCaller(ctx: ToolContext, retryAfterMs: number): ToolResult {
+    this.#totals.callerShortCircuits += 1;
+    const caller = callerTag(ctx);
+    this.#decide(
+      ctx,
+      'short-circuit',
+      'this caller is refused: its calls failed while other callers succeeded',
+      {
+        state: 'open-caller',
+        caller,
+        retryAfterMs,
+      },
+    );
+    this.#emit('short-circuit', ctx.toolName, caller);
+    return openAnswer(ctx.toolName, retryAfterMs);
   }
 
   // One log line per state change, never one per call. Only the flapping of a dependency that stays
@@ -422,10 +530,9 @@ export class DependencyBreaker implements CallOwner {
     ctx.decisions.push({ by: BY, action, reason, detail: { breaker: this.name, ...detail } });
   }
 
-  #emit(type: CircuitEventType, toolName: string | undefined): void {
-    this.#events.emit(
-      { type, breaker: this.name, state: this.state(), toolName, at: Date.now() },
-      this.#logger,
-    );
+  #emit(type: CircuitEventType, toolName: string | undefined, caller?: string): void {
+    const event: CircuitEvent = { type, breaker: this.name, state: this.state(), toolName, at: Date.now() };
+    if (caller !== undefined) event.caller = caller;
+    this.#events.emit(event, this.#logger);
   }
 }

@@ -11,13 +11,16 @@ export interface ResolvedSettings {
   readonly rollingCountBuckets: number;
   readonly resetTimeout: number;
   readonly capacity: number;
+  readonly isolateCallers: boolean;
+  readonly minFailingCallers: number;
 }
 
 /**
  * Defaults for a tool server: a deadline under the SDK client's 60 s request timeout, five failures
  * in a row to open (a dead dependency trips it within a handful of calls), a window long enough for an
- * agent's call rate, and a volume threshold, because opossum's default of 0 lets a single failure
- * open the breaker on the rate rule.
+ * agent's call rate, a volume threshold, because opossum's default of 0 lets a single failure
+ * open the breaker on the rate rule, and failures of one caller alone, while others succeed, refusing
+ * that caller rather than everyone.
  */
 export const CIRCUIT_BREAKER_DEFAULTS: ResolvedSettings = Object.freeze({
   timeout: 30_000,
@@ -28,6 +31,8 @@ export const CIRCUIT_BREAKER_DEFAULTS: ResolvedSettings = Object.freeze({
   rollingCountBuckets: 12,
   resetTimeout: 30_000,
   capacity: 32,
+  isolateCallers: true,
+  minFailingCallers: 2,
 });
 
 /** How a tool is guarded, decided once at factory time. */
@@ -58,6 +63,8 @@ const SETTING_KEYS = [
   'rollingCountBuckets',
   'resetTimeout',
   'capacity',
+  'isolateCallers',
+  'minFailingCallers',
 ] as const;
 
 /** What a tool entry may set: the settings, or the dependency whose breaker it shares. */
@@ -170,6 +177,11 @@ function checkSettings(settings: Readonly<ResolvedSettings>, where: string): voi
   const capacity = settings.capacity;
   if (!(capacity === Number.POSITIVE_INFINITY || (Number.isInteger(capacity) && capacity >= 1))) {
     fail('capacity', 'an integer of at least 1, or Infinity');
+  }
+  if (typeof settings.isolateCallers !== 'boolean') fail('isolateCallers', 'true or false');
+  if (!(Number.isInteger(settings.minFailingCallers) && settings.minFailingCallers >= 2)) {
+    // 1 would open for everyone on any one caller's failures: that is `isolateCallers: false`.
+    fail('minFailingCallers', 'an integer of at least 2 (isolateCallers: false turns isolation off)');
   }
 }
 

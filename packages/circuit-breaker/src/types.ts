@@ -33,6 +33,21 @@ export interface BreakerSettings {
    * @default 32
    */
   capacity?: number;
+  /**
+   * When the breaker would open but the failures in question come from one caller (core's
+   * `callerScope`: identity plus bound values) while another caller succeeded within the window, the
+   * dependency evidently works: that caller alone is refused (`unavailable`) for `resetTimeout`, and its
+   * failures leave the window. With one caller only (stdio), failures of several callers, or no success
+   * of anyone else, the breaker opens for everyone as before. `false` always opens for everyone.
+   * @default true
+   */
+  isolateCallers?: boolean;
+  /**
+   * Distinct failing callers (not refused) in the window that open the breaker for everyone even while
+   * other callers succeed (at least 2).
+   * @default 2
+   */
+  minFailingCallers?: number;
 }
 
 /** Per-tool entry of `tools`: own settings, or the name of a dependency whose breaker it shares. */
@@ -65,7 +80,8 @@ export type CircuitEventType =
   | 'close'
   | 'short-circuit'
   | 'reject-capacity'
-  | 'timeout';
+  | 'timeout'
+  | 'open-caller';
 
 /** One event: a state change of a breaker, or a call it refused or timed out. */
 export interface CircuitEvent {
@@ -78,6 +94,11 @@ export interface CircuitEvent {
   toolName: string | undefined;
   /** Wall-clock time of the event (ms since the epoch). */
   at: number;
+  /**
+   * For `open-caller` and a refused caller's `short-circuit`: core's `callerTag` of that caller (a
+   * digest, never the identity itself); undefined otherwise.
+   */
+  caller?: string | undefined;
 }
 
 export type CircuitEventListener = (event: CircuitEvent) => void;
@@ -92,6 +113,8 @@ export interface BreakerStats {
   inFlight: number;
   /** While open: milliseconds until the breaker lets a probe through. */
   retryAfterMs: number | undefined;
+  /** Callers whose failures are tracked (at most 1024), and those refused on their own now. */
+  callers: { tracked: number; refused: number };
   /** opossum's rolling window: counted calls only (never short-circuits, capacity refusals or model mistakes). */
   window: { calls: number; successes: number; failures: number; errorPercentage: number };
   /** Since the breaker was created. */
@@ -107,6 +130,10 @@ export interface BreakerStats {
     capacityRejections: number;
     opened: number;
     closed: number;
+    /** Times one caller alone was refused (`open-caller`). */
+    callerOpens: number;
+    /** Calls answered `unavailable` because their caller alone was refused. */
+    callerShortCircuits: number;
   };
 }
 

@@ -1,4 +1,5 @@
 // Shared test harness: a real McpServer with scripted tools, a real SDK client, and recorders.
+import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import {
   defineTool,
@@ -105,7 +106,7 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-let open: Harness[] = [];
+let open: { close(): Promise<void> }[] = [];
 
 /** Serves the tools with `[...outer, recorder, breakers]` as the global chain. */
 export async function serve(
@@ -146,6 +147,69 @@ export async function serve(
   };
   open.push(harness);
   return harness;
+}
+
+/** A bearer token's info for `subject`, as a transport with bearer auth hands it over after verifying it. */
+export function subjectToken(subject: string): AuthInfo {
+  return {
+    token: `token-of-${subject}`,
+    clientId: 'support-portal',
+    scopes: ['orders:read'],
+    extra: { iss: 'https://idp.test', sub: subject },
+  };
+}
+
+export interface CallersHarness {
+  breakers: CircuitBreaker;
+  logs: LogEntry[];
+  /** The decisions of every finished call, of every caller, in the order the calls finished. */
+  decisions: PolicyDecision[][];
+  /** The client of `subject`. */
+  as(subject: string): TestClient;
+}
+
+/**
+ * One breaker in front of several callers: each subject gets its own real SDK client on its own
+ * McpServer (as a Streamable HTTP server has one per session) with its own verified token, and every
+ * server runs the same `[recorder, breakers]` chain.
+ */
+export async function serveCallers(
+  tools: readonly ToolDefinition[],
+  subjects: readonly string[],
+  options: CircuitBreakerOptions = {},
+): Promise<CallersHarness> {
+  const logs: LogEntry[] = [];
+  const decisions: PolicyDecision[][] = [];
+  const breakers = createCircuitBreaker(options);
+  const recorder: ToolMiddleware = async (ctx, next) => {
+    try {
+      return await next();
+    } finally {
+      decisions.push(ctx.decisions.map((decision) => ({ ...decision })));
+    }
+  };
+  const clients = new Map<string, TestClient>();
+  for (const subject of subjects) {
+    const server = new McpServer({ name: 'breaker-test', version: '1.0.0' });
+    registerTools(server, tools, { middleware: [recorder, breakers], logger: recordingLogger(logs) });
+    clients.set(subject, await connectTestClient(server, { authInfo: subjectToken(subject) }));
+  }
+  open.push({
+    async close() {
+      breakers.close();
+      await Promise.all([...clients.values()].map((client) => client.close()));
+    },
+  });
+  return {
+    breakers,
+    logs,
+    decisions,
+    as(subject) {
+      const client = clients.get(subject);
+      if (client === undefined) throw new Error(`serveCallers: no client for ${subject}`);
+      return client;
+    },
+  };
 }
 
 /** Closes every harness a test opened (call from afterEach). */

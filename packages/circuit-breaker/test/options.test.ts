@@ -21,6 +21,8 @@ describe('createCircuitBreaker options', () => {
       rollingCountBuckets: 12,
       resetTimeout: 30_000,
       capacity: 32,
+      isolateCallers: true,
+      minFailingCallers: 2,
     });
     expect(Object.isFrozen(CIRCUIT_BREAKER_DEFAULTS)).toBe(true);
     expect(refused({})).not.toThrow();
@@ -58,6 +60,12 @@ describe('createCircuitBreaker options', () => {
     ],
     [{ capacity: 0 }, 'capacity must be an integer of at least 1, or Infinity'],
     [{ capacity: 1.5 }, 'capacity must be an integer of at least 1, or Infinity'],
+    [{ isolateCallers: 'yes' as unknown as boolean }, 'isolateCallers must be true or false'],
+    [
+      { minFailingCallers: 1 },
+      'minFailingCallers must be an integer of at least 2 (isolateCallers: false turns isolation off)',
+    ],
+    [{ tools: { slow: { minFailingCallers: 2.5 } } }, 'tools.slow: minFailingCallers must be an integer'],
     [
       { dependencies: { 'carrier-api': { volumeThreshold: 0 } } },
       'dependencies.carrier-api: volumeThreshold must be',
@@ -90,7 +98,7 @@ describe('createCircuitBreaker options', () => {
   it('refuses an unknown per-tool option, naming the tool and what a tool may set', () => {
     expect(refused({ tools: { track_shipment: { timeoutMs: 5_000 } as never } })).toThrow(
       new TypeError(
-        'createCircuitBreaker: tools.track_shipment has unknown option(s) timeoutMs; a tool may set timeout, consecutiveFailures, errorThresholdPercentage, volumeThreshold, rollingCountTimeout, rollingCountBuckets, resetTimeout, capacity, dependency',
+        'createCircuitBreaker: tools.track_shipment has unknown option(s) timeoutMs; a tool may set timeout, consecutiveFailures, errorThresholdPercentage, volumeThreshold, rollingCountTimeout, rollingCountBuckets, resetTimeout, capacity, isolateCallers, minFailingCallers, dependency',
       ),
     );
     expect(refused({ dependency: 'db' } as never)).toThrow(

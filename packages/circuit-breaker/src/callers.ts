@@ -1,0 +1,196 @@
+import { callerScope, callerTag, type ToolContext } from '@toolgate/core';
+
+/**
+ * Most callers whose failures one breaker remembers (about 100 bytes each). Past it, the least recently
+ * failing caller that is not refused is forgotten, so a flood of new identities cannot grow memory nor
+ * push a refused caller out.
+ */
+export const MAX_TRACKED_CALLERS = 1024;
+
+/** One caller's counted failures of one breaker. */
+interface CallerRecord {
+  /** Its counted failures in the breaker's current generation and window. */
+  failures: number;
+  /** The window rotation of its last failure: older than the window, its failures are forgotten. */
+  rotation: number;
+  /** The breaker generation (state changes) its failures belong to. */
+  generation: number;
+  /** performance.now() until which it is refused; after that, until its record expires, it is on probation. */
+  openUntil: number;
+}
+
+/** Where a counted failure of a closed breaker goes. */
+export type FailureRoute =
+  /** Into the shared window, as without isolation. */
+  | { readonly to: 'shared' }
+  /** The caller was refused while this failure was on its way: it leaves the window again. */
+  | { readonly to: 'refused-caller' }
+  /** The caller alone is refused from now; its `failures` in the window leave it. */
+  | { readonly to: 'open-caller'; readonly tag: string; readonly failures: number; readonly again: boolean };
+
+const SHARED: FailureRoute = Object.freeze({ to: 'shared' });
+const REFUSED: FailureRoute = Object.freeze({ to: 'refused-caller' });
+
+/**
+ * Which callers a breaker's failures come from, and which callers it refuses on their own. Callers are
+ * keyed by core's `callerTag` (identity plus bindings, digested: the raw scope is never held as a key
+ * nor logged). Successes are tracked without a lookup: the last successful caller and the last one
+ * before it that differs, compared by reference first, so a steady caller costs two comparisons.
+ */
+export class CallerLedger {
+  readonly #records = new Map<string, CallerRecord>();
+  readonly #buckets: number;
+  readonly #minFailingCallers: number;
+  readonly #max: number;
+  /** Window rotations so far: the clock of "within the window". */
+  #rotations = 0;
+  /** The latest `openUntil` of any caller; 0 when none is refused (the per-call check reads only this). */
+  #refusingUntil = 0;
+  // The last successful caller (by reference, and its scope) and the last one before it with another scope.
+  #okCaller: unknown;
+  #okBindings: unknown;
+  #okScope: string | undefined;
+  #okRotation = 0;
+  #otherScope: string | undefined;
+  #otherRotation = 0;
+
+  constructor(buckets: number, minFailingCallers: number, max = MAX_TRACKED_CALLERS) {
+    this.#buckets = buckets;
+    this.#minFailingCallers = minFailingCallers;
+    this.#max = max;
+  }
+
+  /** True while some caller may be refused: only then does a call pay for a lookup. */
+  get refusing(): boolean {
+    return this.#refusingUntil !== 0;
+  }
+
+  /** The window slid one bucket: callers whose failures all left it are forgotten (unless refused). */
+  rotate(): void {
+    this.#rotations += 1;
+    if (this.#records.size === 0) return;
+    const now = performance.now();
+    // Least recently failing first: stop at the first caller whose failures are still in the window.
+    for (const [tag, record] of this.#records) {
+      if (this.#recent(record.rotation)) return;
+      if (record.openUntil <= now) this.#records.delete(tag);
+    }
+  }
+
+  /** A counted success of `ctx`'s caller. */
+  noteSuccess(ctx: ToolContext): void {
+    if (ctx.caller !== this.#okCaller || ctx.bindings !== this.#okBindings) this.#noteCaller(ctx);
+    this.#okRotation = this.#rotations;
+  }
+
+  /** Milliseconds until `ctx`'s caller is let through again, or undefined when it is not refused. */
+  refusedFor(ctx: ToolContext, now: number): number | undefined {
+    if (now >= this.#refusingUntil) {
+      this.#refusingUntil = 0;
+      return undefined;
+    }
+    const record = this.#records.get(callerTag(ctx));
+    if (record === undefined || record.openUntil <= now) return undefined;
+    return Math.max(1, Math.ceil(record.openUntil - now));
+  }
+
+  /**
+   * Attributes a failure of a closed breaker, just counted in the shared window, to its caller. `trips`
+   * says whether the window now opens the breaker for everyone. The caller alone is refused instead
+   * when the failures in question are its own (fewer than `minFailingCallers` distinct callers failing)
+   * while another caller succeeded within the window: the dependency evidently works.
+   */
+  weighFailure(
+    ctx: ToolContext,
+    generation: number,
+    now: number,
+    resetTimeout: number,
+    trips: boolean,
+  ): FailureRoute {
+    const tag = callerTag(ctx);
+    const record = this.#touch(tag, generation, now);
+    if (record.openUntil > now) return REFUSED;
+    record.failures += 1;
+    // On probation (refused before, within the window): its next failure refuses it again at once.
+    const again = record.openUntil !== 0;
+    if (!again && !trips) return SHARED;
+    if (!this.#othersSucceeded(callerScope(ctx))) return SHARED;
+    if (!again && this.#failingCallers(tag, generation, now) >= this.#minFailingCallers) return SHARED;
+    const failures = record.failures;
+    record.failures = 0;
+    record.openUntil = now + resetTimeout;
+    if (record.openUntil > this.#refusingUntil) this.#refusingUntil = record.openUntil;
+    return { to: 'open-caller', tag, failures, again };
+  }
+
+  /** Callers tracked, and callers refused now. */
+  counts(now: number): { tracked: number; refused: number } {
+    let refused = 0;
+    for (const record of this.#records.values()) if (record.openUntil > now) refused += 1;
+    return { tracked: this.#records.size, refused };
+  }
+
+  #noteCaller(ctx: ToolContext): void {
+    const scope = callerScope(ctx);
+    if (scope !== this.#okScope) {
+      this.#otherScope = this.#okScope;
+      this.#otherRotation = this.#okRotation;
+      this.#okScope = scope;
+    }
+    this.#okCaller = ctx.caller;
+    this.#okBindings = ctx.bindings;
+  }
+
+  #recent(rotation: number): boolean {
+    return this.#rotations - rotation < this.#buckets;
+  }
+
+  /** Whether a caller other than `scope` succeeded within the window. */
+  #othersSucceeded(scope: string): boolean {
+    if (this.#okScope !== undefined && this.#okScope !== scope && this.#recent(this.#okRotation)) return true;
+    return this.#otherScope !== undefined && this.#otherScope !== scope && this.#recent(this.#otherRotation);
+  }
+
+  /** Distinct callers, `tag`'s included, with failures in the window that are not refused; stops at the threshold. */
+  #failingCallers(tag: string, generation: number, now: number): number {
+    let count = 1;
+    for (const [other, record] of this.#records) {
+      if (other === tag || record.failures === 0 || record.openUntil > now) continue;
+      if (record.generation !== generation || !this.#recent(record.rotation)) continue;
+      count += 1;
+      if (count >= this.#minFailingCallers) break;
+    }
+    return count;
+  }
+
+  /** The caller's record, fresh for this generation and window, moved to the newest end of the map. */
+  #touch(tag: string, generation: number, now: number): CallerRecord {
+    let record = this.#records.get(tag);
+    if (record === undefined) {
+      if (this.#records.size >= this.#max) this.#evict(now);
+      record = { failures: 0, rotation: this.#rotations, generation, openUntil: 0 };
+    } else {
+      this.#records.delete(tag);
+      const expired = !this.#recent(record.rotation);
+      if (expired || record.generation !== generation) record.failures = 0;
+      if (expired && record.openUntil <= now) record.openUntil = 0;
+    }
+    record.generation = generation;
+    record.rotation = this.#rotations;
+    this.#records.set(tag, record);
+    return record;
+  }
+
+  /** Forgets the least recently failing caller that is not refused (refused ones move to the newest end). */
+  #evict(now: number): void {
+    for (let turns = this.#records.size; turns > 0; turns -= 1) {
+      const [tag, record] = this.#records.entries().next().value as [string, CallerRecord];
+      this.#records.delete(tag);
+      if (record.openUntil <= now) return;
+      this.#records.set(tag, record);
+    }
+    // Every tracked caller is refused: the oldest goes.
+    const oldest = this.#records.keys().next().value;
+    if (oldest !== undefined) this.#records.delete(oldest);
+  }
+}
