@@ -45,6 +45,10 @@ const NAT64_IPV4_BYTES: readonly (readonly number[])[] = [
   [12, 13, 14, 15],
 ];
 const SIX_TO_FOUR = ipaddr.parseCIDR('2002::/16');
+// IPv4 in the last 32 bits: IPv4-compatible (`::a.b.c.d`, automatic tunnels) and IPv4-translated
+// (`::ffff:0:a.b.c.d`, RFC 6145 stateless translators).
+const IPV4_COMPATIBLE = ipaddr.parseCIDR('::/96');
+const IPV4_TRANSLATED = ipaddr.parseCIDR('::ffff:0:0:0/96');
 const TEREDO = ipaddr.parseCIDR('2001::/32');
 
 /**
@@ -130,9 +134,10 @@ function unwrapEmbeddedIPv4(address: Address): Address {
 /**
  * The IPv4 addresses a 6to4 (2002:AABB:CCDD::/48), Teredo (server in bits 32-63, client inverted in
  * the last 32), local-use NAT64 (64:ff9b:1::/48, at each place RFC 6052 allows: the prefix length is
- * the operator's) or ISATAP (interface identifier `0:5efe:AABB:CCDD` or `200:5efe:AABB:CCDD`, under
- * any prefix, global ones included) address carries. 6to4, Teredo and local-use NAT64 are refused
- * unless `allowPrivate` opens them; metadata any of them carries stays refused even then.
+ * the operator's), IPv4-compatible (::AABB:CCDD), IPv4-translated (::ffff:0:AABB:CCDD) or ISATAP
+ * (interface identifier `0:5efe:AABB:CCDD` or `200:5efe:AABB:CCDD`, under any prefix, global ones
+ * included) address carries. All but ISATAP under a global prefix are refused unless `allowPrivate`
+ * opens them; metadata any of them carries stays refused even then.
  */
 function tunnelledIPv4(address: Address): ipaddr.IPv4[] {
   if (address.kind() !== 'ipv6') return [];
@@ -141,6 +146,7 @@ function tunnelledIPv4(address: Address): ipaddr.IPv4[] {
     new ipaddr.IPv4([(high >> 8) & 0xff, high & 0xff, (low >> 8) & 0xff, low & 0xff]);
   const parts = v6.parts;
   if (v6.match(SIX_TO_FOUR)) return [v4(parts[1]!, parts[2]!)];
+  if (v6.match(IPV4_COMPATIBLE) || v6.match(IPV4_TRANSLATED)) return [v4(parts[6]!, parts[7]!)];
   if (v6.match(TEREDO)) return [v4(parts[2]!, parts[3]!), v4(~parts[6]!, ~parts[7]!)];
   if (v6.match(NAT64_LOCAL_USE)) {
     const bytes = v6.toByteArray();

@@ -37,11 +37,15 @@ const HOP_HEADER_HINT =
 // 16 MiB, zstd up to 128 MiB) for every response, however little of it is read.
 const DEFAULT_ACCEPT_ENCODING = 'gzip, deflate';
 const WINDOWED_CODINGS: ReadonlySet<string> = new Set(['br', 'zstd']);
-// What one response may put on the wire beyond twice maxBodyBytes: its head (status line and headers,
-// which undici caps at http.maxHeaderSize), an interim 100/103 or two, chunk framing, and what the
-// parser and decoders read ahead of the body reader. Twice maxBodyBytes leaves room for framing of
-// small chunks and codings that grow incompressible data (deflate adds 5 bytes per 64 KiB block).
-const RESPONSE_BYTES_ALLOWANCE = 2 * maxHeaderSize + 256 * 1024;
+// Wire bytes one response may spend per byte of maxBodyBytes. A genuine server may send its body in
+// 1-byte chunks (`1\r\nX\r\n`: 6 bytes on the wire per body byte); such a body of maxBodyBytes must
+// arrive whole, and one past it must be cut as too long, not refused as hostile. 8 leaves room on top
+// for codings that grow incompressible data (deflate adds 5 bytes per 64 KiB block).
+const WIRE_BYTES_PER_BODY_BYTE = 8;
+// Beyond that: the head (status line and headers, which undici caps at http.maxHeaderSize), an interim
+// 100/103 or two, and what undici parses ahead of the body reader before a long body is cut there: two
+// stream buffers (64 KiB each from Node 22) of body in 1-byte chunks, 6 wire bytes each, and a socket read.
+const RESPONSE_BYTES_ALLOWANCE = 2 * maxHeaderSize + 1024 * 1024;
 // Describe the body: dropped with it (303), kept with it on any hop that resends it (307/308).
 const BODY_HEADERS: ReadonlySet<string> = new Set(['content-type', 'content-encoding', 'content-language']);
 
@@ -251,7 +255,7 @@ async function fetchPinned(
         timeoutMs: policy.timeoutMs,
         // maxBodyBytes counts decoded body bytes only; this bounds everything else the server sends
         // (a body that decodes to nothing, chunk extensions, endless 1xx responses): see capReads.
-        maxResponseBytes: 2 * policy.maxBodyBytes + RESPONSE_BYTES_ALLOWANCE,
+        maxResponseBytes: WIRE_BYTES_PER_BODY_BYTE * policy.maxBodyBytes + RESPONSE_BYTES_ALLOWANCE,
       },
     ),
   });

@@ -80,9 +80,14 @@ export function createPinnedConnector(
  * gigabytes through the parser and the decoder, a core busy, until timeoutMs. Counting here, below
  * the parser, bounds all of them at once. undici reads its socket with `read()` (on 'readable'),
  * so every byte it parses passes through this wrapper; one counter per connection.
+ * When the body reader falls behind, undici pauses its parser and hands what it has not parsed back
+ * with `unshift()`, to `read()` it again later: those bytes are given back to the count, so each byte
+ * counts once however often the parser pauses (each pause re-read the rest of a socket read: a body
+ * in 1-byte chunks read by a slow consumer counted about twice what was sent).
  */
 function capReads(socket: Socket, limit: number): void {
   const read = socket.read;
+  const unshift = socket.unshift;
   let received = 0;
   socket.read = function cappedRead(this: Socket, size?: number) {
     const chunk: unknown = read.call(this, size);
@@ -94,5 +99,10 @@ function capReads(socket: Socket, limit: number): void {
       }
     }
     return chunk;
+  };
+  socket.unshift = function countedUnshift(this: Socket, chunk: unknown, encoding?: BufferEncoding) {
+    // Only bytes read here come back (a string would be no read of ours): anything else stays counted.
+    if (chunk instanceof Uint8Array) received = Math.max(0, received - chunk.byteLength);
+    unshift.call(this, chunk, encoding);
   };
 }

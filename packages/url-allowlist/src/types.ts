@@ -33,7 +33,11 @@ export interface UrlPolicyOptions {
   resolve?: Resolver;
   /** Redirects `fetch` follows, each checked as a new URL; one more is `unavailable` (0 refuses any redirect). @default 5 */
   maxRedirects?: number;
-  /** Bytes of a response body `fetch` reads; the rest is cut and `truncated` set. @default 1048576 */
+  /**
+   * Bytes of a response body `fetch` reads (decoded); the rest is cut and `truncated` set. Also bounds
+   * what one response may send on the wire, framing included: 8 x this + 1 MiB + 2 x `http.maxHeaderSize`;
+   * past it the connection is cut (`unavailable`). @default 1048576
+   */
   maxBodyBytes?: number;
   /**
    * Total time of one `fetch`, resolution and every redirect included, in ms; also the longest a

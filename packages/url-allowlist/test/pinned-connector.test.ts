@@ -1,6 +1,7 @@
+import net from 'node:net';
 import type { buildConnector } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { createPinnedConnector } from '../src/pinned-connector.js';
+import { createPinnedConnector, ResponseBytesExceededError } from '../src/pinned-connector.js';
 
 // The base connector is a recorder: nothing here opens a socket.
 function recordingBase(): { base: buildConnector.connector; dialed: buildConnector.Options[] } {
@@ -82,5 +83,74 @@ describe('createPinnedConnector', () => {
     const error = await connectWith(createPinnedConnector(pin, { timeoutMs: 1000 }, base), options);
     expect(error?.message).toBe('toolgate url-allowlist: refused a connection to an unchecked origin');
     expect(dialed).toEqual([]);
+  });
+});
+
+/** Waits (polling, no time limit of its own: the test's applies) until `ready()` holds. */
+async function until(ready: () => boolean): Promise<void> {
+  while (!ready()) await new Promise((resolve) => setTimeout(resolve, 5));
+}
+
+describe('createPinnedConnector: maxResponseBytes', () => {
+  it('counts the bytes the HTTP client hands back with unshift() and reads again once, and cuts one byte past the limit', async () => {
+    const peers: net.Socket[] = [];
+    const server = net.createServer((peer) => peers.push(peer));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as net.AddressInfo;
+    // A real socket on loopback, as buildConnector would hand it over.
+    const base: buildConnector.connector = (_options, callback) => {
+      const socket = net.connect(port, '127.0.0.1');
+      socket.once('connect', () => callback(null, socket));
+    };
+    const connector = createPinnedConnector(
+      { protocol: 'http:', hostname: 'api.carrier.test', port, address: '127.0.0.1' },
+      { timeoutMs: 1000, maxResponseBytes: 10 },
+      base,
+    );
+    const socket = await new Promise<net.Socket>((resolve, reject) =>
+      connector(
+        {
+          hostname: 'api.carrier.test',
+          host: `api.carrier.test:${port}`,
+          protocol: 'http:',
+          port: String(port),
+        },
+        (...args) => (args[0] ? reject(args[0]) : resolve(args[1] as net.Socket)),
+      ),
+    );
+    const errors: Error[] = [];
+    socket.on('error', (error) => errors.push(error));
+    // Paused mode, read() on 'readable', as undici reads.
+    socket.on('readable', () => undefined);
+    try {
+      await until(() => peers.length === 1);
+      const peer = peers[0]!;
+      peer.write('12345678');
+      await until(() => socket.readableLength >= 8);
+      const first = socket.read() as Buffer;
+      expect(first.toString()).toBe('12345678');
+      // What undici does each time the body reader falls behind: the unparsed rest goes back and is read again.
+      for (let pause = 0; pause < 5; pause += 1) {
+        socket.unshift(first.subarray(2));
+        expect((socket.read() as Buffer).toString()).toBe('345678');
+      }
+      peer.write('90');
+      await until(() => socket.readableLength >= 2);
+      // 10 bytes sent, 10 counted: exactly the limit is allowed.
+      expect((socket.read() as Buffer).toString()).toBe('90');
+      expect(socket.destroyed).toBe(false);
+      peer.write('!');
+      await until(() => socket.readableLength >= 1);
+      expect(socket.read()).toBeNull();
+      expect(socket.destroyed).toBe(true);
+      await until(() => errors.length > 0);
+      expect(errors).toHaveLength(1);
+      expect(errors[0]).toBeInstanceOf(ResponseBytesExceededError);
+      expect(errors[0]).toMatchObject({ limit: 10, code: 'TOOLGATE_RESPONSE_BYTES_EXCEEDED' });
+    } finally {
+      socket.destroy();
+      for (const peer of peers) peer.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });

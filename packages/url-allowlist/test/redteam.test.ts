@@ -114,6 +114,8 @@ describe('cloud metadata stays refused even where allowPrivate opens the range a
         '[64:ff9b:1:0:a9:fea9:fe00:0]',
         '[64:ff9b:1:a9:fe:a9fe::]',
         '[64:ff9b:1:a9fe:a9:fe00::]',
+        '[::a9fe:a9fe]',
+        '[::ffff:0:a9fe:a9fe]',
       ],
       ports: [80],
       allowPrivate: [
@@ -126,6 +128,9 @@ describe('cloud metadata stays refused even where allowPrivate opens the range a
         '2001::/32',
         // An IPv6-only cluster that reaches its internal IPv4 services through a local-use NAT64.
         '64:ff9b:1::/48',
+        // IPv4-compatible (automatic tunnels) and IPv4-translated (a SIIT translator, RFC 6145).
+        '::/96',
+        '::ffff:0:0:0/96',
       ],
     });
 
@@ -156,6 +161,8 @@ describe('cloud metadata stays refused even where allowPrivate opens the range a
     ['AWS metadata under a local-use NAT64 /56 prefix', 'http://[64:ff9b:1:a9:fe:a9fe::]/'],
     ['AWS metadata under the local-use NAT64 /48 prefix', 'http://[64:ff9b:1:a9fe:a9:fe00::]/'],
     ['a DNS64 name for metadata under local-use NAT64', 'http://nat64-local.example.test/'],
+    ['AWS metadata as an IPv4-compatible address', 'http://[::169.254.169.254]/'],
+    ['AWS metadata as an IPv4-translated (SIIT) address', 'http://[::ffff:0:169.254.169.254]/'],
   ])('%s: %s', async (_what, url) => {
     const { policy } = open();
     const error = await refusalOf(policy.check(url));
