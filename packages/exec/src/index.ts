@@ -13,4 +13,11 @@ export { DEFAULT_EXEC_ENV } from './environment.js';
 export { createExecSlots, type ExecSlots, type ExecSlotsOptions } from './exec-slots.js';
 export { execTool } from './exec-tool.js';
 export { safeExec } from './safe-exec.js';
-export type { ExecOptions, ExecOutcome, ExecToolOptions, ExitCodeMapping, SafeExecOptions } from './types.js';
+export type {
+  ExecOptions,
+  ExecOutcome,
+  ExecToolOptions,
+  ExitCodeMapping,
+  RunAs,
+  SafeExecOptions,
+} from './types.js';

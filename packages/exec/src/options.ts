@@ -1,7 +1,8 @@
 import { type ResolvedCommand, resolveCommand, resolveWorkingDirectory } from './command.js';
 import { buildEnvironment, secretValuesOf, serverStartupEnvironment } from './environment.js';
 import { type SlotPool, slotPoolOf } from './exec-slots.js';
-import type { ExecOptions } from './types.js';
+import { resolveRunAs } from './run-as.js';
+import type { ExecOptions, RunAs } from './types.js';
 
 /** Every option checked and defaulted once, at creation. */
 export interface NormalisedExecOptions {
@@ -20,6 +21,8 @@ export interface NormalisedExecOptions {
   readonly maxArgvBytes: number;
   /** Where a run takes its slot: the one given, or the process's default pool. */
   readonly slots: SlotPool;
+  /** The user the program runs as, checked; undefined: the server's own. */
+  readonly runAs: Readonly<RunAs> | undefined;
 }
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
@@ -42,9 +45,11 @@ export function normaliseExecOptions(command: string, options: ExecOptions): Nor
   const env = buildEnvironment(options.env, options.inheritEnv);
   // The server's own credentials too: the program can read them in /proc/<server pid>/environ.
   const secretValues = secretValuesOf(env, process.env, serverStartupEnvironment());
+  const resolvedCommand = resolveCommand(command, options.allow);
+  const cwd = resolveWorkingDirectory(options.cwd);
   return Object.freeze({
-    command: resolveCommand(command, options.allow),
-    cwd: resolveWorkingDirectory(options.cwd),
+    command: resolvedCommand,
+    cwd,
     env,
     secretValues,
     secretBytes: Object.freeze(secretValues.map((secret) => Buffer.from(secret))),
@@ -55,6 +60,7 @@ export function normaliseExecOptions(command: string, options: ExecOptions): Nor
     stderrTailBytes: positive(options.stderrTailBytes, DEFAULT_STDERR_TAIL_BYTES, 'stderrTailBytes'),
     maxArgvBytes: positive(options.maxArgvBytes, DEFAULT_MAX_ARGV_BYTES, 'maxArgvBytes'),
     slots: slotPoolOf(options.slots),
+    runAs: resolveRunAs(options.runAs, resolvedCommand.real, cwd),
   });
 }
 

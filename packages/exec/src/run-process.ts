@@ -60,6 +60,8 @@ function spawnInSlot(
     // A group of its own, so the whole tree can be signalled at once (see process-tree.ts).
     detached: true,
     windowsHide: true,
+    // Another user (setgroups(0), setgid, setuid in the child): it cannot open the server's /proc files.
+    ...(options.runAs === undefined ? {} : { uid: options.runAs.uid, gid: options.runAs.gid }),
   };
   // Guard against a future edit: nothing here may ever go through a shell.
   if (spawnOptions.shell !== false) {
@@ -225,7 +227,13 @@ function spawnFailure(options: NormalisedExecOptions, error: unknown, logger: Lo
     });
   }
   logger.error(
-    { command: options.command.declared, real: options.command.real, cwd: options.cwd, err: error },
+    {
+      command: options.command.declared,
+      real: options.command.real,
+      cwd: options.cwd,
+      ...(options.runAs === undefined ? {} : { runAs: options.runAs }),
+      err: error,
+    },
     'exec: the program could not be started',
   );
   // Logged here in full (with the command and cwd); no `cause`, so core does not log it twice.

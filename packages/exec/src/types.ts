@@ -34,6 +34,23 @@ export interface ExecOptions {
    * `rate_limited`. @default the process's shared pool: 2 × CPUs at once, 4 × that waiting
    */
   slots?: ExecSlots;
+  /**
+   * The user and group the program runs as (Node's spawn `uid` and `gid`), with no supplementary groups:
+   * then it cannot open the server's own descriptors through `/proc/<server pid>/fd/N` (the client's
+   * stdout stream, an audit log) nor read its environment. Not root's user or group, not the server's
+   * own user; the server must be able to switch users (root, or CAP_SETUID and CAP_SETGID), and the user
+   * must be able to run the command and search the cwd: all checked at creation.
+   * @default undefined (the program runs as the server's user)
+   */
+  runAs?: RunAs;
+}
+
+/** A user and group to run a program as: numeric ids, as Node's spawn takes them. */
+export interface RunAs {
+  /** The user id: an integer from 1 (root, 0, is refused). */
+  readonly uid: number;
+  /** The group id: an integer from 1 (root's group, 0, is refused). The program has no other group. */
+  readonly gid: number;
 }
 
 /** Options of `safeExec`: the shared options plus the call's own signal and logger. */

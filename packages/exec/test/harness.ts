@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { type Logger, registerTools, type ToolDefinition, type ToolMiddleware } from '@toolgate/core';
 import { connectTestClient, type TestClient } from '@toolgate/core/testing';
-import { afterAll } from 'vitest';
+import { afterAll, it } from 'vitest';
 
 /** The node binary itself (symlinks resolved), the one program every test runs. */
 export const NODE = realpathSync(process.execPath);
@@ -79,5 +79,26 @@ export function handles(pid: number, signal: NodeJS.Signals): boolean {
   return ['SigIgn', 'SigCgt'].some((field) => {
     const mask = new RegExp(`^${field}:\\s*([0-9a-f]+)$`, 'm').exec(status)?.[1] ?? '0';
     return (BigInt(`0x${mask}`) & bit) !== 0n;
+  });
+}
+
+/** The user the `runAs` tests start programs as: `nobody`, which owns nothing of the server's. */
+export const NOBODY = Object.freeze({ uid: 65534, gid: 65534 });
+
+/** Why this process cannot start programs as another user (undefined when it can: it runs as root). */
+export const CANNOT_SWITCH_USERS: string | undefined =
+  process.getuid?.() === 0
+    ? undefined
+    : `needs root to start programs as another user (the tests run as uid ${process.getuid?.()})`;
+
+/**
+ * Registers one test named for what did not run and why. In CI (`CI=true`, which runs as root) it
+ * fails; elsewhere it is reported as skipped with the reason: counted and visible, never a silent pass.
+ */
+export function reportCannotRun(what: string, reason: string): void {
+  const name = `${what} did not run: ${reason}`;
+  it(name, (context) => {
+    if (process.env.CI === 'true') throw new Error(`${name}; CI=true requires it`);
+    context.skip(name);
   });
 }

@@ -1,0 +1,142 @@
+import { closeSync, openSync, readFileSync, readSync, type Stats, statSync } from 'node:fs';
+import path from 'node:path';
+import type { RunAs } from './types.js';
+
+// Node's spawn takes an int32 uid and gid.
+const MAX_ID = 2 ** 31 - 1;
+const EXECUTE = 0o1;
+const READ = 0o4;
+// Linux capability bits (linux/capability.h).
+const CAP_SETGID = 6n;
+const CAP_SETUID = 7n;
+
+/**
+ * Checks `runAs` once: integer ids, neither root's user or group nor the server's own user, a server that
+ * may switch users and drop its supplementary groups, and a command and cwd that user can run and search.
+ * Throws a TypeError naming the problem (a configuration error, never the model's). `command` and `cwd`
+ * are the resolved real paths.
+ */
+export function resolveRunAs(
+  runAs: RunAs | undefined,
+  command: string,
+  cwd: string,
+): Readonly<RunAs> | undefined {
+  if (runAs === undefined) return undefined;
+  if (typeof runAs !== 'object' || runAs === null || Array.isArray(runAs)) {
+    throw new TypeError('exec: runAs must be { uid, gid }');
+  }
+  const extra = Object.keys(runAs).filter((key) => key !== 'uid' && key !== 'gid');
+  if (extra.length > 0) {
+    throw new TypeError(
+      `exec: runAs takes uid and gid only, got ${extra.join(', ')} (the program gets no supplementary groups)`,
+    );
+  }
+  const uid = checkId(runAs.uid, 'runAs.uid');
+  const gid = checkId(runAs.gid, 'runAs.gid');
+  // Root reads and writes every descriptor of the server through /proc: the hole runAs closes, at its worst.
+  if (uid === 0) throw new TypeError('exec: runAs.uid 0 is root; name an unprivileged user of its own');
+  if (gid === 0)
+    throw new TypeError("exec: runAs.gid 0 is root's group; name an unprivileged group of its own");
+  if (process.platform === 'win32') throw new TypeError('exec: runAs is not supported on Windows');
+  if (uid === process.geteuid?.()) {
+    throw new TypeError(
+      `exec: runAs.uid ${uid} is the server's own user, which can open /proc/<server pid>/fd/N; name a user of its own`,
+    );
+  }
+  const refusal = switchRefusal();
+  if (refusal !== undefined) {
+    throw new TypeError(
+      `exec: runAs needs a server that may switch users (root, or CAP_SETUID and CAP_SETGID): ${refusal}, so no call could start the program`,
+    );
+  }
+  const checked = Object.freeze({ uid, gid });
+  const who = `runAs (uid ${uid}, gid ${gid})`;
+  const commandProblem = unusable(command, checked, true);
+  if (commandProblem !== undefined) {
+    throw new TypeError(`exec: command ${command} cannot be run by ${who}: ${commandProblem}`);
+  }
+  const cwdProblem = unusable(cwd, checked, false);
+  if (cwdProblem !== undefined) {
+    throw new TypeError(`exec: cwd ${cwd} cannot be used by ${who}: ${cwdProblem}`);
+  }
+  return checked;
+}
+
+function checkId(candidate: unknown, name: string): number {
+  if (typeof candidate !== 'number' || !Number.isInteger(candidate) || candidate < 0 || candidate > MAX_ID) {
+    throw new TypeError(`exec: ${name} must be an integer from 0 to ${MAX_ID}, got ${String(candidate)}`);
+  }
+  return candidate;
+}
+
+/**
+ * Why this process cannot start a program as another user with no supplementary groups, or undefined.
+ * libuv's spawn calls setgroups(0, NULL) and ignores its failure, then setgid and setuid: without
+ * CAP_SETGID (or where a user namespace denies setgroups) the program would keep the server's groups.
+ */
+function switchRefusal(): string | undefined {
+  const self = `this process (uid ${process.geteuid?.()})`;
+  if (process.platform !== 'linux') return process.geteuid?.() === 0 ? undefined : `${self} is not root`;
+  const effective = /^CapEff:\s*([0-9a-f]+)$/m.exec(readOr('/proc/self/status'))?.[1];
+  if (effective === undefined) return process.geteuid?.() === 0 ? undefined : `${self} is not root`;
+  const capabilities = BigInt(`0x${effective}`);
+  const missing = [
+    [CAP_SETUID, 'CAP_SETUID'],
+    [CAP_SETGID, 'CAP_SETGID'],
+  ] as const;
+  const lacking = missing.filter(([bit]) => ((capabilities >> bit) & 1n) === 0n).map(([, name]) => name);
+  if (lacking.length > 0) return `${self} lacks ${lacking.join(' and ')}`;
+  if (readOr('/proc/self/setgroups').trim() === 'deny') {
+    return `${self} may not drop its supplementary groups (setgroups is denied in its user namespace)`;
+  }
+  return undefined;
+}
+
+function readOr(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * Why `target` (a real path) is not usable by the user: a directory on the way it may not search, a
+ * command it may not execute (or a `#!` script it may not read, which its interpreter opens), a cwd it
+ * may not search. Judged from the mode bits as the kernel does for a process of that uid and gid with no
+ * supplementary groups and no capabilities (POSIX ACLs are not read).
+ */
+function unusable(target: string, runAs: Readonly<RunAs>, command: boolean): string | undefined {
+  const ancestors: string[] = [];
+  for (let dir = path.dirname(target); ; dir = path.dirname(dir)) {
+    ancestors.unshift(dir);
+    if (path.dirname(dir) === dir) break;
+  }
+  for (const dir of ancestors) {
+    if (!permits(statSync(dir), runAs, EXECUTE)) return `it may not search ${dir}`;
+  }
+  const stats = statSync(target);
+  if (!command) return permits(stats, runAs, EXECUTE) ? undefined : 'it may not search it';
+  if (!permits(stats, runAs, EXECUTE)) return 'it may not execute it';
+  if (isScript(target) && !permits(stats, runAs, READ))
+    return 'it may not read it (a #! script, which its interpreter opens)';
+  return undefined;
+}
+
+function permits(stats: Stats, runAs: Readonly<RunAs>, bit: number): boolean {
+  const shift = stats.uid === runAs.uid ? 6 : stats.gid === runAs.gid ? 3 : 0;
+  return ((stats.mode >> shift) & bit) !== 0;
+}
+
+function isScript(file: string): boolean {
+  const head = Buffer.alloc(2);
+  let fd: number | undefined;
+  try {
+    fd = openSync(file, 'r');
+    return readSync(fd, head, 0, 2, 0) === 2 && head.toString('latin1') === '#!';
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
