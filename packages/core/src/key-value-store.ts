@@ -34,9 +34,21 @@ export interface MemoryStoreOptions {
   /**
    * Most live entries of one scope: a key's Redis Cluster hash tag (the text between its first `{` and
    * the next `}`), or, for keys without one, one scope they all share. A new key past it is refused
-   * with a `StoreFullError` (reason `'scope'`); replacing a key is always allowed. @default 10000
+   * with a `StoreFullError` (reason `'scope'`); replacing a key never counts against it. @default 10000
    */
   maxEntriesPerScope?: number;
+  /**
+   * Most bytes held in all, counting each entry's key and value at 2 bytes per UTF-16 code unit (what
+   * a JS string may take). A write that would pass it (a new key, or a larger value for a held key) is
+   * refused with a `StoreFullError` (reason `'store'`); a value no larger than the one it replaces is
+   * always stored. @default 67108864 (64 MiB)
+   */
+  maxBytes?: number;
+  /**
+   * Most bytes held by one scope's live entries, counted as for `maxBytes`. A write that would pass it
+   * is refused with a `StoreFullError` (reason `'scope'`). @default 8388608 (8 MiB)
+   */
+  maxBytesPerScope?: number;
   /** The clock, for tests. @default Date.now */
   now?: () => number;
 }
@@ -45,13 +57,17 @@ export interface MemoryStoreOptions {
 const STORE_FULL_BRAND = Symbol.for('toolgate.StoreFullError');
 
 /**
- * A store refused a new key: the key's scope (`reason: 'scope'`) or the whole store (`'store'`) holds as
- * many live entries as it may. Not an outage: someone is filling the store, so a policy refuses the call
- * rather than running it unguarded. The message never names the key (keys carry callers' digests).
+ * A store refused a write: the key's scope (`reason: 'scope'`) or the whole store (`'store'`) holds as
+ * many live entries, or would hold more bytes, than it may. Not an outage: someone is filling the
+ * store, so a policy refuses the call rather than running it unguarded. The message never names the
+ * key (keys carry callers' digests).
  */
 export class StoreFullError extends Error {
   readonly reason: 'scope' | 'store';
-  /** The limit that was reached (`maxEntriesPerScope` or `maxEntries`), when the store counts entries. */
+  /**
+   * The limit that was reached (`maxEntriesPerScope`, `maxEntries`, `maxBytesPerScope` or `maxBytes`;
+   * the message names which), when the store has one of its own.
+   */
   readonly limit: number | undefined;
 
   /**
@@ -90,8 +106,16 @@ interface Entry {
   value: string;
   expiresAt: number;
   scope: string;
+  /** What the entry counts against `maxBytes`: 2 × (key + value length). */
+  bytes: number;
   /** The expiry bucket whose list holds this key (see `buckets` in createMemoryStore). */
   bucket: number;
+}
+
+/** What a scope holds; a scope holding nothing has no slot. */
+interface ScopeHeld {
+  entries: number;
+  bytes: number;
 }
 
 /** Width of an expiry bucket: an expired entry stops counting against a limit within this. */
@@ -105,10 +129,13 @@ const BUCKET_MS = 100;
 export function createMemoryStore(options: MemoryStoreOptions = {}): KeyValueStore {
   const maxEntries = positiveCount('maxEntries', options.maxEntries ?? 100_000);
   const maxEntriesPerScope = positiveCount('maxEntriesPerScope', options.maxEntriesPerScope ?? 10_000);
+  const maxBytes = positiveCount('maxBytes', options.maxBytes ?? 64 * 1024 * 1024);
+  const maxBytesPerScope = positiveCount('maxBytesPerScope', options.maxBytesPerScope ?? 8 * 1024 * 1024);
   const now = options.now ?? Date.now;
   const entries = new Map<string, Entry>();
-  /** Entries held per scope; a scope holding none has no slot. */
-  const perScope = new Map<string, number>();
+  const perScope = new Map<string, ScopeHeld>();
+  /** Bytes held by every entry, live or expired but not yet dropped. */
+  let bytesHeld = 0;
   // Expired entries are found by expiry time, not by a scan: each write files its key under the bucket
   // its entry has expired by (expiresAt rounded up to BUCKET_MS), and every bucket whose time has
   // passed is dropped on the next write. A slot whose entry was deleted, or rewritten into another
@@ -120,9 +147,25 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): KeyValueSto
 
   const remove = (key: string, entry: Entry): void => {
     entries.delete(key);
-    const held = perScope.get(entry.scope)! - 1;
-    if (held === 0) perScope.delete(entry.scope);
-    else perScope.set(entry.scope, held);
+    bytesHeld -= entry.bytes;
+    const held = perScope.get(entry.scope)!;
+    held.entries -= 1;
+    held.bytes -= entry.bytes;
+    if (held.entries === 0) perScope.delete(entry.scope);
+  };
+  /** Throws StoreFullError when `scope` (holding `held`) or the store cannot take `more` bytes. */
+  const checkBytes = (held: ScopeHeld | undefined, more: number): void => {
+    if (more <= 0) return;
+    if ((held?.bytes ?? 0) + more > maxBytesPerScope) {
+      throw new StoreFullError('scope', maxBytesPerScope, {
+        message: `KeyValueStore: a write was refused: its scope would hold more than maxBytesPerScope (${maxBytesPerScope}) bytes`,
+      });
+    }
+    if (bytesHeld + more > maxBytes) {
+      throw new StoreFullError('store', maxBytes, {
+        message: `KeyValueStore: a write was refused: the store would hold more than maxBytes (${maxBytes}) bytes`,
+      });
+    }
   };
   const dropBucket = (bucket: number, keys: string[]): void => {
     buckets.delete(bucket);
@@ -173,6 +216,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): KeyValueSto
   /** Stores `value`; false when `onlyIfAbsent` and the key holds one. Throws StoreFullError. */
   const write = (key: string, value: string, ttlMs: number, onlyIfAbsent: boolean): boolean => {
     checkTtl(ttlMs);
+    const bytes = bytesOf(key, value);
     const time = now();
     dropExpired(time);
     const expiresAt = time + ttlMs;
@@ -181,6 +225,12 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): KeyValueSto
     const entry = live(key, time);
     if (entry !== undefined) {
       if (onlyIfAbsent) return false;
+      // Refused before anything changes: the key keeps its value and expiry.
+      const held = perScope.get(entry.scope)!;
+      checkBytes(held, bytes - entry.bytes);
+      held.bytes += bytes - entry.bytes;
+      bytesHeld += bytes - entry.bytes;
+      entry.bytes = bytes;
       entry.value = value;
       entry.expiresAt = expiresAt;
       if (entry.bucket !== bucket) {
@@ -190,11 +240,17 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): KeyValueSto
       return true;
     }
     const scope = scopeOf(key);
-    const held = perScope.get(scope) ?? 0;
-    if (held >= maxEntriesPerScope) throw new StoreFullError('scope', maxEntriesPerScope);
+    const held = perScope.get(scope);
+    if ((held?.entries ?? 0) >= maxEntriesPerScope) throw new StoreFullError('scope', maxEntriesPerScope);
     if (entries.size >= maxEntries) throw new StoreFullError('store', maxEntries);
-    entries.set(key, { value, expiresAt, scope, bucket });
-    perScope.set(scope, held + 1);
+    checkBytes(held, bytes);
+    entries.set(key, { value, expiresAt, scope, bytes, bucket });
+    if (held === undefined) perScope.set(scope, { entries: 1, bytes });
+    else {
+      held.entries += 1;
+      held.bytes += bytes;
+    }
+    bytesHeld += bytes;
     file(key, bucket);
     return true;
   };
@@ -221,6 +277,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): KeyValueSto
     async close() {
       entries.clear();
       perScope.clear();
+      bytesHeld = 0;
       buckets.clear();
       slots = 0;
     },
@@ -233,6 +290,18 @@ function scopeOf(key: string): string {
   if (open < 0) return '';
   const close = key.indexOf('}', open + 1);
   return close > open + 1 ? key.slice(open + 1, close) : '';
+}
+
+/**
+ * An entry's size as JS may hold it: 2 bytes per UTF-16 code unit of key and value (V8 keeps Latin-1
+ * text in 1; the map and entry objects around them are bounded by the entry limits instead).
+ */
+function bytesOf(key: string, value: string): number {
+  // A value of another type would make the running totals NaN, and every byte limit with them.
+  if (typeof key !== 'string' || typeof value !== 'string') {
+    throw new TypeError('KeyValueStore: keys and values must be strings');
+  }
+  return 2 * (key.length + value.length);
 }
 
 function positiveCount(name: string, value: number): number {
