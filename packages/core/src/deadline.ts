@@ -25,20 +25,33 @@ export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefine
   });
 }
 
+/** A deadline's signal, and `release()` for when the work it bounds is done. */
+export interface Deadline {
+  /** Aborts when the caller's signal does or after the time limit (a `TimeoutError` DOMException). */
+  readonly signal: AbortSignal;
+  /**
+   * The work is done: the timer is cleared and the listener on the caller's signal removed at once,
+   * rather than held until the time limit (a long limit under many calls holds as many timers, and a
+   * long-lived caller's signal as many listeners). The signal never aborts after it. Idempotent.
+   */
+  release(): void;
+}
+
 /**
- * A signal that aborts when `signal` does or after `timeoutMs` (a `TimeoutError` DOMException).
+ * A signal that aborts when `signal` does or after `timeoutMs`, with `release()` to let go of it early.
  *
  * Built from a controller and a timer of its own, not `AbortSignal.any([signal, AbortSignal.timeout()])`:
  * on Node 20 the combined signal holds its sources weakly, so once a garbage collection ran before the
  * time limit, the timeout signal was gone and the deadline never fired (a call waited forever). The
- * timer here holds the controller until it fires; it is unref'd, so it never keeps a process alive.
+ * timer here holds the controller until it fires or is released; it is unref'd, so it never keeps a
+ * process alive.
  */
-export function deadlineSignal(signal: AbortSignal | undefined, timeoutMs: number): AbortSignal {
-  checkTimeout('deadlineSignal', timeoutMs);
+export function createDeadline(signal: AbortSignal | undefined, timeoutMs: number): Deadline {
+  checkTimeout('createDeadline', timeoutMs);
   const controller = new AbortController();
   if (signal?.aborted) {
     controller.abort(abortReason(signal));
-    return controller.signal;
+    return { signal: controller.signal, release: () => {} };
   }
   const onAbort = (): void => {
     clearTimeout(timer);
@@ -50,7 +63,23 @@ export function deadlineSignal(signal: AbortSignal | undefined, timeoutMs: numbe
   }, timeoutMs);
   timer.unref();
   signal?.addEventListener('abort', onAbort, { once: true });
-  return controller.signal;
+  return {
+    signal: controller.signal,
+    release: () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    },
+  };
+}
+
+/**
+ * `createDeadline(signal, timeoutMs).signal`: a signal that aborts when `signal` does or after
+ * `timeoutMs`. Its timer and its listener on `signal` stay until the time limit; use `createDeadline`
+ * and release it when the work is done.
+ */
+export function deadlineSignal(signal: AbortSignal | undefined, timeoutMs: number): AbortSignal {
+  checkTimeout('deadlineSignal', timeoutMs);
+  return createDeadline(signal, timeoutMs).signal;
 }
 
 /**

@@ -5,7 +5,14 @@ export { canonicalJson } from './canonical-json.js';
 export { classifyFailure, type FailureClass } from './classify-failure.js';
 export { ERROR_CODE_DEFAULTS, ERROR_CODES, type ErrorCode, isErrorCode } from './codes.js';
 export { afterSettled, callNext, compose } from './compose.js';
-export { deadlineSignal, isAbortError, raceAbort, withDeadline } from './deadline.js';
+export {
+  createDeadline,
+  type Deadline,
+  deadlineSignal,
+  isAbortError,
+  raceAbort,
+  withDeadline,
+} from './deadline.js';
 export { defineTool } from './define-tool.js';
 export { runDetached } from './detached.js';
 export { isToolError, ToolError, type ToolErrorOptions } from './errors.js';

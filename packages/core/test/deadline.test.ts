@@ -1,7 +1,8 @@
+import { getEventListeners } from 'node:events';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { deadlineSignal } from '../src/index.js';
+import { createDeadline, deadlineSignal } from '../src/index.js';
 
 // A full garbage collection on demand (the flag set at run time, the function read from a new context).
 setFlagsFromString('--expose-gc');
@@ -36,5 +37,33 @@ describe('deadlineSignal', () => {
     expect(deadlineSignal(already.signal, 60_000).reason).toEqual(new Error('gone'));
     expect(await aborted(deadlineSignal(undefined, 30))).toMatchObject({ name: 'TimeoutError' });
     expect(() => deadlineSignal(undefined, 0)).toThrow(RangeError);
+  });
+});
+
+describe('createDeadline', () => {
+  it('lets go of the caller’s signal and its timer once released: 1000 finished calls hold nothing', async () => {
+    // A long-lived signal (a connection's, a server's) under many calls: each deadline held a listener
+    // on it until its time limit, after its work was long done.
+    const outer = new AbortController();
+    for (let i = 0; i < 1000; i += 1) createDeadline(outer.signal, 60_000).release();
+    expect(getEventListeners(outer.signal, 'abort')).toHaveLength(0);
+    const released = createDeadline(outer.signal, 30);
+    released.release();
+    released.release();
+    await new Promise((resolve) => setTimeout(resolve, 80));
+    expect(released.signal.aborted).toBe(false);
+    outer.abort(new Error('client cancelled'));
+    expect(released.signal.aborted).toBe(false);
+  });
+
+  it('aborts like deadlineSignal until released', async () => {
+    const outer = new AbortController();
+    const deadline = createDeadline(outer.signal, 60_000);
+    expect(getEventListeners(outer.signal, 'abort')).toHaveLength(1);
+    const reason = aborted(deadline.signal);
+    outer.abort(new Error('client cancelled'));
+    expect(await reason).toEqual(new Error('client cancelled'));
+    expect(await aborted(createDeadline(undefined, 30).signal)).toMatchObject({ name: 'TimeoutError' });
+    expect(() => createDeadline(undefined, -1)).toThrow(RangeError);
   });
 });

@@ -1,5 +1,5 @@
 import { type ChildProcess, type SpawnOptions, spawn } from 'node:child_process';
-import { deadlineSignal, type Logger, ToolError } from '@toolgate/core';
+import { createDeadline, type Logger, ToolError } from '@toolgate/core';
 import { ArgumentRefusal } from './argument-refusal.js';
 import { scrubOutput } from './environment.js';
 import { releaseGroup, watchGroup } from './group-reaper.js';
@@ -116,11 +116,14 @@ function spawnInSlot(
       timers.push(setTimeout(() => signalTree('SIGKILL'), options.killGraceMs).unref());
     };
     // Core's deadline: one signal for the caller's abort and the time limit; which fired decides the message.
-    const deadline = deadlineSignal(signal, options.timeoutMs);
+    // Released once the program is done: its timer and its listener on the call's signal go with it.
+    const limit = createDeadline(signal, options.timeoutMs);
+    const deadline = limit.signal;
     const onDeadline = (): void => stop(signal?.aborted ? 'aborted' : 'timeout');
     const cleanUp = (): void => {
       for (const timer of timers) clearTimeout(timer);
       deadline.removeEventListener('abort', onDeadline);
+      limit.release();
     };
     const watch = (stream: NodeJS.ReadableStream | null, capture: OutputCapture): void => {
       stream?.on('data', (chunk: Buffer) => {

@@ -1,5 +1,5 @@
 import { maxHeaderSize } from 'node:http';
-import { deadlineSignal } from '@toolgate/core';
+import { createDeadline } from '@toolgate/core';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { HTTP_TOKEN, type NormalPolicy } from './options.js';
 import { createPinnedConnector } from './pinned-connector.js';
@@ -65,7 +65,10 @@ export async function fetchUrl(
   first: CheckedUrl | string | URL,
   init: UrlFetchInit,
 ): Promise<UrlFetchResult> {
-  const signal = deadlineSignal(init.signal, policy.timeoutMs);
+  // Released when the fetch is done (its body is read by then): the timer and the listener on the
+  // caller's signal go with it instead of staying until timeoutMs.
+  const deadline = createDeadline(init.signal, policy.timeoutMs);
+  const signal = deadline.signal;
   let request = initialRequest(init);
   let host = isCheckedUrl(first) ? first.hostname : undefined;
   try {
@@ -103,6 +106,8 @@ export async function fetchUrl(
       );
     }
     throw error;
+  } finally {
+    deadline.release();
   }
 }
 
