@@ -40,7 +40,7 @@ export function startAttributes(
     // The kind only: the id names a person or a client (personal data), so it is opt-in.
     [ATTR_TOOLGATE_CALLER_KIND]: ctx.caller.kind,
   };
-  if (rules.recordCallerId) attributes[ATTR_TOOLGATE_CALLER_ID] = clientText(ctx.caller.id);
+  if (rules.recordCallerId) attributes[ATTR_TOOLGATE_CALLER_ID] = callerIdOf(ctx, rules);
   const sessionId = ctx.request.sessionId;
   if (typeof sessionId === 'string' && sessionId !== '' && rules.sessionId !== 'omit') {
     attributes[ATTR_MCP_SESSION_ID] =
@@ -64,6 +64,21 @@ export function sessionDigest(sessionId: string): string {
   }
   return lastSessionDigest;
 }
+
+/**
+ * The caller's id as recorded. A session caller's id is `session:<id>`, and that id is what lets a request
+ * continue the session: it follows the `sessionId` rule, so only `sessionId: 'raw'` records it as it is.
+ */
+function callerIdOf(ctx: ToolContext, rules: Readonly<OtelRules>): string {
+  const { id, kind } = ctx.caller;
+  if (kind === 'session' && rules.sessionId !== 'raw') {
+    const sessionId = id.startsWith(SESSION_CALLER) ? id.slice(SESSION_CALLER.length) : id;
+    return `${SESSION_CALLER}${sessionDigest(sessionId)}`;
+  }
+  return clientText(id);
+}
+
+const SESSION_CALLER = 'session:';
 
 /** A string the client chose: capped, and well-formed so that no exporter batch is refused for it. */
 function clientText(text: string): string {

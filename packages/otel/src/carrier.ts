@@ -34,8 +34,9 @@ export function extractParent(
   logger: Logger,
 ): Context {
   if (meta === undefined || meta === null || typeof meta !== 'object') return active;
+  let extracted: unknown;
   try {
-    return propagator.extract(active, meta, metaGetter);
+    extracted = propagator.extract(active, meta, metaGetter);
   } catch (error) {
     // A custom propagator that throws must not fail the call; the span starts from the active context.
     logger.warn(
@@ -44,11 +45,31 @@ export function extractParent(
     );
     return active;
   }
+  // Nothing read (the API's no-op propagator, or no trace context in `_meta`): the same context back.
+  if (extracted === active || isContext(extracted)) return extracted as Context;
+  // Nor one that answers something else (`undefined` for a carrier it did not expect): every later
+  // step (the span's parent, the handler's context, the link) reads it as a context.
+  logger.warn(
+    { returned: typeof extracted },
+    'otel: the propagator returned no context for params._meta; using the active context',
+  );
+  return active;
+}
+
+function isContext(value: unknown): value is Context {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as Partial<Context>).getValue === 'function' &&
+    typeof (value as Partial<Context>).setValue === 'function'
+  );
 }
 
 /**
  * The span a client named in `params._meta` (`clientContext: 'link'`), for a span link: read over an
- * empty context, so neither the client's baggage nor its trace reaches the call's own context.
+ * empty context, so neither the client's baggage nor its trace reaches the call's own context. The link
+ * keeps the ids and flags only: the client's `tracestate` is its own free text (up to 512 characters the
+ * propagator accepts), and a client you do not run has nothing to store in your backend.
  */
 export function extractLink(
   propagator: TextMapPropagator,
@@ -58,5 +79,7 @@ export function extractLink(
   const remote = extractParent(propagator, meta, ROOT_CONTEXT, logger);
   if (remote === ROOT_CONTEXT) return undefined;
   const spanContext = trace.getSpanContext(remote);
-  return spanContext !== undefined && isSpanContextValid(spanContext) ? spanContext : undefined;
+  if (spanContext === undefined || !isSpanContextValid(spanContext)) return undefined;
+  const { traceId, spanId, traceFlags } = spanContext;
+  return { traceId, spanId, traceFlags, isRemote: true };
 }

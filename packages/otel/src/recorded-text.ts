@@ -25,6 +25,65 @@ export function wellFormed(text: string): string {
   return text.isWellFormed() ? text : text.toWellFormed();
 }
 
+/**
+ * A value with at most `limit` array items and object members (counted together, depth first), so that
+ * redacting it costs no more than the cap can show: each entry takes at least two characters of JSON, so
+ * past `maxRecordedLength / 2` of them the cap cuts anyway, and the redaction walk (every key and string
+ * through every secret pattern) took half a second for one call with 50,000 arguments. Plain objects and
+ * arrays are cut (their first members as sent, then a `[+N more keys]` / `[+N more items]` marker); any
+ * other value is left to the redactor. Parts within the limit are the value's own (nothing is copied for
+ * an ordinary call). A cycle spends the limit like any other nesting, so the walk ends.
+ */
+export function firstEntries(value: unknown, limit: number): unknown {
+  return keepFirst(value, { left: limit });
+}
+
+function keepFirst(value: unknown, budget: { left: number }): unknown {
+  if (typeof value !== 'object' || value === null) return value;
+  if (Array.isArray(value)) {
+    const kept = Math.min(value.length, budget.left);
+    budget.left -= kept;
+    let out: unknown[] | undefined;
+    for (let index = 0; index < kept; index += 1) {
+      const item = keepFirst(value[index], budget);
+      if (out === undefined && item !== value[index]) out = value.slice(0, index);
+      out?.push(item);
+    }
+    if (value.length === kept) return out ?? value;
+    out ??= value.slice(0, kept);
+    out.push(`[+${value.length - kept} more items]`);
+    return out;
+  }
+  const prototype = Object.getPrototypeOf(value);
+  if (prototype !== Object.prototype && prototype !== null) return value;
+  const record = value as Record<string, unknown>;
+  const keys = Object.keys(record);
+  const kept = Math.min(keys.length, budget.left);
+  budget.left -= kept;
+  let out: Record<string, unknown> | undefined;
+  for (let index = 0; index < kept; index += 1) {
+    const key = keys[index]!;
+    const item = keepFirst(record[key], budget);
+    if (out === undefined && item !== record[key]) out = copyMembers(record, keys, index);
+    if (out !== undefined) defineMember(out, key, item);
+  }
+  if (keys.length === kept) return out ?? value;
+  out ??= copyMembers(record, keys, kept);
+  out[`[+${keys.length - kept} more keys]`] = null;
+  return out;
+}
+
+function copyMembers(record: Record<string, unknown>, keys: readonly string[], count: number) {
+  const out: Record<string, unknown> = {};
+  for (let index = 0; index < count; index += 1) defineMember(out, keys[index]!, record[keys[index]!]);
+  return out;
+}
+
+// defineProperty, not assignment: a `__proto__` key from JSON stays a key.
+function defineMember(out: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+}
+
 export interface TextRecorder {
   /** A value as redacted, capped JSON (arguments, results). */
   json(value: unknown): string;
@@ -45,10 +104,18 @@ export function createTextRecorder(redact: RedactSecretsOptions | undefined, max
   const redactValue = createSecretRedactor(redact);
   const patterns = redact?.patterns;
   const repeated = new Map<string, { readonly cap: number; readonly text: string }>();
+  const entries = Math.ceil(max / 2) + 1;
   return {
     json(value) {
+      let bounded: unknown;
       try {
-        return clip(canonicalJson(redactValue(value)), max);
+        bounded = firstEntries(value, entries);
+      } catch {
+        // A hostile getter or proxy: the redactor marks what it cannot read.
+        bounded = value;
+      }
+      try {
+        return clip(canonicalJson(redactValue(bounded)), max);
       } catch {
         return '[unserialisable]';
       }

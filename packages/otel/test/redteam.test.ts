@@ -22,6 +22,7 @@ import {
   type ErrorCode,
   fail,
   ok,
+  redactSecretsInText,
   type ToolDefinition,
   ToolError,
   type ToolMiddleware,
@@ -36,7 +37,7 @@ import {
 } from '@toolgate/core/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as z from 'zod';
-import { createOtel, type OtelOptions } from '../src/index.js';
+import { createOtel, type OtelOptions, sessionDigest } from '../src/index.js';
 import {
   ATTR_ERROR_TYPE,
   ATTR_EXCEPTION_MESSAGE,
@@ -47,6 +48,8 @@ import {
   ATTR_GEN_AI_TOOL_NAME,
   ATTR_JSONRPC_REQUEST_ID,
   ATTR_MCP_METHOD_NAME,
+  ATTR_TOOLGATE_CALLER_ID,
+  ATTR_TOOLGATE_CALLER_KIND,
   ATTR_TOOLGATE_DECISION_ACTION,
   ATTR_TOOLGATE_DECISION_BY,
   ATTR_TOOLGATE_ERROR_CODE,
@@ -345,6 +348,38 @@ describe('red team (a): secrets in recorded arguments, results, errors and names
   });
 });
 
+describe('red team (a2): the caller on the span', () => {
+  // Without auth over Streamable HTTP the caller is `session:<id>`, and that id is what lets a request
+  // continue the session: it is a credential, recorded as such only where the session id would be.
+  async function sessionCaller(options: OtelOptions): Promise<TestClient> {
+    const client = await serveTools([echo], {
+      middleware: [createOtel({ tracerProvider, meterProvider, ...options })],
+      logger: recordingLogger([]),
+      localTransport: () => false,
+      sessionId: 'sess-7f3a9c1e5b2d4a60',
+    });
+    open.push(client);
+    return client;
+  }
+
+  it('recordCallerId records a session caller under the session id digest, never the session id', async () => {
+    const digest = sessionDigest('sess-7f3a9c1e5b2d4a60');
+    for (const sessionId of ['digest', 'omit'] as const) {
+      const c = await sessionCaller({ recordCallerId: true, sessionId });
+      expect((await c.callTool('echo', { payload: 1 })).isError).toBeUndefined();
+      const { attributes } = onlyToolSpan();
+      expect(attributes[ATTR_TOOLGATE_CALLER_KIND]).toBe('session');
+      expect(attributes[ATTR_TOOLGATE_CALLER_ID]).toBe(`session:${digest}`);
+      expect(everything()).not.toContain('sess-7f3a9c1e5b2d4a60');
+      exporter.reset();
+    }
+    // Only where the session id itself is recorded is the caller id raw too.
+    const raw = await sessionCaller({ recordCallerId: true, sessionId: 'raw' });
+    await raw.callTool('echo', { payload: 1 });
+    expect(onlyToolSpan().attributes[ATTR_TOOLGATE_CALLER_ID]).toBe('session:sess-7f3a9c1e5b2d4a60');
+  });
+});
+
 describe('red team (b): hostile trace context in _meta', () => {
   const VICTIM_TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
   const VICTIM_SPAN = '00f067aa0ba902b7';
@@ -399,6 +434,22 @@ describe('red team (b): hostile trace context in _meta', () => {
     expect(JSON.stringify(spans.map((s) => [s.attributes, s.events, s.status]))).not.toMatch(
       /vvvv|k99|sk_live/,
     );
+  });
+
+  it("clientContext 'link': the client's tracestate stays off the link, which keeps the ids and flags only", async () => {
+    const c = await serve({ clientContext: 'link' });
+    const traceparent = `00-${VICTIM_TRACE}-${VICTIM_SPAN}-01`;
+    const tracestate = `acme=${SECRETS.stripe},vendor=tenant-42-user-8812`;
+    const result = await c.callTool('echo', { payload: 1 }, { meta: { traceparent, tracestate } });
+    expect(result.isError).toBeUndefined();
+    const span = onlyToolSpan();
+    expect(span.parentSpanContext).toBeUndefined();
+    expect(span.spanContext().traceState).toBeUndefined();
+    expect(span.links).toEqual([
+      { context: { traceId: VICTIM_TRACE, spanId: VICTIM_SPAN, traceFlags: 1, isRemote: true } },
+    ]);
+    expect(everything()).not.toMatch(/acme|vendor|user-8812/);
+    expectNoSecrets(everything());
   });
 
   it('hostile baggage is bounded by the propagator and never recorded on the span', async () => {
@@ -502,6 +553,54 @@ describe('red team (c): cardinality and volume', () => {
     const types = new Set(toolSpans(fresh.exporter).map((span) => span.attributes[ATTR_ERROR_TYPE]));
     expect(types.size).toBeLessThanOrEqual(101);
     await fresh.shutdown();
+  });
+
+  it('numerous arguments: redaction reads only what the cap can show, and the recorded text says what was left out', async () => {
+    let redacted = 0;
+    const c = await serve({
+      recordArguments: true,
+      recordResult: true,
+      redact: {
+        redactText: (text) => {
+          redacted += 1;
+          return redactSecretsInText(text);
+        },
+      },
+    });
+    const members = Object.fromEntries(
+      Array.from({ length: 20_000 }, (_, i) => [`k${String(i).padStart(5, '0')}`, `value ${i}`]),
+    );
+    const payload = {
+      apiToken: SECRETS.stripe,
+      members,
+      numbers: Array.from({ length: 50_000 }, (_, i) => i),
+    };
+    const result = await c.callTool('echo', { payload });
+    expect(parseResultText(result)).toEqual({ ok: true, payload });
+    const { attributes } = onlyToolSpan();
+    const args = String(attributes[ATTR_GEN_AI_TOOL_CALL_ARGUMENTS]);
+    const recorded = String(attributes[ATTR_GEN_AI_TOOL_CALL_RESULT]);
+    // The first members as sent (2,049 in all, the arguments object's own included), the rest counted
+    // (the marker sorts first); redaction as ever.
+    expect(args).toMatch(
+      /^\{"payload":\{"apiToken":"\[REDACTED\]","members":\{"\[\+17955 more keys\]":null,"k00000":"value 0","k00001":"value 1",/,
+    );
+    expect(args).toMatch(/…\[truncated\]$/);
+    expect(args.length).toBe(4096);
+    expect(recorded).toMatch(
+      /^\{"ok":true,"payload":\{"apiToken":"\[REDACTED\]","members":\{"\[\+1795\d more keys\]":null,"k00000":"value 0",/,
+    );
+    expectNoSecrets(everything());
+    // Each recorded value redacts at most about maxRecordedLength / 2 members (a key and a value each):
+    // the 40,000 strings of the arguments are never all walked.
+    expect(redacted).toBeLessThan(2 * 2 * 2100);
+    // A value under the limit is recorded whole, exactly as before.
+    exporter.reset();
+    const small = { apiToken: SECRETS.stripe, items: [1, 2, 3], members: { a: 'x' } };
+    await c.callTool('echo', { payload: small });
+    expect(onlyToolSpan().attributes[ATTR_GEN_AI_TOOL_CALL_ARGUMENTS]).toBe(
+      '{"payload":{"apiToken":"[REDACTED]","items":[1,2,3],"members":{"a":"x"}}}',
+    );
   });
 
   it('a huge argument is recorded capped, and the cap never leaves a lone UTF-16 surrogate', async () => {

@@ -569,6 +569,24 @@ describe('otel: context propagation', () => {
       ['warn', 'otel: the propagator threw while reading params._meta; using the active context'],
     ]);
   });
+  it.each(['parent', 'link'] as const)(
+    'a propagator that returns no context (clientContext %s) is logged and the call still answered and traced',
+    async (clientContext) => {
+      const entries: LogEntry[] = [];
+      const broken = { inject: () => {}, fields: () => [], extract: () => undefined as never };
+      const c = await serve([traced({ propagator: broken, clientContext })], {
+        logger: recordingLogger(entries),
+      });
+      const result = await c.callTool('get_order', { id: 'A-1' }, { meta: { traceparent: 'x' } });
+      expect(result.isError).toBeUndefined();
+      expect(parseResultText(result)).toMatchObject({ ok: true, id: 'A-1', status: 'shipped' });
+      const span = onlyToolSpan();
+      expect([span.parentSpanContext, span.links]).toEqual([undefined, []]);
+      expect(entries.map((entry) => [entry.level, entry.message])).toEqual([
+        ['warn', 'otel: the propagator returned no context for params._meta; using the active context'],
+      ]);
+    },
+  );
 });
 
 describe('otel: hostile requests', () => {
