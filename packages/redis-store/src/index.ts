@@ -1,5 +1,6 @@
 export { createRedisClient, type RedisClientOptions, redisReady } from './redis-client.js';
 export {
+  type ClientConnection,
   createRedisStore,
   type RedisStore,
   type RedisStoreClient,

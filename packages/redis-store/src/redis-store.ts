@@ -18,9 +18,19 @@ export interface RedisStoreClient {
   pipeline?(): RedisWritePipeline;
   /** Only with `minReplicas`: withdraws a claim the replicas did not acknowledge (ioredis' `eval`). */
   eval?(script: string, numkeys: number, ...args: (string | number)[]): Promise<unknown>;
-  /** ioredis' options, checked at creation when present (a Cluster's are under `redisOptions`). */
+  /**
+   * ioredis' connection (a `net.Socket`), reset when a write's caller stops waiting before its reply.
+   * A Cluster has none (its nodes' connections are not reset).
+   */
+  readonly stream?: ClientConnection | null;
+  /** ioredis' `isCluster`: true for a `Cluster`, whose own options are checked too. */
+  readonly isCluster?: boolean;
+  /** ioredis' options, checked at creation when present (a Cluster's nodes' are under `redisOptions`). */
   readonly options?: {
     autoResendUnfulfilledCommands?: boolean;
+    enableOfflineQueue?: boolean;
+    /** A Cluster's: the delay after which it sends again a command whose connection closed (0: never). */
+    retryDelayOnFailover?: number;
     commandTimeout?: number;
     socketTimeout?: number;
     redisOptions?: {
@@ -30,6 +40,16 @@ export interface RedisStoreClient {
     };
   };
 }
+
+/** What the store needs of a client's connection: a reset (`net.Socket`'s `resetAndDestroy`), or a close. */
+export interface ClientConnection {
+  readonly destroyed?: boolean;
+  resetAndDestroy?(): unknown;
+  destroy(): unknown;
+}
+
+/** Wraps a write the store sends, so that the connection is reset if its caller stops waiting for it. */
+type Sending = <R>(command: Promise<R>) => Promise<R>;
 
 /** The pipeline `minReplicas` sends each write through: the write, then `WAIT`, in one round trip. */
 export interface RedisWritePipeline {
@@ -78,8 +98,9 @@ const WITHDRAW_CLAIM =
  * is bounded by `timeoutMs` and follows the caller's signal, so a partitioned Redis costs a call at most
  * the time limit. With `minReplicas`, every write waits (`WAIT`) for that many replicas to hold it and
  * rejects when they do not. The caller owns the client's lifecycle (`close()` does not quit it).
- * An ioredis client that would send a command twice or keep a silent connection for good (no
- * `socketTimeout`) is refused with a TypeError; `createRedisClient` makes one that is not.
+ * An ioredis client that would send a command twice, or late (an offline queue), or keep a silent
+ * connection for good (no `socketTimeout`) is refused with a TypeError; `createRedisClient` makes one
+ * that is not. A write unanswered at `timeoutMs` resets its connection, so it is never applied late.
  */
 export function createRedisStore(client: RedisStoreClient, options: RedisStoreOptions = {}): RedisStore {
   const prefix = options.prefix ?? 'toolgate:';
@@ -92,14 +113,41 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
     throw new RangeError('createRedisStore: timeoutMs must be a positive number of milliseconds');
   }
   checkNoResend(client);
+  checkNoOfflineQueue(client);
   checkSocketTimeout(client);
   const replicas = replicaOptions(client, options, timeoutMs);
   // Keys a write of this store is still settling (waiting for replicas, or withdrawing its claim).
   const settling = new Map<string, Promise<void>>();
-  const bounded = <T>(op: StoreOperationOptions | undefined, work: () => Promise<T>): Promise<T> => {
+  /**
+   * Runs `work` within `timeoutMs` and the caller's signal. A write it sends goes through `sending`: when
+   * `timeoutMs` passes before the write's reply, the connection it went out on is reset, so bytes still
+   * on their way (a partition that heals, TCP retransmitting) are dropped instead of applied late.
+   */
+  const bounded = <T>(
+    op: StoreOperationOptions | undefined,
+    work: (sending: Sending) => Promise<T>,
+  ): Promise<T> => {
     // Checked here, not inside the work: core's raceAbort would leave the work's own rejection unhandled.
     if (op?.signal?.aborted) return Promise.reject(op.signal.reason);
-    return withDeadline(() => work(), { signal: op?.signal, timeoutMs });
+    return withDeadline(
+      (signal) => {
+        // The connection the write goes out on, taken before it is sent (a reconnect may replace it).
+        const stream = client.stream;
+        let unanswered = 0;
+        signal.addEventListener('abort', () => {
+          // Only at the store's own deadline: a caller's signal ends a write on a connection that is most
+          // likely healthy (a cancelled call), where a reset would only fail the writes beside it.
+          if (unanswered > 0 && op?.signal?.aborted !== true) resetConnection(stream);
+        });
+        return work((command) => {
+          unanswered += 1;
+          return command.finally(() => {
+            unanswered -= 1;
+          });
+        });
+      },
+      { signal: op?.signal, timeoutMs },
+    );
   };
   /**
    * Runs a write that waits for replicas, tracked until it has settled: a caller that stops waiting for
@@ -125,11 +173,12 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
     queue: (pipeline: RedisWritePipeline) => RedisWritePipeline,
     replies: { minReplicas: number; replicaTimeoutMs: number },
     sent: StoreCommand,
+    sending: Sending,
   ): Promise<{ reply: unknown; acknowledged: number }> => {
     try {
-      const results = await queue(client.pipeline!())
-        .wait(replies.minReplicas, replies.replicaTimeoutMs)
-        .exec();
+      const results = await sending(
+        queue(client.pipeline!()).wait(replies.minReplicas, replies.replicaTimeoutMs).exec(),
+      );
       const [written, waited] = results ?? [];
       if (written === undefined || waited === undefined) throw new Error('the pipeline was discarded');
       if (written[0] !== null) throw written[0];
@@ -166,21 +215,28 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
   return {
     prefix,
     setIfAbsent(key, value, ttlMs, op) {
+      checkKey(key);
+      checkValue(value);
       checkTtl(ttlMs);
       const full = prefix + key;
       const sent: StoreCommand = { name: 'set', key: full, value, options: ['PX', ttlMs, 'NX'] };
       if (replicas === undefined) {
-        return bounded(op, async () => {
+        return bounded(op, async (sending) => {
           try {
-            return (await client.set(full, value, 'PX', ttlMs, 'NX')) === 'OK';
+            return (await sending(client.set(full, value, 'PX', ttlMs, 'NX'))) === 'OK';
           } catch (error) {
             throw fullOr(new StoreCommandError(error, sent));
           }
         });
       }
-      return bounded(op, () =>
+      return bounded(op, (sending) =>
         tracked(full, async () => {
-          const written = await writeAndWait((p) => p.set(full, value, 'PX', ttlMs, 'NX'), replicas, sent);
+          const written = await writeAndWait(
+            (p) => p.set(full, value, 'PX', ttlMs, 'NX'),
+            replicas,
+            sent,
+            sending,
+          );
           const claimed = written.reply === 'OK';
           if (written.acknowledged >= replicas.minReplicas) return claimed;
           // A claim only the primary holds is taken back: the caller will not act on it, and a failover
@@ -191,21 +247,23 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
       );
     },
     set(key, value, ttlMs, op) {
+      checkKey(key);
+      checkValue(value);
       checkTtl(ttlMs);
       const full = prefix + key;
       const sent: StoreCommand = { name: 'set', key: full, value, options: ['PX', ttlMs] };
       if (replicas === undefined) {
-        return bounded(op, async () => {
+        return bounded(op, async (sending) => {
           try {
-            await client.set(full, value, 'PX', ttlMs);
+            await sending(client.set(full, value, 'PX', ttlMs));
           } catch (error) {
             throw fullOr(new StoreCommandError(error, sent));
           }
         });
       }
-      return bounded(op, () =>
+      return bounded(op, (sending) =>
         tracked(full, async () => {
-          const written = await writeAndWait((p) => p.set(full, value, 'PX', ttlMs), replicas, sent);
+          const written = await writeAndWait((p) => p.set(full, value, 'PX', ttlMs), replicas, sent, sending);
           if (written.acknowledged < replicas.minReplicas) {
             throw notReplicated(written.acknowledged, 'the value stays on the primary', sent);
           }
@@ -213,6 +271,7 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
       );
     },
     get(key, op) {
+      checkKey(key);
       const full = prefix + key;
       return bounded(op, async () => {
         // Only writes that wait for replicas settle after they answer; without them, nothing to wait for.
@@ -226,20 +285,21 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
       });
     },
     delete(key, op) {
+      checkKey(key);
       const full = prefix + key;
       const sent: StoreCommand = { name: 'del', key: full };
       if (replicas === undefined) {
-        return bounded(op, async () => {
+        return bounded(op, async (sending) => {
           try {
-            return (await client.del(full)) > 0;
+            return (await sending(client.del(full))) > 0;
           } catch (error) {
             throw new StoreCommandError(error, sent);
           }
         });
       }
-      return bounded(op, () =>
+      return bounded(op, (sending) =>
         tracked(full, async () => {
-          const written = await writeAndWait((p) => p.del(full), replicas, sent);
+          const written = await writeAndWait((p) => p.del(full), replicas, sent, sending);
           if (written.acknowledged < replicas.minReplicas) {
             throw notReplicated(written.acknowledged, 'the key is deleted on the primary', sent);
           }
@@ -351,8 +411,87 @@ function checkSocketTimeout(client: RedisStoreClient): void {
   }
 }
 
+/**
+ * Resets the connection a write went out on and its caller gave up on (its deadline, its signal): the
+ * kernel then drops what it still holds of the write (unsent, or waiting for retransmission through a
+ * partition) instead of delivering it once the partition heals, seconds later, when a claim applied would
+ * be held by nobody and a release (`DEL`) would delete a claim another replica made since. ioredis then
+ * fails the other commands in flight on it (never sent again) and connects anew. A TLS connection cannot
+ * be reset from Node: it is closed, which stops retransmission no sooner than the kernel's own timers.
+ */
+function resetConnection(stream: ClientConnection | null | undefined): void {
+  if (stream === undefined || stream === null || stream.destroyed === true) return;
+  if (typeof stream.resetAndDestroy === 'function') {
+    try {
+      stream.resetAndDestroy();
+      return;
+    } catch {
+      // Not a TCP handle (TLS): close it instead.
+    }
+  }
+  stream.destroy();
+}
+
+/**
+ * Refuses an ioredis client that would send a command late. With an offline queue (ioredis' default) a
+ * command issued while the connection is down waits in the client and is sent once it is back, seconds
+ * later, long after the store's time limit made its caller give up: a claim then applied is held by
+ * nobody, a release (`DEL`) deletes the claim another replica made since. A Cluster also sends again,
+ * after `retryDelayOnFailover`, a command whose connection closed before its reply (Redis may have
+ * applied it). Checked where the client shows its options (ioredis).
+ */
+function checkNoOfflineQueue(client: RedisStoreClient): void {
+  const options = client.options;
+  if (options === undefined || options === null) return;
+  if (options.enableOfflineQueue !== false) {
+    throw new TypeError(
+      'createRedisStore: create the ioredis client with enableOfflineQueue: false (createRedisClient does): a command issued while the connection is down is otherwise sent once it is back, after its caller gave up, and a claim or a release applied then acts for nobody or undoes what another replica did since',
+    );
+  }
+  const cluster = client.isCluster === true || options.redisOptions !== undefined;
+  if (cluster && options.retryDelayOnFailover !== 0) {
+    throw new TypeError(
+      'createRedisStore: create the ioredis Cluster with retryDelayOnFailover: 0: a Cluster otherwise sends again a command whose connection closed before its reply, though Redis may have applied it',
+    );
+  }
+}
+
+// With the u flag a surrogate pair is one code point: this matches only a lone surrogate.
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
+
+/**
+ * A key must be a string Redis stores as it is: ioredis encodes strings as UTF-8, where every lone
+ * surrogate becomes U+FFFD, so two different keys would name one Redis key (one caller's claim would
+ * block, or be released by, another's). The message names the type, never the key (keys carry digests).
+ */
+function checkKey(key: unknown): void {
+  if (typeof key !== 'string') {
+    throw new TypeError(`RedisStore: a key must be a string, got ${typeof key}`);
+  }
+  if (LONE_SURROGATE.test(key)) {
+    throw new TypeError(
+      'RedisStore: a key may not hold a lone UTF-16 surrogate (Redis would store U+FFFD: two keys would be one)',
+    );
+  }
+}
+
+/** A value must come back as it was stored: a string (ioredis would stringify anything else), well-formed. */
+function checkValue(value: unknown): void {
+  if (typeof value !== 'string') {
+    throw new TypeError(`RedisStore: a value must be a string, got ${typeof value}`);
+  }
+  if (LONE_SURROGATE.test(value)) {
+    throw new TypeError(
+      'RedisStore: a value may not hold a lone UTF-16 surrogate (Redis would store U+FFFD: it would read back changed)',
+    );
+  }
+}
+
+/** Whole milliseconds Redis takes for `PX`: from 1 to 2^53 - 1 (a larger number is sent as `1e+21`, refused). */
 function checkTtl(ttlMs: number): void {
-  if (!(Number.isInteger(ttlMs) && ttlMs >= 1)) {
-    throw new RangeError(`RedisStore: ttlMs must be a positive integer of milliseconds, got ${ttlMs}`);
+  if (!(Number.isSafeInteger(ttlMs) && ttlMs >= 1)) {
+    throw new RangeError(
+      `RedisStore: ttlMs must be a whole number of milliseconds from 1 to 2^53 - 1, got ${ttlMs}`,
+    );
   }
 }

@@ -20,7 +20,7 @@ describe('createRedisStore: options', () => {
   it('refuses a ttl that is not a positive integer', async () => {
     const store = createRedisStore(fake);
     expect(() => store.set('k', 'v', 0.5)).toThrow(
-      'RedisStore: ttlMs must be a positive integer of milliseconds, got 0.5',
+      'RedisStore: ttlMs must be a whole number of milliseconds from 1 to 2^53 - 1, got 0.5',
     );
   });
   it('rejects with TimeoutError when the client never answers, after timeoutMs', async () => {
@@ -40,6 +40,7 @@ describe('createRedisStore: options', () => {
     const byHand = new Redis({
       lazyConnect: true,
       autoResendUnfulfilledCommands: false,
+      enableOfflineQueue: false,
       socketTimeout: 2000,
     });
     expect(createRedisStore(shared).prefix).toBe('toolgate:');
@@ -47,7 +48,11 @@ describe('createRedisStore: options', () => {
     expect(
       createRedisStore({
         ...fake,
-        options: { redisOptions: { autoResendUnfulfilledCommands: false, socketTimeout: 2000 } },
+        options: {
+          enableOfflineQueue: false,
+          retryDelayOnFailover: 0,
+          redisOptions: { autoResendUnfulfilledCommands: false, socketTimeout: 2000 },
+        },
       }).prefix,
     ).toBe('toolgate:');
     for (const client of [resending, shared, byHand]) client.disconnect();
@@ -56,7 +61,11 @@ describe('createRedisStore: options', () => {
     const message =
       'createRedisStore: create the ioredis client with socketTimeout (e.g. 2000 ms, as createRedisClient does): without it a connection that goes silent without a reset is never closed, every operation waits timeoutMs for the life of the process, and every command sent stays queued in the client';
     // A client set up by hand without it, as ioredis shows its options.
-    const noTimeout = new Redis({ lazyConnect: true, autoResendUnfulfilledCommands: false });
+    const noTimeout = new Redis({
+      lazyConnect: true,
+      autoResendUnfulfilledCommands: false,
+      enableOfflineQueue: false,
+    });
     try {
       expect(() => createRedisStore(noTimeout)).toThrow(new TypeError(message));
     } finally {
@@ -65,16 +74,26 @@ describe('createRedisStore: options', () => {
     // Not a time limit: 0, and past 2^31 - 1 ms, Node fires the timer after 1 ms (every wait cuts the
     // connection); NaN and a string are not numbers of milliseconds.
     for (const socketTimeout of [undefined, 0, -1, Number.NaN, Number.POSITIVE_INFINITY, '2000']) {
-      const options = { autoResendUnfulfilledCommands: false, socketTimeout } as never;
+      const options = {
+        autoResendUnfulfilledCommands: false,
+        enableOfflineQueue: false,
+        socketTimeout,
+      } as never;
       expect(() => createRedisStore({ ...fake, options })).toThrow(message);
-      const cluster = { redisOptions: { autoResendUnfulfilledCommands: false, socketTimeout } } as never;
+      const cluster = {
+        enableOfflineQueue: false,
+        retryDelayOnFailover: 0,
+        redisOptions: { autoResendUnfulfilledCommands: false, socketTimeout },
+      } as never;
       expect(() => createRedisStore({ ...fake, options: cluster })).toThrow(message);
     }
     // A structural client that shows no options is taken as it is (it may not be ioredis at all).
     expect(createRedisStore(fake).prefix).toBe('toolgate:');
     expect(
-      createRedisStore({ ...fake, options: { autoResendUnfulfilledCommands: false, socketTimeout: 1 } })
-        .prefix,
+      createRedisStore({
+        ...fake,
+        options: { autoResendUnfulfilledCommands: false, enableOfflineQueue: false, socketTimeout: 1 },
+      }).prefix,
     ).toBe('toolgate:');
   });
   it("follows the caller's signal", async () => {
@@ -236,14 +255,14 @@ if (TEST_REDIS_URL === undefined) {
         await store.set('{caller-a}:claim', 'mine', 60_000);
         // The DEL reaches Redis, which applies it; its reply is never delivered.
         proxy.silenceAfter((chunk) => chunk.toString('latin1').startsWith('*2\r\n$3\r\ndel\r\n'));
+        // The store resets the connection of a write left unanswered at its deadline.
+        const closed = new Promise((resolve) => viaProxy.once('close', resolve));
         await expect(store.delete('{caller-a}:claim')).rejects.toMatchObject({ name: 'TimeoutError' });
+        await closed;
         expect(await client.exists(`${prefix}{caller-a}:claim`)).toBe(0);
         // Another replica claims the key meanwhile.
         await client.set(`${prefix}{caller-a}:claim`, 'theirs', 'PX', 60_000);
-        // The silent connection is cut; the client connects again and answers commands.
-        const closed = new Promise((resolve) => viaProxy.once('close', resolve));
-        proxy.cut();
-        await closed;
+        // The client connects again and answers commands.
         await redisReady(viaProxy, 3000);
         expect(await store.get('{caller-a}:claim')).toBe('theirs');
         expect(await client.get(`${prefix}{caller-a}:claim`)).toBe('theirs');
