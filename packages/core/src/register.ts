@@ -20,6 +20,7 @@ import { newIncidentId } from './incident.js';
 import { LATE_OUTCOME_SLOT, type LateSlot, lateSlotOf, notifyLate } from './late-outcome.js';
 import { isLocalTransport, type LocalTransportRule } from './local-transport.js';
 import { createStderrLogger } from './logger.js';
+import { mapStrings } from './map-strings.js';
 import { fail, isToolResult, type ToolResult, toolErrorResult } from './result.js';
 import { createServerAccess } from './server-access.js';
 import { DEFER_SIGNAL, type SignalSource } from './signal-slot.js';
@@ -89,6 +90,7 @@ interface Registry {
   transportIsLocal: boolean;
   readonly canSee: readonly NonNullable<ToolMiddleware['canSee']>[];
   readonly scrub: readonly ScrubText[];
+  readonly scrubData: Prepared['scrubData'];
   readonly clientRequests: 'auto' | 'never';
   readonly abandonAfterMs: number | false;
   /** `logging/setLevel` per session (the key `undefined` for a transport without sessions). */
@@ -173,6 +175,8 @@ interface Prepared {
   readonly globalChain: ToolMiddleware;
   readonly canSee: readonly NonNullable<ToolMiddleware['canSee']>[];
   readonly scrub: readonly ScrubText[];
+  /** What a log message's data passes, per global middleware with a hook (see `ToolMiddleware`). */
+  readonly scrubData: readonly ((value: unknown, ctx: ToolContext) => unknown)[];
   readonly chains: WeakMap<ToolDefinition, ToolMiddleware>;
   /** Shared by every server registered with this list, so its throttling holds across requests. */
   readonly causeLog: CauseLog;
@@ -191,6 +195,15 @@ function preparedFor(list: readonly ToolMiddleware[]): Prepared {
     globalChain: compose(global),
     canSee: global.flatMap((m) => (typeof m.canSee === 'function' ? [m.canSee.bind(m)] : [])),
     scrub: global.flatMap((m) => (typeof m.scrubText === 'function' ? [m.scrubText.bind(m)] : [])),
+    scrubData: global.flatMap((m) => {
+      if (typeof m.scrubValue === 'function') return [m.scrubValue.bind(m)];
+      if (typeof m.scrubText !== 'function') return [];
+      const text = m.scrubText.bind(m);
+      return [
+        (value: unknown, ctx: ToolContext) =>
+          mapStrings(value, (s) => text(s, ctx), { mapKey: (s) => text(s, ctx) }),
+      ];
+    }),
     chains: new WeakMap(),
     causeLog: cached?.causeLog ?? createCauseLog(),
     openServers: cached?.openServers ?? { count: 0 },
@@ -252,6 +265,7 @@ function newRegistry(server: McpServer, prepared: Prepared, options: RegisterToo
     transportIsLocal: false,
     canSee: prepared.canSee,
     scrub: prepared.scrub,
+    scrubData: prepared.scrubData,
     clientRequests: options.clientRequests ?? 'auto',
     abandonAfterMs: abandonAfterMsOf(options.abandonAfterMs),
     logLevels: new Map(),
@@ -671,6 +685,14 @@ function serverAccessFor(registry: Registry, extra: CallExtra, ctx: ToolContext)
         : (text) => {
             let out = text;
             for (const scrub of hooks) out = scrub(out, ctx);
+            return out;
+          },
+    scrubData:
+      registry.scrubData.length === 0
+        ? undefined
+        : (data) => {
+            let out = data;
+            for (const scrub of registry.scrubData) out = scrub(out, ctx);
             return out;
           },
   });

@@ -104,6 +104,12 @@ export interface ServerAccessSource {
    * sampling request: the global middleware's `scrubText` hooks, bound to the call. @default none
    */
   readonly scrubText?: ((text: string) => string) | undefined;
+  /**
+   * Applied after core's secret redaction to a log message's `data`: for each global middleware in
+   * order, its `scrubValue` hook on the whole value, else its `scrubText` on every string and key.
+   * @default `scrubText` on every string and key
+   */
+  readonly scrubData?: ((data: unknown) => unknown) | undefined;
 }
 
 const LEVEL_ORDER: readonly LoggingLevel[] = [
@@ -208,9 +214,15 @@ export function createServerAccess(source: ServerAccessSource): ServerAccess {
       if (threshold !== undefined && LEVEL_ORDER.indexOf(level) < LEVEL_ORDER.indexOf(threshold))
         return false;
       const redacted = redactForClient(data);
+      const scrubData = source.scrubData;
       const params: Record<string, unknown> = {
         level,
-        data: hooks === undefined ? redacted : mapStrings(redacted, hooks, { mapKey: hooks }),
+        data:
+          scrubData !== undefined
+            ? scrubData(redacted)
+            : hooks === undefined
+              ? redacted
+              : mapStrings(redacted, hooks, { mapKey: hooks }),
       };
       if (loggerName !== undefined) params.logger = textForClient(loggerName);
       await source.sendNotification({ method: 'notifications/message', params });

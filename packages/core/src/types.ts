@@ -135,12 +135,16 @@ export type NextFn = () => Promise<ToolResult>;
  * throws. Global middleware may also carry two hooks core consults:
  * - `canSee(tool, caller, request)`: false hides the tool from this caller in `tools/list`, and a call to
  *   it is answered exactly like a call to an unknown tool (decided before argument validation);
- * - `scrubText(text, ctx)`: applied by core's model-facing boundary to every string of every failure.
+ * - `scrubText(text, ctx)`: applied by core's model-facing boundary to every string of every failure;
+ * - `scrubValue(value, ctx)`: applied to the structured `data` of a log message a call sends the client
+ *   (`ctx.server.log`), whole, so that keys and non-string values count (a `port` number, a pg error's
+ *   `table`); a middleware without it has `scrubText` applied to each string and key of that data.
  */
 export interface ToolMiddleware {
   (ctx: ToolContext, next: NextFn): Promise<ToolResult>;
   canSee?: (tool: ToolDefinition, caller: CallerIdentity, request: ToolRequest) => boolean;
   scrubText?: (text: string, ctx: ToolContext) => string;
+  scrubValue?: (value: unknown, ctx: ToolContext) => unknown;
 }
 
 /** A tool's handler: validated arguments in, a result (`ok()` / `fail()`) out, or a thrown ToolError. */

@@ -16,6 +16,11 @@ const HOST_KEYS = new Set([
 ]);
 const PORT_KEYS = new Set(['port', 'localPort', 'remotePort']);
 const DATABASE_KEYS = new Set(['database', 'dbname']);
+// The schema's names a pg error carries (`schema`, `table`, `column`, `dataType`, `constraint`).
+const SCHEMA_NAME_KEYS = new Set(['schema', 'table', 'column', 'dataType', 'constraint']);
+// The fields of a pg error that hold a row's values, a statement or the function it ran in.
+const PG_TEXT_KEYS = new Set(['detail', 'hint', 'where', 'internalQuery']);
+const SQLSTATE = /^[0-9A-Z]{5}$/;
 // A value without spaces that is not already a marker: a street address or a sentence is not a host.
 const WORD = /^[^\s[]\S*$/;
 const PORT = /^\d{1,5}$/;
@@ -28,6 +33,8 @@ export interface FieldReplacement {
 
 const HOST_FIELD: FieldReplacement = { name: 'hostname', replace: '[host]' };
 const DATABASE_FIELD: FieldReplacement = { name: 'db-name', replace: '[name]' };
+const SCHEMA_NAME_FIELD: FieldReplacement = { name: 'pg-fields', replace: '[name]' };
+const PG_TEXT_FIELD: FieldReplacement = { name: 'pg-fields', replace: REDACTED };
 const SYSCALL_PATH_FIELD: FieldReplacement = { name: 'syscall-path', replace: '[path]' };
 const SPAWN_ARGS_FIELD: FieldReplacement = { name: 'spawn-args', replace: REDACTED };
 const SPAWN_FIELD: FieldReplacement = { name: 'syscall-path', replace: 'spawn [path]' };
@@ -40,7 +47,10 @@ const SPAWN_COMMAND = /^(spawn(?:Sync)?) (?!\[path\]$)/;
  * object it sits in:
  * - `host`, `hostname`, `hostaddr`, `address`, `servername`, `remoteAddress`, `localAddress`: a value
  *   without spaces becomes `[host]`; `port`, `localPort`, `remotePort` (a number or digits) too;
- * - `database`, `dbname`: `[name]`;
+ * - `database`, `dbname`: `[name]`; `schema`, `table`, `column`, `dataType`, `constraint` (a pg error's
+ *   names of the schema) too;
+ * - in an object with a string `severity` and a SQLSTATE `code` (a pg error copied field by field):
+ *   `detail`, `hint`, `where` and `internalQuery` become `[REDACTED]` (a row's values, a statement);
  * - in an object with a string `syscall` (a Node error copied field by field, `{ ...error }`): `path`
  *   and `dest` become `[path]` whatever they look like, the command in `syscall` (`spawn bin/tool`)
  *   becomes `spawn [path]`, and a non-empty `spawnargs` becomes `[REDACTED]`.
@@ -55,6 +65,11 @@ export function fieldReplacement(key: string, value: unknown, parent: object): F
   }
   if (DATABASE_KEYS.has(key))
     return typeof value === 'string' && WORD.test(value) ? DATABASE_FIELD : undefined;
+  if (SCHEMA_NAME_KEYS.has(key))
+    return typeof value === 'string' && WORD.test(value) ? SCHEMA_NAME_FIELD : undefined;
+  if (PG_TEXT_KEYS.has(key) && typeof value === 'string' && value !== REDACTED && isPgError(parent)) {
+    return PG_TEXT_FIELD;
+  }
   if (typeof (parent as { syscall?: unknown }).syscall !== 'string') return undefined;
   if ((key === 'path' || key === 'dest') && typeof value === 'string' && value !== '[path]') {
     return SYSCALL_PATH_FIELD;
@@ -65,4 +80,10 @@ export function fieldReplacement(key: string, value: unknown, parent: object): F
     if (command !== null) return command[1] === 'spawn' ? SPAWN_FIELD : SPAWN_SYNC_FIELD;
   }
   return undefined;
+}
+
+/** A pg error or a copy of its fields: a string `severity` and a SQLSTATE `code`. */
+function isPgError(parent: object): boolean {
+  const { severity, code } = parent as { severity?: unknown; code?: unknown };
+  return typeof severity === 'string' && typeof code === 'string' && SQLSTATE.test(code);
 }

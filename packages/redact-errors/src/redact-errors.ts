@@ -128,7 +128,20 @@ export function createRedactErrors(options: RedactErrorsOptions = {}): RedactErr
     );
     return out;
   };
-  return Object.assign(middleware, { scrubText, close: () => log.flush() });
+  const scrubValue = (value: unknown, ctx: ToolContext): unknown => {
+    const settings = settingsFor(ctx.toolName);
+    if (settings === undefined) return value;
+    const removed: RemovedCounts = {};
+    const out = settings.scrubber.value(value, removed);
+    if (removedAny(removed)) {
+      (settings.logger ?? ctx.logger).debug(
+        { ...callFields(ctx), incidentId: ctx.incidentId, origin: 'log message', removed },
+        'redact-errors: scrubbed a log message sent to the client',
+      );
+    }
+    return out;
+  };
+  return Object.assign(middleware, { scrubText, scrubValue, close: () => log.flush() });
 }
 
 /**

@@ -69,6 +69,24 @@ const JSON_VALUE = '(?:[^"\\\\\\n]|\\\\[^"\\n])*';
 // Media types look like relative paths (`application/vnd.oasis.opendocument.text`).
 const MEDIA_TYPE =
   '(?:application|audio|font|image|message|model|multipart|text|video)\\/[\\w.+-]+(?![\\w.@+%~\\/-])';
+// A name a database or driver quotes in double quotes, as it wrote them (`relation "users"`) or escaped
+// once or more because its message was put in JSON text, or in JSON quoted in JSON (`relation \"users\"`,
+// `relation \\\"users\\\"`). An escaped name holds no backslash, so each start scans to one quote. A
+// name cut off by the end of the text (a bounded string: `constraint "users_em`) goes too.
+const DQ_NAME = '(?:"[^"\\n]*(?:"|$)|\\\\{1,7}"[^"\\\\\\n]*(?:\\\\{1,7}"|\\\\*$))';
+// pg's error fields that name the row, the statement, the function or the schema.
+const PG_FIELD_KEYS =
+  '(?:detail|hint|position|internalPosition|internalQuery|where|schema|table|column|dataType|constraint)';
+// Between two fields of JSON text: a comma, then a line break (raw, or escaped as JSON quoted in JSON
+// writes it) and indentation, as `JSON.stringify(err, null, 2)` writes them.
+const JSON_GAP = '(?:\\r?\\n|(?:\\\\{1,7}r)?\\\\{1,7}n)?[ \\t]*';
+// A JSON string's body at the escape level of its quotes (`\2`, the backslashes before them): any
+// character but a quote, backslash or line break, a backslash escape, or a quote escaped deeper than
+// the closing one.
+const ESCAPED_VALUE = '(?:[^"\\\\\\n]|\\\\{1,15}[^"\\\\\\n]|(?!\\2")\\\\{1,15}")*';
+// What a connection URL broken by a line break or a space leaves before the break: the URL replaced
+// (`[connection]`, `[connection]:`) or a scheme and what follows it (`redis://:`), then the break.
+const AFTER_URL_BREAK = `(?:\\[connection\\]:?|\\b${CONNECTION_SCHEMES}:\\/\\/[^\\s'"<>@]{0,200})[ \\t]{0,8}(?:(?:\\r?\\n|\\\\r?\\\\n)[ \\t]{0,8})?`;
 function rule(name: string, source: string, replace: string, flags = 'g'): SecretPattern {
   return { name, pattern: new RegExp(source, flags), replace };
 }
@@ -171,31 +189,55 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
     '\\bKey \\([^()\\n]*(?:\\([^()\\n]*\\)[^()\\n]*)*\\)=\\((?:[^()\\n]|\\([^()\\n]*\\))*\\)',
     `Key ${ROW}`,
   ),
+  // The same, cut off by the end of the text (a bounded string): `Key (email)=(ann@exa`, `Key (em`, `Failing row
+  // contains (42, ann@exa`.
+  rule('pg-row', '\\bKey \\([^()\\n]*(?:\\)=\\([^)\\n]*)?$', `Key ${ROW}`),
+  rule(
+    'pg-row',
+    '\\bFailing row contains \\((?:(?!Failing row contains)[^)\\n])*$',
+    `Failing row contains ${ROW}`,
+  ),
+  // pg's error as JSON text (`JSON.stringify(err)`, also quoted in JSON): after its `severity` and
+  // `code`, the fields that hold the row, the statement, the function and the schema's names
+  // (`"detail":"Key (email)=(…) already exists.","schema":"public","table":"users","constraint":…`) go
+  // whole; `severity`, `code` and pg's own source location (`file`, `line`, `routine`) stay.
+  rule(
+    'pg-fields',
+    `((\\\\{0,7})"severity\\2":[ \\t]?\\2"[A-Z]{1,10}\\2",${JSON_GAP}\\2"code\\2":[ \\t]?\\2"[0-9A-Z]{5}\\2")(?:,${JSON_GAP}\\2"${PG_FIELD_KEYS}\\2":[ \\t]?(?:\\2"${ESCAPED_VALUE}\\2"|\\d{1,10}))+`,
+    '$1',
+  ),
+  // The same names under their keys anywhere in JSON text (`{"error":"…","table":"users"}`): an
+  // identifier's value becomes `[name]`.
+  rule(
+    'pg-fields',
+    `((\\\\{0,7})"(?:schema|table|column|dataType|constraint)\\2":[ \\t]?\\2")(?!\\[)[\\w$.-]+(?=\\2"|\\\\*$)`,
+    `$1${NAME}`,
+  ),
   // libpq's refusal names the client's address, role and database: `no pg_hba.conf entry for host
   // "10.1.2.3", user "app", database "orders"`.
   rule(
     'pg-name',
-    '\\b(pg_hba\\.conf (?:entry|rejects connection) for host)[ \\t]+"[^"\\n]*"(,[ \\t]*user)[ \\t]+"[^"\\n]*"(,[ \\t]*database)[ \\t]+"[^"\\n]*"',
+    `\\b(pg_hba\\.conf (?:entry|rejects connection) for host)[ \\t]+${DQ_NAME}(,[ \\t]*user)[ \\t]+${DQ_NAME}(,[ \\t]*database)[ \\t]+${DQ_NAME}`,
     `$1 ${HOST}$2 ${NAME}$3 ${NAME}`,
   ),
   // Schema names in pg messages: `relation "users"`, `constraint "users_email_key"`, `role "app"
   // does not exist`, `permission denied for table orders`, `syntax error at or near "FORM"`.
   rule(
     'pg-name',
-    '\\b(relation|table|column|constraint|schema|database|index|sequence|function|view|extension|tablespace|trigger|type|operator|domain|policy)[ \\t]+(?:"[^"\\n]*"|\'[^\'\\n]*\'|`[^`\\n]*`)',
+    `\\b(relation|table|column|constraint|schema|database|index|sequence|function|view|extension|tablespace|trigger|type|operator|domain|policy)[ \\t]+(?:${DQ_NAME}|'[^'\\n]*'|\`[^\`\\n]*\`)`,
     `$1 ${NAME}`,
     'gi',
   ),
   // MySQL and SQL Server quote in single quotes, MySQL adding the client's host: `for user 'app'@'10.0.0.4'`.
   rule(
     'pg-name',
-    "\\b(for (?:role|user))[ \\t]+(?:\"[^\"\\n]*\"|'[^'\\n]*'(?:@'[^'\\n]*')?)",
+    `\\b(for (?:role|user))[ \\t]+(?:${DQ_NAME}|'[^'\\n]*'(?:@'[^'\\n]*')?)`,
     `$1 ${NAME}`,
     'gi',
   ),
   rule(
     'pg-name',
-    '\\b(role|user)[ \\t]+"[^"\\n]*"(?=[ \\t]+(?:does not exist|already exists|is not permitted to log in|cannot be dropped)\\b)',
+    `\\b(role|user)[ \\t]+${DQ_NAME}(?=[ \\t]+(?:does not exist|already exists|is not permitted to log in|cannot be dropped)\\b)`,
     `$1 ${NAME}`,
     'gi',
   ),
@@ -205,10 +247,10 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
     `$1 ${NAME}`,
     'gi',
   ),
-  rule('pg-name', '\\b(at or near)[ \\t]+"[^"\\n]*"', `$1 ${SQL}`, 'gi'),
+  rule('pg-name', `\\b(at or near)[ \\t]+${DQ_NAME}`, `$1 ${SQL}`, 'gi'),
   // pg's `where` names the statement and function a PL/pgSQL error came from: `SQL statement "SELECT
   // 1/0"`, `PL/pgSQL function vault_guard(integer) line 3 at PERFORM`.
-  rule('pg-name', '\\b(SQL statement)[ \\t]+"[^"\\n]*"', `$1 ${SQL}`),
+  rule('pg-name', `\\b(SQL statement)[ \\t]+${DQ_NAME}`, `$1 ${SQL}`),
   rule('pg-name', '\\b((?:PL/pgSQL|SQL) function)[ \\t]+[\\w$."]+(?:\\([^()\\n]*\\))?', `$1 ${NAME}`),
   // MySQL: `Duplicate entry 'ann@example.com' for key 'users.email'`, `... to use near 'FORM users' at
   // line 1`; SQLite: `near "FORM": syntax error`.
@@ -368,7 +410,7 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
     `\\b(getaddrinfo|query[A-Za-z]*|getHostBy[A-Za-z]+|lookup(?:Service)?)[ \\t]+(E[A-Z_]+)[ \\t]+[^\\s'",;)]+`,
     `$1 $2 ${HOST}`,
   ),
-  rule('hostname', '\\b(could not translate host name)[ \\t]+"[^"\\n]*"', `$1 ${HOST}`),
+  rule('hostname', `\\b(could not translate host name)[ \\t]+${DQ_NAME}`, `$1 ${HOST}`),
   // libpq 13 and older (psycopg2's wheels, long-term distributions): `could not connect to server:
   // Connection refused\n\tIs the server running on host "db-primary" (10.0.0.5) and accepting\n\tTCP/IP
   // connections on port 5432?`.
@@ -389,6 +431,12 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
     'hostname',
     `\\b(Host|IP): [^\\s]+?(\\.? is not (?:in the cert's (?:altnames|list)|cert's CN): )[^\\n"]*`,
     `$1: ${HOST}$2${HOST}`,
+  ),
+  // The same check's message cut off by the end of the text (a bounded string), before its names end.
+  rule(
+    'hostname',
+    "\\b(does not match certificate's altnames: (?:Host|IP): )(?!\\[host\\])[^\\n]*$",
+    `$1${HOST}`,
   ),
   // Connection settings in a dump or JSON (`{ host: 'db-prod-1', database: 'orders' }`), whatever the
   // first key; a value with a space (a street address) is not a host.
@@ -452,6 +500,36 @@ export const INTERNAL_PATTERNS: readonly SecretPattern[] = [
     'posix-path',
     `(?<![\\w.@+%~/\\\\-](?<!${ESCAPE_BEFORE}))(?!${MEDIA_TYPE})(?:${SEG}+\\/)+[\\w.@+%~-]*\\.[A-Za-z][A-Za-z0-9]{0,7}(?<!\\d\\.[xX])${LINE_COL}(?![\\w@+%~/-]|\\.[\\w@+%~-])`,
     PATH,
+  ),
+  // A connection URL's credentials cut from it by a line break or a space (a wrapped log line:
+  // `postgres://app:\nS3cr3t@10.0.0.5:5432/orders`): a `user:password` glued to a host this table
+  // replaced (`app:S3cr3t@[host]`), a word between a replaced URL and a replaced host (`[connection]
+  // 3cr3t@[host]`; `git@[host]` keeps its user), a `user:password` glued to a dotted host name, or a word glued to one that a path
+  // or port follows (`S3cr3t@cluster0.x.mongodb.net/db`; an e-mail address has neither) is userinfo. A match starts only
+  // after a separator, so a long run without one is scanned once.
+  // The host left after a break right before its `@`: `[connection]\n@cluster0.x.mongodb.net/db`.
+  rule(
+    'connection-userinfo',
+    `(${AFTER_URL_BREAK})@[a-z0-9-]+(?:\\.[a-z0-9-]+)+${PORT_PATH}`,
+    `$1@${HOST}`,
+    'gi',
+  ),
+  rule(
+    'connection-userinfo',
+    `(?<![^\\s'"<>(){}@])[^\\s'"<>(){}@\\u0080-\\uffff]*:[^\\s'"<>(){}@:\\u0080-\\uffff]*@(?=\\[host\\])`,
+    `${REDACTED}@`,
+  ),
+  rule(
+    'connection-userinfo',
+    `(${AFTER_URL_BREAK})[^\\s'"<>(){}@\\u0080-\\uffff]+@(?=\\[host\\])`,
+    `$1${REDACTED}@`,
+    'gi',
+  ),
+  rule(
+    'connection-userinfo',
+    `(?<![^\\s'"<>(){}@])(?:[^\\s'"<>(){}@\\u0080-\\uffff]*:[^\\s'"<>(){}@:\\u0080-\\uffff]+|[^\\s'"<>(){}@\\u0080-\\uffff]+(?=@[a-z0-9-]+(?:\\.[a-z0-9-]+)+(?::\\d{1,5})?\\/))@[a-z0-9-]+(?:\\.[a-z0-9-]+)+${PORT_PATH}`,
+    `${REDACTED}@${HOST}`,
+    'gi',
   ),
 ];
 

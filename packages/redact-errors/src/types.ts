@@ -77,6 +77,12 @@ export interface RedactErrors extends ToolMiddleware {
    * tool's strings pass unchanged.
    */
   scrubText: (text: string, ctx: ToolContext) => string;
+  /**
+   * Core's hook for the structured `data` of a log message a call sends the client (`ctx.server.log`):
+   * the same walk as a failure's `_meta`, keys and non-string values included (a `port`, a pg error's
+   * `table`, `detail` or `where`). An opted-out tool's data passes unchanged.
+   */
+  scrubValue: (value: unknown, ctx: ToolContext) => unknown;
   /** Writes pending log summaries now (call it when the server shuts down). */
   close(): void;
 }
