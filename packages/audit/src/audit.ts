@@ -3,7 +3,10 @@ import {
   createStderrLogger,
   DEFAULT_SECRET_KEYS,
   fail,
+  type LateOutcome,
   mapSettled,
+  onLateOutcome,
+  outcomeOf,
   SECRET_PATTERNS,
   type ToolContext,
   type ToolResult,
@@ -106,7 +109,31 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
     settings: RecordSettings,
   ): Promise<unknown> | undefined => {
     const captured = capture(ctx, result, settings);
+    if (result.isError === true) watchLate(ctx, result, settings);
     return captured === undefined ? undefined : writer.push(captured, false);
+  };
+
+  /**
+   * A call answered `timeout` may still have done its side effect: its handler ran on (core abandoned it,
+   * or a breaker's deadline answered for it). What it came to, should it settle later (core's
+   * `onLateOutcome`), is recorded as a second record of the same call, its decisions ending with
+   * `{ by: 'audit', action: 'late-outcome' }` and its outcome the handler's, so the trail shows a refund
+   * that went through after the model was told it timed out.
+   */
+  const watchLate = (ctx: ToolContext, result: ToolResult, settings: RecordSettings): void => {
+    if (outcomeOf(result) !== 'timeout') return;
+    onLateOutcome(ctx, (late: LateOutcome) => {
+      const lateResult = late.result ?? resultOfThrow(ctx, late.error);
+      ctx.decisions.push({
+        by: 'audit',
+        action: 'late-outcome',
+        reason: 'the handler finished after its call was answered timeout',
+        detail: { outcome: outcomeOf(lateResult) },
+      });
+      const captured = capture(ctx, lateResult, settings);
+      // Nobody waits for it: a full buffer drops it (counted), a closed audit too.
+      if (captured !== undefined) void writer.push(captured, false);
+    });
   };
 
   // Durable: the answer waits until its record is stored (or is withheld).
@@ -126,6 +153,7 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
         result = resultOfThrow(ctx, error);
       }
       const captured = capture(ctx, result, settings);
+      if (result.isError === true) watchLate(ctx, result, settings);
       const stored = captured ? await writer.push(captured, true) : false;
       if (stored !== true) {
         return fail('unavailable', 'The call could not be recorded; its result is withheld.', {
