@@ -210,20 +210,25 @@ describe('a deadline that fires after the program exited', () => {
       input: { pidFile: z.string() },
       command: NODE,
       cwd: sandbox,
-      timeoutMs: 500,
+      // Room for the fixture's own start on a loaded machine (at 500 ms it ran out under load, and the
+      // call was a genuine timeout); the hold below then runs a second past this limit.
+      timeoutMs: 3000,
       args: (input) => [BEHAVE, 'leave-behind', value(input.pidFile)],
     });
     const realKill = process.kill.bind(process);
     let held = false;
+    let calledAt = 0;
     const kill = vi.spyOn(process, 'kill').mockImplementation((pid: number, signal?: string | number) => {
       if (pid < 0 && signal === 'SIGKILL' && !held) {
         held = true;
-        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 600);
+        const pastDeadline = calledAt + 3000 + 1000 - performance.now();
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, Math.max(100, pastDeadline));
       }
       return realKill(pid, signal);
     });
     try {
       client = await serve([quick], recordingLogger(logs));
+      calledAt = performance.now();
       const result = await client.callTool('quick', { pidFile: path.join(sandbox, 'late-deadline.pids') });
       expect(held).toBe(true);
       expect(result.structuredContent).toEqual({
