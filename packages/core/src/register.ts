@@ -823,14 +823,16 @@ function settleHandler(
       }
     };
     if (graceMs === false) {
+      // A middleware that answered for the call (a breaker's deadline) got this step's answer late: the
+      // answer, computed once, settles the step and goes to whoever asked for it (`onLateOutcome`).
       pending.then(
         (value) => {
-          if (lateSlotOf(ctx)?.answered) handLate(ctx, registry, tool, { value });
-          answer(value);
+          if (lateSlotOf(ctx)?.answered) resolve(handLate(ctx, registry, tool, { value }));
+          else answer(value);
         },
         (error: unknown) => {
-          if (lateSlotOf(ctx)?.answered) handLate(ctx, registry, tool, { error });
-          refuse(error);
+          if (lateSlotOf(ctx)?.answered) resolve(handLate(ctx, registry, tool, { error }));
+          else refuse(error);
         },
       );
       return;
@@ -871,17 +873,18 @@ function settleHandler(
     else signal.addEventListener('abort', onAbort, { once: true });
     pending.then(
       (value) => {
-        if (settled()) {
-          if (lateSlotOf(ctx)?.answered) handLate(ctx, registry, tool, { value });
-          answer(value);
-        } else handLate(ctx, registry, tool, { value });
+        // Abandoned: the step was answered `timeout`; what the handler came to goes only to whoever asked.
+        if (!settled()) {
+          if (lateSlotOf(ctx)?.listeners.length) handLate(ctx, registry, tool, { value }).catch(ignoreLate);
+        } else if (lateSlotOf(ctx)?.answered) resolve(handLate(ctx, registry, tool, { value }));
+        else answer(value);
       },
       (error: unknown) => {
         if (settled()) {
-          if (lateSlotOf(ctx)?.answered) handLate(ctx, registry, tool, { error });
-          refuse(error);
+          if (lateSlotOf(ctx)?.answered) resolve(handLate(ctx, registry, tool, { error }));
+          else refuse(error);
         } else {
-          handLate(ctx, registry, tool, { error });
+          if (lateSlotOf(ctx)?.listeners.length) handLate(ctx, registry, tool, { error }).catch(ignoreLate);
           logSafely(
             ctx.logger,
             { incidentId: ctx.incidentId, tool: ctx.toolName, requestId: ctx.request.id, err: error },
@@ -896,25 +899,32 @@ function settleHandler(
 
 /**
  * A handler that settled after its call was answered without it: its outcome, made model-facing as its
- * answer would have been (checked, scrubbed), for whoever asked (`onLateOutcome`). Off the call's path.
+ * answer would have been (checked, scrubbed; rejected with what it threw otherwise), handed to whoever
+ * asked (`onLateOutcome`). Off the call's path.
  */
 function handLate(
   ctx: ToolContext,
   registry: Registry,
   tool: ToolDefinition,
   settled: { value: unknown } | { error: unknown },
-): void {
-  const slot = lateSlotOf(ctx);
-  if (slot === undefined || slot.listeners.length === 0) return;
-  new Promise<ToolResult>((resolve) => {
+): Promise<ToolResult> {
+  const computed = new Promise<ToolResult>((resolve) => {
     if ('value' in settled) resolve(handlerAnswer(ctx, registry, tool, settled.value));
     else if (isToolError(settled.error)) resolve(thrownAnswer(ctx, settled.error, registry));
     else throw settled.error;
-  }).then(
-    (result) => notifyLate(slot, ctx, { result }),
-    (error: unknown) => notifyLate(slot, ctx, { error }),
-  );
+  });
+  const slot = lateSlotOf(ctx);
+  if (slot !== undefined && slot.listeners.length > 0) {
+    computed.then(
+      (result) => notifyLate(slot, ctx, { result }),
+      (error: unknown) => notifyLate(slot, ctx, { error }),
+    );
+  }
+  return computed;
 }
+
+/** An abandoned handler's rejection, already logged where it settled. */
+const ignoreLate = (): void => {};
 
 /**
  * A ToolError's own result. With a cause, the model sees an incident id and the log keeps the cause
