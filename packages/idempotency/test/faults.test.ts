@@ -603,6 +603,9 @@ if (TEST_REDIS_URL === undefined) {
         });
 
         // Run 1 fails; its release reaches Redis and deletes the claim, but its reply never comes back.
+        // The connection then closes: the store resets it when the release's time limit passes, which
+        // may come before or after the proxy's cut below, so the close is awaited from here.
+        const closed = new Promise((resolve) => viaProxy.once('close', resolve));
         const first = one.callTool('create_refund', refund, { timeoutMs: 5000 });
         await started[0]!.promise;
         proxy.silenceAfter((chunk) => chunk.toString('latin1').startsWith('*2\r\n$3\r\ndel\r\n'));
@@ -613,8 +616,8 @@ if (TEST_REDIS_URL === undefined) {
         const retry = two.callTool('create_refund', refund, { timeoutMs: 5000 });
         await started[1]!.promise;
 
-        // Replica one's connection drops; its client connects again (and sends what it sends then).
-        const closed = new Promise((resolve) => viaProxy.once('close', resolve));
+        // Replica one's connection drops (the store's own reset, or else the cut); its client connects
+        // again (and sends what it sends then).
         proxy.cut();
         await closed;
         await redisReady(viaProxy, 3000);
