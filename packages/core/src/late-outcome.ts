@@ -1,4 +1,4 @@
-import type { ToolResult } from './result.js';
+import { outcomeOf, type ToolResult } from './result.js';
 import type { ToolContext } from './types.js';
 
 /**
@@ -21,6 +21,18 @@ export interface LateSlot {
 
 export const LATE_OUTCOME_SLOT = Symbol('toolgate.lateOutcome');
 
+/**
+ * What the call's innermost step (its handler) settled with, model-facing, once it settled: the result,
+ * or a `StepThrow` for what it threw otherwise. Kept on every call (one field write) so that a handler
+ * settling while the chain was still finishing an answer given without it is handed over too.
+ */
+export const STEP_SETTLED = Symbol('toolgate.stepSettled');
+
+/** A step that settled by throwing (not a ToolError): what it threw. */
+export class StepThrow {
+  constructor(readonly error: unknown) {}
+}
+
 type WithSlot = { [LATE_OUTCOME_SLOT]?: LateSlot | undefined };
 
 /**
@@ -31,8 +43,10 @@ type WithSlot = { [LATE_OUTCOME_SLOT]?: LateSlot | undefined };
  * the call a second time.
  *
  * Call it while the call runs (typically when the chain's answer says `timeout`). The listener runs at
- * most once, in a promise reaction outside the call; it is never called when the handler settled in
- * time (its outcome then is the answer) or never settles. A listener that throws is logged (the call's
+ * most once, in a promise reaction outside the call: when the handler settles after the chain's answer,
+ * or settled after a middleware's `timeout` answer while the chain outside was still finishing (the
+ * chain's answer says `timeout`, the handler's outcome does not). It is never called when the handler
+ * settled in time (its outcome then is the answer, a `timeout` of its own included) or never settles. A listener that throws is logged (the call's
  * logger, `warn`), never fatal. The outcome is delivered only for calls core dispatched: a test context
  * that never runs a handler never calls it.
  */
@@ -47,6 +61,25 @@ export function onLateOutcome(ctx: ToolContext, listener: LateOutcomeListener): 
 /** The slot of a call, when anyone asked for its late outcome. */
 export function lateSlotOf(ctx: ToolContext): LateSlot | undefined {
   return (ctx as ToolContext & WithSlot)[LATE_OUTCOME_SLOT];
+}
+
+/**
+ * At the end of the chain: when its answer says `timeout` but the handler had settled with another
+ * outcome before the chain finished (a middleware's deadline answered for it, and the handler settled
+ * while the middleware outside went on, e.g. awaiting a store), that outcome is late for whoever asked:
+ * it is handed over, in a microtask, as a later settle would be.
+ */
+export function handSettledStep(
+  slot: LateSlot,
+  ctx: ToolContext,
+  answer: ToolResult,
+  settled: unknown,
+): void {
+  if (slot.listeners.length === 0 || settled === undefined || outcomeOf(answer) !== 'timeout') return;
+  const outcome: LateOutcome =
+    settled instanceof StepThrow ? { error: settled.error } : { result: settled as ToolResult };
+  if (outcome.result !== undefined && outcomeOf(outcome.result) === 'timeout') return;
+  queueMicrotask(() => notifyLate(slot, ctx, outcome));
 }
 
 /** Hands `outcome` to every listener of `slot`, each once; one that throws is logged and skipped. */

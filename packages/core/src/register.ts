@@ -17,7 +17,15 @@ import { compose } from './compose.js';
 import { isToolError, ToolError } from './errors.js';
 import { type CallerIdentity, type IdentifyCaller, identifyCaller } from './identity.js';
 import { newIncidentId } from './incident.js';
-import { LATE_OUTCOME_SLOT, type LateSlot, lateSlotOf, notifyLate } from './late-outcome.js';
+import {
+  handSettledStep,
+  LATE_OUTCOME_SLOT,
+  type LateSlot,
+  lateSlotOf,
+  notifyLate,
+  STEP_SETTLED,
+  StepThrow,
+} from './late-outcome.js';
 import { isLocalTransport, type LocalTransportRule } from './local-transport.js';
 import { createStderrLogger } from './logger.js';
 import { mapStrings } from './map-strings.js';
@@ -515,7 +523,15 @@ async function dispatch(registry: Registry, params: CallParams, extra: CallExtra
   }
   // From here on the handler's outcome is late: a middleware answered for it (a breaker's deadline).
   const late = (ctx as CallContext)[LATE_OUTCOME_SLOT];
-  if (late !== undefined) late.answered = true;
+  if (late !== undefined) {
+    late.answered = true;
+    // Or it was already: the handler settled after that answer, while the chain outside went on.
+    try {
+      handSettledStep(late, ctx, result, (ctx as CallContext)[STEP_SETTLED]);
+    } catch {
+      // A malformed answer of a middleware's: the boundary below refuses it; nothing to hand over.
+    }
+  }
   if (!active) {
     // The spec answers an unknown tool with a JSON-RPC error; the chain has seen (and audited) it.
     // A plain error with a code: McpError would prefix "MCP error -32602:" and the client adds it again.
@@ -616,6 +632,8 @@ class CallContext implements ToolContext {
   [OUTPUT_CHECKED]: unknown = undefined;
   /** Who waits for the handler's outcome should it come after the answer (see `onLateOutcome`). */
   [LATE_OUTCOME_SLOT]: LateSlot | undefined = undefined;
+  /** What the handler's step settled with, once it settled (see `handSettledStep`). */
+  [STEP_SETTLED]: ToolResult | StepThrow | undefined = undefined;
   #signal: AbortSignal;
   #signalSource: SignalSource | undefined = undefined;
   readonly logger: Logger;
@@ -806,19 +824,39 @@ function settleHandler(
   const graceMs = registry.abandonAfterMs;
   const signal = ctx.request.signal;
   return new Promise<ToolResult>((resolve, reject) => {
+    const step = ctx as CallContext;
     const answer = (value: unknown): void => {
       try {
-        resolve(handlerAnswer(ctx, registry, tool, value));
+        const result = handlerAnswer(ctx, registry, tool, value);
+        if (result instanceof Promise) {
+          result.then(
+            (checked) => {
+              step[STEP_SETTLED] = checked;
+            },
+            (error: unknown) => {
+              step[STEP_SETTLED] = new StepThrow(error);
+            },
+          );
+        } else step[STEP_SETTLED] = result;
+        resolve(result);
       } catch (error) {
+        step[STEP_SETTLED] = new StepThrow(error);
         reject(error);
       }
     };
     const refuse = (error: unknown): void => {
       // In the try too: a hostile value (a Proxy whose traps throw) can make the check itself throw.
       try {
-        if (isToolError(error)) resolve(thrownAnswer(ctx, error, registry));
-        else reject(error);
+        if (isToolError(error)) {
+          const result = thrownAnswer(ctx, error, registry);
+          step[STEP_SETTLED] = result;
+          resolve(result);
+        } else {
+          step[STEP_SETTLED] = new StepThrow(error);
+          reject(error);
+        }
       } catch (thrown) {
+        step[STEP_SETTLED] = new StepThrow(thrown);
         reject(thrown);
       }
     };

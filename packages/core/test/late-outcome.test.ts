@@ -167,6 +167,78 @@ describe('onLateOutcome', () => {
     expect(JSON.stringify(watcher.outcomes[0]!.result)).toContain('R-2');
   });
 
+  describe('a handler that settles after a deadline answered, while the chain outside is still finishing', () => {
+    /** Goes on for a turn of the event loop after its answer (as idempotency awaits a store write). */
+    function finishesLater(onAnswer: () => void): ToolMiddleware {
+      return async (_ctx, next) => {
+        const result = await next();
+        onAnswer();
+        await new Promise((resolve) => setImmediate(resolve));
+        return result;
+      };
+    }
+
+    it('is handed to a listener that asked before it settled', async () => {
+      const watcher = lateWatcher();
+      const handler = stubborn();
+      const c = await serve(
+        handler.tool,
+        [
+          finishesLater(() => handler.settle({ ok: ok({ refund_id: 'R-4' }) })),
+          watcher.middleware,
+          deadline(20),
+        ],
+        { abandonAfterMs: false },
+      );
+      const answer = await c.callTool('refund', {}, { timeoutMs: 10_000 });
+      expect((parseResultText(answer) as { error: string }).error).toBe('timeout');
+      await vi.waitFor(() => expect(watcher.outcomes).toHaveLength(1));
+      expect(JSON.stringify(watcher.outcomes[0]!.result)).toContain('R-4');
+    });
+
+    it('is handed to a listener that asked after it settled, and a throw as an error', async () => {
+      const watcher = lateWatcher();
+      const handler = stubborn();
+      const crash = new Error('connection reset by peer');
+      const c = await serve(
+        handler.tool,
+        [watcher.middleware, finishesLater(() => handler.settle({ throw: crash })), deadline(20)],
+        { abandonAfterMs: false },
+      );
+      const answer = await c.callTool('refund', {}, { timeoutMs: 10_000 });
+      expect((parseResultText(answer) as { error: string }).error).toBe('timeout');
+      await vi.waitFor(() => expect(watcher.outcomes).toHaveLength(1));
+      expect(watcher.outcomes[0]!.result).toBeUndefined();
+      expect(watcher.outcomes[0]!.error).toBe(crash);
+    });
+
+    it('is not handed over when the answer was the handler’s own (an in-time failure, its own timeout)', async () => {
+      for (const own of [
+        fail('unavailable', 'The payment service did not answer.'),
+        fail('timeout', 'Too slow.'),
+      ]) {
+        const watcher = lateWatcher();
+        const tool = defineTool({
+          name: 'refund',
+          description: 'Fails at once.',
+          input: {},
+          handler: async () => own,
+        });
+        const c = await serve(tool, [watcher.middleware, finishesLater(() => {}), deadline(5_000)], {
+          abandonAfterMs: false,
+        });
+        const answer = await c.callTool('refund', {}, { timeoutMs: 10_000 });
+        expect(answer.isError).toBe(true);
+        expect(watcher.answers).toHaveLength(1);
+        // A hand-over is queued in a microtask at the end of the chain: a turn later it would be here.
+        await new Promise((resolve) => setImmediate(resolve));
+        expect(watcher.outcomes).toEqual([]);
+        await client?.close();
+        client = undefined;
+      }
+    });
+  });
+
   it('never calls a listener for a handler that settled in time', async () => {
     const outcomes: LateOutcome[] = [];
     const tool = defineTool({
