@@ -8,6 +8,8 @@ export interface BoundedStore {
   set(key: string, value: string, ttlMs: number, signal?: AbortSignal): Promise<void>;
   get(key: string, signal?: AbortSignal): Promise<string | undefined>;
   delete(key: string, signal?: AbortSignal): Promise<boolean>;
+  /** The store's `deleteIfEquals`, present only when the store has it. */
+  deleteIfEquals?(key: string, expected: string, signal?: AbortSignal): Promise<boolean>;
   /** Logs a failed operation (throttled: one line per incident, then a count), a `StoreFullError` as a full store. */
   failed(operation: string, error: unknown, logger: Logger, outcome: string): void;
   flush(): void;
@@ -64,6 +66,12 @@ export function boundStore(store: KeyValueStore, timeoutMs: number, name: string
     set: (key, value, ttlMs, signal) => run(signal, (s) => store.set(key, value, ttlMs, s && { signal: s })),
     get: (key, signal) => run(signal, (s) => store.get(key, s && { signal: s })),
     delete: (key, signal) => run(signal, (s) => store.delete(key, s && { signal: s })),
+    ...(store.deleteIfEquals
+      ? {
+          deleteIfEquals: (key: string, expected: string, signal?: AbortSignal) =>
+            run(signal, (s) => store.deleteIfEquals!(key, expected, s && { signal: s })),
+        }
+      : {}),
     failed(operation, error, logger, outcome) {
       // A full store is a flood, not an outage: lines of its own (per limit), so that neither holds
       // back the other's first line.

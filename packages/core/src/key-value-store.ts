@@ -21,6 +21,13 @@ export interface KeyValueStore {
   get(key: string, options?: StoreOperationOptions): Promise<string | undefined>;
   /** Removes `key`; true when it held a value. */
   delete(key: string, options?: StoreOperationOptions): Promise<boolean>;
+  /**
+   * Removes `key` only while it holds exactly `expected`, in one atomic step of the store (Redis: one
+   * Lua script); true when it held `expected` and was deleted, false when it was absent, expired or held
+   * anything else (which stays). Optional: a policy releasing a claim of its own uses it when present,
+   * so that a release delivered late never deletes the claim another call made since.
+   */
+  deleteIfEquals?(key: string, expected: string, options?: StoreOperationOptions): Promise<boolean>;
   /** Releases what the store holds (connections, timers). */
   close?(): Promise<void>;
 }
@@ -274,6 +281,15 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): KeyValueSto
       remove(key, entry);
       return true;
     },
+    async deleteIfEquals(key, expected, op) {
+      op?.signal?.throwIfAborted();
+      // Checked as a write checks them: a value of another type never equals, and is a caller's bug.
+      bytesOf(key, expected);
+      const entry = live(key, now());
+      if (entry === undefined || entry.value !== expected) return false;
+      remove(key, entry);
+      return true;
+    },
     async close() {
       entries.clear();
       perScope.clear();
@@ -339,6 +355,16 @@ export function limitStore(
     get: (key, op) => withDeadline((signal) => store.get(key, { signal }), { ...limit, signal: op?.signal }),
     delete: (key, op) =>
       withDeadline((signal) => store.delete(key, { signal }), { ...limit, signal: op?.signal }),
+    // Only when the store has it: a policy tells a store with it from one without by its presence.
+    ...(store.deleteIfEquals
+      ? {
+          deleteIfEquals: (key: string, expected: string, op?: StoreOperationOptions) =>
+            withDeadline((signal) => store.deleteIfEquals!(key, expected, { signal }), {
+              ...limit,
+              signal: op?.signal,
+            }),
+        }
+      : {}),
     ...(store.close ? { close: () => store.close!() } : {}),
   };
 }

@@ -55,9 +55,10 @@ type StoredCall =
   | RanMarker;
 type RanMarker = { s: 'ran'; a: string; o: 'ok' | ErrorCode; t: number };
 
-/** A claim this call wrote: its token, and a time it does not expire before (epoch ms). */
+/** A claim this call wrote: its token, its text as stored, and a time it does not expire before (epoch ms). */
 interface Claim {
   readonly token: string;
+  readonly value: string;
   readonly expires: number;
 }
 
@@ -154,6 +155,8 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     keys: CallKeys,
     opts: IdempotencyToolOptions,
     token: string,
+    // The claim's text as stored: a release deletes the key only while it holds this.
+    running: string,
     // Taken before any claim write of this call: its claim expires no earlier (never an object here,
     // so a successful call allocates nothing more).
     claimExpires: number,
@@ -167,16 +170,16 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     try {
       result = await next();
     } catch (error) {
-      await release(ctx, keys, opts, claimExpires);
+      await release(ctx, keys, opts, running, claimExpires);
       throw error;
     }
     if (result.isError === true && outcomeOf(result) === 'timeout') {
       // A call that timed out (core answered a cancelled call without its handler, or a deadline further
       // in answered for it) may still be running its side effect, or have done it: core hands over what
       // the handler came to, should it settle later, and that replaces the timeout (kept or held).
-      onLateOutcome(ctx, (late) => keepLate(ctx, keys, opts, token, claimExpires, late));
+      onLateOutcome(ctx, (late) => keepLate(ctx, keys, opts, token, running, claimExpires, late));
     }
-    return keepOutcome(ctx, keys, opts, token, claimExpires, result);
+    return keepOutcome(ctx, keys, opts, token, running, claimExpires, result);
   };
 
   /** What a finished call leaves in the store: its result, a marker, or nothing (its claim released). */
@@ -185,6 +188,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     keys: CallKeys,
     opts: IdempotencyToolOptions,
     token: string,
+    running: string,
     claimExpires: number,
     result: ToolResult,
   ): Promise<ToolResult> => {
@@ -199,7 +203,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
           detail: { key: keys.digest },
         });
       } else {
-        await release(ctx, keys, opts, claimExpires);
+        await release(ctx, keys, opts, running, claimExpires);
       }
       return result;
     }
@@ -208,7 +212,15 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     try {
       text = JSON.stringify(stored);
     } catch (error) {
-      await keepMarker(ctx, keys, opts, { token, expires: claimExpires }, result, 'not serialisable', error);
+      await keepMarker(
+        ctx,
+        keys,
+        opts,
+        { token, value: running, expires: claimExpires },
+        result,
+        'not serialisable',
+        error,
+      );
       return result;
     }
     // A result is kept for windowMs in a store shared by every caller, and the model chooses arguments
@@ -217,7 +229,15 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     // not their size). Past maxResultSize only the marker is kept, so entries × maxResultSize bounds what
     // the store holds, and a retry still never runs the call again. One comparison on the success path.
     if (text.length > opts.maxResultSize) {
-      await keepMarker(ctx, keys, opts, { token, expires: claimExpires }, result, 'too large', undefined);
+      await keepMarker(
+        ctx,
+        keys,
+        opts,
+        { token, value: running, expires: claimExpires },
+        result,
+        'too large',
+        undefined,
+      );
       return result;
     }
     try {
@@ -228,7 +248,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
         ctx,
         keys,
         opts,
-        { token, expires: claimExpires },
+        { token, value: running, expires: claimExpires },
         result,
         isStoreFullError(error) ? 'store full' : 'store failed',
         error,
@@ -247,6 +267,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     keys: CallKeys,
     opts: IdempotencyToolOptions,
     token: string,
+    running: string,
     claimExpires: number,
     late: LateOutcome,
   ): void => {
@@ -260,8 +281,8 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     }
     const kept =
       late.result === undefined
-        ? release(ctx, keys, opts, claimExpires)
-        : keepOutcome(ctx, keys, opts, token, claimExpires, late.result);
+        ? release(ctx, keys, opts, running, claimExpires)
+        : keepOutcome(ctx, keys, opts, token, running, claimExpires, late.result);
     kept.then(
       () =>
         ctx.logger.info(
@@ -394,7 +415,10 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
         return;
       }
       try {
-        if (isOwnClaim(parseStored((await bounded.get(keys.storeKey)) ?? ''), claim.token)) {
+        if (marker === undefined && bounded.deleteIfEquals !== undefined) {
+          // One atomic step: the key is deleted only while it holds this claim, however late it lands.
+          await bounded.deleteIfEquals(keys.storeKey, claim.value);
+        } else if (isOwnClaim(parseStored((await bounded.get(keys.storeKey)) ?? ''), claim.token)) {
           if (marker === undefined) await bounded.delete(keys.storeKey);
           else {
             await bounded.set(keys.storeKey, marker, windowMs!);
@@ -427,15 +451,31 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     ctx: ToolContext,
     keys: CallKeys,
     opts: IdempotencyToolOptions,
+    running: string,
     claimExpires: number,
   ): Promise<void> => {
-    // A claim that may have expired before the delete lands is no longer the call's: the key may hold
-    // the claim of a call made since (on any replica), and deleting it would let a third run beside it.
-    if (Date.now() + storeTimeoutMs >= claimExpires) {
+    const pastClaim = (): void =>
       ctx.logger.warn(
         { tool: ctx.toolName, requestId: ctx.request.id, key: keys.digest, claimTtlMs: opts.claimTtlMs },
         'idempotency: a failed call ran past its claim (claimTtlMs), which another call may hold now; it was not released',
       );
+    // The key may hold the claim of a call made since (on any replica) by the time a release lands (a
+    // partition that heals, a lost reply): deleting that claim would let a third call run beside it. A
+    // store with deleteIfEquals deletes the key only while it holds this call's own claim, however late.
+    if (bounded.deleteIfEquals !== undefined) {
+      let released: boolean;
+      try {
+        released = await bounded.deleteIfEquals(keys.storeKey, running);
+      } catch (error) {
+        bounded.failed('deleteIfEquals', error, ctx.logger, 'a failed call keeps its claim until claimTtlMs');
+        return;
+      }
+      if (!released) pastClaim();
+      return;
+    }
+    // Without it, only a time guard: a claim that may have expired before the delete lands is left alone.
+    if (Date.now() + storeTimeoutMs >= claimExpires) {
+      pastClaim();
       return;
     }
     await bounded.delete(keys.storeKey).catch((error: unknown) => {
@@ -467,21 +507,21 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
         // failover would lose it, and a retry on the new primary would run the call a second time.
         if (!isStoreFullError(error)) {
           if (!ctx.signal.aborted && !isNotReplicated(error) && (await holdsToken(ctx, keys, token))) {
-            return runClaimed(ctx, next, keys, opts, token, claimExpires);
+            return runClaimed(ctx, next, keys, opts, token, running, claimExpires);
           }
           // This call will not run under it: once the store answers, a claim of its own is removed, so
           // retries are not kept waiting for claimTtlMs by a call that is not running.
           // `claimExpires` was taken before the write: the claim, if it landed, expires no earlier. A time
           // taken now (after the write timed out and the read failed, up to 2 × storeTimeoutMs later) would
           // let the removal run past the claim's real expiry and delete the claim of a call made since.
-          replaceLostClaim(keys, { token, expires: claimExpires });
+          replaceLostClaim(keys, { token, value: running, expires: claimExpires });
           return storeDown(ctx, keys, opts, next, 'setIfAbsent', error);
         }
         if (ctx.signal.aborted) throw ctx.signal.reason;
         full = error;
         claimed = false;
       }
-      if (claimed) return runClaimed(ctx, next, keys, opts, token, claimExpires);
+      if (claimed) return runClaimed(ctx, next, keys, opts, token, running, claimExpires);
       // What the key cannot answer is refused as the store's failure: on a full store, as a full store
       // (never run unguarded by onStoreFailure 'open').
       const refuse = (error: unknown) =>
@@ -504,7 +544,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
         if (stored === undefined) return refuse(new UnreadableEntryError());
         if (stored.a !== keys.args) return otherArguments(ctx, keys);
         // This call's own claim, written by a resent write after its first answer was lost.
-        if (isOwnClaim(stored, token)) return runClaimed(ctx, next, keys, opts, token, waitUntil);
+        if (isOwnClaim(stored, token)) return runClaimed(ctx, next, keys, opts, token, running, waitUntil);
         if (stored.s === 'done') return replay(ctx, keys, stored.r, 'replayed');
         if (stored.s === 'ran') return alreadyRan(ctx, keys, stored);
         // Another call's claim: waited for as for any running call, full store or not (each poll tries

@@ -154,8 +154,11 @@ describe('idempotency red team: a model cannot fill the store with large results
 function lostReplyView(inner: KeyValueStore, backAt: () => number, slowMs: number): KeyValueStore {
   let claims = 0;
   let hung = false;
+  // A store without deleteIfEquals (a third-party one): the removal reads the claim, then deletes it,
+  // so only its time guard keeps it from deleting a claim made since.
+  const { deleteIfEquals: _compareAndDelete, ...plain } = inner;
   return {
-    ...inner,
+    ...plain,
     async setIfAbsent(key, value, ttlMs, op) {
       claims += 1;
       const written = await inner.setIfAbsent(key, value, ttlMs, op);

@@ -16,7 +16,11 @@ export interface RedisStoreClient {
   del(key: string): Promise<number>;
   /** Only with `minReplicas`: sends a write and its `WAIT` together (ioredis' `pipeline()`). */
   pipeline?(): RedisWritePipeline;
-  /** Only with `minReplicas`: withdraws a claim the replicas did not acknowledge (ioredis' `eval`). */
+  /**
+   * Runs the store's compare-and-delete script (ioredis' `eval`): `deleteIfEquals`, and with
+   * `minReplicas` the withdrawal of a claim the replicas did not acknowledge. A client without it gets
+   * a store without `deleteIfEquals`.
+   */
   eval?(script: string, numkeys: number, ...args: (string | number)[]): Promise<unknown>;
   /**
    * ioredis' connection (a `net.Socket`), reset when a write's caller stops waiting before its reply.
@@ -56,6 +60,7 @@ export interface RedisWritePipeline {
   set(key: string, value: string, px: 'PX', ttlMs: number): RedisWritePipeline;
   set(key: string, value: string, px: 'PX', ttlMs: number, nx: 'NX'): RedisWritePipeline;
   del(key: string): RedisWritePipeline;
+  eval(script: string, numkeys: number, ...args: (string | number)[]): RedisWritePipeline;
   wait(numreplicas: number, timeoutMs: number): RedisWritePipeline;
   exec(): Promise<[error: Error | null, result: unknown][] | null>;
 }
@@ -88,8 +93,12 @@ export interface RedisStore extends KeyValueStore {
 /** The `code` of the error a write rejects with when fewer than `minReplicas` acknowledged it. */
 const NOT_REPLICATED = 'NOT_REPLICATED';
 
-/** Deletes KEYS[1] only while it holds ARGV[1]: the claim this store wrote, never one made since. */
-const WITHDRAW_CLAIM =
+/**
+ * Deletes KEYS[1] only while it holds ARGV[1] (1 when it did, else 0), in one atomic step: a claim is
+ * released (`deleteIfEquals`) or withdrawn (`minReplicas`) only while it is the one this call wrote,
+ * never one another call made since. A key of another type fails the GET (WRONGTYPE), as a GET would.
+ */
+const DELETE_IF_EQUALS =
   "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
 /**
@@ -204,7 +213,7 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
   /** Takes the unacknowledged claim back off the primary; says what became of it. */
   const withdraw = async (key: string, value: string): Promise<string> => {
     try {
-      await client.eval!(WITHDRAW_CLAIM, 1, key, value);
+      await client.eval!(DELETE_IF_EQUALS, 1, key, value);
       return 'the claim was withdrawn from the primary';
     } catch (error) {
       const code = (error as { code?: unknown } | null)?.code;
@@ -212,8 +221,47 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
       return `withdrawing the claim failed (${typeof what === 'string' ? what : 'unknown'}): it stays on the primary until its ttl`;
     }
   };
+  /**
+   * `DEL` only while the key holds `expected`: the compare-and-delete script, bounded and reset like
+   * every write, sent with `WAIT` under `minReplicas`. A delete that did not happen wrote nothing, so
+   * it answers false whatever the replicas acknowledged; one that did rejects like `delete` when too
+   * few replicas hold it.
+   */
+  const deleteIfEquals = (key: string, expected: string, op?: StoreOperationOptions): Promise<boolean> => {
+    checkKey(key);
+    checkValue(expected);
+    const full = prefix + key;
+    // The expected value is summarised as a written value is: only its length reaches a log.
+    const sent: StoreCommand = { name: 'eval', key: full, value: expected };
+    if (replicas === undefined) {
+      return bounded(op, async (sending) => {
+        try {
+          return Number(await sending(client.eval!(DELETE_IF_EQUALS, 1, full, expected))) === 1;
+        } catch (error) {
+          throw fullOr(new StoreCommandError(error, sent));
+        }
+      });
+    }
+    return bounded(op, (sending) =>
+      tracked(full, async () => {
+        const written = await writeAndWait(
+          (p) => p.eval(DELETE_IF_EQUALS, 1, full, expected),
+          replicas,
+          sent,
+          sending,
+        );
+        const deleted = Number(written.reply) === 1;
+        if (deleted && written.acknowledged < replicas.minReplicas) {
+          throw notReplicated(written.acknowledged, 'the key is deleted on the primary', sent);
+        }
+        return deleted;
+      }),
+    );
+  };
   return {
     prefix,
+    // Only with a client that runs scripts (any ioredis client does); without it a policy falls back to `delete`.
+    ...(typeof client.eval === 'function' ? { deleteIfEquals } : {}),
     setIfAbsent(key, value, ttlMs, op) {
       checkKey(key);
       checkValue(value);

@@ -132,6 +132,7 @@ describe('createRedisStore: minReplicas and replicaTimeoutMs', () => {
         const pipeline = {
           set: () => pipeline,
           del: () => pipeline,
+          eval: () => pipeline,
           wait(numreplicas: number, timeoutMs: number) {
             waits.push([numreplicas, timeoutMs]);
             return pipeline;
@@ -164,6 +165,7 @@ describe('createRedisStore: a claim too few replicas acknowledged', () => {
         const pipeline = {
           set: () => pipeline,
           del: () => pipeline,
+          eval: () => pipeline,
           wait: () => pipeline,
           exec: async (): Promise<[Error | null, unknown][]> => [
             [null, reply],
