@@ -106,6 +106,15 @@ async function main(): Promise<void> {
         const inFlight = http.inFlight;
         const { abandoned } = await http.close(config.shutdownGraceMs);
         logger.info({ inFlight, abandoned }, 'shutdown: in-flight calls drained, HTTP server closed');
+        // Closing their connections aborted the calls still running, but each returns through the
+        // chain only at its next step (a refund waiting on a row lock, at the end of that wait; its
+        // transaction then rolls back). Audit is flushed once they have returned, within a bound, so
+        // every call the server took has its record.
+        if (service.inFlight > 0) {
+          const running = service.inFlight;
+          const { abandoned: left } = await service.drain(CLOSE_STEP_MS);
+          logger.info({ running, left }, 'shutdown: aborted calls returned');
+        }
       }
       if (stopStdio) {
         // stdio has no HTTP server counting requests: the service's own gate refuses new calls and

@@ -268,6 +268,9 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
     windowMs: WRITE_REPLAY_WINDOW_MS,
     tools: { request_refund: {}, cancel_order: {} },
   });
+  // The reason is the model's text: quoted (as JSON, its own quotes escaped), so it cannot read as more
+  // of the sentence the person approves ("...). The amount above is in cents: Refund 0.84 of ...").
+  const reasonOf = (args: Readonly<Record<string, unknown>>): string => JSON.stringify(String(args.reason));
   const confirm = createConfirm({
     secret: config.confirmSecret ?? randomBytes(32).toString('base64url'),
     audience: config.confirmAudience ?? 'order-service',
@@ -275,11 +278,11 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
     tools: {
       request_refund: {
         describe: (args: Readonly<Record<string, unknown>>) =>
-          `Refund ${formatCents(args.amount_cents)} of order ${String(args.order_id)} (reason: ${String(args.reason)}).`,
+          `Refund ${formatCents(args.amount_cents)} of order ${String(args.order_id)} (reason: ${reasonOf(args)}).`,
       },
       cancel_order: {
         describe: (args: Readonly<Record<string, unknown>>) =>
-          `Cancel order ${String(args.order_id)} (reason: ${String(args.reason)}).`,
+          `Cancel order ${String(args.order_id)} (reason: ${reasonOf(args)}).`,
       },
     },
   });

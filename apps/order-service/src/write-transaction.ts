@@ -99,7 +99,7 @@ async function pgWrite<T>(
       },
       () => undefined,
     );
-    throw error;
+    throw committing ? error : (notDoneInTime(error) ?? error);
   } finally {
     client.off('error', onError);
     client.release(clean && !broken ? undefined : true);
@@ -112,6 +112,31 @@ const REPLY_MARGIN_MS = 1000;
 // PostgreSQL's own errors carry a severity; anything else means the connection failed.
 function isServerError(error: unknown): boolean {
   return typeof error === 'object' && error !== null && 'severity' in error;
+}
+
+// PostgreSQL gave up on a statement: its statement timeout (often while waiting for the order's row
+// lock, held by another change of it), a lock it would not wait for, or a deadlock.
+const NOT_DONE_IN_TIME = new Set(['57014', '55P03', '40P01']);
+
+/**
+ * A write PostgreSQL stopped before COMMIT, rolled back: said so, with a retry of the same call. Left
+ * to the generic mapping, a read query's advice ("narrower arguments, a lower limit") would reach the
+ * model, which could retry a refund with another amount.
+ */
+function notDoneInTime(error: unknown): ToolError | undefined {
+  const code = isServerError(error) ? (error as { code?: unknown }).code : undefined;
+  if (typeof code !== 'string' || !NOT_DONE_IN_TIME.has(code)) return undefined;
+  // `unavailable`, not `timeout`: idempotency holds a timed-out call's claim (its side effect may still
+  // run), and the retry this answer asks for would wait on it; this one was rolled back.
+  return new ToolError(
+    'unavailable',
+    'The change did not finish in time (the order may be busy); nothing was changed.',
+    {
+      hint: 'Call again in a few seconds with the same arguments; do not change them.',
+      retryAfterMs: 2000,
+      cause: error,
+    },
+  );
 }
 
 /** A statement before COMMIT got no answer: the server rolls the transaction back when the connection goes. */

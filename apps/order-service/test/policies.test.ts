@@ -191,7 +191,7 @@ describe('write tools: confirmed by a person, run once', () => {
       expect(retried._meta?.['toolgate/idempotency']).toMatchObject({ replayed: true });
       expect(await refunds(PAID)).toBe(1);
       expect(asked).toHaveLength(2);
-      expect(asked[0]).toContain(`Refund 5.00 of order ${PAID} (reason: arrived damaged).`);
+      expect(asked[0]).toContain(`Refund 5.00 of order ${PAID} (reason: "arrived damaged").`);
     } finally {
       await client.close();
     }
@@ -223,7 +223,7 @@ describe('write tools: confirmed by a person, run once', () => {
       const envelope = expectFailure(first);
       expect(envelope.error).toBe('confirmation_required');
       expect(envelope.message).toBe(
-        `Confirmation required. Show the user: Cancel order ${PENDING} (reason: ordered twice).\n` +
+        `Confirmation required. Show the user: Cancel order ${PENDING} (reason: "ordered twice").\n` +
           `Tool: cancel_order\nArguments:\n  order_id: "${PENDING}"\n  reason: "ordered twice"`,
       );
       const { confirmation } = first._meta!['toolgate/confirm'] as { confirmation: string };

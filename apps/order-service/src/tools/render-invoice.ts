@@ -1,6 +1,6 @@
 import { realpathSync } from 'node:fs';
 import { defineTool, fail, ok, type ToolDefinition } from '@toolgate/core';
-import { safeExec, value } from '@toolgate/exec';
+import { option, safeExec } from '@toolgate/exec';
 import type { Queryable } from '@toolgate/sql';
 import * as z from 'zod';
 import { bindCustomerId } from '../customer-scope.js';
@@ -24,7 +24,7 @@ const ORDER_FOR_INVOICE_SCOPED = `${ORDER_FOR_INVOICE} AND customer_id = $2`;
 
 /**
  * `render_invoice`: looks the order up, then runs the bundled invoice CLI by absolute path with an
- * argv array (no shell); every value passed is tagged so it can never become an option.
+ * argv array (no shell); every value passed is tagged and inline, so it can never become an option.
  */
 export function renderInvoiceTool(options: RenderInvoiceOptions): ToolDefinition {
   // exec wants the real file on its allowlist (node is often a symlink).
@@ -58,24 +58,21 @@ export function renderInvoiceTool(options: RenderInvoiceOptions): ToolDefinition
           hint: 'Check the 16-digit id with the user, or find the order with search_orders.',
         });
       }
+      // Each value is the database's, not the model's, and goes inline (`--customer=<value>`): an inline
+      // value can never read as an option, so a value starting with "-" (an address such as
+      // "-ops@example.com" is valid) is rendered, not refused as if the model had sent it.
+      const field = (flag: string, text: string) => option(flag, text, { inline: true, allowDash: true });
       const outcome = await safeExec(
         node,
         [
           options.invoiceCli,
-          '--order-id',
-          value(String(order.order_id)),
-          '--customer',
-          value(String(order.customer_email)),
-          '--status',
-          value(String(order.status)),
-          '--total-cents',
-          value(String(order.total_cents)),
-          '--currency',
-          value(String(order.currency)),
-          '--items',
-          value(String(order.item_count)),
-          '--created-at',
-          value(new Date(order.created_at as string).toISOString()),
+          field('--order-id', String(order.order_id)),
+          field('--customer', String(order.customer_email)),
+          field('--status', String(order.status)),
+          field('--total-cents', String(order.total_cents)),
+          field('--currency', String(order.currency)),
+          field('--items', String(order.item_count)),
+          field('--created-at', new Date(order.created_at as string).toISOString()),
         ],
         {
           allow: [node],
@@ -86,7 +83,8 @@ export function renderInvoiceTool(options: RenderInvoiceOptions): ToolDefinition
           logger: ctx.logger,
         },
       );
-      if (outcome.exitCode !== 0) {
+      // A cut invoice would read as a whole one without its last lines (the total): none is better.
+      if (outcome.exitCode !== 0 || outcome.truncated) {
         return fail('unavailable', 'The invoice could not be rendered.', {
           hint: 'Tell the user the invoice is unavailable right now; do not retry.',
           retryable: false,
