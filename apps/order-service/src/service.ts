@@ -266,6 +266,9 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
   const idempotency = createIdempotency({
     store: stateStore,
     windowMs: WRITE_REPLAY_WINDOW_MS,
+    // A retry of a change still running (or timed out, its claim held until it expires) hears so within
+    // 10 s, instead of waiting until the claim expires or its client gives up.
+    maxWaitMs: 10_000,
     tools: { request_refund: {}, cancel_order: {} },
   });
   // The reason is the model's text: quoted (as JSON, its own quotes escaped), so it cannot read as more

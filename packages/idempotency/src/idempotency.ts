@@ -490,6 +490,9 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     opts: IdempotencyToolOptions,
   ): Promise<ToolResult> => {
     const waitUntil = Date.now() + opts.claimTtlMs;
+    // How long this call waits for another's claim: until it expires, or maxWaitMs if sooner.
+    const waitEnds =
+      opts.maxWaitMs === undefined ? waitUntil : Math.min(waitUntil, Date.now() + opts.maxWaitMs);
     // Taken before each claim write: a claim won after waiting for another call's expires later.
     let claimExpires = waitUntil;
     const token = randomUUID();
@@ -549,7 +552,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
         if (stored.s === 'ran') return alreadyRan(ctx, keys, stored);
         // Another call's claim: waited for as for any running call, full store or not (each poll tries
         // the claim again, so a call whose claim was released claims it once there is room).
-        if (Date.now() >= waitUntil) return stillRunning(ctx, keys, pollIntervalMs);
+        if (Date.now() >= waitEnds) return stillRunning(ctx, keys, pollIntervalMs);
         await sleep(pollIntervalMs, ctx.signal);
       }
       claimExpires = Date.now() + opts.claimTtlMs;
@@ -578,7 +581,9 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     // A flight past its claim is treated as another replica treats an expired claim: claimed again.
     if (flight !== undefined && Date.now() < flight.until) {
       if (flight.args !== keys.args) return otherArguments(ctx, keys);
-      const result = await outcomeWithin(flight, ctx.signal);
+      const waitEnds =
+        opts.maxWaitMs === undefined ? flight.until : Math.min(flight.until, Date.now() + opts.maxWaitMs);
+      const result = await outcomeWithin(flight, waitEnds, ctx.signal);
       if (result === undefined) return stillRunning(ctx, keys, pollIntervalMs);
       return replay(ctx, keys, structuredClone(result), 'joined');
     }
@@ -610,11 +615,11 @@ function isOutcome(result: ToolResult): boolean {
   return outcomeOf(result) !== 'confirmation_required';
 }
 
-/** The flight's outcome, or undefined once its claim expired; follows the waiting call's own signal. */
-function outcomeWithin(flight: Flight, signal: AbortSignal): Promise<ToolResult | undefined> {
+/** The flight's outcome, or undefined at `until` (its claim's expiry, or maxWaitMs); follows the waiting call's own signal. */
+function outcomeWithin(flight: Flight, until: number, signal: AbortSignal): Promise<ToolResult | undefined> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const expired = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), Math.max(0, flight.until - Date.now()));
+    timer = setTimeout(() => resolve(undefined), Math.max(0, until - Date.now()));
   });
   return raceAbort(Promise.race([flight.result, expired]), signal).finally(() => clearTimeout(timer));
 }

@@ -23,6 +23,13 @@ export interface IdempotencyToolOptions {
    * the store, so the store's entry limits bound its memory. @default 65536
    */
   maxResultSize: number;
+  /**
+   * Longest an identical call waits for a running one (in this process, or another replica's claim),
+   * in ms; then it is answered `unavailable` (retryable, `still-running`) without running. Undefined:
+   * until the running call's claim expires (`claimTtlMs`). A timed-out call's claim is held until then
+   * too, so a retry of it waits this long before it hears anything. @default undefined (claimTtlMs)
+   */
+  maxWaitMs: number | undefined;
 }
 
 /** Options of `createIdempotency`. */
@@ -45,6 +52,7 @@ export const TOOL_DEFAULTS: IdempotencyToolOptions = Object.freeze({
   onStoreFailure: 'closed',
   ignoreArguments: Object.freeze(['confirmation']),
   maxResultSize: 65_536,
+  maxWaitMs: undefined,
 });
 
 export function checkToolOptions(resolved: Readonly<IdempotencyToolOptions>, where: string): void {
@@ -55,6 +63,10 @@ export function checkToolOptions(resolved: Readonly<IdempotencyToolOptions>, whe
   }
   if (!(Number.isInteger(resolved.maxResultSize) && resolved.maxResultSize >= 1)) {
     throw new RangeError(`${where}: maxResultSize must be a positive integer of characters`);
+  }
+  const wait = resolved.maxWaitMs;
+  if (wait !== undefined && !(Number.isInteger(wait) && wait >= 0)) {
+    throw new RangeError(`${where}: maxWaitMs must be a whole number of milliseconds from 0, or undefined`);
   }
   if (resolved.onStoreFailure !== 'closed' && resolved.onStoreFailure !== 'open') {
     throw new TypeError(`${where}: onStoreFailure must be 'closed' or 'open'`);
