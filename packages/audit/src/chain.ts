@@ -90,9 +90,9 @@ export function canonicalOf(
   after?: string,
   keyField?: string,
 ): string {
-  let s = captured.aborted ? '{"aborted":true,' : '{';
-  if (after !== undefined) s += `"after":${after},`;
-  s += '"args":';
+  let s: string;
+  if (after === undefined) s = captured.aborted ? '{"aborted":true,"args":' : '{"args":';
+  else s = `${captured.aborted ? '{"aborted":true,' : '{'}"after":${after},"args":`;
   s += captured.args;
   if (captured.argsPreview !== undefined) {
     s += ',"argsPreview":';
@@ -113,17 +113,18 @@ export function canonicalOf(
   s += prevHash;
   s += principalRun.text(captured.principal);
   const { requestId } = captured;
-  s += typeof requestId === 'number' ? JSON.stringify(requestId) : quoted(requestId);
+  s += typeof requestId === 'number' ? numberJson(requestId) : quoted(requestId);
   s += ',"resultBytes":';
   s += String(captured.resultBytes);
   s += ',"seq":';
   s += String(seq);
-  s += sessionRun.text(captured.sessionId);
-  if (captured.spanId !== undefined) {
+  if (captured.spanId === undefined) s += sessionTimeRun.text(captured.sessionId);
+  else {
+    s += sessionRun.text(captured.sessionId);
     s += ',"spanId":';
     s += JSON.stringify(captured.spanId);
+    s += ',"time":"';
   }
-  s += ',"time":"';
   s += isoTime(captured.startedAt);
   s += toolRun.text(captured.tool);
   if (captured.traceId !== undefined) {
@@ -210,8 +211,10 @@ const callerRun = new CallerRun();
 const outcomeRun = new FieldRun(',"outcome":', ',"prevHash":"');
 /** `"[,"principal":...],"requestId":`: closes the prevHash before it. */
 const principalRun = new FieldRun('","principal":', ',"requestId":', '","requestId":');
-/** `,"sessionId":...`, or nothing. */
+/** `,"sessionId":...`, or nothing: before a `spanId`. */
 const sessionRun = new FieldRun(',"sessionId":', '');
+/** `[,"sessionId":...],"time":"`: a record without a `spanId` opens its time in the same run. */
+const sessionTimeRun = new FieldRun(',"sessionId":', ',"time":"', ',"time":"');
 /** `","tool":...`: closes the time before it (every record names a tool). */
 const toolRun = new FieldRun('","tool":', '');
 
@@ -239,6 +242,14 @@ export function durationText(ms: number): string {
   if (fraction % 100 === 0) return `${whole}.${fraction / 100}`;
   if (fraction % 10 === 0) return `${whole}.${fraction < 100 ? '0' : ''}${fraction / 10}`;
   return `${whole}.${fraction < 10 ? '00' : fraction < 100 ? '0' : ''}${fraction}`;
+}
+
+/**
+ * `JSON.stringify(value)` for a number: a finite number's JSON is its `String()` (`-0` gives `0` both
+ * ways), which V8 formats without the call into the runtime JSON.stringify makes.
+ */
+function numberJson(value: number): string {
+  return Number.isFinite(value) ? String(value) : 'null';
 }
 
 /** Quoted strings remembered (a writer sees few distinct callers, tools and sessions); longer ones are not kept. */

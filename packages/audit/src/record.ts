@@ -11,6 +11,7 @@ import {
   toolErrorResult,
 } from '@toolgate/core';
 import { ARGS_PREVIEW_CHARS, argsPreview } from './args-preview.js';
+import { isPlainId } from './plain-text.js';
 import type { ArgsMode } from './types.js';
 
 // Longest tool name and string request id recorded: both are what the client sent.
@@ -186,8 +187,14 @@ function contentBytes(result: ToolResult): number {
   return bytes;
 }
 
+/** The last frozen object found to have no keys (core's shared empty bindings): it never gains one. */
+let frozenEmpty: object | undefined;
+
 function hasKeys(value: Readonly<Record<string, unknown>> | undefined): boolean {
-  return value !== undefined && Object.keys(value).length > 0;
+  if (value === undefined || value === frozenEmpty) return false;
+  if (Object.keys(value).length > 0) return true;
+  if (Object.isFrozen(value)) frozenEmpty = value;
+  return false;
 }
 
 /** The key names, chain fields, hash, time and numbers of a line, and the object, in string units. */
@@ -234,27 +241,6 @@ function decisionsJson(decisions: readonly PolicyDecision[], settings: RecordSet
 function recordedId(id: string, settings: RecordSettings): string {
   if (settings.plainIds && isPlainId(id)) return id;
   return capped(JSON.parse(settings.redactedJson(id)) as string);
-}
-
-/**
- * Text no pattern of core's `SECRET_PATTERNS` matches, told by one pass over its char codes: up to 12
- * letters, digits, `_`, `.` and `-` (the shortest such match is 13: `eyJxxxx.xxxx.`, a JWT's shape),
- * or up to 64 digits, `a`-`f` and `-` (a UUID; every key shape needs a letter past `f`, or capitals).
- */
-function isPlainId(id: string): boolean {
-  const short = id.length <= 12;
-  if (!short && id.length > 64) return false;
-  for (let index = 0; index < id.length; index += 1) {
-    const code = id.charCodeAt(index);
-    if ((code >= 0x30 && code <= 0x39) || (code >= 0x61 && code <= 0x66) || code === 0x2d) continue;
-    if (
-      short &&
-      ((code >= 0x41 && code <= 0x5a) || (code >= 0x61 && code <= 0x7a) || code === 0x5f || code === 0x2e)
-    )
-      continue;
-    return false;
-  }
-  return true;
 }
 
 /** Client text cut to `MAX_CLIENT_CHARS`, marked with `...` where it was cut. */

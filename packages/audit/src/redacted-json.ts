@@ -4,9 +4,11 @@ import {
   createSecretRedactor,
   REDACTED,
   redactSecretsInText,
+  SECRET_PATTERNS,
   type SecretPattern,
   SPLIT_SECRET_OPENER,
 } from '@toolgate/core';
+import { isPlainValue } from './plain-text.js';
 import { createQuoted } from './quoted.js';
 
 /** Core's redaction walk's depth bound; deeper values take the general path, which cuts them. */
@@ -34,7 +36,9 @@ const KEY_PATTERNED = 2;
  * - a key's verdict (a secret's name, text a pattern rewrites, or neither) is cached, so the key
  *   rules and patterns run once per distinct name;
  * - a string is tested against one combined expression of every pattern before the patterns run one
- *   by one; most strings hold no secret, so they cost one scan instead of one per pattern.
+ *   by one; most strings hold no secret, so they cost one scan instead of one per pattern;
+ * - with core's patterns alone, a short plain string (`isPlainValue`: an id, a code, an enum word) is
+ *   quoted as it is, without the expressions: none of those patterns matches such text.
  * A string that may open a secret split over sibling strings (core's `SPLIT_SECRET_OPENER`: a key's
  * BEGIN line, `Bearer` at its end) sends the whole value to the general path, which finds such secrets
  * across an array's items or an object's values; the same combined scan tests for it, so plain strings
@@ -54,6 +58,10 @@ export function createRedactedJson(
     ...patterns,
     { name: 'split-opener', pattern: SPLIT_SECRET_OPENER, replace: '' },
   ]);
+  // Only core's own patterns have no match in plain text (a custom pattern may match anything).
+  const plainSkips =
+    patterns.length === SECRET_PATTERNS.length &&
+    patterns.every((pattern, index) => pattern === SECRET_PATTERNS[index]);
   const verdicts = new Map<string, KeyVerdict>();
   const keyVerdict = (key: string): KeyVerdict => {
     let verdict = verdicts.get(key);
@@ -66,17 +74,21 @@ export function createRedactedJson(
     }
     return verdict;
   };
-  // A key's JSON, remembered like its verdict (keys repeat from call to call).
-  const quotedKey = createQuoted(KEY_CACHE_LIMIT, KEY_CACHE_MAX_CHARS);
+  // A key's JSON and its colon, remembered like its verdict (keys repeat from call to call).
+  const keyColon = createQuoted(KEY_CACHE_LIMIT, KEY_CACHE_MAX_CHARS, ':');
   const write = (value: unknown, depth: number): string | undefined | typeof GENERAL => {
     switch (typeof value) {
       case 'string':
+        // Plain text needs no escaping: its JSON is the text in quotes (JSON.stringify is a call into
+        // the runtime, several times the cost of this check for an id's few characters).
+        if (plainSkips && isPlainValue(value)) return `"${value}"`;
         if (!mayHoldOrOpenSecret(value)) return JSON.stringify(value);
         // Its siblings may hold the rest of a split secret: the general walk reads them together.
         if (SPLIT_SECRET_OPENER.test(value)) return GENERAL;
         return JSON.stringify(redactSecretsInText(value, patterns));
       case 'number':
-        return Number.isFinite(value) ? JSON.stringify(value) : 'null';
+        // A finite number's JSON is its String() (-0 included: both give `0`), without the runtime call.
+        return Number.isFinite(value) ? String(value) : 'null';
       case 'boolean':
         return value ? 'true' : 'false';
       case 'undefined':
@@ -116,7 +128,9 @@ export function createRedactedJson(
       else text = write(entry, depth + 1);
       if (text === GENERAL) return GENERAL;
       if (text === undefined) continue;
-      out += `${first ? '' : ','}${quotedKey(key)}:${text}`;
+      if (!first) out += ',';
+      out += keyColon(key);
+      out += text;
       first = false;
     }
     return `${out}}`;

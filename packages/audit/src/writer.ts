@@ -6,7 +6,6 @@ import {
   chainIdField,
   GENESIS_HASH,
   hashOfCanonical,
-  hashTail,
   isChainAnchor,
   parseRecordLine,
   rowOf,
@@ -416,11 +415,13 @@ export class AuditWriter {
       );
       bytes = ensureRoom(bytes, at, canonical);
       const length = bytes.write(canonical, at, 'utf8');
-      const encoded = bytes.subarray(at, at + length);
+      // A plain view of the line's bytes: `subarray` makes a Buffer through its species constructor.
+      const encoded = new Uint8Array(bytes.buffer, bytes.byteOffset + at, length);
       prevHash = key === undefined ? hashOfCanonical(encoded) : key.hash(encoded);
-      // The hash goes in as the last (sorted) key, over the canonical JSON's closing brace.
-      at += length - 1;
-      at += bytes.write(`${hashTail(prevHash)}\n`, at, 'latin1');
+      // The hash goes in as the last (sorted) key, over the canonical JSON's closing brace: the tail's
+      // fixed bytes are stored one by one and the hash's hex is written as it is, so no tail string is
+      // built and flattened per record (ensureRoom left room for LINE_TAIL bytes).
+      at = writeHashTail(bytes, at + length - 1, prevHash);
       hashes[index] = prevHash;
     }
     // Kept for the next batch unless a burst made it larger than batches usually need.
@@ -535,6 +536,22 @@ function ensureRoom(bytes: Buffer, at: number, canonical: string): Buffer {
   const grown = Buffer.allocUnsafe(Math.max(bytes.length * 2, at + needed));
   bytes.copy(grown, 0, 0, at);
   return grown;
+}
+
+/** `,"hash":"` before a line's hash, and `"}` and the newline after it (`hashTail` and the line's end). */
+const HASH_HEAD = Buffer.from(',"hash":"', 'latin1');
+const HASH_END = Buffer.from('"}\n', 'latin1');
+
+/**
+ * Writes `hashTail(hash)` and a newline at `at` (the hash is 64 hex digits, so one byte a character);
+ * returns the offset after them. `bytes` has room for them (LINE_TAIL).
+ */
+function writeHashTail(bytes: Buffer, at: number, hash: string): number {
+  let offset = at;
+  for (let index = 0; index < HASH_HEAD.length; index += 1) bytes[offset++] = HASH_HEAD[index]!;
+  offset += bytes.write(hash, offset, 'latin1');
+  for (let index = 0; index < HASH_END.length; index += 1) bytes[offset++] = HASH_END[index]!;
+  return offset;
 }
 
 /**

@@ -4,8 +4,10 @@ import {
   DEFAULT_SECRET_KEYS,
   SECRET_PATTERNS,
   type SecretPattern,
+  SPLIT_SECRET_OPENER,
 } from '@toolgate/core';
 import { describe, expect, it } from 'vitest';
+import { isPlainValue } from '../src/plain-text.js';
 import { createPatternPretest, createRedactedJson } from '../src/redacted-json.js';
 
 // Strings that hold a secret of each kind core knows, and ordinary text that holds none.
@@ -173,5 +175,75 @@ describe('createRedactedJson: exactly canonicalJson of core redaction, in one pa
     const pretest = createPatternPretest(patterns);
     expect(['"secret-1"', "'secret-2'", 'pin=pin', 'a zzz b'].map(pretest)).toEqual([true, true, true, true]);
     expect(['"secret-1\'', 'pin=pan', 'zz'].map(pretest)).toEqual([false, false, false]);
+  });
+});
+
+describe('plain values skip the patterns only where no pattern of core matches them', () => {
+  // Texts `isPlainValue` accepts are quoted as they are when core's patterns alone apply: each must
+  // be text no pattern and no split-secret opener matches, and the writer's JSON must be the general
+  // walk's. Built from the plain characters, the secret shapes' own prefixes and the opener's words.
+  const pieces = [
+    'eyJ',
+    'AKIA',
+    'ASIA',
+    'sk-',
+    'sk_live_',
+    'ghp_',
+    'MII',
+    'xox',
+    'npm_',
+    'hf_',
+    'SG.',
+    'dapi',
+  ];
+  const chars = 'abcdefxyzABCXYZ0189_.-';
+  const words = ['basic', 'Basic', 'BASIC', 'bearer', 'Bearer', 'BEARER', 'bAsIc'];
+  const texts: string[] = [...words, ...words.map((word) => `x${word}`), 'v123', 'req-42', '2026-01-02'];
+  let state = 0x2545f491;
+  const next = (bound: number): number => {
+    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+    return state % bound;
+  };
+  for (let index = 0; index < 20_000; index += 1) {
+    let text = next(3) === 0 ? pieces[next(pieces.length)]! : '';
+    const length = next(4) === 0 ? 13 + next(52) : next(13);
+    const alphabet = length > 12 ? '0123456789abcdef-' : chars;
+    while (text.length < length) text += alphabet[next(alphabet.length)];
+    if (next(5) === 0) text += words[next(words.length)];
+    texts.push(text);
+  }
+
+  it('no pattern or opener matches an accepted text, and its JSON is the general walk’s', () => {
+    const fast = createRedactedJson(DEFAULT_SECRET_KEYS, SECRET_PATTERNS);
+    const general = createSecretRedactor({ keys: DEFAULT_SECRET_KEYS, patterns: SECRET_PATTERNS });
+    const patterns = SECRET_PATTERNS.map(
+      ({ pattern }) => new RegExp(pattern.source, pattern.flags.replace('g', '')),
+    );
+    let accepted = 0;
+    for (const text of texts) {
+      if (!isPlainValue(text)) continue;
+      accepted += 1;
+      expect(patterns.filter((pattern) => pattern.test(text)).map(String), text).toEqual([]);
+      expect(SPLIT_SECRET_OPENER.test(text), text).toBe(false);
+      expect(fast(text)).toBe(JSON.stringify(text));
+      expect(fast({ a: text, b: [text, text] })).toBe(canonicalJson(general({ a: text, b: [text, text] })));
+    }
+    expect(accepted).toBeGreaterThan(5_000);
+  });
+
+  it('texts ending in an opener word are not accepted', () => {
+    for (const word of words) {
+      expect(isPlainValue(word)).toBe(false);
+      expect(isPlainValue(`x${word}`)).toBe(false);
+    }
+    expect(isPlainValue('basics')).toBe(true);
+  });
+
+  it('with a custom pattern, plain text still runs the patterns', () => {
+    const patterns: SecretPattern[] = [
+      ...SECRET_PATTERNS,
+      { name: 'code', pattern: /v\d+/g, replace: '[CODE]' },
+    ];
+    expect(createRedactedJson(DEFAULT_SECRET_KEYS, patterns)({ q: 'v123' })).toBe('{"q":"[CODE]"}');
   });
 });
