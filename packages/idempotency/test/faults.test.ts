@@ -25,7 +25,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import * as z from 'zod';
 import { createIdempotency, IDEMPOTENCY_META } from '../src/index.js';
-import { refundTool, serve } from './fixtures.js';
+import { breakerDeadline, refundTool, serve } from './fixtures.js';
 import { reportRedisMissing, TEST_REDIS_URL } from './needs-redis.js';
 
 const refund = { order_id: 'A-1', amount: 25 };
@@ -206,25 +206,10 @@ describe('idempotency: what a timed-out call did after all (core hands over the 
   it('a deadline further in (a breaker’s) answered timeout: the handler’s late success is kept all the same', async () => {
     const gated = gatedRefundTool('ok');
     const logs: LogEntry[] = [];
-    // What a circuit breaker's deadline does: answers timeout and leaves the handler to finish.
-    const deadline: ToolMiddleware = (_ctx, next) =>
-      new Promise<ToolResult>((resolve, reject) => {
-        const timer = setTimeout(() => resolve(fail('timeout', 'create_refund did not finish in time.')), 20);
-        next().then(
-          (result) => {
-            clearTimeout(timer);
-            resolve(result);
-          },
-          (error: unknown) => {
-            clearTimeout(timer);
-            reject(error);
-          },
-        );
-      });
     const client = await serve([gated.tool], {
       middleware: [
         createIdempotency({ pollIntervalMs: 10, tools: { create_refund: { claimTtlMs: 60_000 } } }),
-        deadline,
+        breakerDeadline(20),
       ],
       logger: recordingLogger(logs),
     });

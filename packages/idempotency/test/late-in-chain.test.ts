@@ -2,19 +2,12 @@
 // a middleware outside idempotency is still finishing its own work on that answer (a durable audit
 // waiting for its write) when the payment call comes back. The refund went through: a retry must be
 // answered it, not run it again, and not be kept waiting until claimTtlMs.
-import {
-  defineTool,
-  fail,
-  ok,
-  type ToolDefinition,
-  type ToolMiddleware,
-  type ToolResult,
-} from '@toolgate/core';
+import { defineTool, ok, type ToolDefinition, type ToolMiddleware, type ToolResult } from '@toolgate/core';
 import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { describe, expect, it, vi } from 'vitest';
 import * as z from 'zod';
 import { createIdempotency, IDEMPOTENCY_META } from '../src/index.js';
-import { serve } from './fixtures.js';
+import { breakerDeadline, serve } from './fixtures.js';
 
 const refund = { order_id: 'A-1001', amount: 25 };
 
@@ -42,24 +35,6 @@ function gatedRefund() {
   return { tool, runs, comeBack };
 }
 
-/** What a circuit breaker's deadline does: answers timeout after `ms` and leaves the handler running. */
-const deadline =
-  (ms: number): ToolMiddleware =>
-  (_ctx, next) =>
-    new Promise<ToolResult>((resolve, reject) => {
-      const timer = setTimeout(() => resolve(fail('timeout', 'create_refund did not finish in time.')), ms);
-      next().then(
-        (result) => {
-          clearTimeout(timer);
-          resolve(result);
-        },
-        (error: unknown) => {
-          clearTimeout(timer);
-          reject(error);
-        },
-      );
-    });
-
 describe('idempotency: the handler comes back while the chain outside is still finishing the timeout', () => {
   it('its success is kept: the retry is answered the refund without running it again', async () => {
     const gated = gatedRefund();
@@ -76,7 +51,7 @@ describe('idempotency: the handler comes back while the chain outside is still f
       middleware: [
         durableWrite,
         createIdempotency({ pollIntervalMs: 10, tools: { create_refund: { claimTtlMs: 60_000 } } }),
-        deadline(20),
+        breakerDeadline(20),
       ],
       logger: recordingLogger(logs),
     });

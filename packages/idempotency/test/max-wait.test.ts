@@ -1,20 +1,12 @@
 // maxWaitMs: how long an identical call waits for a running one before it is answered `unavailable`
 // (still-running) without running. A timed-out call's claim is held until claimTtlMs (its side effect may
 // still be going on): without a bound, the model's retry of it waits that long before it hears anything.
-import {
-  createMemoryStore,
-  defineTool,
-  fail,
-  ok,
-  type ToolDefinition,
-  type ToolMiddleware,
-  type ToolResult,
-} from '@toolgate/core';
+import { createMemoryStore, defineTool, ok, type ToolDefinition, type ToolResult } from '@toolgate/core';
 import { recordingLogger } from '@toolgate/core/testing';
 import { describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { createIdempotency, IDEMPOTENCY_META } from '../src/index.js';
-import { serve } from './fixtures.js';
+import { breakerDeadline, serve } from './fixtures.js';
 
 const refund = { order_id: 'A-1001', amount: 25 };
 
@@ -55,24 +47,6 @@ function gatedRefund() {
   return { tool, runs, finish, firstStarted };
 }
 
-/** A breaker's deadline: answers timeout after `ms`, the handler left running. */
-const deadline =
-  (ms: number): ToolMiddleware =>
-  (_ctx, next) =>
-    new Promise<ToolResult>((resolve, reject) => {
-      const timer = setTimeout(() => resolve(fail('timeout', 'create_refund did not finish in time.')), ms);
-      next().then(
-        (result) => {
-          clearTimeout(timer);
-          resolve(result);
-        },
-        (error: unknown) => {
-          clearTimeout(timer);
-          reject(error);
-        },
-      );
-    });
-
 describe('idempotency maxWaitMs', () => {
   it('a retry of a timed-out call whose claim is held is answered still-running at maxWaitMs, not at claimTtlMs', async () => {
     const gated = gatedRefund();
@@ -82,7 +56,7 @@ describe('idempotency maxWaitMs', () => {
           pollIntervalMs: 10,
           tools: { create_refund: { claimTtlMs: 60_000, maxWaitMs: 200 } },
         }),
-        deadline(20),
+        breakerDeadline(20),
       ],
       logger: recordingLogger([]),
     });
