@@ -241,7 +241,12 @@ if (TEST_REDIS_URL === undefined) {
     /** The commands `client` sent while `work` ran, as MONITOR on the primary saw them. */
     const commandsOf = async (work: () => Promise<void>): Promise<string[][]> => {
       const addr = /(?:^| )addr=(\S+)/.exec(String(await client.client('INFO')))?.[1];
-      const monitor = await new Redis(own.primary.url).monitor();
+      // Its own client ready first: a command landing right behind MONITOR's reply (this client's ready
+      // check, INFO) can reach ioredis before it has switched the connection to monitoring ("Command
+      // queue state error", once in CI).
+      const base = new Redis(own.primary.url);
+      await base.ping();
+      const monitor = await base.monitor();
       const seen: string[][] = [];
       let sawEnd: () => void = () => {};
       const ended = new Promise<void>((resolve) => {
@@ -259,6 +264,7 @@ if (TEST_REDIS_URL === undefined) {
         return seen;
       } finally {
         monitor.disconnect();
+        base.disconnect();
       }
     };
 
