@@ -6,9 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { type CallToolResult, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { createSilentLogger, withDeadline } from '@toolgate/core';
 import { type FaultProxy, reportMissingService, startFaultProxy } from '@toolgate/core/testing';
 import pg from 'pg';
@@ -24,63 +22,18 @@ import {
   TEST_DATABASE_URL,
   TEST_REDIS_URL,
 } from './fleet-harness.js';
+import {
+  type Caller,
+  confirmationOf,
+  confirmedWrite,
+  connect,
+  type Envelope,
+  envelope,
+} from './redteam-callers.js';
 
 const ALL_SCOPES = ['orders:read', 'orders:write', 'docs:read'];
 // Callers unique to this run: Redis outlives it (limits, claims, confirmations of an earlier run).
 const RUN = randomBytes(4).toString('hex');
-
-interface Caller {
-  call(name: string, args: Record<string, unknown>, meta?: Record<string, unknown>): Promise<CallToolResult>;
-  readonly logs: unknown[];
-  close(): Promise<void>;
-}
-
-async function connect(url: string, token: string): Promise<Caller> {
-  const client = new Client({ name: 'redteam', version: '0.0.0' });
-  const logs: unknown[] = [];
-  client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
-    logs.push(notification.params);
-  });
-  await client.connect(
-    new StreamableHTTPClientTransport(new URL(url), {
-      requestInit: { headers: { authorization: `Bearer ${token}` } },
-    }),
-  );
-  return {
-    logs,
-    async call(name, args, meta) {
-      return (await client.callTool({
-        name,
-        arguments: args,
-        ...(meta ? { _meta: meta } : {}),
-      })) as CallToolResult;
-    },
-    close: () => client.close(),
-  };
-}
-
-interface Envelope {
-  ok?: boolean;
-  error?: string;
-  message?: string;
-}
-const envelope = (result: CallToolResult): Envelope =>
-  JSON.parse((result.content[0] as { text: string }).text) as Envelope;
-const confirmationOf = (result: CallToolResult): string => {
-  const confirm = result._meta?.['toolgate/confirm'] as { confirmation?: string } | undefined;
-  if (confirm?.confirmation === undefined) throw new Error(`no confirmation in ${JSON.stringify(result)}`);
-  return confirm.confirmation;
-};
-
-async function confirmedWrite(
-  caller: Caller,
-  tool: string,
-  args: Record<string, unknown>,
-): Promise<CallToolResult> {
-  const first = await caller.call(tool, args);
-  if (envelope(first).error !== 'confirmation_required') return first;
-  return caller.call(tool, { ...args, confirmation: confirmationOf(first) });
-}
 
 // Customer 42's seeded orders (see db.ts): a paid one, a delivered one with its tracking number.
 const PAID_42 = '4000000003904067';

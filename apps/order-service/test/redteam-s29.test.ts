@@ -4,9 +4,7 @@
 // would read it. Each test names the promise it attacks.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { type CallToolResult, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { createSilentLogger } from '@toolgate/core';
 import { connectTestClient } from '@toolgate/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,68 +12,20 @@ import { createTokenVerifier } from '../src/auth.js';
 import { type RunningHttpServer, startHttpServer } from '../src/http.js';
 import type { OrderServiceConfig } from '../src/service.js';
 import { type Running, startService } from './harness.js';
+import {
+  type Caller,
+  confirmationOf,
+  confirmedWrite,
+  connect,
+  type Envelope,
+  envelope,
+} from './redteam-callers.js';
 
 const C42 = 'rt-portal-42-0123456789abcdef';
 const C43 = 'rt-portal-43-0123456789abcdef';
 const AGENT_1 = 'rt-agent-1-0123456789abcdef';
 const AGENT_2 = 'rt-agent-2-0123456789abcdef';
 const ALL_SCOPES = ['orders:read', 'orders:write', 'docs:read'];
-
-/** A real SDK client over HTTP with one bearer token; it keeps every log notification the server sends. */
-interface Caller {
-  call(name: string, args: Record<string, unknown>, meta?: Record<string, unknown>): Promise<CallToolResult>;
-  readonly logs: unknown[];
-  close(): Promise<void>;
-}
-
-async function connect(url: string, token: string): Promise<Caller> {
-  const client = new Client({ name: 'redteam', version: '0.0.0' });
-  const logs: unknown[] = [];
-  client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
-    logs.push(notification.params);
-  });
-  await client.connect(
-    new StreamableHTTPClientTransport(new URL(url), {
-      requestInit: { headers: { authorization: `Bearer ${token}` } },
-    }),
-  );
-  return {
-    logs,
-    async call(name, args, meta) {
-      return (await client.callTool({
-        name,
-        arguments: args,
-        ...(meta ? { _meta: meta } : {}),
-      })) as CallToolResult;
-    },
-    close: () => client.close(),
-  };
-}
-
-interface Envelope {
-  ok?: boolean;
-  error?: string;
-  message?: string;
-}
-const envelope = (result: CallToolResult): Envelope =>
-  JSON.parse((result.content[0] as { text: string }).text) as Envelope;
-const confirmationOf = (result: CallToolResult): string => {
-  const confirm = result._meta?.['toolgate/confirm'] as { confirmation?: string } | undefined;
-  if (confirm?.confirmation === undefined) throw new Error(`no confirmation in ${JSON.stringify(result)}`);
-  return confirm.confirmation;
-};
-
-/** A write as the model makes it without elicitation: ask, show the person, call again with the confirmation. */
-async function confirmedWrite(
-  caller: Caller,
-  tool: string,
-  args: Record<string, unknown>,
-  meta?: Record<string, unknown>,
-): Promise<CallToolResult> {
-  const first = await caller.call(tool, args, meta);
-  if (envelope(first).error !== 'confirmation_required') return first;
-  return caller.call(tool, { ...args, confirmation: confirmationOf(first) }, meta);
-}
 
 // Digits that a human reads as the same id: fullwidth and Arabic-Indic.
 const fullwidth = (id: string): string =>
