@@ -5,4 +5,5 @@ export {
   type RedisStore,
   type RedisStoreClient,
   type RedisStoreOptions,
+  type RedisWritePipeline,
 } from './redis-store.js';

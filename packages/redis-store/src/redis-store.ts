@@ -109,7 +109,8 @@ const DELETE_IF_EQUALS =
  * rejects when they do not. The caller owns the client's lifecycle (`close()` does not quit it).
  * An ioredis client that would send a command twice, or late (an offline queue), or keep a silent
  * connection for good (no `socketTimeout`) is refused with a TypeError; `createRedisClient` makes one
- * that is not. A write unanswered at `timeoutMs` resets its connection, so it is never applied late.
+ * that is not. A write unanswered at `timeoutMs` (or at the client's own `commandTimeout`, when that is
+ * shorter) resets its connection, so it is never applied late.
  */
 export function createRedisStore(client: RedisStoreClient, options: RedisStoreOptions = {}): RedisStore {
   const prefix = options.prefix ?? 'toolgate:';
@@ -150,9 +151,21 @@ export function createRedisStore(client: RedisStoreClient, options: RedisStoreOp
         });
         return work((command) => {
           unanswered += 1;
-          return command.finally(() => {
-            unanswered -= 1;
-          });
+          return command.then(
+            (reply) => {
+              unanswered -= 1;
+              // A pipeline answers each command's error in its results instead of rejecting.
+              if (hasTimedOutCommand(reply)) resetConnection(stream);
+              return reply;
+            },
+            (error: unknown) => {
+              unanswered -= 1;
+              // The client's own commandTimeout ended the write before timeoutMs did (a client made with
+              // a shorter one): the write is just as unanswered, and may be applied late all the same.
+              if (isCommandTimeout(error)) resetConnection(stream);
+              throw error;
+            },
+          );
         });
       },
       { signal: op?.signal, timeoutMs },
@@ -467,6 +480,20 @@ function checkSocketTimeout(client: RedisStoreClient): void {
  * fails the other commands in flight on it (never sent again) and connects anew. A TLS connection cannot
  * be reset from Node: it is closed, which stops retransmission no sooner than the kernel's own timers.
  */
+/** ioredis' rejection of a command left without a reply at the client's `commandTimeout`. */
+function isCommandTimeout(error: unknown): boolean {
+  return error instanceof Error && error.message === 'Command timed out';
+}
+
+/** Whether a pipeline's results (`[error, reply]` pairs) hold a command the client's timeout ended. */
+function hasTimedOutCommand(reply: unknown): boolean {
+  if (!Array.isArray(reply)) return false;
+  for (const entry of reply) {
+    if (Array.isArray(entry) && isCommandTimeout(entry[0])) return true;
+  }
+  return false;
+}
+
 function resetConnection(stream: ClientConnection | null | undefined): void {
   if (stream === undefined || stream === null || stream.destroyed === true) return;
   if (typeof stream.resetAndDestroy === 'function') {

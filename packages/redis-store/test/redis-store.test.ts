@@ -271,6 +271,41 @@ if (TEST_REDIS_URL === undefined) {
         await proxy.close();
       }
     });
+
+    it("a write the client's own shorter commandTimeout ended is not applied when the partition heals", async () => {
+      const target = new URL(url);
+      const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || 6379) });
+      target.port = String(proxy.port);
+      // The client gives up on a command at 100 ms, the store would wait 5 s: ioredis rejects the write
+      // first, and the store's own deadline never sees it unanswered.
+      const viaProxy = createRedisClient(target.toString(), {
+        logger: recordingLogger([]),
+        commandTimeoutMs: 100,
+        // Longer than the test: the only thing that may close the connection is the store's reset.
+        socketTimeoutMs: 60_000,
+      });
+      try {
+        await redisReady(viaProxy);
+        const store = createRedisStore(viaProxy, { prefix, timeoutMs: 5000 });
+        proxy.blackhole();
+        const closed = new Promise((resolve) => viaProxy.once('close', resolve));
+        await expect(store.setIfAbsent('{caller-a}:late', 'nobody', 60_000)).rejects.toMatchObject({
+          message: 'Command timed out',
+          command: { name: 'set' },
+        });
+        // The store resets the connection the write went out on (without that, nothing closes it).
+        await closed;
+        // The partition heals within the socketTimeout: what the kernel still held would now reach Redis.
+        proxy.heal();
+        await redisReady(viaProxy, 3000);
+        // A command sent after the heal: on the kept connection it would follow the held SET NX.
+        expect(await store.get('{caller-a}:late')).toBeUndefined();
+        expect(await client.exists(`${prefix}{caller-a}:late`)).toBe(0);
+      } finally {
+        viaProxy.disconnect();
+        await proxy.close();
+      }
+    });
   });
 }
 

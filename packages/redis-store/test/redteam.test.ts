@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { recordingLogger, startFaultProxy } from '@toolgate/core/testing';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRedisClient, createRedisStore, redisReady } from '../src/index.js';
+import { createRedisClient, createRedisStore, type RedisWritePipeline, redisReady } from '../src/index.js';
 import { reportRedisMissing, TEST_REDIS_URL } from './needs-redis.js';
 
 const OFFLINE_QUEUE =
@@ -79,6 +79,42 @@ describe('createRedisStore: a write left unanswered at the deadline', () => {
     await expect(store.setIfAbsent('k', 'v', 1000)).rejects.toMatchObject({ name: 'TimeoutError' });
     await expect(store.set('k', 'v', 1000)).rejects.toMatchObject({ name: 'TimeoutError' });
     expect(resets).toEqual(['reset', 'reset', 'reset']);
+  });
+
+  it("resets it when the client's own commandTimeout ends a write first, pipelined or not; not for a read or another error", async () => {
+    const { resets, stream } = connection();
+    // ioredis' own rejection of a command left unanswered at the client's commandTimeout.
+    const timedOut = async () => Promise.reject(new Error('Command timed out'));
+    const refused = async () =>
+      Promise.reject(Object.assign(new Error('READONLY replica'), { code: 'READONLY' }));
+    const plain = createRedisStore(
+      { set: timedOut, get: timedOut, del: refused, eval: timedOut, stream },
+      { timeoutMs: 5000 },
+    );
+    await expect(plain.get('k')).rejects.toThrow('Command timed out');
+    await expect(plain.delete('k')).rejects.toThrow('READONLY replica');
+    expect(resets).toEqual([]);
+    await expect(plain.set('k', 'v', 1000)).rejects.toThrow('Command timed out');
+    await expect(plain.setIfAbsent('k', 'v', 1000)).rejects.toThrow('Command timed out');
+    await expect(plain.deleteIfEquals!('k', 'v')).rejects.toThrow('Command timed out');
+    expect(resets).toEqual(['reset', 'reset', 'reset']);
+    // With minReplicas a pipeline answers each command's error in its results.
+    const pipeline: RedisWritePipeline = {
+      set: () => pipeline,
+      del: () => pipeline,
+      eval: () => pipeline,
+      wait: () => pipeline,
+      exec: async (): Promise<[Error | null, unknown][]> => [
+        [new Error('Command timed out'), null],
+        [new Error('Command timed out'), null],
+      ],
+    };
+    const replicated = createRedisStore(
+      { set: never, get: never, del: never, eval: timedOut, pipeline: () => pipeline, stream },
+      { timeoutMs: 5000, minReplicas: 1 },
+    );
+    await expect(replicated.set('k', 'v', 1000)).rejects.toThrow('Command timed out');
+    expect(resets).toEqual(['reset', 'reset', 'reset', 'reset']);
   });
 
   it('closes a connection that cannot be reset (TLS), and leaves alone one already gone', async () => {
