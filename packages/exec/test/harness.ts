@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { type Logger, registerTools, type ToolDefinition, type ToolMiddleware } from '@toolgate/core';
 import { connectTestClient, type TestClient } from '@toolgate/core/testing';
-import { afterAll, it } from 'vitest';
+import { afterAll, inject, it } from 'vitest';
 
 /** The node binary itself (symlinks resolved), the one program every test runs. */
 export const NODE = realpathSync(process.execPath);
@@ -14,6 +14,14 @@ const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtur
 export const ECHO = path.join(fixtures, 'echo.mjs');
 /** Exits, floods, spawns grandchildren... as its first argument says. */
 export const BEHAVE = path.join(fixtures, 'behave.mjs');
+
+/**
+ * The JavaScript of a TypeScript fixture (`define-run-as.ts`, a `*-server.ts`), transpiled once per run
+ * by test/global-setup.ts: `node <this path>` runs it, src/ included, with no loader.
+ */
+export function compiledFixture(name: string): string {
+  return path.join(inject('compiledFixtures'), name.replace(/\.ts$/, '.js'));
+}
 
 const scratchDirs: string[] = [];
 // Each test file imports its own copy of this module: its scratch directories go when the file ends.
@@ -54,19 +62,36 @@ export async function readPids(pidFile: string): Promise<{ child: number; grandc
   return JSON.parse(readFileSync(pidFile, 'utf8')) as { child: number; grandchild: number };
 }
 
+/** The state letter of `/proc/<pid>/stat` (R, S, Z...), or undefined once the pid has no entry. */
+function stateOf(pid: number): string | undefined {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+  // `pid (comm) state ...`: comm may hold spaces and parentheses, so the state follows its last `)`.
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];
+}
+
 function isGone(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return false;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ESRCH') return true;
     throw error;
   }
+  // Still signalable: gone all the same once it has exited and only its exit status waits for a
+  // parent (a zombie, Z; X while the kernel frees it). A killed orphan's parent is init, and some
+  // container inits reap only every second or two: waiting for the reap timed init, not the kill.
+  const state = stateOf(pid);
+  return state === undefined || state === 'Z' || state === 'X';
 }
 
 /**
- * Resolves once `process.kill(pid, 0)` throws ESRCH. Polls: a killed orphan stays a zombie until
- * init reaps it, and some container inits reap late.
+ * Resolves once the process has ended: `process.kill(pid, 0)` throws ESRCH, or it is a zombie that
+ * only waits to be reaped. Polls.
  */
 export async function expectGone(pid: number): Promise<void> {
   await until(() => isGone(pid), `pid ${pid} to be gone`);

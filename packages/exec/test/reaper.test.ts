@@ -60,7 +60,9 @@ describe.each(['sh', 'node'] as const)('the %s reaper', (kind) => {
   it('stops the groups still listed when its stdin ends, and never one taken off the list', async () => {
     const [kept, released, alsoKept] = [startGroup(), startGroup(), startGroup()];
     const reaper = startReaper(kind);
-    reaper.stdin?.end(`+${kept.pid} 100\n+${released.pid} 100\n+${alsoKept.pid} 2000\n-${released.pid}\n`);
+    // Graces under a second and of whole seconds: the reaper waits the longest (the shell one runs
+    // `sleep 1.000`) before its SIGKILL, then leaves. 2000 here took the same path a second later.
+    reaper.stdin?.end(`+${kept.pid} 100\n+${released.pid} 100\n+${alsoKept.pid} 1000\n-${released.pid}\n`);
     // SIGTERM first (a Node program without a handler ends by it), then the reaper leaves on its own.
     expect(await endOf(kept)).toEqual([null, 'SIGTERM']);
     expect(await endOf(alsoKept)).toEqual([null, 'SIGTERM']);

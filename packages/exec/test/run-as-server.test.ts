@@ -16,7 +16,6 @@ import {
 } from 'node:fs';
 import { Socket } from 'node:net';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
@@ -24,9 +23,16 @@ import type { CallToolResult, JSONRPCMessage, Notification } from '@modelcontext
 import { expectFailure, parseResultText } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RunAs } from '../src/index.js';
-import { CANNOT_SWITCH_USERS, NOBODY, reportCannotRun, scratchDir, until } from './harness.js';
+import {
+  CANNOT_SWITCH_USERS,
+  compiledFixture,
+  NOBODY,
+  reportCannotRun,
+  scratchDir,
+  until,
+} from './harness.js';
 
-const SERVER = fileURLToPath(new URL('./fixtures/copy-file-server.ts', import.meta.url));
+const SERVER = compiledFixture('copy-file-server.ts');
 const FORGED = '{"jsonrpc":"2.0","method":"notifications/forged","params":{"by":"the program"}}\n';
 const AUDIT_LINE = '{"tool":"save_copy","outcome":"ok"}\n';
 
@@ -66,7 +72,7 @@ if (cannotSwitch !== undefined) {
       // The read end first, without waiting for a writer; then the write end the server gets.
       const readEnd = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
       const writeEnd = openSync(fifo, constants.O_WRONLY);
-      this.child = spawn(process.execPath, ['--import', 'tsx', SERVER], {
+      this.child = spawn(process.execPath, [SERVER], {
         env,
         stdio: ['pipe', writeEnd, 'ignore'],
       });

@@ -3,7 +3,6 @@
 import { spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { expectFailure, recordingLogger, type TestClient } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
@@ -11,6 +10,7 @@ import { type ExecToolOptions, execTool, type RunAs, safeExec, value } from '../
 import {
   BEHAVE,
   CANNOT_SWITCH_USERS,
+  compiledFixture,
   ECHO,
   expectGone,
   NOBODY,
@@ -22,7 +22,7 @@ import {
 } from './harness.js';
 
 const ID = '/usr/bin/id';
-const DEFINE_AS_NOBODY = fileURLToPath(new URL('./fixtures/define-run-as.ts', import.meta.url));
+const DEFINE_AS_NOBODY = compiledFixture('define-run-as.ts');
 
 function define(runAs: unknown, overrides: Partial<ExecToolOptions<{ q: z.ZodString }>> = {}) {
   return execTool({
@@ -100,7 +100,7 @@ describe('a server that may not switch users', () => {
       return;
     }
     // As root, a server started as nobody (no capabilities) defines the tool.
-    const defined = spawnSync(process.execPath, ['--import', 'tsx', DEFINE_AS_NOBODY], {
+    const defined = spawnSync(process.execPath, [DEFINE_AS_NOBODY], {
       uid: NOBODY.uid,
       gid: NOBODY.gid,
       env: { PATH: '/usr/bin:/bin' },

@@ -3,13 +3,12 @@
 // ever stop the program or its children: each death under load left their process groups running.
 import { readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { expectGone, handles, readPids, scratchDir, until } from './harness.js';
+import { compiledFixture, expectGone, handles, readPids, scratchDir, until } from './harness.js';
 
-const SERVER = fileURLToPath(new URL('./fixtures/tree-server.ts', import.meta.url));
+const SERVER = compiledFixture('tree-server.ts');
 const sandbox = scratchDir();
 
 const started: Client[] = [];
@@ -20,7 +19,7 @@ afterEach(async () => {
 async function startServer(): Promise<{ client: Client; pid: number }> {
   const transport = new StdioClientTransport({
     command: process.execPath,
-    args: ['--import', 'tsx', SERVER],
+    args: [SERVER],
     env: { PATH: '/usr/bin:/bin' },
     stderr: 'ignore',
   });

@@ -3,15 +3,14 @@
 // that file to a tool printing files must not read the server's secrets in the answer.
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { parseResultText } from '@toolgate/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { scratchDir } from './harness.js';
+import { compiledFixture, scratchDir } from './harness.js';
 
-const SERVER = fileURLToPath(new URL('./fixtures/read-file-server.ts', import.meta.url));
+const SERVER = compiledFixture('read-file-server.ts');
 // Opaque values no secret pattern knows: only their names say what they are.
 const CARRIER_KEY = 'opaque-carrier-7f3k9q2mzx';
 const DB_PASS = 'hunter2;not&a=pattern';
@@ -21,7 +20,7 @@ let serverPid: number;
 beforeAll(async () => {
   const transport = new StdioClientTransport({
     command: process.execPath,
-    args: ['--import', 'tsx', SERVER],
+    args: [SERVER],
     env: { PATH: '/usr/bin:/bin', SERVER_CARRIER_KEY: CARRIER_KEY, PGPASSWORD: DB_PASS },
     stderr: 'ignore',
   });
@@ -64,7 +63,7 @@ describe('credentials the server no longer holds in process.env, or holds under 
   beforeAll(async () => {
     const transport = new StdioClientTransport({
       command: process.execPath,
-      args: ['--import', 'tsx', SERVER],
+      args: [SERVER],
       env: {
         PATH: '/usr/bin:/bin',
         // Names no secret pattern of core knows (core's `key=value` rule would take the rest of the
