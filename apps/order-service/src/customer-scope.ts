@@ -7,11 +7,17 @@ import { type BindCaller, ToolError } from '@toolgate/core';
  */
 export function bindCustomerId(customerScoped: boolean): BindCaller | undefined {
   if (!customerScoped) return undefined;
-  return (request) => {
-    const customerId = request.authInfo?.extra?.customerId;
-    if (!Number.isSafeInteger(customerId) || (customerId as number) < 1) {
-      throw new ToolError('permission_denied', 'This token is not tied to a customer.');
-    }
-    return { customerId };
-  };
+  return (request) => ({ customerId: customerIdOf(request) });
+}
+
+/**
+ * The caller's customer id from its token, checked as above: every scoped tool (the SQL tools' `bind`
+ * too) refuses the same claims with the same answer, so "43" or -1 is no customer anywhere.
+ */
+export function customerIdOf(request: Parameters<BindCaller>[0]): number {
+  const customerId = request.authInfo?.extra?.customerId;
+  if (!Number.isSafeInteger(customerId) || (customerId as number) < 1) {
+    throw new ToolError('permission_denied', 'This token is not tied to a customer.');
+  }
+  return customerId as number;
 }

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -274,6 +275,10 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
   // The reason is the model's text: quoted (as JSON, its own quotes escaped), so it cannot read as more
   // of the sentence the person approves ("...). The amount above is in cents: Refund 0.84 of ...").
   const reasonOf = (args: Readonly<Record<string, unknown>>): string => JSON.stringify(String(args.reason));
+  // The amount is shown with the order's currency, read from its row just before the person is asked
+  // (describe() sees only the arguments): `refundCurrency` hands it over for this call alone.
+  const refundCurrency = new AsyncLocalStorage<string | undefined>();
+  const currencyOfRefund = refundCurrencyLookup(queryable, customerScoped, refundCurrency);
   const confirm = createConfirm({
     secret: config.confirmSecret ?? randomBytes(32).toString('base64url'),
     audience: config.confirmAudience ?? 'order-service',
@@ -281,7 +286,7 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
     tools: {
       request_refund: {
         describe: (args: Readonly<Record<string, unknown>>) =>
-          `Refund ${formatCents(args.amount_cents)} of order ${String(args.order_id)} (reason: ${reasonOf(args)}).`,
+          `Refund ${formatMoney(args.amount_cents, refundCurrency.getStore())} of order ${String(args.order_id)} (reason: ${reasonOf(args)}).`,
       },
       cancel_order: {
         describe: (args: Readonly<Record<string, unknown>>) =>
@@ -310,6 +315,7 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
     rateLimit,
     repeat,
     idempotency,
+    currencyOfRefund,
     confirm,
     breakers,
   ];
@@ -409,6 +415,52 @@ function createDrainGate(): {
   };
 }
 
-function formatCents(value: unknown): string {
-  return typeof value === 'number' ? `${(value / 100).toFixed(2)}` : String(value);
+/** An amount in cents as the invoice shows money: `84.07 USD` (the bare amount when no currency is known). */
+function formatMoney(cents: unknown, currency: string | undefined): string {
+  const amount = typeof cents === 'number' ? `${(cents / 100).toFixed(2)}` : String(cents);
+  return currency === undefined ? amount : `${amount} ${currency}`;
+}
+
+// The order's currency, of the caller's own order when customer-scoped: another customer's order (or
+// none) has no row here, and its refund sentence shows the bare amount, nothing of that order.
+const ORDER_CURRENCY = 'SELECT currency FROM orders WHERE order_id = $1';
+const ORDER_CURRENCY_SCOPED = `${ORDER_CURRENCY} AND customer_id = $2`;
+
+/**
+ * Before confirmation asks about a refund (a call that carries no confirmation yet), reads the order's
+ * currency and runs the rest of the chain with it in `store`, where the refund's describe() finds it.
+ * A database that cannot answer refuses the call (nothing was asked, nothing changed) rather than ask
+ * the person to approve an amount without its currency.
+ */
+function refundCurrencyLookup(
+  db: Queryable,
+  customerScoped: boolean,
+  store: AsyncLocalStorage<string | undefined>,
+): ToolMiddleware {
+  return async (ctx, next) => {
+    if (ctx.toolName !== 'request_refund' || ctx.args.confirmation !== undefined) return next();
+    let currency: unknown;
+    try {
+      const [text, values] = customerScoped
+        ? [ORDER_CURRENCY_SCOPED, [ctx.args.order_id, ctx.bindings.customerId]]
+        : [ORDER_CURRENCY, [ctx.args.order_id]];
+      const options = { timeoutMs: 2000, signal: ctx.signal };
+      // One statement: on PostgreSQL one round trip in the read pool's read-only session, no transaction.
+      const { rows } = db.readOnlyQuery
+        ? await db.readOnlyQuery(options, text, values)
+        : await db.readOnly(options, (runner) => runner.query(text, values));
+      currency = rows[0]?.currency;
+    } catch (error) {
+      if (ctx.signal.aborted) throw error;
+      return fail(
+        'unavailable',
+        'The order could not be read to ask for confirmation; nothing was changed.',
+        {
+          hint: 'Call again in a moment.',
+          retryAfterMs: 2000,
+        },
+      );
+    }
+    return store.run(typeof currency === 'string' ? currency : undefined, next);
+  };
 }

@@ -191,7 +191,7 @@ describe('write tools: confirmed by a person, run once', () => {
       expect(retried._meta?.['toolgate/idempotency']).toMatchObject({ replayed: true });
       expect(await refunds(PAID)).toBe(1);
       expect(asked).toHaveLength(2);
-      expect(asked[0]).toContain(`Refund 5.00 of order ${PAID} (reason: "arrived damaged").`);
+      expect(asked[0]).toContain(`Refund 5.00 USD of order ${PAID} (reason: "arrived damaged").`);
     } finally {
       await client.close();
     }

@@ -160,6 +160,24 @@ describe.runIf(TEST_DATABASE_URL)('order-service with PostgreSQL behind a faulty
     expect(await refunds()).toHaveLength(1);
   }, 60_000);
 
+  it('a refund whose order cannot be read for its confirmation sentence is refused before anyone is asked: nothing changes', async () => {
+    const desk = await start();
+    await proxy!.down();
+    const refused = await desk.callTool('request_refund', {
+      order_id: PAID,
+      amount_cents: 300,
+      reason: 'arrived damaged',
+    });
+    expect(expectFailure(refused)).toMatchObject({
+      error: 'unavailable',
+      message: 'The order could not be read to ask for confirmation; nothing was changed.',
+      retryable: true,
+    });
+    expect(JSON.stringify(refused)).not.toMatch(/127\.0\.0\.1|ECONNREFUSED|postgres/);
+    await proxy!.up();
+    expect(await refunds()).toEqual([]);
+  }, 60_000);
+
   it('a write cut off by a partition while it holds the order’s lock does not lock the order for good: the next change of it goes through', async () => {
     const desk = await start('partition');
     partition!.after(isOrderLock);

@@ -83,6 +83,66 @@ async function startPortal(overrides: Partial<OrderServiceConfig>): Promise<Port
   };
 }
 
+// The blocks after the portal's need no customer scope: the desk agents, the sentence a person approves
+// and the misbehaving carrier share one service (each start costs a seeded database), started by the
+// first block that needs it. Its carrier is the misbehaving one, which only the carrier block calls (a
+// transport of 'tcp' only decides how spans treat a client's traceparent). The approval tests decline
+// every change, and the sentence they check is written before the refundable amount is read, so the
+// desk's refund of order 4000000000007919 changes nothing they see.
+const CLOUD_SECRET = 'sk_live_51HcarrierLeakedKey0000';
+interface Desk {
+  running: Running;
+  carrierUrl: string;
+  close(): Promise<void>;
+}
+let shared: Promise<Desk> | undefined;
+const desk = (): Promise<Desk> => {
+  shared ??= startDesk();
+  return shared;
+};
+afterAll(async () => {
+  await (await shared)?.close();
+});
+
+async function startDesk(): Promise<Desk> {
+  const carrier: Server = createServer((req, res) => {
+    const number = /^\/track\/(TRK\d{8})$/.exec(req.url ?? '')?.[1];
+    const { port } = carrier.address() as AddressInfo;
+    switch (number) {
+      case 'TRK00000001':
+        res.writeHead(302, {
+          location: 'http://169.254.169.254/latest/meta-data/iam/security-credentials/admin',
+        });
+        return void res.end();
+      case 'TRK00000002':
+        res.writeHead(302, { location: `http://127.0.0.1:${port + 1}/internal?key=${CLOUD_SECRET}` });
+        return void res.end();
+      case 'TRK00000003':
+        res.writeHead(418, { 'content-type': 'text/plain' });
+        return void res.end(`teapot: upstream db password hunter2, key ${CLOUD_SECRET}`);
+      case 'TRK00000004':
+        res.writeHead(500, { 'content-type': 'text/plain' });
+        return void res.end(`Traceback /srv/carrier/app.py key=${CLOUD_SECRET}`);
+      case 'TRK00000005':
+        res.writeHead(302, { location: `/track/TRK00000005?session=${CLOUD_SECRET}` });
+        return void res.end();
+      default:
+        res.writeHead(404).end();
+    }
+  });
+  await new Promise<void>((done) => carrier.listen(0, '127.0.0.1', done));
+  const carrierUrl = `http://127.0.0.1:${(carrier.address() as AddressInfo).port}`;
+  const running = await startService({ transport: 'tcp', carrierUrl, breakerResetMs: 60_000 });
+  return {
+    running,
+    carrierUrl,
+    async close() {
+      await running.stop();
+      carrier.close();
+    },
+  };
+}
+
 describe('customer-scoped portal tokens that may write (two customers, one client id)', () => {
   let running: Running;
   let c42: Caller;
@@ -230,6 +290,24 @@ describe('customer-scoped portal tokens that may write (two customers, one clien
     expect(await changesOf(paid43)).toBe(1);
   });
 
+  it('the refund sentence a customer approves carries the currency of its own order, and nothing of another’s', async () => {
+    const order = await orderOf(42, 'delivered');
+    const refund = { order_id: order, amount_cents: 100, reason: 'currency check' };
+    const before = await changesOf(order);
+    const mine = envelope(await c42.call('request_refund', refund));
+    expect(mine.error).toBe('confirmation_required');
+    expect(mine.message).toContain(
+      `Show the user: Refund 1.00 USD of order ${order} (reason: "currency check").`,
+    );
+    // Customer 43 asking about 42's order learns nothing of it, its currency neither: no row, no currency.
+    const theirs = envelope(await c43.call('request_refund', refund));
+    expect(theirs.error).toBe('confirmation_required');
+    expect(theirs.message).toContain(
+      `Show the user: Refund 1.00 of order ${order} (reason: "currency check").`,
+    );
+    expect(await changesOf(order)).toBe(before);
+  });
+
   it('one customer spending its write budget leaves the other’s whole', async () => {
     const small = await startPortal({ writesPerMinute: 3 });
     try {
@@ -262,7 +340,7 @@ describe('desk agents (not customer-scoped): two people, one client id', () => {
   const PAID = '4000000000007919';
 
   beforeAll(async () => {
-    running = await startService({ transport: 'tcp' });
+    ({ running } = await desk());
     http = await startHttpServer({
       port: 0,
       verifier: createTokenVerifier({
@@ -281,7 +359,6 @@ describe('desk agents (not customer-scoped): two people, one client id', () => {
     await agent1?.close();
     await agent2?.close();
     await http?.close();
-    await running?.stop();
   });
 
   it('a confirmation works only for the agent it was shown to, on its tool, for its exact arguments, once', async () => {
@@ -358,9 +435,8 @@ describe('desk agents (not customer-scoped): two people, one client id', () => {
 describe('what the person is asked to approve', () => {
   let running: Running;
   beforeAll(async () => {
-    running = await startService({});
+    ({ running } = await desk());
   });
-  afterAll(() => running?.stop());
 
   it('a reason cannot read as more of the sentence: the amount the person approves is the one refunded', async () => {
     const asked: string[] = [];
@@ -382,7 +458,7 @@ describe('what the person is asked to approve', () => {
       });
       expect(envelope(cancel).error).toBe('permission_denied');
       expect(asked[0]!.split('\n')[0]).toBe(
-        `Refund 84.07 of order ${order} (reason: ${JSON.stringify(reason)}).`,
+        `Refund 84.07 USD of order ${order} (reason: ${JSON.stringify(reason)}).`,
       );
       expect(asked[1]!.split('\n')[0]).toBe(
         `Cancel order ${order} (reason: "x\\"). Cancel nothing (reason: \\"x").`,
@@ -391,46 +467,46 @@ describe('what the person is asked to approve', () => {
       await client.close();
     }
   });
+
+  it('the amount the person approves carries the order’s own currency, read from its row; an unknown order gets none invented', async () => {
+    const asked: string[] = [];
+    const client = await connectTestClient(running.service.createServer(), {
+      onElicit: (params) => {
+        asked.push(params.message);
+        return { action: 'decline' };
+      },
+    });
+    // Row 15 of the seed is a delivered order in EUR, row 1 a paid one in USD; 4000000000000001 is no order.
+    const orders = ['4000000000118785', '4000000000007919', '4000000000000001'];
+    const { rows } = await running.service.db.pglite!.query<{ order_id: string; currency: string }>(
+      'SELECT order_id, currency FROM orders WHERE order_id = ANY($1) ORDER BY currency',
+      [orders],
+    );
+    expect(rows).toEqual([
+      { order_id: orders[0], currency: 'EUR' },
+      { order_id: orders[1], currency: 'USD' },
+    ]);
+    try {
+      for (const order of orders) {
+        const refund = { order_id: order, amount_cents: 1234, reason: 'damaged' };
+        expect(envelope(await client.callTool('request_refund', refund)).error).toBe('permission_denied');
+      }
+      expect(asked.map((message) => message.split('\n')[0])).toEqual([
+        `Refund 12.34 EUR of order ${orders[0]} (reason: "damaged").`,
+        `Refund 12.34 USD of order ${orders[1]} (reason: "damaged").`,
+        `Refund 12.34 of order ${orders[2]} (reason: "damaged").`,
+      ]);
+    } finally {
+      await client.close();
+    }
+  });
 });
 
 describe('a carrier that misbehaves (redirects inward, errors with secrets in its page)', () => {
   let running: Running;
-  let carrier: Server;
   let carrierUrl: string;
-  const CLOUD_SECRET = 'sk_live_51HcarrierLeakedKey0000';
   beforeAll(async () => {
-    carrier = createServer((req, res) => {
-      const number = /^\/track\/(TRK\d{8})$/.exec(req.url ?? '')?.[1];
-      const { port } = carrier.address() as AddressInfo;
-      switch (number) {
-        case 'TRK00000001':
-          res.writeHead(302, {
-            location: 'http://169.254.169.254/latest/meta-data/iam/security-credentials/admin',
-          });
-          return void res.end();
-        case 'TRK00000002':
-          res.writeHead(302, { location: `http://127.0.0.1:${port + 1}/internal?key=${CLOUD_SECRET}` });
-          return void res.end();
-        case 'TRK00000003':
-          res.writeHead(418, { 'content-type': 'text/plain' });
-          return void res.end(`teapot: upstream db password hunter2, key ${CLOUD_SECRET}`);
-        case 'TRK00000004':
-          res.writeHead(500, { 'content-type': 'text/plain' });
-          return void res.end(`Traceback /srv/carrier/app.py key=${CLOUD_SECRET}`);
-        case 'TRK00000005':
-          res.writeHead(302, { location: `/track/TRK00000005?session=${CLOUD_SECRET}` });
-          return void res.end();
-        default:
-          res.writeHead(404).end();
-      }
-    });
-    await new Promise<void>((done) => carrier.listen(0, '127.0.0.1', done));
-    carrierUrl = `http://127.0.0.1:${(carrier.address() as AddressInfo).port}`;
-    running = await startService({ carrierUrl, breakerResetMs: 60_000 });
-  });
-  afterAll(async () => {
-    await running?.stop();
-    carrier?.close();
+    ({ running, carrierUrl } = await desk());
   });
 
   it('nothing of a redirect target, an error page or the carrier’s address reaches the model', async () => {

@@ -10,14 +10,25 @@ import { type Running, startService } from './harness.js';
 
 let running: Running;
 let client: TestClient;
+// A second service, customer-scoped and over a docs root of its own (starting one costs a seeded
+// database): the customer-scoped tests use it with tokens, the search_docs tests that need a root of
+// their own with a client that has no token (search_docs binds no customer, so scoping changes
+// nothing there). Each of those tests fills the root with what it needs and leaves it empty again, and
+// search_docs reads the root afresh on every call.
+let root: string;
+let scopedWithDocs: Running;
 
 beforeAll(async () => {
   running = await startService();
   client = await connectTestClient(running.service.createServer());
+  root = mkdtempSync(join(tmpdir(), 'docs-root-'));
+  scopedWithDocs = await startService({ customerScoped: true, docsRoot: root });
 });
 afterAll(async () => {
-  await client.close();
-  await running.stop();
+  await client?.close();
+  await running?.stop();
+  await scopedWithDocs?.stop();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 type Item = Record<string, unknown>;
@@ -128,10 +139,9 @@ describe('search_orders and get_order_status', () => {
 
 describe('customer-scoped tokens', () => {
   let scoped: Running;
-  beforeAll(async () => {
-    scoped = await startService({ customerScoped: true });
+  beforeAll(() => {
+    scoped = scopedWithDocs;
   });
-  afterAll(() => scoped.stop());
 
   it('binds the customer id from the token; an argument cannot override it; no claim is refused', async () => {
     const authInfo = { token: 't', clientId: 'portal', scopes: ['orders:read'], extra: { customerId: 42 } };
@@ -207,6 +217,8 @@ describe('customer-scoped tokens', () => {
         for (const [tool, args] of [
           ['render_invoice', { order_id: '4000000000007919' }],
           ['track_shipment', { tracking_number: theirs }],
+          ['search_orders', { days: 90 }],
+          ['get_order_status', { order_id: '4000000000007919' }],
         ] as const) {
           const result = await client.callTool(tool, args);
           expect(expectFailure(result)).toMatchObject({
@@ -222,21 +234,13 @@ describe('customer-scoped tokens', () => {
 });
 
 describe('search_docs', () => {
-  // One service over a docs root of this block's own (starting one costs a seeded database): each test
-  // below fills the root with what it needs and leaves it empty again, and search_docs reads the root
-  // afresh on every call.
-  let root: string;
-  let local: Running;
+  // The root of its own is scopedWithDocs' (see the top of this file).
   let docs: TestClient;
   beforeAll(async () => {
-    root = mkdtempSync(join(tmpdir(), 'docs-root-'));
-    local = await startService({ docsRoot: root });
-    docs = await connectTestClient(local.service.createServer());
+    docs = await connectTestClient(scopedWithDocs.service.createServer());
   });
   afterAll(async () => {
     await docs?.close();
-    await local?.stop();
-    rmSync(root, { recursive: true, force: true });
   });
 
   it('returns file, line and text of matching lines', async () => {

@@ -1,5 +1,6 @@
 import { fail, type ToolDefinition, type ToolMiddleware } from '@toolgate/core';
 import { type BindSource, type Queryable, sqlTool } from '@toolgate/sql';
+import { customerIdOf } from '../customer-scope.js';
 import { ORDER_STATUSES } from '../db.js';
 
 const ORDER_COLUMNS = [
@@ -31,7 +32,7 @@ export interface OrderToolsOptions {
 const customerBinding = {
   customer_id: {
     column: 'customer_id',
-    value: ({ request }: BindSource) => request.authInfo?.extra?.customerId as number | undefined,
+    value: ({ request }: BindSource) => customerIdOf(request),
   },
 };
 
