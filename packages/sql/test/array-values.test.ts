@@ -3,18 +3,19 @@
 // answer fail to serialise, so every call whose page held such a row answered `internal` for whoever
 // listed it. Item by item they get the scalar's form: an exact int8 as a number, a larger one as its
 // decimal text, bytes as base64.
-import { PGlite } from '@electric-sql/pglite';
+import type { PGlite } from '@electric-sql/pglite';
 import { createSilentLogger, type ToolDefinition } from '@toolgate/core';
 import { serveTools, type TestClient } from '@toolgate/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pgliteQueryable, sqlTool } from '../src/index.js';
+import { createPGlite } from './pglite.js';
 
 describe('array columns on PGlite', () => {
   let pglite: PGlite;
   let client: TestClient;
 
   beforeAll(async () => {
-    pglite = await PGlite.create();
+    pglite = await createPGlite();
     await pglite.exec(`CREATE TABLE parcels (
         id integer PRIMARY KEY, codes int8[] NOT NULL, seals bytea[] NOT NULL, grid int8[][] NOT NULL);
       INSERT INTO parcels VALUES

@@ -1,4 +1,3 @@
-import { PGlite } from '@electric-sql/pglite';
 import { citext } from '@electric-sql/pglite/contrib/citext';
 import pg from 'pg';
 import {
@@ -9,6 +8,7 @@ import {
   type QueryRunner,
   type ReadOnlyOptions,
 } from '../src/index.js';
+import { createPGlite } from './pglite.js';
 
 export const SCHEMA = 'toolgate_sql_test';
 const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL;
@@ -97,7 +97,7 @@ const pgliteEngine: Engine = {
   cancelsRunningStatements: false,
   async open() {
     // citext ships as a contrib bundle: loaded here, created by the tests that bind a citext column.
-    const database = await PGlite.create({ extensions: { citext } });
+    const database = await createPGlite({ extensions: { citext } });
     await database.exec(FIXTURE);
     await database.exec('CREATE ROLE toolgate_sql_noaccess NOLOGIN');
     return {

@@ -1,14 +1,15 @@
-import { PGlite } from '@electric-sql/pglite';
+import type { PGlite } from '@electric-sql/pglite';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { createSilentLogger, registerTools } from '@toolgate/core';
 import { connectTestClient, expectFailure } from '@toolgate/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pgliteQueryable, sqlTool } from '../src/index.js';
+import { createPGlite } from './pglite.js';
 
 describe('equals filter with a pattern', () => {
   let pglite: PGlite;
   beforeAll(async () => {
-    pglite = await PGlite.create();
+    pglite = await createPGlite();
     await pglite.exec(`CREATE TABLE orders (order_id text PRIMARY KEY, status text NOT NULL);
       INSERT INTO orders VALUES ('4000000000007919', 'paid');`);
   });

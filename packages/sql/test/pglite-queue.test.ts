@@ -1,12 +1,13 @@
-import { PGlite } from '@electric-sql/pglite';
+import type { PGlite } from '@electric-sql/pglite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pgliteQueryable } from '../src/index.js';
+import { createPGlite } from './pglite.js';
 
 // PGlite runs one transaction at a time: concurrent calls queue, and the queue is not statement time.
 describe('PGlite under 1,000 concurrent calls', () => {
   let pglite: PGlite;
   beforeAll(async () => {
-    pglite = await PGlite.create();
+    pglite = await createPGlite();
     await pglite.exec(`
       CREATE TABLE orders (id integer PRIMARY KEY, status text NOT NULL, total_cents integer NOT NULL);
       INSERT INTO orders SELECT g, (ARRAY['paid','shipped','pending'])[1 + g % 3], g * 7 FROM generate_series(1, 10000) AS g;
