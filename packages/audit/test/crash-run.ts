@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { inject } from 'vitest';
 
 const SERVER = fileURLToPath(new URL('./fixtures/crash-server.mjs', import.meta.url));
 
@@ -45,14 +46,22 @@ export interface CrashRun {
 export async function crashRun(options: CrashRunOptions): Promise<CrashRun> {
   const transport = new StdioClientTransport({
     command: process.execPath,
+    // --liftoff-only: as the test workers (vitest.config.ts), for the child's PGlite.
     args: [
+      '--liftoff-only',
       SERVER,
       options.sink,
       options.target,
       options.durable ? 'durable' : 'default',
       ...(options.ready ? ['ready'] : []),
     ],
-    env: { ...(process.env as Record<string, string>), AUDIT_TABLE: options.table ?? 'toolgate_audit' },
+    env: {
+      ...(process.env as Record<string, string>),
+      AUDIT_TABLE: options.table ?? 'toolgate_audit',
+      // A PGlite child starts its data directory from the one the global setup initialised (no initdb
+      // of its own: see test/global-setup.ts); the kill then lands on it as on any other.
+      ...(options.sink === 'pglite' ? { AUDIT_PGLITE_DATA_DIR: inject('pgliteDataDir') } : {}),
+    },
     stderr: 'pipe',
   });
   let stderr = '';

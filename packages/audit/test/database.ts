@@ -1,6 +1,7 @@
+import { readFile } from 'node:fs/promises';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, inject } from 'vitest';
 import type { AuditQueryable } from '../src/index.js';
 
 export interface Database {
@@ -19,12 +20,22 @@ if (!url && process.env.CI === 'true') {
   throw new Error('TEST_DATABASE_URL must be set in CI: the PostgreSQL sink tests need a real server');
 }
 
+/**
+ * A new in-memory PGlite, empty as `new PGlite()` makes it, started from the data directory the global
+ * setup initialised once for the run: it skips initdb, most of what a PGlite costs to start. Each call
+ * is a database of its own; nothing one file or test writes reaches another's.
+ */
+export async function createPGlite(): Promise<PGlite> {
+  const tarball = await readFile(inject('pgliteDataDir'));
+  return PGlite.create({ loadDataDir: new Blob([tarball]) });
+}
+
 /** PGlite always; real PostgreSQL too when TEST_DATABASE_URL is set. */
 export const databases: { name: string; open: () => Promise<Database> }[] = [
   {
     name: 'PGlite',
     open: async () => {
-      const db = new PGlite();
+      const db = await createPGlite();
       return { name: 'PGlite', client: db, url: undefined, end: () => db.close() };
     },
   },
