@@ -4,7 +4,6 @@
 import { randomUUID } from 'node:crypto';
 import { inspect } from 'node:util';
 import { isStoreFullError, StoreCommandError } from '@toolgate/core';
-import { recordingLogger, startFaultProxy } from '@toolgate/core/testing';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisClient, createRedisStore, type RedisStoreClient, redisReady } from '../src/index.js';
@@ -15,7 +14,7 @@ import {
   startOwnRedis,
   startOwnReplicatedRedis,
 } from '../src/testing.js';
-import { reportRedisMissing, TEST_REDIS_URL } from './needs-redis.js';
+import { reportRedisMissing, TEST_REDIS_URL, throughFaultProxy } from './needs-redis.js';
 
 /** What must never appear in an error: a piece of the value, and the key's own text. */
 const SECRET = 'card 4111-1111-1111-1111 of Jane Roe';
@@ -206,13 +205,9 @@ if (TEST_REDIS_URL === undefined) {
     });
 
     it('a release that reaches Redis late, after another replica claimed the key: DEL deletes that claim, deleteIfEquals leaves it', async () => {
-      const target = new URL(url);
-      const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || 6379) });
-      target.port = String(proxy.port);
       // A time limit longer than the test: the releases' callers stop waiting (their signal) instead, and
       // a caller's signal does not reset the connection, so both releases wait on it for the partition.
-      const viaProxy = createRedisClient(target.toString(), {
-        logger: recordingLogger([]),
+      const { proxy, viaProxy } = await throughFaultProxy(url, {
         commandTimeoutMs: 10_000,
         socketTimeoutMs: 10_000,
       });

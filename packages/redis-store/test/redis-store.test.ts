@@ -2,11 +2,11 @@ import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { createServer, type Server } from 'node:net';
 import type { LogEntry } from '@toolgate/core/testing';
-import { recordingLogger, startFaultProxy } from '@toolgate/core/testing';
+import { recordingLogger } from '@toolgate/core/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisClient, createRedisStore, redisReady } from '../src/index.js';
-import { reportRedisMissing, TEST_REDIS_URL } from './needs-redis.js';
+import { reportRedisMissing, TEST_REDIS_URL, throughFaultProxy } from './needs-redis.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -217,13 +217,7 @@ if (TEST_REDIS_URL === undefined) {
     });
 
     it('a connection that goes silent without a reset is closed and made again: commands succeed after it', async () => {
-      const target = new URL(url);
-      const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || 6379) });
-      target.port = String(proxy.port);
-      const viaProxy = createRedisClient(target.toString(), {
-        logger: recordingLogger([]),
-        socketTimeoutMs: 300,
-      });
+      const { proxy, viaProxy } = await throughFaultProxy(url, { socketTimeoutMs: 300 });
       try {
         await redisReady(viaProxy);
         const store = createRedisStore(viaProxy, { prefix, timeoutMs: 200 });
@@ -245,10 +239,7 @@ if (TEST_REDIS_URL === undefined) {
     });
 
     it('a DEL whose reply a dropped connection lost fails, and is not sent again after the reconnect', async () => {
-      const target = new URL(url);
-      const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || 6379) });
-      target.port = String(proxy.port);
-      const viaProxy = createRedisClient(target.toString(), { logger: recordingLogger([]) });
+      const { proxy, viaProxy } = await throughFaultProxy(url);
       try {
         await redisReady(viaProxy);
         const store = createRedisStore(viaProxy, { prefix, timeoutMs: 200 });
@@ -273,13 +264,9 @@ if (TEST_REDIS_URL === undefined) {
     });
 
     it("a write the client's own shorter commandTimeout ended is not applied when the partition heals", async () => {
-      const target = new URL(url);
-      const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || 6379) });
-      target.port = String(proxy.port);
       // The client gives up on a command at 100 ms, the store would wait 5 s: ioredis rejects the write
       // first, and the store's own deadline never sees it unanswered.
-      const viaProxy = createRedisClient(target.toString(), {
-        logger: recordingLogger([]),
+      const { proxy, viaProxy } = await throughFaultProxy(url, {
         commandTimeoutMs: 100,
         // Longer than the test: the only thing that may close the connection is the store's reset.
         socketTimeoutMs: 60_000,

@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { recordingLogger, startFaultProxy } from '@toolgate/core/testing';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisClient, createRedisStore, type RedisWritePipeline, redisReady } from '../src/index.js';
-import { reportRedisMissing, TEST_REDIS_URL } from './needs-redis.js';
+import { reportRedisMissing, TEST_REDIS_URL, throughFaultProxy } from './needs-redis.js';
 
 const OFFLINE_QUEUE =
   'createRedisStore: create the ioredis client with enableOfflineQueue: false (createRedisClient does): a command issued while the connection is down is otherwise sent once it is back, after its caller gave up, and a claim or a release applied then acts for nobody or undoes what another replica did since';
@@ -228,10 +227,7 @@ if (TEST_REDIS_URL === undefined) {
     });
 
     it('a DEL its caller gave up on inside a partition is not applied once the partition heals', async () => {
-      const target = new URL(url);
-      const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || 6379) });
-      target.port = String(proxy.port);
-      const viaProxy = createRedisClient(target.toString(), { logger: recordingLogger([]) });
+      const { proxy, viaProxy } = await throughFaultProxy(url);
       try {
         await redisReady(viaProxy);
         const store = createRedisStore(viaProxy, { prefix, timeoutMs: 200 });
