@@ -148,8 +148,9 @@ describe('Streamable HTTP with bearer auth', () => {
     const headers =
       `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${READER}\r\n` +
       'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n';
+    // The server's own limits end both (Node's defaults would wait 60 s for headers and 300 s for the
+    // request, past this test's 30 s timeout): the 408 is the server's, and it came in time.
     for (const sent of [headers.slice(0, 40), `${headers}{"jsonrpc":`]) {
-      const started = Date.now();
       const answer = await new Promise<string>((resolve, reject) => {
         const socket = connect(port, '127.0.0.1');
         let text = '';
@@ -163,7 +164,6 @@ describe('Streamable HTTP with bearer auth', () => {
         socket.write(sent);
       });
       expect(answer).toMatch(/^HTTP\/1\.1 408 /);
-      expect(Date.now() - started).toBeLessThan(5000);
     }
   });
 
