@@ -44,6 +44,8 @@ export class CallerLedger {
   readonly #max: number;
   /** Window rotations so far: the clock of "within the window". */
   #rotations = 0;
+  /** Records whose `openUntil` is set (refused now, or on probation since): only then does a success look its caller up. */
+  #flagged = 0;
   /** The latest `openUntil` of any caller; 0 when none is refused (the per-call check reads only this). */
   #refusingUntil = 0;
   // The last successful caller (by reference, and its scope) and the last one before it with another scope.
@@ -73,14 +75,20 @@ export class CallerLedger {
     // Least recently failing first: stop at the first caller whose failures are still in the window.
     for (const [tag, record] of this.#records) {
       if (this.#recent(record.rotation)) return;
-      if (record.openUntil <= now) this.#records.delete(tag);
+      if (record.openUntil <= now) this.#forget(tag, record);
     }
   }
 
-  /** A counted success of `ctx`'s caller. */
+  /**
+   * A counted success of `ctx`'s caller. A caller on probation (refused before, let through again) that
+   * succeeds leaves it, as a successful probe closes a half-open breaker: its next failure is counted
+   * like anyone's, not refused at once.
+   */
   noteSuccess(ctx: ToolContext): void {
     if (ctx.caller !== this.#okCaller || ctx.bindings !== this.#okBindings) this.#noteCaller(ctx);
     this.#okRotation = this.#rotations;
+    // Only while some caller is refused or on probation: a steady caller otherwise pays no lookup.
+    if (this.#flagged !== 0) this.#endProbation(ctx);
   }
 
   /** Milliseconds until `ctx`'s caller is let through again, or undefined when it is not refused. */
@@ -118,7 +126,7 @@ export class CallerLedger {
     if (!again && this.#failingCallers(tag, generation, now) >= this.#minFailingCallers) return SHARED;
     const failures = record.failures;
     record.failures = 0;
-    record.openUntil = now + resetTimeout;
+    this.#setOpen(record, now + resetTimeout);
     if (record.openUntil > this.#refusingUntil) this.#refusingUntil = record.openUntil;
     return { to: 'open-caller', tag, failures, again };
   }
@@ -139,6 +147,26 @@ export class CallerLedger {
     }
     this.#okCaller = ctx.caller;
     this.#okBindings = ctx.bindings;
+  }
+
+  /** Ends the probation of `ctx`'s caller, if it is on probation (not while it is still refused). */
+  #endProbation(ctx: ToolContext): void {
+    const record = this.#records.get(callerTag(ctx));
+    if (record === undefined || record.openUntil === 0 || record.openUntil > performance.now()) return;
+    this.#setOpen(record, 0);
+  }
+
+  /** Sets a record's `openUntil`, counting the records that have one. */
+  #setOpen(record: CallerRecord, until: number): void {
+    if (record.openUntil === 0 && until !== 0) this.#flagged += 1;
+    else if (record.openUntil !== 0 && until === 0) this.#flagged -= 1;
+    record.openUntil = until;
+  }
+
+  /** Drops a caller's record. */
+  #forget(tag: string, record: CallerRecord): void {
+    this.#records.delete(tag);
+    if (record.openUntil !== 0) this.#flagged -= 1;
   }
 
   #recent(rotation: number): boolean {
@@ -173,7 +201,7 @@ export class CallerLedger {
       this.#records.delete(tag);
       const expired = !this.#recent(record.rotation);
       if (expired || record.generation !== generation) record.failures = 0;
-      if (expired && record.openUntil <= now) record.openUntil = 0;
+      if (expired && record.openUntil <= now) this.#setOpen(record, 0);
     }
     record.generation = generation;
     record.rotation = this.#rotations;
@@ -185,12 +213,15 @@ export class CallerLedger {
   #evict(now: number): void {
     for (let turns = this.#records.size; turns > 0; turns -= 1) {
       const [tag, record] = this.#records.entries().next().value as [string, CallerRecord];
+      if (record.openUntil <= now) {
+        this.#forget(tag, record);
+        return;
+      }
       this.#records.delete(tag);
-      if (record.openUntil <= now) return;
       this.#records.set(tag, record);
     }
     // Every tracked caller is refused: the oldest goes.
-    const oldest = this.#records.keys().next().value;
-    if (oldest !== undefined) this.#records.delete(oldest);
+    const oldest = this.#records.entries().next().value;
+    if (oldest !== undefined) this.#forget(oldest[0], oldest[1]);
   }
 }

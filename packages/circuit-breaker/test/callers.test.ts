@@ -166,6 +166,31 @@ describe('one caller whose own calls fail', () => {
       totals: { opened: 0, callerOpens: 2, callerShortCircuits: 2 },
     });
   });
+  it('a success after its reset period ends its probation: its next failure counts like anyone else’s', async () => {
+    const h = await serveCallers([search], ['alice', 'bob'], { resetTimeout: 100 });
+    const alice = h.as('alice');
+    const bob = h.as('bob');
+    await searchOk(bob, 'order 1');
+    await searchOk(bob, 'order 2');
+    for (let i = 0; i < 3; i += 1) {
+      expect(expectFailure(await alice.callTool('search', { q: 'broken' })).error).toBe('unavailable');
+    }
+    await searchOk(bob, 'order 3');
+    expect(expectFailure(await alice.callTool('search', { q: 'broken' }))).toEqual(openAnswer);
+    await waitFor(() => h.breakers.stats().search!.callers.refused === 0);
+    // Let through again, her query works: the dependency serves her, as a successful probe shows.
+    await searchOk(alice, 'narrow');
+    // One failure later is counted, not refused at once; her next call runs.
+    expect(expectFailure(await alice.callTool('search', { q: 'broken' })).message).toBe(
+      'The index did not answer.',
+    );
+    expect(h.decisions.at(-1)).toEqual([]);
+    await searchOk(alice, 'narrower');
+    expect(h.breakers.stats().search).toMatchObject({
+      state: 'closed',
+      totals: { opened: 0, callerOpens: 1, callerShortCircuits: 1 },
+    });
+  });
 });
 
 describe('the breaker still opens for everyone', () => {
