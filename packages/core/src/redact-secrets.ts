@@ -55,6 +55,9 @@ const SECRET_KEY_WORD = /pass|pwd|pin|sig|_auth|secret|token|key|credential|sess
 // digits and letters: `22client_secret`, which still ends in the secret word).
 const SECRET_KEY = `(?<![A-Za-z0-9_.-])(?:[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}|${SECRET_KEY_WHOLE})(?:\\\\?["']|%22)?[ \\t]*(?:=>|[=:]|%3[DdAa])[ \\t]*`;
 
+// A command line's long option named like a secret key, and the spaces, tabs or NULs before its value.
+const SECRET_OPTION = `(?<![A-Za-z0-9_.-])--[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}[ \\t\\0]+`;
+
 // Base64 and the line breaks of a key body: real ones, or `\n` written inside JSON text (`\\n` when
 // that JSON is itself quoted in a JSON string).
 const B64 = '[A-Za-z0-9+/]';
@@ -221,6 +224,23 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
       `(${SECRET_KEY})(?!\\[REDACTED\\]|(?:null|true|false|undefined)\\b)(?!\\\\?["'\\s])[^\\s&;,'"<>)}\\]]+`,
       'gi',
     ),
+    replace: `$1${REDACTED}`,
+    requires: SECRET_KEY_WORD,
+  },
+  {
+    // A command line's long option whose value is its next word: `mysql --password hunter2`,
+    // `vault login --token s.abc`, `--client-secret "a b"`, as `Command failed: ...` and `ps` print them,
+    // and NUL-separated as `/proc/<pid>/cmdline` holds them. The option's name ends in a secret word, as
+    // a key's does. A quoted value keeps its quotes; a next word starting with `-` is the next option
+    // (`--password` alone prompts).
+    name: 'cli-option-secret',
+    pattern: new RegExp(`(${SECRET_OPTION})(["'])(?!\\[REDACTED\\]\\2)(?:(?!\\2)[^\\r\\n\\0])*\\2`, 'gi'),
+    replace: `$1$2${REDACTED}$2`,
+    requires: SECRET_KEY_WORD,
+  },
+  {
+    name: 'cli-option-secret',
+    pattern: new RegExp(`(${SECRET_OPTION})(?![-\\s\\0'"]|\\[REDACTED\\])[^\\s\\0'"]+`, 'gi'),
     replace: `$1${REDACTED}`,
     requires: SECRET_KEY_WORD,
   },

@@ -6,6 +6,16 @@ const BCRYPT = '$2b$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy';
 
 // Secrets as they appear in real error text, config dumps and headers, and exactly what remains.
 const SECRETS: readonly (readonly [string, string])[] = [
+  // A long option and its value as the next word: a command line in `Command failed: ...`, `ps`, and
+  // NUL-separated in /proc/<pid>/cmdline.
+  ['Command failed: mysql --password hunter2 -u root', `Command failed: mysql --password ${R} -u root`],
+  ['vault login --token s.Ab12Cd34 && x', `vault login --token ${R} && x`],
+  ['app --db-password\t"p w" --client-secret abc', `app --db-password\t"${R}" --client-secret ${R}`],
+  ["deploy --api-key 'k 1' --verbose", `deploy --api-key '${R}' --verbose`],
+  [
+    'mysql\u0000--password\u0000hunter2\u0000-u\u0000root',
+    `mysql\u0000--password\u0000${R}\u0000-u\u0000root`,
+  ],
   ['{"SECRET_KEY":"s3cr3t value","user":"ann"}', `{"SECRET_KEY":"${R}","user":"ann"}`],
   ['{"password": "a\\"b", "pin": null}', `{"password": "${R}", "pin": null}`],
   ["x_api_key='k-123' then", `x_api_key='${R}' then`],
@@ -99,6 +109,7 @@ const SECRETS: readonly (readonly [string, string])[] = [
 
 // Ordinary text a model reads: none of it may change.
 const ORDINARY: readonly string[] = [
+  'run with --max-tokens 1500 --token-count 3 --password-file /run/secrets/db --password --user ann',
   'Order 4000123412341234 shipped on 2026-11-29. See https://example.com/track?id=7.',
   'Created 2026-11-30T10:00:00.000Z, updated 2026-11-30 10:00:00+00, id 3f2b8c1e-9a4d-4c1b-8f5e-2d7a6b9c0e1f.',
   'max_tokens: 1500, token_count=3, tokens used: 12, passwordless login is on.',

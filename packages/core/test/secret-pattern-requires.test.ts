@@ -22,6 +22,9 @@ const MATCHED: readonly string[] = [
   '//registry.npmjs.org/:_authToken=npm_abcdef',
   'PIN: 4711',
   'SESSION-ID=abc',
+  'mysql --password hunter2',
+  'app\u0000--Client-Secret\u0000"a b"',
+  "deploy --X_API_KEY\t'k 1'",
   `key material MII${'A'.repeat(64)}== end`,
   `EC key MHcCAQEE${'b'.repeat(48)}`,
   `ed key MC4CAQAw${'c'.repeat(48)}`,
@@ -35,12 +38,14 @@ function matches(pattern: SecretPattern, text: string): boolean {
 }
 
 describe('SecretPattern.requires: a cheaper test every text the pattern matches passes', () => {
-  it('the costly patterns (der-key, key-value-secret) each declare one', () => {
+  it('the costly patterns (der-key, key-value-secret, cli-option-secret) each declare one', () => {
     expect(gated.map((pattern) => pattern.name)).toEqual([
       'der-key',
       'der-key',
       'key-value-secret',
       'key-value-secret',
+      'cli-option-secret',
+      'cli-option-secret',
     ]);
   });
 
@@ -87,6 +92,8 @@ describe('SecretPattern.requires: a cheaper test every text the pattern matches 
       '\\"',
       ' ',
       '\t',
+      '--',
+      '\u0000',
       'hunter2',
       'x',
       '&',
