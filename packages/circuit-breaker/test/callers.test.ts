@@ -58,6 +58,26 @@ const searchOk = async (client: TestClient, q: string): Promise<void> => {
   expect(parseResultText(await client.callTool('search', { q }))).toEqual({ ok: true, q });
 };
 
+/**
+ * Bob succeeds twice, then Alice's three failures refuse her alone (the breaker stays closed), Bob goes
+ * on, and Alice's next call is refused: her reset period (100 ms) has begun.
+ */
+async function refuseAliceAlone() {
+  const h = await serveCallers([search], ['alice', 'bob'], { resetTimeout: 100 });
+  const alice = h.as('alice');
+  const bob = h.as('bob');
+  await searchOk(bob, 'order 1');
+  await searchOk(bob, 'order 2');
+  // Three of five calls failed: over 50%, which opened the breaker for everyone before.
+  for (let i = 0; i < 3; i += 1) {
+    expect(expectFailure(await alice.callTool('search', { q: 'broken' })).error).toBe('unavailable');
+  }
+  expect(h.breakers.state('search')).toBe('closed');
+  await searchOk(bob, 'order 3');
+  expect(expectFailure(await alice.callTool('search', { q: 'broken' }))).toEqual(openAnswer);
+  return { h, alice, bob };
+}
+
 describe('one caller whose own calls fail', () => {
   it('is refused alone when its queries time out while another caller succeeds; the other still gets answers', async () => {
     const h = await serveCallers([search], ['alice', 'bob'], { timeout: 50, resetTimeout: 10_000 });
@@ -131,18 +151,7 @@ describe('one caller whose own calls fail', () => {
   });
 
   it('after its reset period its calls run again, and its next failure refuses it again at once', async () => {
-    const h = await serveCallers([search], ['alice', 'bob'], { resetTimeout: 100 });
-    const alice = h.as('alice');
-    const bob = h.as('bob');
-    await searchOk(bob, 'order 1');
-    await searchOk(bob, 'order 2');
-    // Three of five calls failed: over 50%, which opened the breaker for everyone before.
-    for (let i = 0; i < 3; i += 1) {
-      expect(expectFailure(await alice.callTool('search', { q: 'broken' })).error).toBe('unavailable');
-    }
-    expect(h.breakers.state('search')).toBe('closed');
-    await searchOk(bob, 'order 3');
-    expect(expectFailure(await alice.callTool('search', { q: 'broken' }))).toEqual(openAnswer);
+    const { h, alice, bob } = await refuseAliceAlone();
     expect(received).toEqual(['order 1', 'order 2', 'broken', 'broken', 'broken', 'order 3']);
 
     await waitFor(() => h.breakers.stats().search!.callers.refused === 0);
@@ -166,17 +175,9 @@ describe('one caller whose own calls fail', () => {
       totals: { opened: 0, callerOpens: 2, callerShortCircuits: 2 },
     });
   });
+
   it('a success after its reset period ends its probation: its next failure counts like anyone else’s', async () => {
-    const h = await serveCallers([search], ['alice', 'bob'], { resetTimeout: 100 });
-    const alice = h.as('alice');
-    const bob = h.as('bob');
-    await searchOk(bob, 'order 1');
-    await searchOk(bob, 'order 2');
-    for (let i = 0; i < 3; i += 1) {
-      expect(expectFailure(await alice.callTool('search', { q: 'broken' })).error).toBe('unavailable');
-    }
-    await searchOk(bob, 'order 3');
-    expect(expectFailure(await alice.callTool('search', { q: 'broken' }))).toEqual(openAnswer);
+    const { h, alice } = await refuseAliceAlone();
     await waitFor(() => h.breakers.stats().search!.callers.refused === 0);
     // Let through again, her query works: the dependency serves her, as a successful probe shows.
     await searchOk(alice, 'narrow');
