@@ -18,7 +18,7 @@ import * as z from 'zod';
 import { defineTool } from './define-tool.js';
 import { createSilentLogger } from './logger.js';
 import { type RegisterToolsOptions, registerTools } from './register.js';
-import { type ErrorEnvelope, errorOf, ok } from './result.js';
+import { type ErrorEnvelope, errorOf, fail, ok, type ToolResult } from './result.js';
 import type { ToolDefinition, ToolMiddleware } from './types.js';
 
 export interface TestClientOptions {
@@ -226,6 +226,28 @@ export function expectFailure(result: CallToolResult): ErrorEnvelope {
   const envelope = errorOf(result);
   if (!envelope) throw new Error(`expected a failure, got success: ${JSON.stringify(result)}`);
   return envelope;
+}
+
+/**
+ * What a circuit breaker's deadline does, for tests of a call answered before its handler finished: a
+ * middleware that answers `timeout` after `ms` and leaves the chain below it running (its outcome, if it
+ * comes later, is not this middleware's answer). An earlier outcome is passed on as it is.
+ */
+export function answerTimeoutAfter(ms: number): ToolMiddleware {
+  return (ctx, next) =>
+    new Promise<ToolResult>((resolve, reject) => {
+      const timer = setTimeout(() => resolve(fail('timeout', `${ctx.toolName} did not finish in time.`)), ms);
+      next().then(
+        (result) => {
+          clearTimeout(timer);
+          resolve(result);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
 }
 
 export { type FaultProxy, type FaultProxyOptions, startFaultProxy } from './fault-proxy.js';

@@ -17,6 +17,7 @@ import {
   type ToolResult,
 } from '../src/index.js';
 import {
+  answerTimeoutAfter,
   connectTestClient,
   type LogEntry,
   parseResultText,
@@ -66,24 +67,6 @@ function lateWatcher(): { middleware: ToolMiddleware; outcomes: LateOutcome[]; a
       return result;
     },
   };
-}
-
-/** A middleware that answers `timeout` itself after `ms`, leaving the handler running (a breaker's deadline). */
-function deadline(ms: number): ToolMiddleware {
-  return (_ctx, next) =>
-    new Promise<ToolResult>((resolve, reject) => {
-      const timer = setTimeout(() => resolve(fail('timeout', 'did not finish in time')), ms);
-      next().then(
-        (result) => {
-          clearTimeout(timer);
-          resolve(result);
-        },
-        (error: unknown) => {
-          clearTimeout(timer);
-          reject(error);
-        },
-      );
-    });
 }
 
 async function serve(
@@ -159,7 +142,9 @@ describe('onLateOutcome', () => {
   it('hands the handler’s outcome over when a middleware’s deadline answered for it', async () => {
     const watcher = lateWatcher();
     const handler = stubborn();
-    const c = await serve(handler.tool, [watcher.middleware, deadline(20)], { abandonAfterMs: false });
+    const c = await serve(handler.tool, [watcher.middleware, answerTimeoutAfter(20)], {
+      abandonAfterMs: false,
+    });
     const answer = await c.callTool('refund', {}, { timeoutMs: 10_000 });
     expect(answer.isError).toBe(true);
     handler.settle({ ok: ok({ refund_id: 'R-2' }) });
@@ -186,7 +171,7 @@ describe('onLateOutcome', () => {
         [
           finishesLater(() => handler.settle({ ok: ok({ refund_id: 'R-4' }) })),
           watcher.middleware,
-          deadline(20),
+          answerTimeoutAfter(20),
         ],
         { abandonAfterMs: false },
       );
@@ -202,7 +187,7 @@ describe('onLateOutcome', () => {
       const crash = new Error('connection reset by peer');
       const c = await serve(
         handler.tool,
-        [watcher.middleware, finishesLater(() => handler.settle({ throw: crash })), deadline(20)],
+        [watcher.middleware, finishesLater(() => handler.settle({ throw: crash })), answerTimeoutAfter(20)],
         { abandonAfterMs: false },
       );
       const answer = await c.callTool('refund', {}, { timeoutMs: 10_000 });
@@ -224,9 +209,13 @@ describe('onLateOutcome', () => {
           input: {},
           handler: async () => own,
         });
-        const c = await serve(tool, [watcher.middleware, finishesLater(() => {}), deadline(5_000)], {
-          abandonAfterMs: false,
-        });
+        const c = await serve(
+          tool,
+          [watcher.middleware, finishesLater(() => {}), answerTimeoutAfter(5_000)],
+          {
+            abandonAfterMs: false,
+          },
+        );
         const answer = await c.callTool('refund', {}, { timeoutMs: 10_000 });
         expect(answer.isError).toBe(true);
         expect(watcher.answers).toHaveLength(1);

@@ -14,6 +14,7 @@ import {
   type ToolResult,
 } from '@toolgate/core';
 import {
+  answerTimeoutAfter,
   expectFailure,
   type FaultProxy,
   type LogEntry,
@@ -25,7 +26,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import * as z from 'zod';
 import { createIdempotency, IDEMPOTENCY_META } from '../src/index.js';
-import { breakerDeadline, refundTool, serve } from './fixtures.js';
+import { refundTool, serve } from './fixtures.js';
 import { reportRedisMissing, TEST_REDIS_URL } from './needs-redis.js';
 
 const refund = { order_id: 'A-1', amount: 25 };
@@ -209,7 +210,7 @@ describe('idempotency: what a timed-out call did after all (core hands over the 
     const client = await serve([gated.tool], {
       middleware: [
         createIdempotency({ pollIntervalMs: 10, tools: { create_refund: { claimTtlMs: 60_000 } } }),
-        breakerDeadline(20),
+        answerTimeoutAfter(20),
       ],
       logger: recordingLogger(logs),
     });

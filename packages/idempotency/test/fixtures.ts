@@ -1,12 +1,5 @@
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
-import {
-  defineTool,
-  fail,
-  ok,
-  type ToolDefinition,
-  type ToolMiddleware,
-  type ToolResult,
-} from '@toolgate/core';
+import { defineTool, fail, ok, type ToolDefinition, type ToolResult } from '@toolgate/core';
 import { serveTools } from '@toolgate/core/testing';
 import { afterEach } from 'vitest';
 import * as z from 'zod';
@@ -31,24 +24,6 @@ export function refundTool(options: { delayMs?: number; outcomes?: ('ok' | 'fail
     },
   }) as ToolDefinition;
   return { tool, runs };
-}
-
-/** What a circuit breaker's deadline does: answers `timeout` after `ms` and leaves the handler running. */
-export function breakerDeadline(ms: number): ToolMiddleware {
-  return (_ctx, next) =>
-    new Promise<ToolResult>((resolve, reject) => {
-      const timer = setTimeout(() => resolve(fail('timeout', 'create_refund did not finish in time.')), ms);
-      next().then(
-        (result) => {
-          clearTimeout(timer);
-          resolve(result);
-        },
-        (error: unknown) => {
-          clearTimeout(timer);
-          reject(error);
-        },
-      );
-    });
 }
 
 export const readTool = defineTool({

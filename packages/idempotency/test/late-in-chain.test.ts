@@ -3,11 +3,11 @@
 // waiting for its write) when the payment call comes back. The refund went through: a retry must be
 // answered it, not run it again, and not be kept waiting until claimTtlMs.
 import { defineTool, ok, type ToolDefinition, type ToolMiddleware, type ToolResult } from '@toolgate/core';
-import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
+import { answerTimeoutAfter, type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { describe, expect, it, vi } from 'vitest';
 import * as z from 'zod';
 import { createIdempotency, IDEMPOTENCY_META } from '../src/index.js';
-import { breakerDeadline, serve } from './fixtures.js';
+import { serve } from './fixtures.js';
 
 const refund = { order_id: 'A-1001', amount: 25 };
 
@@ -51,7 +51,7 @@ describe('idempotency: the handler comes back while the chain outside is still f
       middleware: [
         durableWrite,
         createIdempotency({ pollIntervalMs: 10, tools: { create_refund: { claimTtlMs: 60_000 } } }),
-        breakerDeadline(20),
+        answerTimeoutAfter(20),
       ],
       logger: recordingLogger(logs),
     });

@@ -2,11 +2,11 @@
 // (still-running) without running. A timed-out call's claim is held until claimTtlMs (its side effect may
 // still be going on): without a bound, the model's retry of it waits that long before it hears anything.
 import { createMemoryStore, defineTool, ok, type ToolDefinition, type ToolResult } from '@toolgate/core';
-import { recordingLogger } from '@toolgate/core/testing';
+import { answerTimeoutAfter, recordingLogger } from '@toolgate/core/testing';
 import { describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { createIdempotency, IDEMPOTENCY_META } from '../src/index.js';
-import { breakerDeadline, serve } from './fixtures.js';
+import { serve } from './fixtures.js';
 
 const refund = { order_id: 'A-1001', amount: 25 };
 
@@ -56,7 +56,7 @@ describe('idempotency maxWaitMs', () => {
           pollIntervalMs: 10,
           tools: { create_refund: { claimTtlMs: 60_000, maxWaitMs: 200 } },
         }),
-        breakerDeadline(20),
+        answerTimeoutAfter(20),
       ],
       logger: recordingLogger([]),
     });
