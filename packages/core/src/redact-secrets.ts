@@ -58,6 +58,26 @@ const SECRET_KEY = `(?<![A-Za-z0-9_.-])(?:[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}|${
 // A command line's long option named like a secret key, and the spaces, tabs or NULs before its value.
 const SECRET_OPTION = `(?<![A-Za-z0-9_.-])--[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}[ \\t\\0]+`;
 
+// A program's name as a whole word of a command line (also as a path's last part, or `.exe`), the
+// start of the option patterns that hold only after certain programs.
+const programWord = (names: string): string => `(?<![A-Za-z0-9_.-])(?:${names})(?:\\.exe)?(?=[\\s\\0'"]|$)`;
+const MYSQL_PROGRAM = programWord('(?:mysql|mariadb)[A-Za-z0-9_-]*');
+const CURL_PROGRAM = programWord('curl|wget|https?');
+// The rest of that program's command line up to the option: not past a line break, `;`, `|` or `&&`
+// (another command), nor past another word of the same programs. A match starts at every such word, so
+// the last one before the option takes over from there: each stretch is read from one start, not from
+// each earlier one again (`mysql mysql mysql ...` would be quadratic).
+const commandRest = (program: string): string => `(?:(?!&&|${program})[^\\r\\n;|])*?`;
+// A bare word of a command line: it ends at a quote, also at one escaped in JSON text (`\\"`), whose
+// backslash stays with it (JSON stays JSON).
+const BARE = `(?:[^\\s\\0'"\\\\]|\\\\(?!["']))`;
+// An option's value: quoted (the quotes kept; also `\\"` in JSON text), or a bare word. `$2` is the
+// quote, empty for a bare word. Each form declines what a redaction left (`-p'[REDACTED]'`).
+const OPTION_VALUE = `(?:(\\\\?["'])(?!\\[REDACTED\\]\\2)(?:(?!\\2)[^\\r\\n\\0])+\\2|(?!\\[REDACTED\\])${BARE}+)`;
+// `user:password` as an option's value: the user (`$3` quoted, `$4` bare) is kept, what follows the
+// first colon goes. Without a colon (`-u root`, `--user ann`) it is a user name alone.
+const USER_PASSWORD = `(?:(\\\\?["'])([^\\r\\n\\0:'"]*):(?!\\[REDACTED\\]\\2)(?:(?!\\2)[^\\r\\n\\0])+\\2|((?:(?!:)${BARE})*):(?!\\[REDACTED\\])${BARE}+)`;
+
 // Base64 and the line breaks of a key body: real ones, or `\n` written inside JSON text (`\\n` when
 // that JSON is itself quoted in a JSON string).
 const B64 = '[A-Za-z0-9+/]';
@@ -70,8 +90,10 @@ const B64_BREAK = '(?:\\r?\\n|(?:\\\\{1,2}r)?\\\\{1,2}n)';
  * well-known provider key shapes (GitHub, GitLab, Slack, Stripe, Google, npm, OpenAI-style `sk-`),
  * credentials in URLs, and values written under a secret-looking key in `key=value`, `key: value`,
  * JSON (`"SECRET_KEY":"..."`), `.npmrc` (`//host/:_authToken=...`) and connection-string
- * (`AccountKey=...;`) syntax. Each pattern is global; the text around a match is kept. Tuned to leave
- * ordinary text alone: order ids, dates, timestamps, UUIDs, sentences ("Basic plan", "bearer of").
+ * (`AccountKey=...;`) syntax, and passwords on command lines (`--password x`, the MySQL family's
+ * `-px`, sshpass's `-p x`, curl's `-u user:x`). Each pattern is global; the text around a match is
+ * kept. Tuned to leave ordinary text alone: order ids, dates, timestamps, UUIDs, sentences ("Basic
+ * plan", "bearer of"), other programs' `-p` and `-u` (`ssh -p 22`, `docker run -u 1000:1000`).
  */
 export const SECRET_PATTERNS: readonly SecretPattern[] = [
   {
@@ -243,6 +265,52 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     pattern: new RegExp(`(${SECRET_OPTION})(?![-\\s\\0'"]|\\[REDACTED\\])[^\\s\\0'"]+`, 'gi'),
     replace: `$1${REDACTED}`,
     requires: SECRET_KEY_WORD,
+  },
+  {
+    // The MySQL family's password attached to `-p`: `mysql -phunter2 -u root`, `mysqldump -ps3cret db`,
+    // `mariadb -p'a b'`, separated by spaces, tabs or NULs (/proc/<pid>/cmdline), or quoted (`'-pX'` of
+    // a printed argument list). Only after such a program's name on the same command line: elsewhere
+    // `-p` is a port (`ssh -p 22`) or a flag (`cp -p`, `tar -cpf`). `-p` alone prompts, `-P` is the port.
+    name: 'mysql-password-option',
+    pattern: new RegExp(`(${MYSQL_PROGRAM}${commandRest(MYSQL_PROGRAM)}[ \\t\\0'"]-p)${OPTION_VALUE}`, 'g'),
+    replace: `$1$2${REDACTED}$2`,
+    requires: /mysql|mariadb/,
+  },
+  {
+    // sshpass's password, attached or as the next word: `sshpass -p hunter2 ssh host`, `sshpass -phunter2`.
+    // Only among sshpass's own options (`-v`, `-P prompt`), before the command it runs: that command's
+    // `-p` (`ssh -p 22`) is its own.
+    name: 'sshpass-password',
+    pattern: new RegExp(
+      `((?<![A-Za-z0-9_.-])sshpass(?:\\.exe)?(?:[ \\t\\0]+-(?:v|P[ \\t\\0]*[^\\s\\0]+))*[ \\t\\0]+-p[ \\t\\0]*)${OPTION_VALUE}`,
+      'g',
+    ),
+    replace: `$1$2${REDACTED}$2`,
+    requires: /sshpass/,
+  },
+  {
+    // curl's `-u admin:s3cret` (`--user`), `-U u:p` (`--proxy-user`), also after its silent/fail/follow
+    // flags (`-su admin:s3cret`), and HTTPie's `-a user:pass`: the user name stays. Only after a curl,
+    // wget or http(s) program name on the same command line, because elsewhere `-u` is a user (`mysql -u
+    // root`, which has no colon) or `uid:gid` (`docker run -u 1000:1000`, left alone).
+    name: 'cli-user-password',
+    pattern: new RegExp(
+      `(${CURL_PROGRAM}${commandRest(CURL_PROGRAM)}[ \\t\\0'"]-(?:[fsSLkvi]*[uU]|a)[ \\t\\0]*)${USER_PASSWORD}`,
+      'g',
+    ),
+    replace: `$1$2$3$4:${REDACTED}$2`,
+    requires: /curl|wget|http/,
+  },
+  {
+    // `--user admin:s3cret`, `--user=admin:s3cret`, `--proxy-user u:p`, `--auth u:p` after any program:
+    // these long names take `user:password` in curl, wget, HTTPie and their kin. `docker run --user
+    // 1000:1000` loses its gid to this (harmless); a value without a colon (`--user ann`) stays. The
+    // option starts a word: one inside another's value (`--user=--user=...`) is no second start that
+    // reads the rest of the word again.
+    name: 'cli-user-password',
+    pattern: new RegExp(`((?<![^\\s\\0'"])--(?:proxy-user|user|auth)(?:=|[ \\t\\0]+))${USER_PASSWORD}`, 'g'),
+    replace: `$1$2$3$4:${REDACTED}$2`,
+    requires: /--(?:proxy-user|user|auth)/,
   },
 ];
 

@@ -16,6 +16,40 @@ const SECRETS: readonly (readonly [string, string])[] = [
     'mysql\u0000--password\u0000hunter2\u0000-u\u0000root',
     `mysql\u0000--password\u0000${R}\u0000-u\u0000root`,
   ],
+  // Passwords of short options, which only some programs give them: the MySQL family's `-p` with the
+  // password attached, sshpass's `-p`, and curl's (wget's, HTTPie's) `user:password` (the user stays).
+  ['Command failed: mysql -phunter2 -u root', `Command failed: mysql -p${R} -u root`],
+  ['mysqldump -ps3cret db > /tmp/db.sql', `mysqldump -p${R} db > /tmp/db.sql`],
+  ["mariadb -p'a b' -e 'select 1'", `mariadb -p'${R}' -e 'select 1'`],
+  [
+    '/usr/bin/mysqladmin -h db -P 3306 -uroot -p"pw 2" status',
+    `/usr/bin/mysqladmin -h db -P 3306 -uroot -p"${R}" status`,
+  ],
+  ['mysql\u0000-phunter2\u0000-u\u0000root', `mysql\u0000-p${R}\u0000-u\u0000root`],
+  [
+    "cmd: 'mysql -phunter2 -u root', spawnargs: [ 'mysql-dump', '-ps3cret' ]",
+    `cmd: 'mysql -p${R} -u root', spawnargs: [ 'mysql-dump', '-p${R}' ]`,
+  ],
+  [
+    '{"cmd":"mysql -p\\"a b\\" db","err":"ran \\"mysql -phunter2\\""}',
+    `{"cmd":"mysql -p\\"${R}\\" db","err":"ran \\"mysql -p${R}\\""}`,
+  ],
+  ['sshpass -p hunter2 ssh -p 22 host', `sshpass -p ${R} ssh -p 22 host`],
+  ['sshpass -phunter2 scp a host:b', `sshpass -p${R} scp a host:b`],
+  ['sshpass\u0000-v\u0000-p\u0000hunter2\u0000ssh', `sshpass\u0000-v\u0000-p\u0000${R}\u0000ssh`],
+  ['curl -u admin:s3cret https://api.example.com/x', `curl -u admin:${R} https://api.example.com/x`],
+  ['curl --user admin:s3cret https://x', `curl --user admin:${R} https://x`],
+  ['curl --user=admin:s3cret https://x', `curl --user=admin:${R} https://x`],
+  [
+    'curl -x proxy:3128 --proxy-user u:p -U u2:p:2 https://x',
+    `curl -x proxy:3128 --proxy-user u:${R} -U u2:${R} https://x`,
+  ],
+  ['curl -fsSu \'admin:s 3\' "https://x/?a=1&b=2"', `curl -fsSu 'admin:${R}' "https://x/?a=1&b=2"`],
+  ['curl\u0000-u\u0000admin:s3cret\u0000https://x', `curl\u0000-u\u0000admin:${R}\u0000https://x`],
+  [
+    'http -a ann:pw example.org && wget --auth=bob:pw2 x',
+    `http -a ann:${R} example.org && wget --auth=bob:${R} x`,
+  ],
   ['{"SECRET_KEY":"s3cr3t value","user":"ann"}', `{"SECRET_KEY":"${R}","user":"ann"}`],
   ['{"password": "a\\"b", "pin": null}', `{"password": "${R}", "pin": null}`],
   ["x_api_key='k-123' then", `x_api_key='${R}' then`],
@@ -110,6 +144,15 @@ const SECRETS: readonly (readonly [string, string])[] = [
 // Ordinary text a model reads: none of it may change.
 const ORDINARY: readonly string[] = [
   'run with --max-tokens 1500 --token-count 3 --password-file /run/secrets/db --password --user ann',
+  // Short options that carry no password here: mysql's prompt (`-p` alone) and port (`-P`), other
+  // programs' `-p` and `-u`, and a user name without a password.
+  'mysql -p -u root; mysql -P 3306 -u root -p',
+  'mysqldump -p\u0000db',
+  'ssh -p 22 host; scp -P 2222 a host:b',
+  'docker run -u 1000:1000 img && sudo -u www-data id',
+  'tar -cpf x.tar dir; cp -p a b; grep -u x; mkdir -p /tmp/a-b',
+  'curl -u admin https://x; wget -a log.txt https://x',
+  'mysql -u root && cp -pr a b | tar -cpf - . ; curl -u ann https://x && ssh -p 22 h',
   'Order 4000123412341234 shipped on 2026-11-29. See https://example.com/track?id=7.',
   'Created 2026-11-30T10:00:00.000Z, updated 2026-11-30 10:00:00+00, id 3f2b8c1e-9a4d-4c1b-8f5e-2d7a6b9c0e1f.',
   'max_tokens: 1500, token_count=3, tokens used: 12, passwordless login is on.',
@@ -220,7 +263,7 @@ describe('redactSecrets', () => {
     expect(performance.now() - started).toBeLessThan(1_500);
   });
 
-  it('scans escaped and URL-encoded keys without a secret after them once (no retry from every key)', () => {
+  it('scans escaped and URL-encoded keys and command-line options without a secret after them once (no retry from every key)', () => {
     // As above, the bound tells a linear scan from a quadratic one; the texts are 200-340 KB.
     const started = performance.now();
     const texts = [
@@ -231,9 +274,21 @@ describe('redactSecrets', () => {
       'token\\" : \\'.repeat(30_000),
       '1234567890:AA'.repeat(20_000),
       'abc8Q~'.repeat(40_000),
+      // Command lines: program names and options each pattern may start at, without a password after
+      // them (`--user=` inside a `--user=` value once read the rest of the run again from each).
+      `${'-p'.repeat(150_000)} mysql`,
+      `mysql${' -p -P 1'.repeat(40_000)}`,
+      'mysql '.repeat(50_000),
+      `mysql ${"-p' ".repeat(75_000)}`,
+      `curl ${'-u a:'.repeat(60_000)}`,
+      `curl${' -u a'.repeat(75_000)}`,
+      `curl -${'u'.repeat(300_000)}`,
+      '--user='.repeat(45_000),
+      `sshpass${' -P x'.repeat(75_000)}`,
     ];
     for (const text of texts) expect(redactSecretsInText(text).length).toBeGreaterThan(0);
     expect(redactSecretsInText(`password\\":\\"${'a'.repeat(200_000)}\\"`)).toBe(`password\\":\\"${R}\\"`);
+    expect(redactSecretsInText(`mysql ${'-p'.repeat(150_000)}`)).toBe(`mysql -p${R}`);
     expect(performance.now() - started).toBeLessThan(3_000);
   });
 

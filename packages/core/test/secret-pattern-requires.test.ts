@@ -25,6 +25,14 @@ const MATCHED: readonly string[] = [
   'mysql --password hunter2',
   'app\u0000--Client-Secret\u0000"a b"',
   "deploy --X_API_KEY\t'k 1'",
+  'Command failed: mysql -phunter2 -u root',
+  "mariadb-dump\u0000-p'a b'\u0000db",
+  'sshpass -p hunter2 ssh host',
+  'sshpass -v -P assword: -phunter2',
+  'curl -fsSu admin:s3cret https://x',
+  'wget\u0000-U\u0000"u:p w"',
+  'x --proxy-user u:p',
+  "--user='admin:s 3'",
   `key material MII${'A'.repeat(64)}== end`,
   `EC key MHcCAQEE${'b'.repeat(48)}`,
   `ed key MC4CAQAw${'c'.repeat(48)}`,
@@ -38,7 +46,7 @@ function matches(pattern: SecretPattern, text: string): boolean {
 }
 
 describe('SecretPattern.requires: a cheaper test every text the pattern matches passes', () => {
-  it('the costly patterns (der-key, key-value-secret, cli-option-secret) each declare one', () => {
+  it('the costly patterns (der-key, key-value-secret and the command-line options) each declare one', () => {
     expect(gated.map((pattern) => pattern.name)).toEqual([
       'der-key',
       'der-key',
@@ -46,6 +54,10 @@ describe('SecretPattern.requires: a cheaper test every text the pattern matches 
       'key-value-secret',
       'cli-option-secret',
       'cli-option-secret',
+      'mysql-password-option',
+      'sshpass-password',
+      'cli-user-password',
+      'cli-user-password',
     ]);
   });
 
@@ -94,6 +106,26 @@ describe('SecretPattern.requires: a cheaper test every text the pattern matches 
       '\t',
       '--',
       '\u0000',
+      'mysql',
+      'mariadb-dump',
+      'sshpass',
+      'curl',
+      'wget',
+      'http',
+      ' -p',
+      '-P',
+      '-u ',
+      '-U',
+      '-a',
+      '-s',
+      '-v',
+      '--user',
+      '--proxy-user',
+      '--auth',
+      ':',
+      '/',
+      '&&',
+      '|',
       'hunter2',
       'x',
       '&',
