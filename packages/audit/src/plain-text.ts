@@ -23,11 +23,34 @@ export function isPlainId(text: string): boolean {
 
 /**
  * `isPlainId` text that cannot open a secret split over sibling strings either (core's
- * `SPLIT_SECRET_OPENER`, whose only plain-text form is `Bearer` or `Basic` at a string's end): an
- * argument string the redacted-JSON writer may quote as it is, without running the patterns.
+ * `SPLIT_SECRET_OPENER`, whose plain-text forms are `Bearer` or `Basic` at a string's end, and a
+ * command's argument that may take a secret as the next one: an option such as `--password` or `-u`,
+ * a program such as `curl`, `sshpass` or `mysqldump`): an argument string the redacted-JSON writer may
+ * quote as it is, without running the patterns.
  */
 export function isPlainValue(text: string): boolean {
-  return isPlainId(text) && !endsWithWord(text, 'basic') && !endsWithWord(text, 'bearer');
+  return (
+    isPlainId(text) &&
+    !endsWithWord(text, 'basic') &&
+    !endsWithWord(text, 'bearer') &&
+    !mayOpenArgvSecret(text)
+  );
+}
+
+// The programs among the opener's plain forms, by their first letter (lower-cased).
+const ARGV_PROGRAM = /^(?:sshpass|curl|wget|https?|(?:mysql|mariadb)[a-z0-9_-]*)(?:\.exe)?$/i;
+const PROGRAM_INITIALS = new Set(['s', 'c', 'w', 'h', 'm'].map((letter) => letter.charCodeAt(0)));
+
+/**
+ * Whether plain text may be a command's argument that core reads the next argument after: any option
+ * (a leading `-`; core's list is `--password`-like names, `--user`, `-u`), or a program whose options
+ * carry passwords. Wider than core's opener on purpose: such text goes to the general walk, which
+ * decides; an id starting with `-` is rare.
+ */
+function mayOpenArgvSecret(text: string): boolean {
+  const first = text.charCodeAt(0);
+  if (first === 0x2d) return true;
+  return PROGRAM_INITIALS.has(first | 0x20) && ARGV_PROGRAM.test(text);
 }
 
 /** Whether `text` ends in `word` (lower-case letters), in any letter case. */

@@ -147,6 +147,24 @@ describe('createRedactedJson: exactly canonicalJson of core redaction, in one pa
     expect(fast({ lines: ['log start', ...KEY_LINES, 'log end'] })).toContain('log end');
   });
 
+  it('a command’s argument array keeps no password (the plain-string shortcut hands it to the walk)', () => {
+    const fast = createRedactedJson(DEFAULT_SECRET_KEYS, SECRET_PATTERNS);
+    const general = createSecretRedactor({ keys: DEFAULT_SECRET_KEYS, patterns: SECRET_PATTERNS });
+    const argvs = [
+      { argv: ['mysql', '--password', 'hunter2'] },
+      { argv: ['mysql', '-phunter2', '-u', 'root'] },
+      { spawnargs: ['-u', 'admin:hunter2', 'https://x'] },
+      { argv: ['curl', '-u', 'admin:hunter2', 'https://x'] },
+      { argv: ['sshpass', '-p', 'hunter2', 'ssh', 'host'] },
+      { argv: ['vault', 'login', '--token', 'hunter2'] },
+    ];
+    for (const value of argvs) {
+      const text = fast(value);
+      expect(text, JSON.stringify(value)).not.toContain('hunter2');
+      expect(text).toBe(canonicalJson(general(value)));
+    }
+  });
+
   it('redacts secrets inside keys', () => {
     const fast = createRedactedJson(DEFAULT_SECRET_KEYS, SECRET_PATTERNS);
     const text = fast({ order: { 'postgres://app:s3cret@db:5432/o': 'down' } });
@@ -198,7 +216,28 @@ describe('plain values skip the patterns only where no pattern of core matches t
   ];
   const chars = 'abcdefxyzABCXYZ0189_.-';
   const words = ['basic', 'Basic', 'BASIC', 'bearer', 'Bearer', 'BEARER', 'bAsIc'];
-  const texts: string[] = [...words, ...words.map((word) => `x${word}`), 'v123', 'req-42', '2026-01-02'];
+  // Whole texts that open a secret in an argument array: an option or a program whose options carry one.
+  const argvWords = [
+    '-u',
+    '-U',
+    '--user',
+    '--auth',
+    '--password',
+    '--db-token',
+    'curl',
+    'CURL',
+    'wget.exe',
+    'http',
+  ];
+  argvWords.push('https', 'sshpass', 'mysql', 'mysqldump', 'mariadb-dump', 'MySQLAdmin');
+  const texts: string[] = [
+    ...words,
+    ...words.map((word) => `x${word}`),
+    ...argvWords,
+    'v123',
+    'req-42',
+    '2026-01-02',
+  ];
   let state = 0x2545f491;
   const next = (bound: number): number => {
     state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
@@ -237,6 +276,25 @@ describe('plain values skip the patterns only where no pattern of core matches t
       expect(isPlainValue(`x${word}`)).toBe(false);
     }
     expect(isPlainValue('basics')).toBe(true);
+  });
+
+  it('an argument that may take a secret as the next one is not accepted', () => {
+    for (const word of [
+      '-u',
+      '--password',
+      '--user',
+      'curl',
+      'Curl',
+      'sshpass',
+      'mysqldump',
+      'wget.exe',
+      '-1',
+    ]) {
+      expect(isPlainValue(word), word).toBe(false);
+    }
+    for (const word of ['curly', 'mysql_x.y', 'shell', 'u', 'cwd', 'http2', 'req-42']) {
+      expect(isPlainValue(word), word).toBe(true);
+    }
   });
 
   it('with a custom pattern, plain text still runs the patterns', () => {

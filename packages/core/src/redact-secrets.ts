@@ -66,8 +66,10 @@ const CURL_PROGRAM = programWord('curl|wget|https?');
 // The rest of that program's command line up to the option: not past a line break, `;`, `|` or `&&`
 // (another command), nor past another word of the same programs. A match starts at every such word, so
 // the last one before the option takes over from there: each stretch is read from one start, not from
-// each earlier one again (`mysql mysql mysql ...` would be quadratic).
-const commandRest = (program: string): string => `(?:(?!&&|${program})[^\\r\\n;|])*?`;
+// each earlier one again (`mysql mysql mysql ...` would be quadratic). Up to the first such option, or
+// with `last` up to the last one.
+const commandRest = (program: string, last = false): string =>
+  `(?:(?!&&|${program})[^\\r\\n;|])*${last ? '' : '?'}`;
 // A bare word of a command line: it ends at a quote, also at one escaped in JSON text (`\\"`), whose
 // backslash stays with it (JSON stays JSON).
 const BARE = `(?:[^\\s\\0'"\\\\]|\\\\(?!["']))`;
@@ -77,6 +79,17 @@ const OPTION_VALUE = `(?:(\\\\?["'])(?!\\[REDACTED\\]\\2)(?:(?!\\2)[^\\r\\n\\0])
 // `user:password` as an option's value: the user (`$3` quoted, `$4` bare) is kept, what follows the
 // first colon goes. Without a colon (`-u root`, `--user ann`) it is a user name alone.
 const USER_PASSWORD = `(?:(\\\\?["'])([^\\r\\n\\0:'"]*):(?!\\[REDACTED\\]\\2)(?:(?!\\2)[^\\r\\n\\0])+\\2|((?:(?!:)${BARE})*):(?!\\[REDACTED\\])${BARE}+)`;
+
+// A printed argument list (`util.inspect`'s `[ 'mysql', '--password', 'x' ]`, JSON's `["-u","a:x"]`, and
+// `[\\"-u\\",\\"a:x\\"]` in JSON inside a JSON string): an option as a whole item, `$2` its quote, and
+// what stands between it and the next item (its closing quote, a comma, spaces or line breaks).
+const printedItem = (option: string): string => `(\\\\?["'])${option}\\2,\\s*`;
+// The next item as an option's value: its quotes kept (`$3`), what is between them goes. An escaped
+// character (`\\'`, `\\"`) is read as one, so the closing quote is the item's own and JSON stays JSON. An
+// item starting with `-` is the next option.
+const PRINTED_VALUE = `(\\\\?["'])(?!-|\\[REDACTED\\]\\3)(?:(?!\\3)(?:\\\\.|[^\\\\\\r\\n]))*\\3`;
+// `user:password` as the next item: the user (`$4`) is kept, what follows its first colon goes.
+const PRINTED_USER_PASSWORD = `(\\\\?["'])((?:(?!\\3)(?:\\\\.|[^\\\\\\r\\n:]))*):(?!\\[REDACTED\\]\\3)(?:(?!\\3)(?:\\\\.|[^\\\\\\r\\n]))+\\3`;
 
 // Base64 and the line breaks of a key body: real ones, or `\n` written inside JSON text (`\\n` when
 // that JSON is itself quoted in a JSON string).
@@ -267,12 +280,32 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     requires: SECRET_KEY_WORD,
   },
   {
+    // The same option and its value as items of a printed argument list: `[ 'mysql', '--password', 'x' ]`
+    // (util.inspect, as loggers print a spawn error's `spawnargs`, also over its line breaks) and
+    // `["--password","x"]` (its JSON). The item's quotes stay, so the list stays balanced.
+    name: 'cli-option-secret',
+    pattern: new RegExp(`(${printedItem(`--[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}`)})${PRINTED_VALUE}`, 'gi'),
+    replace: `$1$3${REDACTED}$3`,
+    requires: /["']--/,
+  },
+  {
     // The MySQL family's password attached to `-p`: `mysql -phunter2 -u root`, `mysqldump -ps3cret db`,
     // `mariadb -p'a b'`, separated by spaces, tabs or NULs (/proc/<pid>/cmdline), or quoted (`'-pX'` of
     // a printed argument list). Only after such a program's name on the same command line: elsewhere
     // `-p` is a port (`ssh -p 22`) or a flag (`cp -p`, `tar -cpf`). `-p` alone prompts, `-P` is the port.
     name: 'mysql-password-option',
     pattern: new RegExp(`(${MYSQL_PROGRAM}${commandRest(MYSQL_PROGRAM)}[ \\t\\0'"]-p)${OPTION_VALUE}`, 'g'),
+    replace: `$1$2${REDACTED}$2`,
+    requires: /mysql|mariadb/,
+  },
+  {
+    // A later `-p` on the same command line (`mysql -pa -pb`): the one above takes the first, this one
+    // the last (a third between them is left).
+    name: 'mysql-password-option',
+    pattern: new RegExp(
+      `(${MYSQL_PROGRAM}${commandRest(MYSQL_PROGRAM, true)}[ \\t\\0'"]-p)${OPTION_VALUE}`,
+      'g',
+    ),
     replace: `$1$2${REDACTED}$2`,
     requires: /mysql|mariadb/,
   },
@@ -302,6 +335,24 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     requires: /curl|wget|http/,
   },
   {
+    // The same as items of a printed argument list: `[ 'curl', '-u', 'admin:x' ]`, `["curl","-u","a:x"]`.
+    name: 'cli-user-password',
+    pattern: new RegExp(
+      `(${CURL_PROGRAM}${commandRest(CURL_PROGRAM)}${printedItem('-(?:[fsSLkvi]*[uU]|a)')})${PRINTED_USER_PASSWORD}`,
+      'g',
+    ),
+    replace: `$1$3$4:${REDACTED}$3`,
+    requires: /curl|wget|http/,
+  },
+  {
+    // A printed list that starts with `-u`/`-U`: a program's arguments without its name, as Node's spawn
+    // errors print `spawnargs` (`[ '-u', 'admin:x', 'https://host' ]`, the program in `path`).
+    name: 'cli-user-password',
+    pattern: new RegExp(`(\\[\\s*${printedItem('-[uU]')})${PRINTED_USER_PASSWORD}`, 'g'),
+    replace: `$1$3$4:${REDACTED}$3`,
+    requires: /-[uU]/,
+  },
+  {
     // `--user admin:s3cret`, `--user=admin:s3cret`, `--proxy-user u:p`, `--auth u:p` after any program:
     // these long names take `user:password` in curl, wget, HTTPie and their kin. `docker run --user
     // 1000:1000` loses its gid to this (harmless); a value without a colon (`--user ann`) stays. The
@@ -310,6 +361,13 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     name: 'cli-user-password',
     pattern: new RegExp(`((?<![^\\s\\0'"])--(?:proxy-user|user|auth)(?:=|[ \\t\\0]+))${USER_PASSWORD}`, 'g'),
     replace: `$1$2$3$4:${REDACTED}$2`,
+    requires: /--(?:proxy-user|user|auth)/,
+  },
+  {
+    // The same as items of a printed argument list: `[ '--user', 'admin:x' ]`, `["--proxy-user","u:x"]`.
+    name: 'cli-user-password',
+    pattern: new RegExp(`(${printedItem('--(?:proxy-user|user|auth)')})${PRINTED_USER_PASSWORD}`, 'g'),
+    replace: `$1$3$4:${REDACTED}$3`,
     requires: /--(?:proxy-user|user|auth)/,
   },
 ];
@@ -410,13 +468,15 @@ export function createSecretRedactor(options: RedactSecretsOptions = {}): (value
   // A key is a string the reader sees too: a URL with credentials used as a key must not survive.
   const walkOptions: MapStringsOptions = { maxDepth, replaceEntry, mapKey: redactText };
   const onSplit = options.onSplitSecret;
+  // The command-line patterns among `patterns`: their rules also read argument arrays.
+  const names = new Set(patterns.map((pattern) => pattern.name));
   return (value) => {
     if (typeof value !== 'object' || value === null || !hasSplitOpener(value, maxDepth)) {
       return mapStrings(value, redactText, walkOptions);
     }
     // Rare: a plain copy first (read once), its split secrets cut, then the copy redacted as usual.
     const copy = mapStrings(value, (text) => text, { maxDepth });
-    cutSplitSecrets(copy, patterns, onSplit);
+    cutSplitSecrets(copy, patterns, names, onSplit);
     return mapStrings(copy, redactText, walkOptions);
   };
 }
@@ -443,15 +503,27 @@ function normaliseKey(key: string): string {
 // all but its first piece. Patterns that read across a line break can join such pieces: a private key
 // block, `Bearer`/`Basic` and the token after it, an AWS key id and its secret. A run is joined with
 // line breaks and scanned only when one of its strings opens such a secret (a cheap test), so plain
-// arrays cost that test per string and nothing more.
+// arrays cost that test per string and nothing more. A command's argument array is read item by item
+// instead (see `cutArgvSecrets`): joined, a value with spaces would be cut at its first space.
+const JOINED_SECRET_OPENER =
+  /-----(?:BEGIN|END) |(?<![A-Za-z0-9+/])(?:MII|MIG|MHcCAQEE|MC4CAQAw)[A-Za-z0-9+/]{20}|\b(?:[Bb]earer|BEARER|[Bb]asic|BASIC)[ \t]*$|\b(?:AKIA|ASIA)[0-9A-Z]{16}[ \t:,;]*$/;
+// Whole arguments after which the next one may be a secret: a long option named like a secret key
+// (`--password`, `--client-secret`; not `--password-file`, `--max-tokens`), `--user`, `--proxy-user`,
+// `--auth`, a bare `-u`/`-U` (an array of a program's arguments without its name, as Node's `spawnargs`),
+// and the programs whose short options carry passwords (`sshpass`, `curl`, `mysql`, also as a path).
+const ARGV_SECRET_OPTION = `--[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}`;
+const ARGV_PROGRAM = /(?<![^/\\])(?:(sshpass)|(curl|wget|https?)|(mysql|mariadb)[A-Za-z0-9_-]*)(?:\.exe)?$/;
+const ARGV_OPENER = `^(?:${ARGV_SECRET_OPTION}|--(?:proxy-user|user|auth)|-u)$|${ARGV_PROGRAM.source}`;
+
 /**
  * True for a string that may open (or close) a secret split over sibling strings: a private key's
  * BEGIN or END line or the first line of its body, `Bearer`/`Basic` at a string's end, an AWS key id
- * at a string's end. A redactor that skips `createSecretRedactor`'s walk for speed (audit's JSON
- * writer) hands any value holding such a string to that walk instead.
+ * at a string's end; and a command-line argument that may take a secret as the next one (`--password`,
+ * `--user`, `-u`, `sshpass`, `curl`, `mysql`: see `cutArgvSecrets`). Case-insensitive. A redactor that
+ * skips `createSecretRedactor`'s walk for speed (audit's JSON writer) hands any value holding such a
+ * string to that walk instead.
  */
-export const SPLIT_SECRET_OPENER: RegExp =
-  /-----(?:BEGIN|END) |(?<![A-Za-z0-9+/])(?:MII|MIG|MHcCAQEE|MC4CAQAw)[A-Za-z0-9+/]{20}|\b(?:[Bb]earer|BEARER|[Bb]asic|BASIC)[ \t]*$|\b(?:AKIA|ASIA)[0-9A-Z]{16}[ \t:,;]*$/;
+export const SPLIT_SECRET_OPENER: RegExp = new RegExp(`${JOINED_SECRET_OPENER.source}|${ARGV_OPENER}`, 'i');
 
 /** Whether a run of sibling strings in `value` (at any depth) holds a string that may open a split secret. */
 function hasSplitOpener(value: object, maxDepth: number): boolean {
@@ -504,6 +576,7 @@ function plainValues(node: object): unknown[] | undefined {
 function cutSplitSecrets(
   node: unknown,
   patterns: readonly SecretPattern[],
+  names: ReadonlySet<string>,
   onSplit: ((name: string) => void) | undefined,
 ): void {
   if (typeof node !== 'object' || node === null) return;
@@ -513,11 +586,13 @@ function cutSplitSecrets(
   for (const key of keys) {
     const entry = record[key];
     if (typeof entry === 'string') run.push(key);
-    else cutSplitSecrets(entry, patterns, onSplit);
+    else cutSplitSecrets(entry, patterns, names, onSplit);
   }
   if (run.length < 2) return;
+  if (!run.some((key) => SPLIT_SECRET_OPENER.test(record[key] as string))) return;
+  if (Array.isArray(node)) cutArgvSecrets(node, names, onSplit);
   const items = run.map((key) => record[key] as string);
-  if (!items.some((item) => SPLIT_SECRET_OPENER.test(item))) return;
+  if (!items.some((item) => JOINED_SECRET_OPENER.test(item))) return;
   const cut = redactSplitSecrets(items, patterns, onSplit);
   for (const [index, key] of run.entries()) {
     if (cut[index] === items[index]) continue;
@@ -529,6 +604,102 @@ function cutSplitSecrets(
       configurable: true,
     });
   }
+}
+
+// An argument array's options whose value is the next argument or attached (`-pX`), by program.
+const ARGV_SECRET_NAME = new RegExp(`^${ARGV_SECRET_OPTION}$`, 'i');
+const ARGV_USER_OPTION = /^--(?:proxy-user|user|auth)$/;
+const CURL_USER_OPTION = /^-(?:[fsSLkvi]*[uU]|a)(.*)$/;
+const SSHPASS_PASSWORD = /^-p(.*)$/;
+const MYSQL_PASSWORD = /^-p(.+)$/;
+
+/**
+ * A command's argument array (`['mysql', '--password', 'x']`, a spawn error's `spawnargs`), its secrets
+ * cut in place, by the rules of the command-line patterns in `names`: the argument after a long option
+ * named like a secret key (`cli-option-secret`; one starting with `-` is the next option), the password
+ * of `user:password` after `--user`, `--proxy-user`, `--auth`, and after curl's `-u`/`-U` (also attached,
+ * `-uadmin:x`; HTTPie's `-a`) after a `curl`, `wget` or `http` item, or in an array that starts with an
+ * option (a program's arguments without its name: Node's `spawnargs` leave it out) (`cli-user-password`),
+ * sshpass's `-p`, next or attached, among its own options (`sshpass-password`), and every `-pX` after a
+ * MySQL-family item (`mysql-password-option`). Each value is the whole argument, spaces and all.
+ */
+function cutArgvSecrets(
+  items: unknown[],
+  names: ReadonlySet<string>,
+  onSplit: ((name: string) => void) | undefined,
+): void {
+  const first = items[0];
+  // What the options read so far belong to: `args` for an array of options without a program's name.
+  let program: 'sshpass' | 'curl' | 'mysql' | 'args' | undefined =
+    typeof first === 'string' && first.startsWith('-') ? 'args' : undefined;
+  const cut = (index: number, text: string, name: string): void => {
+    items[index] = text;
+    onSplit?.(name);
+  };
+  for (let index = 0; index < items.length; index += 1) {
+    const item = items[index];
+    if (typeof item !== 'string') continue;
+    const next = items[index + 1];
+    const value = typeof next === 'string' && next !== REDACTED ? next : undefined;
+    const found = ARGV_PROGRAM.exec(item);
+    if (found !== null) {
+      program = found[1] !== undefined ? 'sshpass' : found[2] !== undefined ? 'curl' : 'mysql';
+      continue;
+    }
+    if (ARGV_SECRET_NAME.test(item)) {
+      if (value === undefined || value === '' || value.startsWith('-')) continue;
+      if (names.has('cli-option-secret')) cut(index + 1, REDACTED, 'cli-option-secret');
+      index += 1;
+      continue;
+    }
+    const attachedUser = program === 'curl' ? CURL_USER_OPTION.exec(item) : null;
+    const userOption =
+      attachedUser !== null ||
+      ARGV_USER_OPTION.test(item) ||
+      (program === 'args' && (item === '-u' || item === '-U'));
+    if (userOption && names.has('cli-user-password')) {
+      // `-uadmin:x`: the user and password attached. A value without a colon is a user alone.
+      const attached = attachedUser?.[1] ?? '';
+      if (attached !== '') {
+        const redacted = withoutPassword(attached);
+        if (redacted !== attached)
+          cut(index, `${item.slice(0, -attached.length)}${redacted}`, 'cli-user-password');
+      } else if (value !== undefined && withoutPassword(value) !== value) {
+        cut(index + 1, withoutPassword(value), 'cli-user-password');
+        index += 1;
+      }
+      continue;
+    }
+    if (program === 'sshpass') {
+      const password = SSHPASS_PASSWORD.exec(item);
+      if (password !== null && names.has('sshpass-password')) {
+        if (password[1] !== '') {
+          if (password[1] !== REDACTED) cut(index, `-p${REDACTED}`, 'sshpass-password');
+        } else if (value !== undefined) {
+          cut(index + 1, REDACTED, 'sshpass-password');
+          index += 1;
+        }
+      } else if (item === '-P') {
+        // The prompt to wait for is its own argument.
+        index += 1;
+      } else if (!item.startsWith('-')) {
+        // The command sshpass runs: its `-p` (`ssh -p 22`) is its own.
+        program = undefined;
+      }
+      continue;
+    }
+    if (program === 'mysql' && names.has('mysql-password-option')) {
+      const password = MYSQL_PASSWORD.exec(item);
+      if (password !== null && password[1] !== REDACTED) cut(index, `-p${REDACTED}`, 'mysql-password-option');
+    }
+  }
+}
+
+/** `user:password` with what follows the first colon redacted; text without a colon as it is. */
+function withoutPassword(text: string): string {
+  const colon = text.indexOf(':');
+  if (colon < 0 || text.slice(colon + 1) === REDACTED || colon === text.length - 1) return text;
+  return `${text.slice(0, colon + 1)}${REDACTED}`;
 }
 
 /**

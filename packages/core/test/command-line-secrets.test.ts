@@ -2,7 +2,7 @@
 // tools/call. Node's exec errors print the command line (`Command failed: ...`), and a careless handler
 // hands that message to the model.
 import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
+import { inspect, promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { createSilentLogger, defineTool, fail, ok, REDACTED } from '../src/index.js';
@@ -58,6 +58,61 @@ describe('a short option’s password in a failed command’s message', () => {
     client = await serveTools([tool], { logger: createSilentLogger() });
     const result = await client.callTool('restore_db', {});
     expect(expectFailure(result).error).toBe('internal');
+    expect(JSON.stringify(result)).not.toContain('hunter2');
+  });
+});
+
+/** A real failed execFile: the program is not there, and Node's error lists its arguments. */
+async function failedRun(file: string, args: string[]): Promise<Error & { spawnargs?: string[] }> {
+  try {
+    await run(file, args);
+  } catch (error) {
+    return error as Error & { spawnargs?: string[] };
+  }
+  throw new Error(`${file} ran`);
+}
+
+describe('a password among a failed command’s arguments, as an array and as the error printed', () => {
+  const cases: [string, string[], string[]][] = [
+    ['mysql', ['--password', 'hunter2', '-u', 'root'], ['--password', R, '-u', 'root']],
+    // Node's `spawnargs` leave the program out: `-u` first is read as curl's.
+    ['curl', ['-u', 'admin:hunter2', 'https://example.com/'], ['-u', `admin:${R}`, 'https://example.com/']],
+  ];
+
+  it.each(cases)('%s: the error’s spawnargs in the failure’s _meta', async (program, args, expected) => {
+    const tool = defineTool({
+      name: 'sync_db',
+      description: 'Syncs the database.',
+      input: {},
+      handler: async () => {
+        const error = await failedRun(`/nonexistent/${program}`, args);
+        expect(error.spawnargs).toEqual(args);
+        const result = fail('unavailable', 'Sync failed.');
+        result._meta = { ...result._meta, spawn: { path: program, spawnargs: error.spawnargs } };
+        return result;
+      },
+    });
+    client = await serveTools([tool]);
+    const result = await client.callTool('sync_db', {});
+    expect(result._meta?.spawn).toEqual({ path: program, spawnargs: expected });
+    expect(JSON.stringify(result)).not.toContain('hunter2');
+  });
+
+  it.each(cases)('%s: the error as util.inspect and JSON print it, in the message', async (program, args) => {
+    const tool = defineTool({
+      name: 'sync_db',
+      description: 'Syncs the database.',
+      input: {},
+      handler: async () => {
+        const error = await failedRun(`/nonexistent/${program}`, args);
+        return fail('unavailable', `Sync failed: ${inspect(error)} ${JSON.stringify(error)}`);
+      },
+    });
+    client = await serveTools([tool]);
+    const result = await client.callTool('sync_db', {});
+    const { message } = expectFailure(result);
+    expect(message).toContain('spawnargs: [');
+    expect(message).toContain('"spawnargs":[');
     expect(JSON.stringify(result)).not.toContain('hunter2');
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { REDACTED, redactSecrets, redactSecretsInText } from '../src/index.js';
+import { createSecretRedactor, REDACTED, redactSecrets, redactSecretsInText } from '../src/index.js';
 
 const R = REDACTED;
 const BCRYPT = '$2b$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy';
@@ -49,6 +49,30 @@ const SECRETS: readonly (readonly [string, string])[] = [
   [
     'http -a ann:pw example.org && wget --auth=bob:pw2 x',
     `http -a ann:${R} example.org && wget --auth=bob:${R} x`,
+  ],
+  // A later `-p` on the same MySQL command line goes too.
+  ['mysql -pa -u root -pb db', `mysql -p${R} -u root -p${R} db`],
+  // Argument lists printed as util.inspect (loggers, `String(util.inspect(error))`) and JSON print them:
+  // the item after the option, its quotes kept, also over util.inspect's line breaks and in JSON quoted
+  // inside a JSON string.
+  ["spawnargs: [ 'mysql', '--password', 'hunter2' ]", `spawnargs: [ 'mysql', '--password', '${R}' ]`],
+  [
+    "spawnargs: [\n    'mysql',\n    '--password',\n    'hunter2',\n    '-u',\n    'root'\n  ]",
+    `spawnargs: [\n    'mysql',\n    '--password',\n    '${R}',\n    '-u',\n    'root'\n  ]`,
+  ],
+  ["spawnargs: [ 'curl', '-u', 'admin:hunter2' ]", `spawnargs: [ 'curl', '-u', 'admin:${R}' ]`],
+  [
+    "path: '/bin/curl',\n  spawnargs: [ '-u', 'admin:hunter2', 'https://x' ]",
+    `path: '/bin/curl',\n  spawnargs: [ '-u', 'admin:${R}', 'https://x' ]`,
+  ],
+  ['["mysql","--password","hunter2"]', `["mysql","--password","${R}"]`],
+  ['"--password","hunter2"', `"--password","${R}"`],
+  ['["--Client-Secret","a\\"b","next"]', `["--Client-Secret","${R}","next"]`],
+  ['{"spawnargs":["--user","admin:p\\"w"]}', `{"spawnargs":["--user","admin:${R}"]}`],
+  ['["wget","-U","u:p w"]', `["wget","-U","u:${R}"]`],
+  [
+    '{"log":"spawn failed [\\"mysql\\",\\"--password\\",\\"hunter2\\"]"}',
+    `{"log":"spawn failed [\\"mysql\\",\\"--password\\",\\"${R}\\"]"}`,
   ],
   ['{"SECRET_KEY":"s3cr3t value","user":"ann"}', `{"SECRET_KEY":"${R}","user":"ann"}`],
   ['{"password": "a\\"b", "pin": null}', `{"password": "${R}", "pin": null}`],
@@ -153,6 +177,11 @@ const ORDINARY: readonly string[] = [
   'tar -cpf x.tar dir; cp -p a b; grep -u x; mkdir -p /tmp/a-b',
   'curl -u admin https://x; wget -a log.txt https://x',
   'mysql -u root && cp -pr a b | tar -cpf - . ; curl -u ann https://x && ssh -p 22 h',
+  // Printed argument lists without a password: another program's `-p` and `-u`, options named like a
+  // secret key but not one, `--password` before the next option or alone, a user without a password.
+  "spawnargs: [ 'ssh', '-p', '22' ], [ 'docker', 'run', '-u', '1000:1000' ], [ 'sudo', '-u', 'a:b' ]",
+  '["--password-file","/run/secrets/x"] ["--max-tokens","1500"] ["--password","-u","root"] ["--password"]',
+  "[ '-u', 'root' ] [ 'curl', '--user', 'ann' ] [ 'order', 'shipped', 'today' ]",
   'Order 4000123412341234 shipped on 2026-11-29. See https://example.com/track?id=7.',
   'Created 2026-11-30T10:00:00.000Z, updated 2026-11-30 10:00:00+00, id 3f2b8c1e-9a4d-4c1b-8f5e-2d7a6b9c0e1f.',
   'max_tokens: 1500, token_count=3, tokens used: 12, passwordless login is on.',
@@ -285,11 +314,33 @@ describe('redactSecrets', () => {
       `curl -${'u'.repeat(300_000)}`,
       '--user='.repeat(45_000),
       `sshpass${' -P x'.repeat(75_000)}`,
+      `mysql ${'-pa '.repeat(100_000)}`,
+      // Printed argument lists: an option item each printed-list pattern may start at, its value another
+      // option or never closed.
+      "', '--password', '".repeat(17_000),
+      '","--password","'.repeat(19_000),
+      '\\",\\"--password\\",\\"'.repeat(15_000),
+      `'--password', '${'a'.repeat(300_000)}`,
+      `"--user","${'\\:'.repeat(150_000)}`,
+      `curl ${"', '-u', 'a".repeat(25_000)}`,
+      "[ '-u', '".repeat(30_000),
     ];
     for (const text of texts) expect(redactSecretsInText(text).length).toBeGreaterThan(0);
     expect(redactSecretsInText(`password\\":\\"${'a'.repeat(200_000)}\\"`)).toBe(`password\\":\\"${R}\\"`);
     expect(redactSecretsInText(`mysql ${'-p'.repeat(150_000)}`)).toBe(`mysql -p${R}`);
+    expect(redactSecretsInText(`[ ${"'--password', ".repeat(20_000)}'hunter2' ]`)).toBe(
+      `[ ${"'--password', ".repeat(20_000)}'${R}' ]`,
+    );
     expect(performance.now() - started).toBeLessThan(3_000);
+  });
+
+  it('keeps a printed argument list valid JSON: an escaped quote or backslash is part of the value', () => {
+    const printed = JSON.stringify({
+      spawnargs: ['mysql', '--password', 'a"b\\', '--user', 'ann:p"w\\', 'db'],
+    });
+    expect(JSON.parse(redactSecretsInText(printed))).toEqual({
+      spawnargs: ['mysql', '--password', R, '--user', `ann:${R}`, 'db'],
+    });
   });
 
   it.each(ORDINARY)('leaves ordinary text alone: %j', (text) => {
@@ -325,5 +376,104 @@ describe('redactSecrets', () => {
     const input = { pin: '1234', password: 'x' };
     expect(redactSecrets(input, { keys: ['pin'] })).toEqual({ pin: REDACTED, password: 'x' });
     expect(input).toEqual({ pin: '1234', password: 'x' });
+  });
+});
+
+// A command's arguments as an array (a spawn error's `spawnargs`, a handler's `args`): each item is
+// scrubbed alone, so the value after `--password` is read as the next item.
+const ARGV_SECRETS: readonly (readonly [readonly string[], readonly string[]])[] = [
+  [
+    ['mysql', '--password', 'hunter2', '-u', 'root'],
+    ['mysql', '--password', R, '-u', 'root'],
+  ],
+  [
+    ['vault', 'login', '--Client-Secret', 'a b c'],
+    ['vault', 'login', '--Client-Secret', R],
+  ],
+  [
+    ['curl', '-u', 'admin:hunter2', 'https://x'],
+    ['curl', '-u', `admin:${R}`, 'https://x'],
+  ],
+  [
+    ['/usr/bin/curl', '-fsSuadmin:hunter2', '-U', 'p:x y', 'https://x'],
+    ['/usr/bin/curl', `-fsSuadmin:${R}`, '-U', `p:${R}`, 'https://x'],
+  ],
+  // Node's `spawnargs` leave the program out: an array starting with an option takes `-u user:pw`.
+  [
+    ['-u', 'admin:hunter2', 'https://x'],
+    ['-u', `admin:${R}`, 'https://x'],
+  ],
+  [
+    ['docker', 'run', '--user', 'ann:hunter2', '--proxy-user', 'u:p'],
+    ['docker', 'run', '--user', `ann:${R}`, '--proxy-user', `u:${R}`],
+  ],
+  [
+    ['sshpass', '-v', '-P', 'assword:', '-p', 'hunter2', 'ssh', '-p', '22', 'host'],
+    ['sshpass', '-v', '-P', 'assword:', '-p', R, 'ssh', '-p', '22', 'host'],
+  ],
+  [
+    ['sshpass', '-phunter2', 'scp', '-p', 'a', 'host:b'],
+    ['sshpass', `-p${R}`, 'scp', '-p', 'a', 'host:b'],
+  ],
+  [
+    ['mysqldump', '-phunter2', '-u', 'root', '-pother', 'db'],
+    ['mysqldump', `-p${R}`, '-u', 'root', `-p${R}`, 'db'],
+  ],
+];
+
+// Arrays without a password: another program's `-p` and `-u`, options named like a secret key but not
+// one, `--password` before the next option or alone, a user without a password, ordinary words.
+const ARGV_ORDINARY: readonly (readonly string[])[] = [
+  ['ssh', '-p', '22', 'host'],
+  ['docker', 'run', '-u', '1000:1000', 'img'],
+  ['sudo', '-u', 'www-data', 'id'],
+  ['--password-file', '/run/secrets/x'],
+  ['--max-tokens', '1500', '--token-count', '3'],
+  ['--password'],
+  ['mysql', '--password', '-u', 'root', '-p'],
+  ['curl', '-u', 'admin', 'https://x', '--user', 'ann'],
+  ['cp', '-pr', 'a', 'b', '-u', 'x:y'],
+  ['order', 'shipped', 'today', 'http', 'curl'],
+];
+
+describe('secrets in a command’s argument array', () => {
+  it.each(ARGV_SECRETS)('redacts %j', (argv, expected) => {
+    expect(redactSecrets({ spawnargs: argv, _meta: { args: [...argv] } })).toEqual({
+      spawnargs: expected,
+      _meta: { args: expected },
+    });
+    // Redacting again changes nothing.
+    expect(redactSecrets(expected)).toEqual(expected);
+  });
+
+  it.each(ARGV_ORDINARY)('leaves %j alone', (...argv) => {
+    expect(redactSecrets(argv)).toEqual(argv);
+  });
+
+  it('reads an object’s values as no command line', () => {
+    const value = { flag: '--password', note: 'hunter2' };
+    expect(redactSecrets(value)).toEqual(value);
+  });
+
+  it('reports each redacted argument under its pattern’s name, and only for patterns it is given', () => {
+    const seen: string[] = [];
+    const redact = createSecretRedactor({ onSplitSecret: (name) => seen.push(name) });
+    expect(redact(['curl', '-u', 'a:b', '--token', 't'])).toEqual(['curl', '-u', `a:${R}`, '--token', R]);
+    expect(seen).toEqual(['cli-user-password', 'cli-option-secret']);
+    const ticketsOnly = createSecretRedactor({
+      patterns: [{ name: 'ticket', pattern: /TICKET-\d+/g, replace: R }],
+    });
+    expect(ticketsOnly(['--password', 'hunter2', 'TICKET-1'])).toEqual(['--password', 'hunter2', R]);
+  });
+
+  it('reads long arrays of options once', () => {
+    // No time bound: a pass that read the rest of the array again from each item would outlast the test.
+    const last = (argv: string[]): unknown => (redactSecrets(argv) as string[]).at(-1);
+    const options = Array.from({ length: 100_000 }, () => '--password');
+    expect(last([...options, 'hunter2'])).toBe(R);
+    const pairs = Array.from({ length: 100_000 }, (_, index) => (index % 2 === 0 ? '--password' : 'x'));
+    expect(redactSecrets(pairs)).toEqual(pairs.map((item) => (item === 'x' ? R : item)));
+    expect(last(['sshpass', ...Array.from({ length: 100_000 }, () => '-v'), '-p', 'hunter2'])).toBe(R);
+    expect(last(['curl', ...Array.from({ length: 100_000 }, () => '-u'), 'a:b'])).toBe(`a:${R}`);
   });
 });
