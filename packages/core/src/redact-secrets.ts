@@ -240,6 +240,18 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     replace: `$1${REDACTED}@`,
   },
   {
+    // A `.netrc` entry's password (curl, git, ftp and pip read them): `machine host login bob password x`,
+    // `default login anonymous password x`, its tokens on one line or several. Only inside such an entry
+    // whose machine is a host name with a dot (or `default`): "the password is x" in a sentence, and
+    // "machine learning login page: password reset", stay. Each token the entry holds before `password` is a keyword
+    // (`login`, `account`) and its value, so a run of them is read once from the entry's start.
+    name: 'netrc-password',
+    pattern:
+      /((?<![A-Za-z0-9_.-])(?:machine[ \t\r\n]+[^\s.]*\.[^\s]+|default)(?:[ \t\r\n]+(?:login|account)[ \t\r\n]+(?!password(?![^\s]))[^\s]+)*[ \t\r\n]+password[ \t\r\n]+)(?!\[REDACTED\])[^\s]+/g,
+    replace: `$1${REDACTED}`,
+    requires: /password/,
+  },
+  {
     // `"password": "x y"`, `token='abc'`: the quoted value, quotes kept (JSON stays JSON); also JSON
     // quoted inside a JSON string (an upstream body in an error), `\"password\":\"x y\"`, whose value
     // runs to the next escaped quote. One expression for both: every string is tested against it once.

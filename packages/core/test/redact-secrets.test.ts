@@ -6,6 +6,14 @@ const BCRYPT = '$2b$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy';
 
 // Secrets as they appear in real error text, config dumps and headers, and exactly what remains.
 const SECRETS: readonly (readonly [string, string])[] = [
+  // A .netrc entry's password, on one line or over several, after its login and account.
+  ['machine api.example.com login bob password hunter2', `machine api.example.com login bob password ${R}`],
+  [
+    'machine a.example login x\n  account ops\n  password "p#1"\nmachine b password q2',
+    `machine a.example login x\n  account ops\n  password ${R}\nmachine b password q2`,
+  ],
+  ['default login anonymous password guest@x', `default login anonymous password ${R}`],
+  ['machine 10.0.0.7 password s3cret', `machine 10.0.0.7 password ${R}`],
   // A long option and its value as the next word: a command line in `Command failed: ...`, `ps`, and
   // NUL-separated in /proc/<pid>/cmdline.
   ['Command failed: mysql --password hunter2 -u root', `Command failed: mysql --password ${R} -u root`],
@@ -167,6 +175,8 @@ const SECRETS: readonly (readonly [string, string])[] = [
 
 // Ordinary text a model reads: none of it may change.
 const ORDINARY: readonly string[] = [
+  'The password is hunter2, the machine says.',
+  'machine learning login page: password reset',
   'run with --max-tokens 1500 --token-count 3 --password-file /run/secrets/db --password --user ann',
   // Short options that carry no password here: mysql's prompt (`-p` alone) and port (`-P`), other
   // programs' `-p` and `-u`, and a user name without a password.
@@ -324,6 +334,10 @@ describe('redactSecrets', () => {
       `"--user","${'\\:'.repeat(150_000)}`,
       `curl ${"', '-u', 'a".repeat(25_000)}`,
       "[ '-u', '".repeat(30_000),
+      // .netrc entries: a long run of login tokens without a password, and entries that never get one.
+      `machine a.b${' login x'.repeat(40_000)}`,
+      'machine a.b '.repeat(25_000),
+      'default login password '.repeat(13_000),
     ];
     for (const text of texts) expect(redactSecretsInText(text).length).toBeGreaterThan(0);
     expect(redactSecretsInText(`password\\":\\"${'a'.repeat(200_000)}\\"`)).toBe(`password\\":\\"${R}\\"`);

@@ -37,6 +37,7 @@ const MATCHED: readonly string[] = [
   '\\"--Client-Secret\\",\\"a b\\"',
   'mysql -pa -u root -pb',
   '["curl","-u","admin:s3cret"]',
+  'machine api.example.com\n  login bob\n  password s3cret',
   "[ '-U', 'proxy:s3cret', 'https://x' ]",
   "[\n  '--proxy-user',\n  'u:p'\n]",
   `key material MII${'A'.repeat(64)}== end`,
@@ -56,6 +57,7 @@ describe('SecretPattern.requires: a cheaper test every text the pattern matches 
     expect(gated.map((pattern) => pattern.name)).toEqual([
       'der-key',
       'der-key',
+      'netrc-password',
       'key-value-secret',
       'key-value-secret',
       'cli-option-secret',
