@@ -3,8 +3,10 @@ import { describe, expect, it } from 'vitest';
 import { buildQuery } from '../src/build-query.js';
 import { escapeLike } from '../src/escape-like.js';
 import { exploreOrdersDeclaration, myOrdersDeclaration, searchOrdersDeclaration } from './declarations.js';
+import { SCHEMA } from './engines.js';
 
-const T = '"toolgate_sql_test"."orders"';
+// The declarations' table, each name quoted (the schema is the worker's: toolgate_sql_test_<n>).
+const T = `"${SCHEMA}"."orders"`;
 const SEARCH_COLUMNS = '"id", "status", "customer_email" AS "email", "total_cents", "created_at"';
 
 function statement(columns: string, where: string, orderBy: string, limitIndex: number): string {

@@ -10,7 +10,16 @@ import {
 } from '../src/index.js';
 import { createPGlite } from './pglite.js';
 
-export const SCHEMA = 'toolgate_sql_test';
+// The names this worker's tests give what they make on the shared PostgreSQL server. Files of one worker
+// run one after another, workers at once (--maxWorkers), so each worker (vitest's pool id, 1..maxWorkers)
+// has a schema, a role and an application name of its own. Being the same on every run, a name a
+// killed run left behind is dropped by the next open().
+const WORKER = process.env.VITEST_POOL_ID ?? '0';
+export const SCHEMA = `toolgate_sql_test_${WORKER}`;
+/** A role without access to SCHEMA (see `unprivileged`). */
+const NO_ACCESS_ROLE = `toolgate_sql_noaccess_${WORKER}`;
+/** The application_name of the engine's own pool: what a test looks for in pg_stat_activity. */
+export const APPLICATION_NAME = `toolgate_sql_test_${WORKER}`;
 const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL;
 
 if (process.env.CI === 'true' && !TEST_DATABASE_URL) {
@@ -27,7 +36,7 @@ export const NEEDS_POSTGRES =
 export interface TestDatabase {
   readonly db: Queryable;
   rows(text: string, values?: unknown[]): Promise<Record<string, unknown>[]>;
-  /** A Queryable whose connection is dead (on PGlite the database itself is closed: call it last). */
+  /** A Queryable whose connection is dead (on PGlite a database of its own, closed). */
   deadQueryable(): Promise<Queryable>;
   /** A Queryable over one connection of its own (a pool of one on PostgreSQL, the same PGlite). */
   oneConnection(options?: OneConnectionOptions): Promise<OneConnection>;
@@ -99,16 +108,18 @@ const pgliteEngine: Engine = {
     // citext ships as a contrib bundle: loaded here, created by the tests that bind a citext column.
     const database = await createPGlite({ extensions: { citext } });
     await database.exec(FIXTURE);
-    await database.exec('CREATE ROLE toolgate_sql_noaccess NOLOGIN');
+    await database.exec(`CREATE ROLE ${NO_ACCESS_ROLE} NOLOGIN`);
     return {
       db: pgliteQueryable(database),
       async rows(text, values) {
         return (await database.query<Record<string, unknown>>(text, values)).rows;
       },
       async deadQueryable() {
-        // A second PGlite costs seconds to boot; closing this one is just as dead, so it runs last.
-        await database.close();
-        return pgliteQueryable(database);
+        // Not this database: the tests that use it may run after, in any order. A PGlite started from
+        // initdb's copy (test/pglite.ts) costs a fraction of a second.
+        const dead = await createPGlite();
+        await dead.close();
+        return pgliteQueryable(dead);
       },
       async oneConnection(options = {}) {
         // PGlite is one connection already; the hold sits in front of the statement opening it.
@@ -159,11 +170,9 @@ const postgresEngine = (url: string): Engine => ({
   name: 'postgresql',
   cancelsRunningStatements: true,
   async open() {
-    const pool = new pg.Pool({ connectionString: url, max: 4, application_name: 'toolgate_sql_test' });
+    const pool = new pg.Pool({ connectionString: url, max: 4, application_name: APPLICATION_NAME });
     await pool.query(FIXTURE);
-    await pool.query(
-      `DO $$ BEGIN CREATE ROLE toolgate_sql_noaccess NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$`,
-    );
+    await pool.query(`DROP ROLE IF EXISTS ${NO_ACCESS_ROLE}; CREATE ROLE ${NO_ACCESS_ROLE} NOLOGIN`);
     return {
       db: pgQueryable(pool),
       async rows(text, values) {
@@ -228,7 +237,7 @@ const postgresEngine = (url: string): Engine => ({
         };
       },
       async close() {
-        await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
+        await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE; DROP ROLE IF EXISTS ${NO_ACCESS_ROLE}`);
         await pool.end();
       },
     };
@@ -273,7 +282,7 @@ export function unprivileged(inner: Queryable): Queryable {
     engine: inner.engine,
     readOnly(options, work) {
       return inner.readOnly(options, async (runner) => {
-        await runner.query('SET LOCAL ROLE toolgate_sql_noaccess', []);
+        await runner.query(`SET LOCAL ROLE ${NO_ACCESS_ROLE}`, []);
         return work(runner);
       });
     },

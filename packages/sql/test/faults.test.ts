@@ -74,7 +74,8 @@ if (url === undefined) {
 
     /** A pool of ONE connection through the proxy: a connection kept by a lost call starves the next. */
     function poolOfOne(): pg.Pool {
-      const pool = new pg.Pool({ connectionString: proxiedUrl, max: 1 });
+      // Named after the schema: pg_stat_activity then finds its backend, not one of a file run alongside.
+      const pool = new pg.Pool({ connectionString: proxiedUrl, max: 1, application_name: SCHEMA });
       pool.on('error', () => undefined);
       pools.push(pool);
       return pool;
@@ -109,7 +110,8 @@ if (url === undefined) {
     async function untilIdleInTransaction(): Promise<void> {
       for (let i = 0; i < 500; i += 1) {
         const { rows } = await admin.query(
-          `SELECT 1 FROM pg_stat_activity WHERE state = 'idle in transaction' AND query LIKE '%_toolgate_total%'`,
+          `SELECT 1 FROM pg_stat_activity WHERE state = 'idle in transaction' AND query LIKE '%_toolgate_total%' AND application_name = $1`,
+          [SCHEMA],
         );
         if (rows.length > 0) return;
         await new Promise((resolve) => setTimeout(resolve, 10));

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { pgQueryable } from '../src/index.js';
 
 // Cancellation needs a real server: PGlite cannot interrupt a running statement.
@@ -19,17 +19,24 @@ if (url === undefined) {
   describe('pg cancellation on PostgreSQL', () => {
     let pool: pg.Pool;
     let observer: pg.Client;
+    /** Connections the test's pool opened. */
     let connects = 0;
     beforeAll(async () => {
-      pool = new pg.Pool({ connectionString: url, max: 2 });
-      pool.on('connect', () => {
-        connects += 1;
-      });
       observer = new pg.Client({ connectionString: url });
       await observer.connect();
     });
     afterAll(async () => {
       await observer.end();
+    });
+    // A pool of two per test, new: what each test counts is its own connections.
+    beforeEach(() => {
+      connects = 0;
+      pool = new pg.Pool({ connectionString: url, max: 2 });
+      pool.on('connect', () => {
+        connects += 1;
+      });
+    });
+    afterEach(async () => {
       await pool.end();
     });
 
@@ -83,7 +90,12 @@ if (url === undefined) {
 
     it('five aborted calls in a row reuse the same connections: no reconnect storm', async () => {
       const db = pgQueryable(pool);
+      // The pool's two connections open first, as after earlier calls: while an aborted call's connection
+      // finishes its cancel, the next call takes the other one. Neither is replaced below.
+      const opened = await Promise.all([pool.connect(), pool.connect()]);
+      for (const connection of opened) connection.release();
       const before = connects;
+      expect(before).toBe(2);
       for (let i = 0; i < 5; i += 1) {
         const controller = new AbortController();
         const call = db.readOnly({ timeoutMs: 10_000, signal: controller.signal }, (runner) =>

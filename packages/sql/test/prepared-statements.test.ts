@@ -1,7 +1,7 @@
 import { createSilentLogger } from '@toolgate/core';
 import { serveTools, type TestClient } from '@toolgate/core/testing';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest';
 import { type PgPoolLike, pgQueryable, type QueryRows, sqlTool } from '../src/index.js';
 import { searchOrdersOptions } from './declarations.js';
 import { ENGINES, NEEDS_POSTGRES, SCHEMA, type TestDatabase } from './engines.js';
@@ -212,12 +212,17 @@ describe.each(ENGINES.filter((engine) => engine.cancelsRunningStatements))(
     beforeAll(async () => {
       database = await engine.open();
       await database.rows(`CREATE TABLE ${SCHEMA}.prepared_touches (n integer)`);
-      // One connection: every call below meets the statements the earlier ones prepared.
-      real = new pg.Pool({ connectionString: url, max: 1, application_name: 'toolgate_sql_prepared' });
     });
     afterAll(async () => {
-      await real.end();
       await database.close();
+    });
+    // One connection per test: every call of a test meets the statements its earlier calls prepared,
+    // and none another test prepared (pg_prepared_statements is the session's).
+    beforeEach(() => {
+      real = new pg.Pool({ connectionString: url, max: 1, application_name: 'toolgate_sql_prepared' });
+    });
+    afterEach(async () => {
+      await real.end();
     });
     const prepared = async (): Promise<string[]> => {
       const { rows } = await real.query<{ statement: string }>(

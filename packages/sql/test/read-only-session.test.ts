@@ -218,6 +218,8 @@ describe.each(ENGINES.filter((engine) => engine.cancelsRunningStatements))(
 
     it('a data-modifying CTE through the read path is refused by the read-only session', async () => {
       const db = pgQueryable(counted.pool, { readOnlySession: { timeoutMs: 2000 } });
+      // The connection gets this adapter's session first (an earlier test may have left another's).
+      await db.readOnlyQuery!({ timeoutMs: 2000 }, 'SELECT 1', []);
       let failure: unknown;
       const statements = await roundTrips(async () => {
         failure = await db.readOnlyQuery!(

@@ -24,6 +24,7 @@ import {
   searchOrdersOptions,
 } from './declarations.js';
 import {
+  APPLICATION_NAME,
   ENGINES,
   type RecordingQueryable,
   recording,
@@ -275,13 +276,14 @@ describe.each(ENGINES)('sqlTool on $name', (engine) => {
   });
 
   describe('hostile arguments', () => {
+    // Each names the real table (the schema is this worker's), as an attacker who learnt it would.
     const INJECTIONS = [
       "' OR '1'='1",
-      "'; DROP TABLE toolgate_sql_test.orders; --",
-      "x' UNION SELECT id FROM toolgate_sql_test.orders --",
+      `'; DROP TABLE ${SCHEMA}.orders; --`,
+      `x' UNION SELECT id FROM ${SCHEMA}.orders --`,
       '$1',
-      "\\'; DELETE FROM toolgate_sql_test.orders; --",
-      "'); INSERT INTO toolgate_sql_test.orders VALUES (99); --",
+      `\\'; DELETE FROM ${SCHEMA}.orders; --`,
+      `'); INSERT INTO ${SCHEMA}.orders VALUES (99); --`,
     ];
 
     it('an injection string in every text field is matched literally and changes nothing', async () => {
@@ -714,7 +716,6 @@ describe.each(ENGINES)('sqlTool on $name', (engine) => {
     });
   });
 
-  // Last: on PGlite this closes the database the other tests use.
   describe('a dead connection', () => {
     it('a dead connection gives unavailable', async () => {
       const c = await serve([searchOrders(await database.deadQueryable())]);
@@ -748,7 +749,8 @@ describe.each(ENGINES.filter((engine) => engine.cancelsRunningStatements))(
       });
       const controller = new AbortController();
       const call = tool.handler({}, createTestContext({ tool, request: { signal: controller.signal } }));
-      const running = `SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%very_slow_orders%' AND pid <> pg_backend_pid()`;
+      // This worker's pool only: other workers' files run their own very_slow_orders at the same time.
+      const running = `SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%very_slow_orders%' AND application_name = '${APPLICATION_NAME}' AND pid <> pg_backend_pid()`;
       await expect.poll(async () => (await database.rows(running))[0]!.n, { timeout: 3000 }).toBe(1);
       controller.abort();
       await expect(call).rejects.toMatchObject({
