@@ -70,6 +70,9 @@ const CURL_PROGRAM = programWord('curl|wget|https?');
 // with `last` up to the last one.
 const commandRest = (program: string, last = false): string =>
   `(?:(?!&&|${program})[^\\r\\n;|])*${last ? '' : '?'}`;
+// The same inside a printed argument list, whose items `util.inspect` puts on lines of their own once
+// the list is long: up to the option, not past the list's end (`]`) nor another of the programs' words.
+const listRest = (program: string): string => `(?:(?!${program})[^\\]])*?`;
 // A bare word of a command line: it ends at a quote, also at one escaped in JSON text (`\\"`), whose
 // backslash stays with it (JSON stays JSON).
 const BARE = `(?:[^\\s\\0'"\\\\]|\\\\(?!["']))`;
@@ -347,10 +350,11 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     requires: /curl|wget|http/,
   },
   {
-    // The same as items of a printed argument list: `[ 'curl', '-u', 'admin:x' ]`, `["curl","-u","a:x"]`.
+    // The same as items of a printed argument list: `[ 'curl', '-u', 'admin:x' ]`, `["curl","-u","a:x"]`,
+    // also with an item per line, as `util.inspect` prints a long list.
     name: 'cli-user-password',
     pattern: new RegExp(
-      `(${CURL_PROGRAM}${commandRest(CURL_PROGRAM)}${printedItem('-(?:[fsSLkvi]*[uU]|a)')})${PRINTED_USER_PASSWORD}`,
+      `(${CURL_PROGRAM}${listRest(CURL_PROGRAM)}${printedItem('-(?:[fsSLkvi]*[uU]|a)')})${PRINTED_USER_PASSWORD}`,
       'g',
     ),
     replace: `$1$3$4:${REDACTED}$3`,

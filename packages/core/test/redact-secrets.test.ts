@@ -69,6 +69,11 @@ const SECRETS: readonly (readonly [string, string])[] = [
     `spawnargs: [\n    'mysql',\n    '--password',\n    '${R}',\n    '-u',\n    'root'\n  ]`,
   ],
   ["spawnargs: [ 'curl', '-u', 'admin:hunter2' ]", `spawnargs: [ 'curl', '-u', 'admin:${R}' ]`],
+  // util.inspect puts a long list's items on lines of their own.
+  [
+    "cmd: 'curl -sS -X POST -u admin:hunter2 https://api.example.com/v1/orders',\n  spawnargs: [\n    'curl',\n    '-sS',\n    '-X',\n    'POST',\n    '-u',\n    'admin:hunter2',\n    'https://api.example.com/v1/orders'\n  ]",
+    `cmd: 'curl -sS -X POST -u admin:${R} https://api.example.com/v1/orders',\n  spawnargs: [\n    'curl',\n    '-sS',\n    '-X',\n    'POST',\n    '-u',\n    'admin:${R}',\n    'https://api.example.com/v1/orders'\n  ]`,
+  ],
   [
     "path: '/bin/curl',\n  spawnargs: [ '-u', 'admin:hunter2', 'https://x' ]",
     `path: '/bin/curl',\n  spawnargs: [ '-u', 'admin:${R}', 'https://x' ]`,
@@ -334,6 +339,8 @@ describe('redactSecrets', () => {
       `"--user","${'\\:'.repeat(150_000)}`,
       `curl ${"', '-u', 'a".repeat(25_000)}`,
       "[ '-u', '".repeat(30_000),
+      `[ 'curl',${"\n  '-v',".repeat(40_000)}`,
+      `'curl', ${"'curl', '-u', ".repeat(20_000)}`,
       // .netrc entries: a long run of login tokens without a password, and entries that never get one.
       `machine a.b${' login x'.repeat(40_000)}`,
       'machine a.b '.repeat(25_000),
