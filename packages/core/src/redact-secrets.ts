@@ -325,6 +325,18 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     requires: /mysql|mariadb/,
   },
   {
+    // A MySQL-family `-pX` as an item of a printed argument list, also with an item per line as
+    // `util.inspect` prints a long list (`spawnargs: [\n 'mysql',\n '-h',\n 'db',\n '-pX'\n ]`): up to the
+    // list's end. The item's quotes stay; an escaped quote inside it is part of the value.
+    name: 'mysql-password-option',
+    pattern: new RegExp(
+      `(${MYSQL_PROGRAM}${listRest(MYSQL_PROGRAM)}(\\\\?["'])-p)(?!\\[REDACTED\\]\\2)(?:(?!\\2)(?:\\\\.|[^\\\\\\r\\n]))+\\2`,
+      'g',
+    ),
+    replace: `$1${REDACTED}$2`,
+    requires: /mysql|mariadb/,
+  },
+  {
     // sshpass's password, attached or as the next word: `sshpass -p hunter2 ssh host`, `sshpass -phunter2`.
     // Only among sshpass's own options (`-v`, `-P prompt`), before the command it runs: that command's
     // `-p` (`ssh -p 22`) is its own.
@@ -334,6 +346,17 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
       'g',
     ),
     replace: `$1$2${REDACTED}$2`,
+    requires: /sshpass/,
+  },
+  {
+    // sshpass's password as items of a printed argument list (`[ 'sshpass', '-p', 'x', 'ssh', 'host' ]`,
+    // `["sshpass","-px"]`, an item per line as `util.inspect` prints a long list), after its `-v` items.
+    name: 'sshpass-password',
+    pattern: new RegExp(
+      `((\\\\?["'])(?:[^'"\\s\\]]*/)?sshpass(?:\\.exe)?\\2,\\s*(?:\\2-v\\2,\\s*)*\\2-p(?:\\2,\\s*\\2)?)(?!\\[REDACTED\\]\\2|-)(?:(?!\\2)(?:\\\\.|[^\\\\\\r\\n]))+\\2`,
+      'g',
+    ),
+    replace: `$1${REDACTED}$2`,
     requires: /sshpass/,
   },
   {

@@ -71,6 +71,17 @@ const SECRETS: readonly (readonly [string, string])[] = [
   ["spawnargs: [ 'curl', '-u', 'admin:hunter2' ]", `spawnargs: [ 'curl', '-u', 'admin:${R}' ]`],
   // util.inspect puts a long list's items on lines of their own.
   [
+    "spawnargs: [\n    'mysql',\n    '-h',\n    'db.internal',\n    '-phunter2',\n    'orders'\n  ]",
+    `spawnargs: [\n    'mysql',\n    '-h',\n    'db.internal',\n    '-p${R}',\n    'orders'\n  ]`,
+  ],
+  ["spawnargs: [ 'sshpass', '-p', 'hunter2', 'ssh', 'host' ]", `spawnargs: [ 'sshpass', '-p', '${R}', 'ssh', 'host' ]`],
+  ['["/usr/bin/sshpass","-v","-phunter2","ssh","-p","22"]', `["/usr/bin/sshpass","-v","-p${R}","ssh","-p","22"]`],
+  [
+    "[\n  'sshpass',\n  '-p',\n  'hunter2',\n  'ssh',\n  'host'\n]",
+    `[\n  'sshpass',\n  '-p',\n  '${R}',\n  'ssh',\n  'host'\n]`,
+  ],
+  ['{"e":"[\\"sshpass\\",\\"-p\\",\\"a b\\"]"}', `{"e":"[\\"sshpass\\",\\"-p\\",\\"${R}\\"]"}`],
+  [
     "cmd: 'curl -sS -X POST -u admin:hunter2 https://api.example.com/v1/orders',\n  spawnargs: [\n    'curl',\n    '-sS',\n    '-X',\n    'POST',\n    '-u',\n    'admin:hunter2',\n    'https://api.example.com/v1/orders'\n  ]",
     `cmd: 'curl -sS -X POST -u admin:${R} https://api.example.com/v1/orders',\n  spawnargs: [\n    'curl',\n    '-sS',\n    '-X',\n    'POST',\n    '-u',\n    'admin:${R}',\n    'https://api.example.com/v1/orders'\n  ]`,
   ],
@@ -341,6 +352,9 @@ describe('redactSecrets', () => {
       "[ '-u', '".repeat(30_000),
       `[ 'curl',${"\n  '-v',".repeat(40_000)}`,
       `'curl', ${"'curl', '-u', ".repeat(20_000)}`,
+      `[ 'mysql',${"\n  '-p',".repeat(40_000)}`,
+      "'sshpass', '-v', ".repeat(25_000),
+      `'sshpass', '-p', '${'a'.repeat(300_000)}`,
       // .netrc entries: a long run of login tokens without a password, and entries that never get one.
       `machine a.b${' login x'.repeat(40_000)}`,
       'machine a.b '.repeat(25_000),
