@@ -352,10 +352,8 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     // sshpass's password as items of a printed argument list (`[ 'sshpass', '-p', 'x', 'ssh', 'host' ]`,
     // `["sshpass","-px"]`, an item per line as `util.inspect` prints a long list), after its `-v` items.
     name: 'sshpass-password',
-    pattern: new RegExp(
-      `((\\\\?["'])(?:[^'"\\s\\]]*/)?sshpass(?:\\.exe)?\\2,\\s*(?:\\2-v\\2,\\s*)*\\2-p(?:\\2,\\s*\\2)?)(?!\\[REDACTED\\]\\2|-)(?:(?!\\2)(?:\\\\.|[^\\\\\\r\\n]))+\\2`,
-      'g',
-    ),
+    pattern:
+      /((\\?["'])(?:[^'"\s\]]*\/)?sshpass(?:\.exe)?\2,\s*(?:\2-v\2,\s*)*\2-p(?:\2,\s*\2)?)(?!\[REDACTED\]\2|-)(?:(?!\2)(?:\\.|[^\\\r\n]))+\2/g,
     replace: `$1${REDACTED}$2`,
     requires: /sshpass/,
   },

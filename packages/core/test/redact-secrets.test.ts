@@ -74,8 +74,14 @@ const SECRETS: readonly (readonly [string, string])[] = [
     "spawnargs: [\n    'mysql',\n    '-h',\n    'db.internal',\n    '-phunter2',\n    'orders'\n  ]",
     `spawnargs: [\n    'mysql',\n    '-h',\n    'db.internal',\n    '-p${R}',\n    'orders'\n  ]`,
   ],
-  ["spawnargs: [ 'sshpass', '-p', 'hunter2', 'ssh', 'host' ]", `spawnargs: [ 'sshpass', '-p', '${R}', 'ssh', 'host' ]`],
-  ['["/usr/bin/sshpass","-v","-phunter2","ssh","-p","22"]', `["/usr/bin/sshpass","-v","-p${R}","ssh","-p","22"]`],
+  [
+    "spawnargs: [ 'sshpass', '-p', 'hunter2', 'ssh', 'host' ]",
+    `spawnargs: [ 'sshpass', '-p', '${R}', 'ssh', 'host' ]`,
+  ],
+  [
+    '["/usr/bin/sshpass","-v","-phunter2","ssh","-p","22"]',
+    `["/usr/bin/sshpass","-v","-p${R}","ssh","-p","22"]`,
+  ],
   [
     "[\n  'sshpass',\n  '-p',\n  'hunter2',\n  'ssh',\n  'host'\n]",
     `[\n  'sshpass',\n  '-p',\n  '${R}',\n  'ssh',\n  'host'\n]`,
