@@ -5,7 +5,7 @@ import { execFile } from 'node:child_process';
 import { inspect, promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
-import { createSilentLogger, defineTool, fail, ok, REDACTED } from '../src/index.js';
+import { createSilentLogger, defineTool, fail, ok, REDACTED, type ToolResult } from '../src/index.js';
 import { expectFailure, serveTools, type TestClient } from '../src/testing.js';
 
 const R = REDACTED;
@@ -79,18 +79,25 @@ describe('a password among a failed command’s arguments, as an array and as th
     ['curl', ['-u', 'admin:hunter2', 'https://example.com/'], ['-u', `admin:${R}`, 'https://example.com/']],
   ];
 
-  it.each(cases)('%s: the error’s spawnargs in the failure’s _meta', async (program, args, expected) => {
-    const tool = defineTool({
+  /** A tool that runs the program (which fails) and answers with what `answer` makes of its error. */
+  const syncTool = (
+    program: string,
+    args: string[],
+    answer: (error: Error & { spawnargs?: string[] }) => ToolResult,
+  ) =>
+    defineTool({
       name: 'sync_db',
       description: 'Syncs the database.',
       input: {},
-      handler: async () => {
-        const error = await failedRun(`/nonexistent/${program}`, args);
-        expect(error.spawnargs).toEqual(args);
-        const result = fail('unavailable', 'Sync failed.');
-        result._meta = { ...result._meta, spawn: { path: program, spawnargs: error.spawnargs } };
-        return result;
-      },
+      handler: async () => answer(await failedRun(`/nonexistent/${program}`, args)),
+    });
+
+  it.each(cases)('%s: the error’s spawnargs in the failure’s _meta', async (program, args, expected) => {
+    const tool = syncTool(program, args, (error) => {
+      expect(error.spawnargs).toEqual(args);
+      const result = fail('unavailable', 'Sync failed.');
+      result._meta = { ...result._meta, spawn: { path: program, spawnargs: error.spawnargs } };
+      return result;
     });
     client = await serveTools([tool]);
     const result = await client.callTool('sync_db', {});
@@ -99,15 +106,9 @@ describe('a password among a failed command’s arguments, as an array and as th
   });
 
   it.each(cases)('%s: the error as util.inspect and JSON print it, in the message', async (program, args) => {
-    const tool = defineTool({
-      name: 'sync_db',
-      description: 'Syncs the database.',
-      input: {},
-      handler: async () => {
-        const error = await failedRun(`/nonexistent/${program}`, args);
-        return fail('unavailable', `Sync failed: ${inspect(error)} ${JSON.stringify(error)}`);
-      },
-    });
+    const tool = syncTool(program, args, (error) =>
+      fail('unavailable', `Sync failed: ${inspect(error)} ${JSON.stringify(error)}`),
+    );
     client = await serveTools([tool]);
     const result = await client.callTool('sync_db', {});
     const { message } = expectFailure(result);
