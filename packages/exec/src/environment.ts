@@ -170,8 +170,9 @@ const ESCAPE_SEQUENCES =
 
 /**
  * The text without terminal controls: escape sequences removed whole (colour codes inside a word leave
- * it whole), the bidirectional overrides, embeddings and isolates removed, a carriage return that does not end a line made a line break, and every control character
- * left (8-bit ones, a lone ESC, BEL, backspace) written as a space, so words it separated stay apart;
+ * it whole), the bidirectional overrides, embeddings and isolates removed, a carriage return that does not end a line made a line break, a
+ * backspace applied (it and the character before it removed: overstrike shows the later one), and every
+ * control character left (8-bit ones, a lone ESC, BEL) written as a space, so words it separated stay apart;
  * NUL, tab, `\n` and `\r\n` stay. Output the model sees may be shown to a person in a terminal,
  * where they would write the clipboard, retitle the window or erase and overwrite lines to hide text;
  * and a program that colours its output (`--color=always`, FORCE_COLOR) puts them between a secret's
@@ -179,12 +180,31 @@ const ESCAPE_SEQUENCES =
  */
 export function stripTerminalControls(text: string): string {
   if (!CONTROL_CHARACTER.test(text)) return text;
-  return text
-    .replace(ESCAPE_SEQUENCES, '')
-    .replace(BIDI_CONTROLS, '')
-    .replace(LONE_CARRIAGE_RETURN, '\n')
-    .replace(CONTROL_CHARACTERS, ' ');
+  return applyBackspaces(
+    text.replace(ESCAPE_SEQUENCES, '').replace(BIDI_CONTROLS, '').replace(LONE_CARRIAGE_RETURN, '\n'),
+  ).replace(CONTROL_CHARACTERS, ' ');
 }
+
+/**
+ * Each backspace with the character before it removed (not past a line break). Overstrike, as `man`,
+ * `nroff` and `less` print bold (`p\bp`) and underlined (`_\bp`) text, writes a character over the one
+ * before it: shown, `p\bpa\bas\bs...` reads `pass...`, but as text a secret written so (`h\bhu\bu...`)
+ * matched no pattern and no known value, and a space in place of each backspace left it for a reader
+ * to put back together. One pass over the text, only when it holds a backspace.
+ */
+function applyBackspaces(text: string): string {
+  if (!text.includes('\b')) return text;
+  const kept = new Uint16Array(text.length);
+  let length = 0;
+  for (let index = 0; index < text.length; index += 1) {
+    const code = text.charCodeAt(index);
+    if (code !== 0x08) kept[length++] = code;
+    else if (length > 0 && kept[length - 1] !== 0x0a) length -= 1;
+  }
+  return UTF16.decode(kept.subarray(0, length));
+}
+
+const UTF16 = new TextDecoder('utf-16le');
 
 /**
  * Terminal controls removed (`stripTerminalControls`), then every exact value of `secretValues`

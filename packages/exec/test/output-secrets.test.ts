@@ -254,10 +254,17 @@ describe('terminal control sequences in what a program prints', () => {
   );
   // NUL-separated, as /proc/<pid>/environ is.
   writeFileSync(path.join(docs, 'environ'), 'HOME=/home/app\0pwd=s3cret-after-a-nul\0LANG=C\0');
+  // Overstrike, as man and less print bold and underlined text: a credential written so.
+  const bold = (text: string): string => [...text].map((char) => `${char}\b${char}`).join('');
+  const underlined = (text: string): string => [...text].map((char) => `_\b${char}`).join('');
+  writeFileSync(
+    path.join(docs, 'manpage.txt'),
+    `${bold('NAME')}\n  ${bold('password')}=${bold('hunter2-overstruck')}\n  api_key: ${underlined('sk-live-overstruck-0123456789')}\n\b\bend\n`,
+  );
   const readNotes = execTool({
     name: 'read_notes',
     description: 'Prints one document (test).',
-    input: { file: z.enum(['notes.txt', 'environ', 'refund.txt']) },
+    input: { file: z.enum(['notes.txt', 'environ', 'refund.txt', 'manpage.txt']) },
     command: '/usr/bin/cat',
     cwd: docs,
     args: (input) => ['--', value(input.file)],
@@ -287,7 +294,8 @@ describe('terminal control sequences in what a program prints', () => {
     const result = await controlClient.callTool('read_notes', { file: 'notes.txt' });
     expect(result.isError).toBeUndefined();
     const { stdout } = parseResultText(result) as { stdout: string };
-    expect(stdout).toBe('Shipping notes\nvisiblehidden  !\nsafe\nOVERWRITTEN\r\n');
+    // The backspace takes the bell before it with it.
+    expect(stdout).toBe('Shipping notes\nvisiblehidden!\nsafe\nOVERWRITTEN\r\n');
     expect(JSON.stringify(result)).not.toMatch(/\\u00(?:1b|07|08)/);
   });
 
@@ -298,6 +306,16 @@ describe('terminal control sequences in what a program prints', () => {
       stdout: 'refund approved: 0001 EUR\nnote: hidden embedded R L i f\n',
     });
     expect(JSON.stringify(result)).not.toMatch(/[\u202a-\u202e\u2066-\u2069]|\\u20(?:2[a-e]|6[6-9])/i);
+  });
+
+  it('read overstruck text as it shows (bold, underline): a secret written so is found', async () => {
+    const result = await controlClient.callTool('read_notes', { file: 'manpage.txt' });
+    expect(result.isError).toBeUndefined();
+    // A backspace at a line's start takes nothing before the line break.
+    expect(parseResultText(result)).toMatchObject({
+      stdout: 'NAME\n  password=[REDACTED]\n  api_key: [REDACTED]\nend\n',
+    });
+    expect(JSON.stringify(result)).not.toMatch(/hunter2|overstruck|\\u0008/);
   });
 
   it('leave NUL-separated data as it was: a secret after a NUL is still found', async () => {
