@@ -1,3 +1,5 @@
+import { SPLIT_SECRET_OPENER } from '@toolgate/core';
+
 /**
  * Text no pattern of core's `SECRET_PATTERNS` matches, told by one pass over its char codes: up to 12
  * letters, digits, `_`, `.` and `-` (the shortest such match is 13: `eyJxxxx.xxxx.`, a JWT's shape),
@@ -37,20 +39,20 @@ export function isPlainValue(text: string): boolean {
   );
 }
 
-// The programs among the opener's plain forms, by their first letter (lower-cased).
-const ARGV_PROGRAM = /^(?:sshpass|curl|wget|https?|(?:mysql|mariadb)[a-z0-9_-]*)(?:\.exe)?$/i;
+// The first letters (lower-cased) of the programs among the opener's plain forms (`sshpass`, `curl`,
+// `wget`, `http`, `mysql...`): only such text pays for core's opener itself.
 const PROGRAM_INITIALS = new Set(['s', 'c', 'w', 'h', 'm'].map((letter) => letter.charCodeAt(0)));
 
 /**
  * Whether plain text may be a command's argument that core reads the next argument after: any option
  * (a leading `-`; core's list is `--password`-like names, `--user`, `-u`), or a program whose options
- * carry passwords. Wider than core's opener on purpose: such text goes to the general walk, which
- * decides; an id starting with `-` is rare.
+ * carry passwords, as core's `SPLIT_SECRET_OPENER` tells. Wider than core's opener for options on
+ * purpose: such text goes to the general walk, which decides; an id starting with `-` is rare.
  */
 function mayOpenArgvSecret(text: string): boolean {
   const first = text.charCodeAt(0);
   if (first === 0x2d) return true;
-  return PROGRAM_INITIALS.has(first | 0x20) && ARGV_PROGRAM.test(text);
+  return PROGRAM_INITIALS.has(first | 0x20) && SPLIT_SECRET_OPENER.test(text);
 }
 
 /** Whether `text` ends in `word` (lower-case letters), in any letter case. */
