@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { createSecretKeyMatcher, redactSecretsInText } from '@toolgate/core';
+import { scrubHexDumps } from './hex-dumps.js';
 
 // Portable variable names only: `=` or NUL in a name would rewrite another variable.
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -207,8 +208,9 @@ function applyBackspaces(text: string): string {
 const UTF16 = new TextDecoder('utf-16le');
 
 /**
- * Terminal controls removed (`stripTerminalControls`), then every exact value of `secretValues`
- * replaced by `[REDACTED]`, then core's secret patterns. Controls go first: colour codes inside a line
+ * Terminal controls removed (`stripTerminalControls`), then the hex dumps scrubbed by what they encode
+ * (`scrubHexDumps`), then every exact value of `secretValues` replaced by `[REDACTED]`, then core's
+ * secret patterns. Controls go first: colour codes inside a line
  * hide a secret from both. Values go before patterns: a pattern stops at `;`, `&` or a space, and the
  * rest of a value holding one would no longer match exactly.
  *
@@ -230,6 +232,8 @@ export function scrubOutput(
   if (scrubbed !== text && (cutStart || cutEnd) && secretValues.length > 0) {
     scrubbed = dropCutSecrets(scrubbed, secretValues, cutStart, cutEnd);
   }
+  // Before the values and patterns: one of them found in a dump's text column would leave its hex.
+  scrubbed = scrubHexDumps(scrubbed, secretValues);
   for (const value of secretValues) {
     if (scrubbed.includes(value)) scrubbed = scrubbed.replaceAll(value, '[REDACTED]');
   }

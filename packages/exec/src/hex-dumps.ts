@@ -1,0 +1,332 @@
+import { REDACTED, SECRET_PATTERNS } from '@toolgate/core';
+
+/**
+ * Hex dumps in program output, scrubbed by what they encode. `xxd`, `hexdump -C`, `od` and their kin
+ * print a file's bytes as hex (or as `od -c` characters) with a text column cut every 16 bytes: a
+ * credential the file holds reaches the model as `7061 7373 ...` and as `password=hunte` on one line and
+ * `r2` on the next, where neither a known value nor a secret pattern matches. Each dump found is
+ * decoded back to its bytes, in order, and scrubbed as text is (the known values, then core's
+ * patterns); each dump line that holds any byte of a secret found is replaced whole, hex and text
+ * column alike, and a run of such lines by one `[REDACTED]` line, so neither half can be put back
+ * together.
+ *
+ * The formats (a dump is a run of consecutive lines of one format):
+ * - `xxd`: `00000000: 7061 7373 ...  password=...`, any group size (`-g`), columns (`-c`) or case (`-u`);
+ * - spaced bytes: `hexdump -C` (`00000000  70 61 ...  |password=...|`, with `*` for repeated lines and
+ *   a last line holding only the offset), `od -tx1` (`0000000 70 61 ...`, also with `-An`, `-Ax`, `-Ad`
+ *   and `z`'s `>text<`);
+ * - characters: `od -c` (`0000000   p   a   s   s  \n 303 ...`, also with `-An`);
+ * - plain: `xxd -p` (lines of hex digits only, read as one run).
+ * Output with no line shaped like one of them is returned as it is after one regular-expression test.
+ */
+export function scrubHexDumps(text: string, secretValues: readonly string[]): string {
+  if (!DUMP_LINE.test(text)) return text;
+  // Every format spends at least two characters on a byte.
+  const bytes = Buffer.allocUnsafe((text.length >> 1) + 1);
+  const dumps: Dump[] = [];
+  let length = 0;
+  let current: Dump | undefined;
+  for (let start = 0; start <= text.length; ) {
+    let end = text.indexOf('\n', start);
+    if (end === -1) end = text.length;
+    const next = end + 1;
+    if (end > start && text.charCodeAt(end - 1) === CR) end -= 1;
+    if (current !== undefined && holdsNoBytes(text, start, end, current.kind)) {
+      current.lines.push({ start, end, from: length, to: length });
+      start = next;
+      continue;
+    }
+    let kind: DumpKind | undefined;
+    let to = -1;
+    for (const [format, parse] of PARSERS) {
+      to = parse(text, start, end, bytes, length);
+      if (to >= 0) {
+        kind = format;
+        break;
+      }
+    }
+    if (kind === undefined) {
+      current = undefined;
+    } else {
+      // A dump starting again at offset 0 is another file's (`xxd a b`, two dumps in a row).
+      if (current?.kind !== kind || (current.to > current.from && startsAtZero(text, start, end, kind))) {
+        current = { kind, from: length, to: length, lines: [] };
+        dumps.push(current);
+      }
+      current.lines.push({ start, end, from: length, to });
+      current.to = to;
+      length = to;
+    }
+    start = next;
+  }
+  let scrubbed = '';
+  let copied = 0;
+  for (const dump of dumps) {
+    if (dump.to === dump.from) continue;
+    const found = secretRanges(bytes.toString('latin1', dump.from, dump.to), secretValues);
+    if (found.length === 0) continue;
+    // By start: the first range not yet passed is the only one that can cover the next line.
+    found.sort((a, b) => a[0] - b[0]);
+    let range = 0;
+    let previous = -1;
+    for (const [index, line] of dump.lines.entries()) {
+      const from = line.from - dump.from;
+      const to = line.to - dump.from;
+      while (range < found.length && found[range]![1] <= from) range += 1;
+      if (from === to || range === found.length || found[range]![0] >= to) continue;
+      // The line holds a secret's byte: it goes. Right after another that went (or only `*` lines
+      // between them), it joins that one's marker.
+      let joins = previous >= 0;
+      for (let between = previous + 1; joins && between < index; between += 1) {
+        joins = dump.lines[between]!.from === dump.lines[between]!.to;
+      }
+      if (!joins) scrubbed += `${text.slice(copied, line.start)}${REDACTED}`;
+      copied = line.end;
+      previous = index;
+    }
+  }
+  return copied === 0 ? text : scrubbed + text.slice(copied);
+}
+
+type DumpKind = 'xxd' | 'spaced' | 'chars' | 'plain';
+
+interface DumpLine {
+  /** The line in the text, without its line break. */
+  readonly start: number;
+  readonly end: number;
+  /** Its bytes in the decoded buffer. */
+  readonly from: number;
+  readonly to: number;
+}
+
+interface Dump {
+  readonly kind: DumpKind;
+  readonly from: number;
+  to: number;
+  readonly lines: DumpLine[];
+}
+
+/**
+ * One line of the dump formats, the cheap test before any decoding: a line starting with an offset and
+ * `: ` (xxd), with an offset or spaces and then a two-digit byte (hexdump -C, od -tx1), with two of
+ * od -c's four-character fields, or of 8 hex digits or more alone (xxd -p). Anchored at line starts,
+ * so text is read once.
+ */
+const DUMP_LINE =
+  /^(?:[0-9a-f]{4,}(?:: [0-9a-f]{2}| {1,2}[0-9a-f]{2}(?: |\r?$))| {1,2}[0-9a-f]{2}(?: |\r?$)|[0-9a-f]*(?: {3}[!-~]| {2}\\[0abfnrtv]| [0-3][0-7]{2}){2}|[0-9a-f]{8,}\r?$)/im;
+
+const CR = 0x0d;
+const SPACE = 0x20;
+const BACKSLASH = 0x5c;
+
+/** The value of the hex digit at `index`, or -1. */
+function hexAt(text: string, index: number): number {
+  const code = text.charCodeAt(index);
+  if (code >= 0x30 && code <= 0x39) return code - 0x30;
+  const lower = code | 0x20;
+  return lower >= 0x61 && lower <= 0x66 ? lower - 0x57 : -1;
+}
+
+/** The end of the run of hex digits from `index` (not past `end`). */
+function hexRunEnd(text: string, index: number, end: number): number {
+  let at = index;
+  while (at < end && hexAt(text, at) >= 0) at += 1;
+  return at;
+}
+
+/**
+ * A `*` line (lines like the one before it left out: hexdump, od, `xxd -a`), or the line holding only
+ * the offset that ends hexdump's and od's output (xxd has none: there a line of hex digits is `xxd -p`'s).
+ */
+function holdsNoBytes(text: string, start: number, end: number, kind: DumpKind): boolean {
+  if (end - start === 1 && text.charCodeAt(start) === 0x2a) return true;
+  return (
+    (kind === 'spaced' || kind === 'chars') &&
+    end - start >= 4 &&
+    end - start <= 16 &&
+    hexRunEnd(text, start, end) === end
+  );
+}
+
+/** Whether the line's offset is 0 (`00000000:`, `0000000 `); `xxd -p` lines have none. */
+function startsAtZero(text: string, start: number, end: number, kind: DumpKind): boolean {
+  if (kind === 'plain') return false;
+  let at = start;
+  while (at < end && text.charCodeAt(at) === 0x30) at += 1;
+  return at > start && (at === end || text.charCodeAt(at) === 0x3a || text.charCodeAt(at) === SPACE);
+}
+
+/**
+ * Each parser reads the line [start, end) into `out` from `at` and returns where its bytes end there,
+ * or -1 when the line is not of its format.
+ */
+type LineParser = (text: string, start: number, end: number, out: Buffer, at: number) => number;
+
+/**
+ * `00000000: 7061 7373 ...  password=...`: an offset, `: `, groups of hex digits one space apart, then
+ * (two spaces or more) the text column, which is not read: the bytes say what it shows. A group cut
+ * short at the line's end (the output cap) gives its whole bytes.
+ */
+const parseXxd: LineParser = (text, start, end, out, at) => {
+  let index = hexRunEnd(text, start, end);
+  if (index - start < 4 || text.charCodeAt(index) !== 0x3a || text.charCodeAt(index + 1) !== SPACE) return -1;
+  index += 2;
+  let length = at;
+  for (;;) {
+    const groupEnd = hexRunEnd(text, index, end);
+    if (groupEnd === index || (((groupEnd - index) & 1) === 1 && groupEnd < end)) return -1;
+    for (; index + 1 < groupEnd; index += 2) out[length++] = hexAt(text, index) * 16 + hexAt(text, index + 1);
+    index = groupEnd;
+    if (index === end) return length;
+    if (text.charCodeAt(index) !== SPACE) return -1;
+    // Two spaces (or one ending the line) end the bytes: the text column follows.
+    if (index + 1 === end || text.charCodeAt(index + 1) === SPACE) return length;
+    index += 1;
+  }
+};
+
+/**
+ * `00000000  70 61 73 ...  |password=...|` (hexdump -C), `0000000 70 61 73 ...` (od -tx1), and without
+ * the offset, ` 70 61 73 ...` (od -An -tx1): two-digit bytes one or two spaces apart, then the line's
+ * end or (two spaces or more) a text column in `|...|` or `>...<`.
+ */
+const parseSpaced: LineParser = (text, start, end, out, at) => {
+  let index = hexRunEnd(text, start, end);
+  if (index === start ? text.charCodeAt(start) !== SPACE : index - start < 4) return -1;
+  let length = at;
+  for (;;) {
+    let digits = index;
+    while (digits < end && digits - index <= 2 && text.charCodeAt(digits) === SPACE) digits += 1;
+    const spaces = digits - index;
+    if (
+      spaces >= 1 &&
+      spaces <= 2 &&
+      digits + 2 <= end &&
+      hexAt(text, digits) >= 0 &&
+      hexAt(text, digits + 1) >= 0 &&
+      (digits + 2 === end || text.charCodeAt(digits + 2) === SPACE)
+    ) {
+      out[length++] = hexAt(text, digits) * 16 + hexAt(text, digits + 1);
+      index = digits + 2;
+      continue;
+    }
+    if (length === at) return -1;
+    let rest = index;
+    while (rest < end && text.charCodeAt(rest) === SPACE) rest += 1;
+    if (rest === end) return length;
+    const column = text.charCodeAt(rest);
+    return rest - index >= 2 && (column === 0x7c || column === 0x3e) ? length : -1;
+  }
+};
+
+// od -c's escapes (`\0`, `\a`, `\b`, `\f`, `\n`, `\r`, `\t`, `\v`) and the bytes they stand for.
+const CHAR_ESCAPES = '0abfnrtv';
+const ESCAPED_BYTES = [0, 7, 8, 12, 10, 13, 9, 11];
+
+/**
+ * `0000000   p   a   s   s  \n 303 251`: an offset (or none, `-An`), then fields of four characters,
+ * right-aligned: a printable character, a backslash escape, three octal digits, or four spaces (a space).
+ */
+const parseChars: LineParser = (text, start, end, out, at) => {
+  let index = hexRunEnd(text, start, end);
+  const offset = index > start;
+  if (index === end || (end - index) % 4 !== 0) return -1;
+  let length = at;
+  let shown = false;
+  for (; index < end; index += 4) {
+    if (text.charCodeAt(index) !== SPACE) return -1;
+    const first = text.charCodeAt(index + 1);
+    const second = text.charCodeAt(index + 2);
+    const last = text.charCodeAt(index + 3);
+    if (first === SPACE && second === SPACE) {
+      if (last < SPACE || last > 0x7e) return -1;
+      shown ||= last !== SPACE;
+      out[length++] = last;
+    } else if (first === SPACE && second === BACKSLASH) {
+      const escaped = CHAR_ESCAPES.indexOf(text[index + 3]!);
+      if (escaped === -1) return -1;
+      shown = true;
+      out[length++] = ESCAPED_BYTES[escaped]!;
+    } else if (isOctal(first) && first <= 0x33 && isOctal(second) && isOctal(last)) {
+      shown = true;
+      out[length++] = (first - 0x30) * 64 + (second - 0x30) * 8 + (last - 0x30);
+    } else {
+      return -1;
+    }
+  }
+  return offset || shown ? length : -1;
+};
+
+function isOctal(code: number): boolean {
+  return code >= 0x30 && code <= 0x37;
+}
+
+/** `70617373776f7264...` (xxd -p): hex digits only, an even number of them (or odd where the line was cut). */
+const parsePlain: LineParser = (text, start, end, out, at) => {
+  if (end - start < 2 || hexRunEnd(text, start, end) !== end) return -1;
+  let length = at;
+  for (let index = start; index + 1 < end; index += 2) {
+    out[length++] = hexAt(text, index) * 16 + hexAt(text, index + 1);
+  }
+  return length;
+};
+
+const PARSERS: ReadonlyArray<readonly [DumpKind, LineParser]> = [
+  ['xxd', parseXxd],
+  ['spaced', parseSpaced],
+  ['chars', parseChars],
+  ['plain', parsePlain],
+];
+
+/**
+ * The [start, end) ranges of `decoded` (one character per byte) that scrubbing would replace: each
+ * occurrence of a known value (as its UTF-8 bytes), and the part of each match of core's patterns
+ * that the pattern's replacement changes (`password=` stays, its value does not). Each is found in the
+ * decoded text as it is, so a match is never missed for another one's replacement.
+ */
+function secretRanges(decoded: string, secretValues: readonly string[]): Array<[number, number]> {
+  const found: Array<[number, number]> = [];
+  for (const value of secretValues) {
+    const bytes = Buffer.from(value).toString('latin1');
+    if (bytes === '') continue;
+    for (let at = decoded.indexOf(bytes); at !== -1; at = decoded.indexOf(bytes, at + bytes.length)) {
+      found.push([at, at + bytes.length]);
+    }
+  }
+  for (const { pattern, replace, requires } of SECRET_PATTERNS) {
+    if (requires !== undefined && !requires.test(decoded)) continue;
+    for (const match of decoded.matchAll(pattern)) {
+      const whole = match[0];
+      const replaced = expandReplacement(replace, match);
+      // What the replacement keeps of the match: the same text before and after its marker, never a
+      // secret's first or last character that happens to equal the marker's `[` or `]`.
+      const marker = replaced.indexOf(REDACTED);
+      const keptBefore = marker === -1 ? replaced.length : marker;
+      const keptAfter = marker === -1 ? replaced.length : replaced.length - marker - REDACTED.length;
+      let head = 0;
+      while (head < keptBefore && head < whole.length && whole[head] === replaced[head]) head += 1;
+      let tail = 0;
+      while (
+        tail < keptAfter &&
+        tail < whole.length - head &&
+        whole[whole.length - 1 - tail] === replaced[replaced.length - 1 - tail]
+      ) {
+        tail += 1;
+      }
+      if (head + tail < whole.length) found.push([match.index + head, match.index + whole.length - tail]);
+    }
+  }
+  return found;
+}
+
+/** A replacement template (`$1`, `$<name>`, `$&`, `$$`) filled in from one match, as `String.replace` does. */
+function expandReplacement(template: string, match: RegExpMatchArray): string {
+  if (!template.includes('$')) return template;
+  return template.replace(/\$(?:(\$)|(&)|<([^>]*)>|(\d\d?))/g, (token, dollar, whole, name, group) => {
+    if (dollar !== undefined) return '$';
+    if (whole !== undefined) return match[0];
+    if (name !== undefined) return match.groups?.[name as string] ?? '';
+    const number = Number(group);
+    return number > 0 && number < match.length ? (match[number] ?? '') : token;
+  });
+}
