@@ -48,21 +48,48 @@ const SECRET_KEY_WHOLE = '(?:pass|pwd|pin|sig|_auth)';
 // A word every secret key name above holds (`password`, `passwd` and `passphrase` hold `pass`; each
 // `…key` holds `key`; `signature` holds `sig`): what SECRET_KEY cannot match without, tested first.
 const SECRET_KEY_WORD = /pass|pwd|pin|sig|_auth|secret|token|key|credential|session/i;
+// A quote as JSON writes it at each depth of JSON quoted inside JSON strings: `"`, `\"` (JSON inside a
+// JSON string), `\\\"` (that inside another string: a logger's line holding it), `\\\\\\\"`, ... (2^n - 1
+// backslashes), up to five levels; `'` likewise. Its backslashes, without the quote character: a caller
+// puts it before `["']`, after `(?<!\\)` where the quote may follow a backslash of its own (the run is the
+// quote's own, never the tail of a longer one).
+const QUOTE_RUN = '\\\\{31}|\\\\{15}|\\\\{7}|\\\\{3}|\\\\?';
+// The body and closing quote of a value opened by quote group `q` (its backslashes in group `b`), as JSON
+// escapes it at that depth: a quote inside the value is escaped once more than the closing one (`\"`
+// inside `"..."`, `\\\"` inside `\"...\"`), and a backslash of the value is a run of 2^n. The quote that
+// closes is the one whose run is `b` after a whole number of such backslashes (`a\\"` closes after
+// `a\`): read at the start of each run, which is read whole, so each character is read once. At least one
+// character with `min` '+'.
+const quotedBody = (q: number, b: number, min: '*' | '+' = '*'): string => {
+  const closing = `(?:\\${b}\\${b}\\\\\\\\)*\\${q}`;
+  return `(?:(?!${closing})(?:[^\\\\\\r\\n]|\\\\+[^\\\\\\r\\n]))${min}${closing}`;
+};
+// A character of a bare (unquoted) value that may stand inside a JSON string: a backslash run only when
+// no quote follows it, so the escape of a closing `\"` (or `\\\"`) stays with its quote (JSON stays JSON).
+// `chars` are the characters the value excludes besides backslashes.
+const bareChar = (chars: string): string => `(?:[^${chars}\\\\]|\\\\+(?![\\\\"']))`;
 // The key as written: an optional prefix of name characters, the secret word, an optional closing
-// quote (JSON, also escaped as `\"` when JSON sits inside a JSON string, or URL-encoded as `%22`), then
-// `=`, `:` or `=>` (PHP and Ruby hashes), or `%3D`/`%3A` (a URL-encoded query or JSON). Not preceded by
-// a name character, so the whole name is matched (after `%22` or `%3F` the prefix holds the code's
-// digits and letters: `22client_secret`, which still ends in the secret word).
-const SECRET_KEY = `(?<![A-Za-z0-9_.-])(?:[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}|${SECRET_KEY_WHOLE})(?:\\\\?["']|%22)?[ \\t]*(?:=>|[=:]|%3[DdAa])[ \\t]*`;
+// quote (JSON, also escaped as `\"` when JSON sits inside a JSON string, `\\\"` another level down, or
+// URL-encoded as `%22`), then `=`, `:` or `=>` (PHP and Ruby hashes), or `%3D`/`%3A` (a URL-encoded
+// query or JSON). Not preceded by a name character, so the whole name is matched (after `%22` or `%3F`
+// the prefix holds the code's digits and letters: `22client_secret`, which still ends in the secret word).
+const SECRET_KEY = `(?<![A-Za-z0-9_.-])(?:[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}|${SECRET_KEY_WHOLE})(?:(?:${QUOTE_RUN})["']|%22)?[ \\t]*(?:=>|[=:]|%3[DdAa])[ \\t]*`;
 
 // A command line's long option named like a secret key, and the spaces, tabs or NULs before its value.
 const SECRET_OPTION = `(?<![A-Za-z0-9_.-])--[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}[ \\t\\0]+`;
 
-// A program's name as a whole word of a command line (also as a path's last part, or `.exe`), the
-// start of the option patterns that hold only after certain programs.
-const programWord = (names: string): string => `(?<![A-Za-z0-9_.-])(?:${names})(?:\\.exe)?(?=[\\s\\0'"]|$)`;
-const MYSQL_PROGRAM = programWord('(?:mysql|mariadb)[A-Za-z0-9_-]*');
-const CURL_PROGRAM = programWord('curl|wget|https?');
+// A name in any letter case (`MYSQL`, `Mysql.exe`, `SSHPASS.EXE` on Windows), for a pattern whose other
+// parts are case-sensitive (`-p` is a password where `-P` is a port).
+const anyCase = (name: string): string =>
+  name.replace(/[a-z]/g, (letter) => `[${letter}${letter.toUpperCase()}]`);
+const EXE = `\\.${anyCase('exe')}`;
+// A program's name as a whole word of a command line (also as a path's last part, or `.exe`), in any
+// letter case, the start of the option patterns that hold only after certain programs. The word ends
+// at a space, NUL or quote, also one escaped in JSON text (`\"mysql\"`, `\\\"mysql\\\"`).
+const programWord = (names: string): string =>
+  `(?<![A-Za-z0-9_.-])(?:${names})(?:${EXE})?(?=[\\s\\0'"]|\\\\+["']|$)`;
+const MYSQL_PROGRAM = programWord(`(?:${anyCase('mysql')}|${anyCase('mariadb')})[A-Za-z0-9_-]*`);
+const CURL_PROGRAM = programWord(`${anyCase('curl')}|${anyCase('wget')}|${anyCase('http')}[sS]?`);
 // The rest of that program's command line up to the option: not past a line break, `;`, `|` or `&&`
 // (another command), nor past another word of the same programs. A match starts at every such word, so
 // the last one before the option takes over from there: each stretch is read from one start, not from
@@ -73,26 +100,46 @@ const commandRest = (program: string, last = false): string =>
 // The same inside a printed argument list, whose items `util.inspect` puts on lines of their own once
 // the list is long: up to the option, not past the list's end (`]`) nor another of the programs' words.
 const listRest = (program: string): string => `(?:(?!${program})[^\\]])*?`;
-// A bare word of a command line: it ends at a quote, also at one escaped in JSON text (`\\"`), whose
-// backslash stays with it (JSON stays JSON).
-const BARE = `(?:[^\\s\\0'"\\\\]|\\\\(?!["']))`;
-// An option's value: quoted (the quotes kept; also `\\"` in JSON text), or a bare word. `$2` is the
-// quote, empty for a bare word. Each form declines what a redaction left (`-p'[REDACTED]'`).
-const OPTION_VALUE = `(?:(\\\\?["'])(?!\\[REDACTED\\]\\2)(?:(?!\\2)[^\\r\\n\\0])+\\2|(?!\\[REDACTED\\])${BARE}+)`;
+// A bare word of a command line: it ends at a quote, also at one escaped in JSON text (`\"`, `\\\"`),
+// whose backslashes stay with it (JSON stays JSON).
+const BARE = bareChar(`\\s\\0'"`);
+// A quote opening a command line's value: `'` or `"`, also as escaped in JSON text at any depth (`\"`,
+// `\\\"`); the value runs to the same quote (shell quoting: no escapes inside).
+const OPEN_QUOTE = `((?<!\\\\)(?:${QUOTE_RUN})["'])`;
+// An option's value: quoted (the quotes kept), or a bare word. `$2` is the quote, empty for a bare word.
+// Each form declines what a redaction left (`-p'[REDACTED]'`).
+const OPTION_VALUE = `(?:${OPEN_QUOTE}(?!\\[REDACTED\\]\\2)(?:(?!\\2)[^\\r\\n\\0])+\\2|(?!\\[REDACTED\\])${BARE}+)`;
 // `user:password` as an option's value: the user (`$3` quoted, `$4` bare) is kept, what follows the
 // first colon goes. Without a colon (`-u root`, `--user ann`) it is a user name alone.
-const USER_PASSWORD = `(?:(\\\\?["'])([^\\r\\n\\0:'"]*):(?!\\[REDACTED\\]\\2)(?:(?!\\2)[^\\r\\n\\0])+\\2|((?:(?!:)${BARE})*):(?!\\[REDACTED\\])${BARE}+)`;
+const USER_PASSWORD = `(?:${OPEN_QUOTE}([^\\r\\n\\0:'"]*):(?!\\[REDACTED\\]\\2)(?:(?!\\2)[^\\r\\n\\0])+\\2|((?:(?!:)${BARE})*):(?!\\[REDACTED\\])${BARE}+)`;
 
 // A printed argument list (`util.inspect`'s `[ 'mysql', '--password', 'x' ]`, JSON's `["-u","a:x"]`, and
-// `[\\"-u\\",\\"a:x\\"]` in JSON inside a JSON string): an option as a whole item, `$2` its quote, and
-// what stands between it and the next item (its closing quote, a comma, spaces or line breaks).
-const printedItem = (option: string): string => `(\\\\?["'])${option}\\2,\\s*`;
-// The next item as an option's value: its quotes kept (`$3`), what is between them goes. An escaped
-// character (`\\'`, `\\"`) is read as one, so the closing quote is the item's own and JSON stays JSON. An
-// item starting with `-` is the next option.
-const PRINTED_VALUE = `(\\\\?["'])(?!-|\\[REDACTED\\]\\3)(?:(?!\\3)(?:\\\\.|[^\\\\\\r\\n]))*\\3`;
-// `user:password` as the next item: the user (`$4`) is kept, what follows its first colon goes.
-const PRINTED_USER_PASSWORD = `(\\\\?["'])((?:(?!\\3)(?:\\\\.|[^\\\\\\r\\n:]))*):(?!\\[REDACTED\\]\\3)(?:(?!\\3)(?:\\\\.|[^\\\\\\r\\n]))+\\3`;
+// `[\"-u\",\"a:x\"]` in JSON inside a JSON string, `\\\"` a level further down): an option as a
+// whole item, `$2` its quote, and what stands between it and the next item (its closing quote, a comma,
+// spaces or line breaks).
+const printedItem = (option: string): string => `((?<!\\\\)(?:${QUOTE_RUN})["'])${option}\\2,\\s*`;
+// The next item as an option's value: its quotes kept (`$3`, its backslashes `$4`), what is between them
+// goes. An escaped character (`\'`, `\"`, `\\\"` inside `\"...\"`) is read as one, so the closing
+// quote is the item's own and JSON stays JSON. An item starting with `-` is the next option.
+const PRINTED_VALUE = `((?<!\\\\)(${QUOTE_RUN})["'])(?!-|\\[REDACTED\\]\\3)${quotedBody(3, 4)}`;
+// `user:password` as the next item: the user (`$5`) is kept, what follows its first colon goes.
+const PRINTED_USER_PASSWORD = `((?<!\\\\)(${QUOTE_RUN})["'])((?:(?!(?:\\4\\4\\\\\\\\)*\\3)(?:[^\\\\\\r\\n:]|\\\\+[^\\\\\\r\\n]))*):(?!\\[REDACTED\\]\\3)${quotedBody(3, 4, '+')}`;
+
+// The parts of a `.netrc` entry: the space between tokens (one line or several), a token's value (not
+// the `password` keyword), an entry up to its `password` keyword. A machine with a dot in its name
+// (`api.example.com`, `10.0.0.7`) or `default` opens an entry by itself. A bare machine name (`localhost`,
+// `db01`, `build-server`) is also a word of prose ("machine learning"), so such an entry needs its
+// `login` and a login that reads as a user name: not ending in punctuation ("login page: password
+// reset"), nor one of the words that follow "login" in a sentence ("login page", "login with").
+const NETRC_SPACE = '[ \\t\\r\\n]+';
+const NETRC_TOKEN = `(?!password(?!\\S))\\S+`;
+const NETRC_PROSE_LOGIN =
+  'page|screen|form|prompt|button|link|flow|field|box|dialog|window|attempts?|fail(?:ed|s|ures?)?|errors?|issues?|problems?|required|disabled|enabled|shell|console|sessions?|details|info|and|or|with|via|to|for|is|was|as|by|the|a|an|using|on|in|then|but';
+const NETRC_ENTRY = `(?<![A-Za-z0-9_.-])(?:(?:machine${NETRC_SPACE}[^\\s.]*\\.\\S+|default)(?:${NETRC_SPACE}(?:login|account)${NETRC_SPACE}${NETRC_TOKEN})*|machine${NETRC_SPACE}[A-Za-z0-9_-]+(?:${NETRC_SPACE}account${NETRC_SPACE}${NETRC_TOKEN})?${NETRC_SPACE}login${NETRC_SPACE}(?!(?:password|${NETRC_PROSE_LOGIN})(?!\\S))\\S*[^\\s:;,.!?)](?:${NETRC_SPACE}account${NETRC_SPACE}${NETRC_TOKEN})?)`;
+// The password: a quoted token goes with its quotes (also escaped in JSON text: `\"p w\"`), a bare one
+// to the next space, or to a quote that ends a JSON string or printed value around it (`password x"}`),
+// whose escape stays with it.
+const NETRC_VALUE = `(?:((?<!\\\\)(?:${QUOTE_RUN})")(?:(?!\\2)[^\\r\\n])+\\2|(?:${bareChar(`\\s"'`)}|["'](?![\\s,;:\\]})]|$))+)`;
 
 // Base64 and the line breaks of a key body: real ones, or `\n` written inside JSON text (`\\n` when
 // that JSON is itself quoted in a JSON string).
@@ -106,8 +153,9 @@ const B64_BREAK = '(?:\\r?\\n|(?:\\\\{1,2}r)?\\\\{1,2}n)';
  * well-known provider key shapes (GitHub, GitLab, Slack, Stripe, Google, npm, OpenAI-style `sk-`),
  * credentials in URLs, and values written under a secret-looking key in `key=value`, `key: value`,
  * JSON (`"SECRET_KEY":"..."`), `.npmrc` (`//host/:_authToken=...`) and connection-string
- * (`AccountKey=...;`) syntax, and passwords on command lines (`--password x`, the MySQL family's
- * `-px`, sshpass's `-p x`, curl's `-u user:x`). Each pattern is global; the text around a match is
+ * (`AccountKey=...;`) syntax, `.netrc` entries, and passwords on command lines (`--password x`, the
+ * MySQL family's `-px`, sshpass's `-p x`, curl's `-u user:x`; program names in any letter case), also
+ * as JSON quoted inside JSON strings at any depth. Each pattern is global; the text around a match is
  * kept. Tuned to leave ordinary text alone: order ids, dates, timestamps, UUIDs, sentences ("Basic
  * plan", "bearer of"), other programs' `-p` and `-u` (`ssh -p 22`, `docker run -u 1000:1000`).
  */
@@ -157,14 +205,22 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
   {
     // The whole credential after `Authorization:` (any scheme: Bearer, Basic, token, Digest, ...).
     name: 'authorization-header',
-    pattern:
-      /\b((?:proxy-)?authorization["']?[ \t]*[:=][ \t]*["']?)(?![\s"']|[A-Za-z]+[ \t]+\[REDACTED\])((?:Bearer|Basic|Token|Digest|Negotiate|Bot|ApiKey|Key)[ \t]+(?![ \t]))?(?!\[REDACTED\])[^\s"',;]+(?:[ \t]*,[ \t]*[a-z]+=(?:"[^"]*"|[^\s,"]+))*/gi,
+    // The header's name and value may be quoted at any depth of JSON inside JSON strings
+    // (`{\"authorization\":\"Bearer x\"}`); the value leaves the escape of its closing quote.
+    pattern: new RegExp(
+      `\\b((?:proxy-)?authorization(?:(?:${QUOTE_RUN})["'])?[ \\t]*[:=][ \\t]*(?:(?:${QUOTE_RUN})["'])?)(?![\\s"']|[A-Za-z]+[ \\t]+\\[REDACTED\\])((?:Bearer|Basic|Token|Digest|Negotiate|Bot|ApiKey|Key)[ \\t]+(?![ \\t]))?(?!\\[REDACTED\\])${bareChar(`\\s"',;`)}+(?:[ \\t]*,[ \\t]*[a-z]+=(?:"[^"]*"|[^\\s,"]+))*`,
+      'gi',
+    ),
     replace: `$1$2${REDACTED}`,
   },
   {
-    // Everything after a `Cookie:` / `Set-Cookie:` header name, to the end of the line or quote.
+    // Everything after a `Cookie:` / `Set-Cookie:` header name, to the end of the line or quote (also
+    // one escaped in JSON text, whose backslashes stay).
     name: 'cookie-header',
-    pattern: /\b((?:set-)?cookie["']?[ \t]*:[ \t]*["']?)(?![\s"']|\[REDACTED\])[^\r\n"']+/gi,
+    pattern: new RegExp(
+      `\\b((?:set-)?cookie(?:(?:${QUOTE_RUN})["'])?[ \\t]*:[ \\t]*(?:(?:${QUOTE_RUN})["'])?)(?![\\s"']|\\[REDACTED\\])${bareChar(`\\r\\n"'`)}+`,
+      'gi',
+    ),
     replace: `$1${REDACTED}`,
   },
   {
@@ -172,7 +228,10 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     // bounded: its characters include `$`, `~` and `+`, after which another `__Host-` may start, and an
     // unbounded name would be scanned to the end of the run again from each (quadratic).
     name: 'cookie-prefixed',
-    pattern: /(?<![\w-])(__(?:Host|Secure)-[\w.!#$%&'*+^`|~-]{0,256}=)(?!\[REDACTED\])[^\s;,"']+/g,
+    pattern: new RegExp(
+      `(?<![\\w-])(__(?:Host|Secure)-[\\w.!#$%&'*+^\`|~-]{0,256}=)(?!\\[REDACTED\\])${bareChar(`\\s;,"'`)}+`,
+      'g',
+    ),
     replace: `$1${REDACTED}`,
   },
   {
@@ -192,8 +251,10 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
   {
     // Session cookies written outside a Cookie header (a cookie jar dump, a log line).
     name: 'session-cookie',
-    pattern:
-      /(?<![\w.-])((?:connect\.sid|JSESSIONID|PHPSESSID|sessionid|laravel_session)=)(?!\[REDACTED\])[^\s;,"']+/gi,
+    pattern: new RegExp(
+      `(?<![\\w.-])((?:connect\\.sid|JSESSIONID|PHPSESSID|sessionid|laravel_session)=)(?!\\[REDACTED\\])${bareChar(`\\s;,"'`)}+`,
+      'gi',
+    ),
     replace: `$1${REDACTED}`,
   },
   {
@@ -244,23 +305,28 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
   },
   {
     // A `.netrc` entry's password (curl, git, ftp and pip read them): `machine host login bob password x`,
-    // `default login anonymous password x`, its tokens on one line or several. Only inside such an entry
-    // whose machine is a host name with a dot (or `default`): "the password is x" in a sentence, and
-    // "machine learning login page: password reset", stay. Each token the entry holds before `password` is a keyword
+    // `default login anonymous password x`, its tokens on one line or several. Only inside such an entry:
+    // "the password is x" in a sentence stays. Its machine is a host name with a dot (or `default`), or
+    // a bare host name (`localhost`, `db01`) with the entry's login before the password; see NETRC_ENTRY
+    // for what tells that login from prose. Each token the entry holds before `password` is a keyword
     // (`login`, `account`) and its value, so a run of them is read once from the entry's start.
     name: 'netrc-password',
-    pattern:
-      /((?<![A-Za-z0-9_.-])(?:machine[ \t\r\n]+[^\s.]*\.[^\s]+|default)(?:[ \t\r\n]+(?:login|account)[ \t\r\n]+(?!password(?![^\s]))[^\s]+)*[ \t\r\n]+password[ \t\r\n]+)(?!\[REDACTED\])[^\s]+/g,
+    pattern: new RegExp(
+      `(${NETRC_ENTRY}${NETRC_SPACE}password${NETRC_SPACE})(?!\\[REDACTED\\])${NETRC_VALUE}`,
+      'g',
+    ),
     replace: `$1${REDACTED}`,
     requires: /password/,
   },
   {
     // `"password": "x y"`, `token='abc'`: the quoted value, quotes kept (JSON stays JSON); also JSON
-    // quoted inside a JSON string (an upstream body in an error), `\"password\":\"x y\"`, whose value
-    // runs to the next escaped quote. One expression for both: every string is tested against it once.
+    // quoted inside a JSON string (an upstream body in an error), `\"password\":\"x y\"`, and that
+    // inside another string (a logger's line), `\\\"password\\\":\\\"x y\\\"`: the value runs to its own
+    // closing quote, the quotes escaped inside it read as part of it (see quotedBody). One expression for
+    // every depth: every string is tested against it once.
     name: 'key-value-secret',
     pattern: new RegExp(
-      `(${SECRET_KEY})(\\\\?["'])(?!\\[REDACTED\\]\\2)(?:(?!\\2)(?:\\\\.|[^\\\\\\r\\n]))*\\2`,
+      `(${SECRET_KEY})((?<!\\\\)(${QUOTE_RUN})["'])(?!\\[REDACTED\\]\\2)${quotedBody(2, 3)}`,
       'gi',
     ),
     replace: `$1$2${REDACTED}$2`,
@@ -269,9 +335,10 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
   {
     // `DB_PASSWORD=hunter2`, `AccountKey=abc==;`, `//registry/:_authToken=npm_x`, `password: hunter2`,
     // `password%3Dhunter2` and `%22client_secret%22%3A%22abc%22` (URL-encoded: the value runs to `&`).
+    // Inside a JSON string the value leaves the escape of the string's closing quote (`password=x\"`).
     name: 'key-value-secret',
     pattern: new RegExp(
-      `(${SECRET_KEY})(?!\\[REDACTED\\]|(?:null|true|false|undefined)\\b)(?!\\\\?["'\\s])[^\\s&;,'"<>)}\\]]+`,
+      `(${SECRET_KEY})(?!\\[REDACTED\\]|(?:null|true|false|undefined)\\b)(?!\\\\*["'\\s])${bareChar(`\\s&;,'"<>)}\\]`)}+`,
       'gi',
     ),
     replace: `$1${REDACTED}`,
@@ -284,13 +351,16 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     // a key's does. A quoted value keeps its quotes; a next word starting with `-` is the next option
     // (`--password` alone prompts).
     name: 'cli-option-secret',
-    pattern: new RegExp(`(${SECRET_OPTION})(["'])(?!\\[REDACTED\\]\\2)(?:(?!\\2)[^\\r\\n\\0])*\\2`, 'gi'),
+    pattern: new RegExp(
+      `(${SECRET_OPTION})${OPEN_QUOTE}(?!\\[REDACTED\\]\\2)(?:(?!\\2)[^\\r\\n\\0])*\\2`,
+      'gi',
+    ),
     replace: `$1$2${REDACTED}$2`,
     requires: SECRET_KEY_WORD,
   },
   {
     name: 'cli-option-secret',
-    pattern: new RegExp(`(${SECRET_OPTION})(?![-\\s\\0'"]|\\[REDACTED\\])[^\\s\\0'"]+`, 'gi'),
+    pattern: new RegExp(`(${SECRET_OPTION})(?![-\\s\\0'"]|\\[REDACTED\\])${BARE}+`, 'gi'),
     replace: `$1${REDACTED}`,
     requires: SECRET_KEY_WORD,
   },
@@ -311,7 +381,7 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     name: 'mysql-password-option',
     pattern: new RegExp(`(${MYSQL_PROGRAM}${commandRest(MYSQL_PROGRAM)}[ \\t\\0'"]-p)${OPTION_VALUE}`, 'g'),
     replace: `$1$2${REDACTED}$2`,
-    requires: /mysql|mariadb/,
+    requires: /mysql|mariadb/i,
   },
   {
     // A later `-p` on the same command line (`mysql -pa -pb`): the one above takes the first, this one
@@ -322,7 +392,7 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
       'g',
     ),
     replace: `$1$2${REDACTED}$2`,
-    requires: /mysql|mariadb/,
+    requires: /mysql|mariadb/i,
   },
   {
     // A MySQL-family `-pX` as an item of a printed argument list, also with an item per line as
@@ -330,11 +400,11 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     // list's end. The item's quotes stay; an escaped quote inside it is part of the value.
     name: 'mysql-password-option',
     pattern: new RegExp(
-      `(${MYSQL_PROGRAM}${listRest(MYSQL_PROGRAM)}(\\\\?["'])-p)(?!\\[REDACTED\\]\\2)(?:(?!\\2)(?:\\\\.|[^\\\\\\r\\n]))+\\2`,
+      `(${MYSQL_PROGRAM}${listRest(MYSQL_PROGRAM)}((?<!\\\\)(${QUOTE_RUN})["'])-p)(?!\\[REDACTED\\]\\2)${quotedBody(2, 3, '+')}`,
       'g',
     ),
     replace: `$1${REDACTED}$2`,
-    requires: /mysql|mariadb/,
+    requires: /mysql|mariadb/i,
   },
   {
     // sshpass's password, attached or as the next word: `sshpass -p hunter2 ssh host`, `sshpass -phunter2`.
@@ -342,20 +412,23 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     // `-p` (`ssh -p 22`) is its own.
     name: 'sshpass-password',
     pattern: new RegExp(
-      `((?<![A-Za-z0-9_.-])sshpass(?:\\.exe)?(?:[ \\t\\0]+-(?:v|P[ \\t\\0]*[^\\s\\0]+))*[ \\t\\0]+-p[ \\t\\0]*)${OPTION_VALUE}`,
+      `((?<![A-Za-z0-9_.-])${anyCase('sshpass')}(?:${EXE})?(?:[ \\t\\0]+-(?:v|P[ \\t\\0]*[^\\s\\0]+))*[ \\t\\0]+-p[ \\t\\0]*)${OPTION_VALUE}`,
       'g',
     ),
     replace: `$1$2${REDACTED}$2`,
-    requires: /sshpass/,
+    requires: /sshpass/i,
   },
   {
     // sshpass's password as items of a printed argument list (`[ 'sshpass', '-p', 'x', 'ssh', 'host' ]`,
     // `["sshpass","-px"]`, an item per line as `util.inspect` prints a long list), after its `-v` items.
+    // Its path may be a Windows one (`["C:\\Tools\\SSHPASS.EXE","-p","x"]`).
     name: 'sshpass-password',
-    pattern:
-      /((\\?["'])(?:[^'"\s\]]*\/)?sshpass(?:\.exe)?\2,\s*(?:\2-v\2,\s*)*\2-p(?:\2,\s*\2)?)(?!\[REDACTED\]\2|-)(?:(?!\2)(?:\\.|[^\\\r\n]))+\2/g,
+    pattern: new RegExp(
+      `(((?<!\\\\)(${QUOTE_RUN})["'])(?:[^'"\\s\\]]*[/\\\\])?${anyCase('sshpass')}(?:${EXE})?\\2,\\s*(?:\\2-v\\2,\\s*)*\\2-p(?:\\2,\\s*\\2)?)(?!\\[REDACTED\\]\\2|-)${quotedBody(2, 3, '+')}`,
+      'g',
+    ),
     replace: `$1${REDACTED}$2`,
-    requires: /sshpass/,
+    requires: /sshpass/i,
   },
   {
     // curl's `-u admin:s3cret` (`--user`), `-U u:p` (`--proxy-user`), also after its silent/fail/follow
@@ -368,7 +441,7 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
       'g',
     ),
     replace: `$1$2$3$4:${REDACTED}$2`,
-    requires: /curl|wget|http/,
+    requires: /curl|wget|http/i,
   },
   {
     // The same as items of a printed argument list: `[ 'curl', '-u', 'admin:x' ]`, `["curl","-u","a:x"]`,
@@ -378,15 +451,15 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
       `(${CURL_PROGRAM}${listRest(CURL_PROGRAM)}${printedItem('-(?:[fsSLkvi]*[uU]|a)')})${PRINTED_USER_PASSWORD}`,
       'g',
     ),
-    replace: `$1$3$4:${REDACTED}$3`,
-    requires: /curl|wget|http/,
+    replace: `$1$3$5:${REDACTED}$3`,
+    requires: /curl|wget|http/i,
   },
   {
     // A printed list that starts with `-u`/`-U`: a program's arguments without its name, as Node's spawn
     // errors print `spawnargs` (`[ '-u', 'admin:x', 'https://host' ]`, the program in `path`).
     name: 'cli-user-password',
     pattern: new RegExp(`(\\[\\s*${printedItem('-[uU]')})${PRINTED_USER_PASSWORD}`, 'g'),
-    replace: `$1$3$4:${REDACTED}$3`,
+    replace: `$1$3$5:${REDACTED}$3`,
     requires: /-[uU]/,
   },
   {
@@ -404,7 +477,7 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     // The same as items of a printed argument list: `[ '--user', 'admin:x' ]`, `["--proxy-user","u:x"]`.
     name: 'cli-user-password',
     pattern: new RegExp(`(${printedItem('--(?:proxy-user|user|auth)')})${PRINTED_USER_PASSWORD}`, 'g'),
-    replace: `$1$3$4:${REDACTED}$3`,
+    replace: `$1$3$5:${REDACTED}$3`,
     requires: /--(?:proxy-user|user|auth)/,
   },
 ];
@@ -547,9 +620,10 @@ const JOINED_SECRET_OPENER =
 // Whole arguments after which the next one may be a secret: a long option named like a secret key
 // (`--password`, `--client-secret`; not `--password-file`, `--max-tokens`), `--user`, `--proxy-user`,
 // `--auth`, a bare `-u`/`-U` (an array of a program's arguments without its name, as Node's `spawnargs`),
-// and the programs whose short options carry passwords (`sshpass`, `curl`, `mysql`, also as a path).
+// and the programs whose short options carry passwords (`sshpass`, `curl`, `mysql`, also as a path, in
+// any letter case: `C:\Tools\SSHPASS.EXE`, `MYSQL`).
 const ARGV_SECRET_OPTION = `--[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}`;
-const ARGV_PROGRAM = /(?<![^/\\])(?:(sshpass)|(curl|wget|https?)|(mysql|mariadb)[A-Za-z0-9_-]*)(?:\.exe)?$/;
+const ARGV_PROGRAM = /(?<![^/\\])(?:(sshpass)|(curl|wget|https?)|(mysql|mariadb)[A-Za-z0-9_-]*)(?:\.exe)?$/i;
 const ARGV_OPENER = `^(?:${ARGV_SECRET_OPTION}|--(?:proxy-user|user|auth)|-u)$|${ARGV_PROGRAM.source}`;
 
 /**

@@ -2,8 +2,11 @@
 // tools/call. Node's exec errors print the command line (`Command failed: ...`), and a careless handler
 // hands that message to the model.
 import { execFile } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { inspect, promisify } from 'node:util';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { createSilentLogger, defineTool, fail, ok, REDACTED, type ToolResult } from '../src/index.js';
 import { expectFailure, serveTools, type TestClient } from '../src/testing.js';
@@ -115,5 +118,76 @@ describe('a password among a failed command’s arguments, as an array and as th
     expect(message).toContain('spawnargs: [');
     expect(message).toContain('"spawnargs":[');
     expect(JSON.stringify(result)).not.toContain('hunter2');
+  });
+});
+
+describe('a program whose name is in capitals (a Windows-style install), failing for real', () => {
+  // Real executables named as on Windows or a case-insensitive file system: each exits 3, so Node's
+  // error lists the command line, its path and name as given.
+  let bin = '';
+  beforeAll(() => {
+    bin = mkdtempSync(join(tmpdir(), 'toolgate-programs-'));
+    for (const name of ['MYSQL', 'SSHPASS.EXE', 'Curl']) {
+      writeFileSync(join(bin, name), '#!/bin/sh\nexit 3\n');
+      chmodSync(join(bin, name), 0o755);
+    }
+  });
+  afterAll(() => {
+    rmSync(bin, { recursive: true, force: true });
+  });
+
+  /** Runs the program (which fails) and echoes Node's error in the failure, as careless handlers do. */
+  const runTool = defineTool({
+    name: 'run_program',
+    description: 'Runs a maintenance program.',
+    input: { program: z.string(), args: z.array(z.string()) },
+    handler: async ({ program, args }) => {
+      try {
+        await run(join(bin, program), args);
+        return ok({ done: true });
+      } catch (error) {
+        return fail(
+          'unavailable',
+          `Run failed: ${(error as Error).message} ${inspect(error)} ${JSON.stringify(error)}`,
+        );
+      }
+    },
+  });
+
+  it.each([
+    ['MYSQL', ['-phunter2', '-u', 'root'], `MYSQL -p${R} -u root`],
+    ['SSHPASS.EXE', ['-p', 'hunter2', 'ssh', '-p', '22', 'host'], `SSHPASS.EXE -p ${R} ssh -p 22 host`],
+    ['Curl', ['-u', 'admin:hunter2', 'https://example.com/'], `Curl -u admin:${R} https://example.com/`],
+  ])(
+    '%s: its `Command failed` message, util.inspect and JSON reach the model without the password',
+    async (program, args, expected) => {
+      client = await serveTools([runTool]);
+      const { message } = expectFailure(await client.callTool('run_program', { program, args }));
+      expect(message).toContain(`Command failed: ${bin}/${expected}`);
+      expect(message).toContain(`cmd: '${bin}/${expected}'`);
+      expect(message).not.toContain('hunter2');
+    },
+  );
+});
+
+describe('a failed command’s arguments in a logger’s line, quoted inside a JSON string twice over', () => {
+  it('the whole password goes and each level stays JSON', async () => {
+    const tool = defineTool({
+      name: 'sync_db',
+      description: 'Syncs the database.',
+      input: {},
+      handler: async () => {
+        const error = await failedRun('/nonexistent/mysql', ['--password', 'hunter 2', '-u', 'root']);
+        // A JSON logger's line whose message is JSON (one level), kept in a JSON field (two levels).
+        const line = JSON.stringify({ level: 'error', msg: JSON.stringify({ spawnargs: error.spawnargs }) });
+        return fail('unavailable', `Sync failed. ${JSON.stringify({ lastLog: line })}`);
+      },
+    });
+    client = await serveTools([tool]);
+    const { message } = expectFailure(await client.callTool('sync_db', {}));
+    expect(message).not.toContain('hunter');
+    const { lastLog } = JSON.parse(message.slice('Sync failed. '.length)) as { lastLog: string };
+    const { msg } = JSON.parse(lastLog) as { msg: string };
+    expect(JSON.parse(msg)).toEqual({ spawnargs: ['--password', R, '-u', 'root'] });
   });
 });
