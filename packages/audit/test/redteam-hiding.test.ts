@@ -41,9 +41,7 @@ describe('shape mode: keys that collide once redacted', () => {
     const many = Object.fromEntries(
       Array.from({ length: 1500 }, (_, i) => [`sk_live_${String(i).padStart(24, '0')}`, i]),
     );
-    const started = performance.now();
     await client.callTool('echo', { value: many });
-    const elapsed = performance.now() - started;
     await audit.close();
     const [first, second] = await records(path);
     const keys = Object.keys((first!.args as { value: Record<string, unknown> }).value);
@@ -56,7 +54,6 @@ describe('shape mode: keys that collide once redacted', () => {
     expect(text).not.toContain(LIVE_A);
     expect(text).not.toContain(LIVE_B);
     expect(Object.keys((second!.args as { value: Record<string, unknown> }).value)).toHaveLength(1500);
-    expect(elapsed).toBeLessThan(5_000);
     await expect(verifyAuditFile(path)).resolves.toMatchObject({ intact: true, records: 2 });
   });
 });

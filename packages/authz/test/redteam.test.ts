@@ -170,11 +170,11 @@ describe('scope parsing tricks', () => {
     );
   });
 
-  it('a huge scope list without the right one is still refused, and quickly', async () => {
+  // No speed is asserted (speed lives in the benches): a check that compared every scope with every
+  // other would take tens of seconds on 50,000 of them, and the test's timeout stops that as a failure.
+  it('a huge scope list without the right one is still refused', { timeout: 5_000 }, async () => {
     const many = Array.from({ length: 50_000 }, (_, i) => `orders:write${i}`);
-    const started = Date.now();
     await expectRefundHidden(token([...many, 'orders:read', 'payments']));
-    expect(Date.now() - started).toBeLessThan(5_000);
   });
 });
 

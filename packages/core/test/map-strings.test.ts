@@ -144,13 +144,12 @@ describe('mapStrings', () => {
 
   it('numbers many colliding keys in one pass over them (no rescan per key)', () => {
     const input: Record<string, number> = {};
-    for (let index = 0; index < 20_000; index += 1)
+    // No time bound: renaming that tried every number from 2 again for each key would take minutes on
+    // 60,000 keys and outlast the test's timeout, where one pass takes milliseconds.
+    for (let index = 0; index < 60_000; index += 1)
       input[`sk_live_key${String(index).padStart(8, '0')}`] = index;
-    const started = performance.now();
     const out = mapStrings(input, (text) => text, { mapKey: () => '[REDACTED]' }) as Record<string, number>;
-    expect(Object.keys(out)).toHaveLength(20_000);
-    expect(out['[REDACTED] (20000)']).toBe(19_999);
-    // Quadratic renaming would take seconds here; this is a generous bound for a linear pass.
-    expect(performance.now() - started).toBeLessThan(2000);
+    expect(Object.keys(out)).toHaveLength(60_000);
+    expect(out['[REDACTED] (60000)']).toBe(59_999);
   });
 });

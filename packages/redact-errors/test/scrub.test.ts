@@ -497,10 +497,15 @@ describe('scrubErrorText: HTML entities, backslash escapes, hex dumps and nested
   });
 });
 
+/** Far above a linear scan of the long texts below (milliseconds), far below a backtracking one (tens of seconds). */
+const LONG_TEXT_TIMEOUT_MS = 5_000;
+
 describe('scrubErrorText: long text', () => {
   // A response body or a dump can be large; a pattern that rescans from every position of a long run
-  // took 5 to 11 s on 50 KB (an event loop stalled by one failure). Not a speed target (those live in
-  // the benches): the bound only tells a linear scan (milliseconds) from a backtracking one (seconds).
+  // took 5 to 11 s on 50 KB (an event loop stalled by one failure). No speed is asserted (speed lives in
+  // the benches): a linear scan of 100 KB takes milliseconds, a backtracking one tens of seconds, and
+  // the test's own timeout (LONG_TEXT_TIMEOUT_MS) stops that one as a failure. What is asserted is that
+  // the scrub is done in one pass: scrubbing its output again changes nothing.
   it.each([
     ['a long line after a frame', `boom\n    at ${'a'.repeat(100_000)}`],
     ['a long line of colons after a frame', `boom\n    at ${'a:'.repeat(50_000)}`],
@@ -525,11 +530,14 @@ describe('scrubErrorText: long text', () => {
       Buffer.from(Buffer.from('&#x41;'.repeat(8_000)).toString('base64')).toString('base64'),
     ],
     ['words between JSON escapes', 'a\\n'.repeat(33_334)],
-  ])('%s (100 KB) is scrubbed in one pass', (_name, text) => {
-    const started = performance.now();
-    scrubErrorText(text);
-    expect(performance.now() - started).toBeLessThan(5_000);
-  });
+  ])(
+    '%s (100 KB) is scrubbed in one pass',
+    (_name, text) => {
+      const scrubbed = scrubErrorText(text);
+      expect(scrubErrorText(scrubbed)).toBe(scrubbed);
+    },
+    LONG_TEXT_TIMEOUT_MS,
+  );
 
   it('a secret at the end of 1 MB of text is replaced whole, nothing cut', () => {
     const text = `${'word '.repeat(200_000)}then password=hunter2 and sk_live_abcdefghijklmnop`;
