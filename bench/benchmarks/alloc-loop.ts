@@ -17,13 +17,20 @@ let k = 0;
 for (let pass = 0; pass < 3; pass += 1) {
   for (const { name, built } of cases) {
     const call = echoCall(built.client);
-    for (let i = 0; i < 3000; i += 1) await call((k += 1));
+    for (let i = 0; i < 3000; i += 1) {
+      k += 1;
+      await call(k);
+    }
     await new Promise((resolve) => setTimeout(resolve, 50));
     gc();
     const before = process.memoryUsage().heapUsed;
-    for (let i = 0; i < calls; i += 1) await call((k += 1));
+    for (let i = 0; i < calls; i += 1) {
+      k += 1;
+      await call(k);
+    }
     const after = process.memoryUsage().heapUsed;
-    if (pass > 0) process.stdout.write(`${name.padEnd(16)} ${((after - before) / calls).toFixed(0)} B/call\n`);
+    if (pass > 0)
+      process.stdout.write(`${name.padEnd(16)} ${((after - before) / calls).toFixed(0)} B/call\n`);
   }
 }
 for (const { built } of cases) await built.close();
