@@ -421,10 +421,12 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
   {
     // sshpass's password as items of a printed argument list (`[ 'sshpass', '-p', 'x', 'ssh', 'host' ]`,
     // `["sshpass","-px"]`, an item per line as `util.inspect` prints a long list), after its `-v` items.
-    // Its path may be a Windows one (`["C:\\Tools\\SSHPASS.EXE","-p","x"]`).
+    // Its path may be a Windows one (`["C:\\Tools\\SSHPASS.EXE","-p","x"]`). A spawn error printed names
+    // the program in `path` and its arguments without it in the `spawnargs` after it (`path:
+    // '/usr/bin/sshpass',\n  spawnargs: [ '-p', 'x' ]`, `"path":"sshpass","spawnargs":["-p","x"]`).
     name: 'sshpass-password',
     pattern: new RegExp(
-      `(((?<!\\\\)(${QUOTE_RUN})["'])(?:[^'"\\s\\]]*[/\\\\])?${anyCase('sshpass')}(?:${EXE})?\\2,\\s*(?:\\2-v\\2,\\s*)*\\2-p(?:\\2,\\s*\\2)?)(?!\\[REDACTED\\]\\2|-)${quotedBody(2, 3, '+')}`,
+      `(((?<!\\\\)(${QUOTE_RUN})["'])(?:[^'"\\s\\]]*[/\\\\])?${anyCase('sshpass')}(?:${EXE})?\\2,\\s*(?:(?:\\2)?spawnargs(?:\\2)?:\\s*\\[\\s*)?(?:\\2-v\\2,\\s*)*\\2-p(?:\\2,\\s*\\2)?)(?!\\[REDACTED\\]\\2|-)${quotedBody(2, 3, '+')}`,
       'g',
     ),
     replace: `$1${REDACTED}$2`,
@@ -650,6 +652,7 @@ function hasSplitOpener(value: object, maxDepth: number): boolean {
     const entries = Array.isArray(node) ? node : plainValues(node);
     // Something the plain walk does not read (a Map, a class instance): the copy decides.
     if (entries === undefined) return true;
+    if (entries !== node && isSpawnErrorArgs(node as Record<string, unknown>)) return true;
     let strings = 0;
     let opener = false;
     for (const entry of entries) {
@@ -699,6 +702,7 @@ function cutSplitSecrets(
     if (typeof entry === 'string') run.push(key);
     else cutSplitSecrets(entry, patterns, names, onSplit);
   }
+  if (!Array.isArray(node)) cutSpawnErrorArgs(record, names, onSplit);
   if (run.length < 2) return;
   if (!run.some((key) => SPLIT_SECRET_OPENER.test(record[key] as string))) return;
   if (Array.isArray(node)) cutArgvSecrets(node, names, onSplit);
@@ -804,6 +808,29 @@ function cutArgvSecrets(
       if (password !== null && password[1] !== REDACTED) cut(index, `-p${REDACTED}`, 'mysql-password-option');
     }
   }
+}
+
+/** Whether a plain object holds a spawn error's `path` (one of the programs `cutArgvSecrets` reads) and `spawnargs`. */
+function isSpawnErrorArgs(record: Record<string, unknown>): boolean {
+  const { path, spawnargs } = record;
+  return typeof path === 'string' && Array.isArray(spawnargs) && ARGV_PROGRAM.test(path);
+}
+
+/**
+ * A spawn error's fields copied into a plain object (`{ ...error }`, its JSON parsed back): Node names the
+ * program in `path` and leaves it out of `spawnargs` (`spawn mysql ENOENT`: `path: 'mysql'`,
+ * `spawnargs: ['-phunter2']`), so the arguments are read as that program's (`cutArgvSecrets`), in place.
+ */
+function cutSpawnErrorArgs(
+  record: Record<string, unknown>,
+  names: ReadonlySet<string>,
+  onSplit: ((name: string) => void) | undefined,
+): void {
+  if (!isSpawnErrorArgs(record)) return;
+  const spawnargs = record.spawnargs as unknown[];
+  const argv: unknown[] = [record.path, ...spawnargs];
+  cutArgvSecrets(argv, names, onSplit);
+  for (let index = 0; index < spawnargs.length; index += 1) spawnargs[index] = argv[index + 1];
 }
 
 /** `user:password` with what follows the first colon redacted; text without a colon as it is. */

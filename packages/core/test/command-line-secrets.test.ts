@@ -80,6 +80,9 @@ describe('a password among a failed command’s arguments, as an array and as th
     ['mysql', ['--password', 'hunter2', '-u', 'root'], ['--password', R, '-u', 'root']],
     // Node's `spawnargs` leave the program out: `-u` first is read as curl's.
     ['curl', ['-u', 'admin:hunter2', 'https://example.com/'], ['-u', `admin:${R}`, 'https://example.com/']],
+    // Short options only a program's own: its name is the error's `path`, beside the arguments.
+    ['mysql', ['-phunter2', '-u', 'root'], [`-p${R}`, '-u', 'root']],
+    ['sshpass', ['-p', 'hunter2', 'ssh', '-p', '22', 'host'], ['-p', R, 'ssh', '-p', '22', 'host']],
   ];
 
   /** A tool that runs the program (which fails) and answers with what `answer` makes of its error. */
@@ -107,6 +110,26 @@ describe('a password among a failed command’s arguments, as an array and as th
     expect(result._meta?.spawn).toEqual({ path: program, spawnargs: expected });
     expect(JSON.stringify(result)).not.toContain('hunter2');
   });
+
+  it.each(cases)(
+    '%s: the error’s own fields copied into the failure’s _meta',
+    async (program, args, expected) => {
+      const tool = syncTool(program, args, (error) => {
+        const result = fail('unavailable', 'Sync failed.');
+        // `{ ...error }`: errno, code, syscall, path (the program) and spawnargs (without it).
+        result._meta = { ...result._meta, error: { ...error } };
+        return result;
+      });
+      client = await serveTools([tool]);
+      const result = await client.callTool('sync_db', {});
+      expect(result._meta?.error).toMatchObject({
+        code: 'ENOENT',
+        path: `/nonexistent/${program}`,
+        spawnargs: expected,
+      });
+      expect(JSON.stringify(result)).not.toContain('hunter2');
+    },
+  );
 
   it.each(cases)('%s: the error as util.inspect and JSON print it, in the message', async (program, args) => {
     const tool = syncTool(program, args, (error) =>

@@ -115,6 +115,15 @@ const SECRETS: readonly (readonly [string, string])[] = [
     `[\n  'sshpass',\n  '-p',\n  '${R}',\n  'ssh',\n  'host'\n]`,
   ],
   ['{"e":"[\\"sshpass\\",\\"-p\\",\\"a b\\"]"}', `{"e":"[\\"sshpass\\",\\"-p\\",\\"${R}\\"]"}`],
+  // A spawn error printed: the program is its `path`, its `spawnargs` leave it out.
+  [
+    "  path: '/usr/bin/sshpass',\n  spawnargs: [ '-p', 'hunter2', 'ssh', '-p', '22', 'host' ],",
+    `  path: '/usr/bin/sshpass',\n  spawnargs: [ '-p', '${R}', 'ssh', '-p', '22', 'host' ],`,
+  ],
+  [
+    '{"code":"ENOENT","path":"sshpass","spawnargs":["-v","-phunter2","ssh"]}',
+    `{"code":"ENOENT","path":"sshpass","spawnargs":["-v","-p${R}","ssh"]}`,
+  ],
   [
     "cmd: 'curl -sS -X POST -u admin:hunter2 https://api.example.com/v1/orders',\n  spawnargs: [\n    'curl',\n    '-sS',\n    '-X',\n    'POST',\n    '-u',\n    'admin:hunter2',\n    'https://api.example.com/v1/orders'\n  ]",
     `cmd: 'curl -sS -X POST -u admin:${R} https://api.example.com/v1/orders',\n  spawnargs: [\n    'curl',\n    '-sS',\n    '-X',\n    'POST',\n    '-u',\n    'admin:${R}',\n    'https://api.example.com/v1/orders'\n  ]`,
@@ -271,6 +280,8 @@ const SECRETS: readonly (readonly [string, string])[] = [
 
 // Ordinary text a model reads: none of it may change.
 const ORDINARY: readonly string[] = [
+  // ssh's own port after a path that is not sshpass's.
+  "  path: '/usr/bin/ssh',\n  spawnargs: [ '-p', '22', 'host' ],",
   'The password is hunter2, the machine says.',
   'machine learning login page: password reset',
   'run with --max-tokens 1500 --token-count 3 --password-file /run/secrets/db --password --user ann',
@@ -653,6 +664,34 @@ describe('secrets in a command’s argument array', () => {
 
   it.each(ARGV_ORDINARY)('leaves %j alone', (...argv) => {
     expect(redactSecrets(argv)).toEqual(argv);
+  });
+
+  it('reads a spawn error’s spawnargs as the program’s its path names (Node leaves the program out of them)', () => {
+    const spawnError = (path: string, spawnargs: string[]) => ({
+      errno: -2,
+      code: 'ENOENT',
+      path,
+      spawnargs,
+    });
+    expect(redactSecrets(spawnError('mysql', ['-phunter2', '-u', 'root']))).toEqual(
+      spawnError('mysql', [`-p${R}`, '-u', 'root']),
+    );
+    expect(
+      redactSecrets({ path: 'C:\\Tools\\SSHPASS.EXE', spawnargs: ['-p', 'hunter2', 'ssh', '-p', '22'] }),
+    ).toEqual({
+      path: 'C:\\Tools\\SSHPASS.EXE',
+      spawnargs: ['-p', R, 'ssh', '-p', '22'],
+    });
+    expect(redactSecrets({ error: spawnError('/usr/bin/mysqldump', ['-ps3cret', 'db']) })).toEqual({
+      error: spawnError('/usr/bin/mysqldump', [`-p${R}`, 'db']),
+    });
+    // Another program's own short options stay.
+    for (const value of [
+      spawnError('/usr/bin/ssh', ['-p', '22', 'host']),
+      spawnError('cp', ['-p', 'a', 'b']),
+    ]) {
+      expect(redactSecrets(value)).toEqual(value);
+    }
   });
 
   it('reads an object’s values as no command line', () => {
