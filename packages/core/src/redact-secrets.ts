@@ -141,6 +141,32 @@ const NETRC_ENTRY = `(?<![A-Za-z0-9_.-])(?:(?:machine${NETRC_SPACE}[^\\s.]*\\.\\
 // whose escape stays with it.
 const NETRC_VALUE = `(?:((?<!\\\\)(?:${QUOTE_RUN})")(?:(?!\\2)[^\\r\\n])+\\2|(?:${bareChar(`\\s"'`)}|["'](?![\\s,;:\\]})]|$))+)`;
 
+// An XML element named like a secret key (`password`, `Password`, `dbPassword`, `client_secret`,
+// `apiKey`), after an optional namespace prefix (`db:password`, `ns2:ClientSecret`): the name ends in a
+// secret word as a key's does (no space in it: `api key` is no element name).
+const XML_SECRET_NAME = `(?:[A-Za-z_][\\w.-]*:)?(?:[\\w.-]*${SECRET_KEY_SUFFIX.replace('api[ _-]?key', 'api[_-]?key')}|${SECRET_KEY_WHOLE})`;
+// The element's text: no child element (`<`), but CDATA sections (read to their `]]>`, each `]` once,
+// `<` too but not another `<![CDATA[`); a `"` only when no JSON structure follows it (`","`, `"}`: the
+// end of a JSON string around the element, which the text never crosses). A start's text reaches no
+// other start but one inside its CDATA section, whose own text ends at the next `<`, and a CDATA
+// section ends at the next one's opening: each character is read from one or two starts.
+const XML_TEXT = `(?:[^<"]|"(?![ \\t]*(?:[,:}\\]]|$))|<!\\[CDATA\\[(?:[^\\]<]|\\](?!\\]>)|<(?!!\\[CDATA\\[))*\\]\\]>)+`;
+
+// A SQL string literal as the value of a credential clause, its opening quote in `$2`: `'x'`, `"x"`
+// (MySQL), also `\"x\"` inside a JSON string (any depth); a quote inside it doubled (`'a''b'`, the SQL
+// escape) or escaped with a backslash (`'a\'b'`, MySQL's). Each backslash run is read whole with the
+// character after it (an escape), a doubled quote as one: one reading, each character read once. The
+// literal ends at its closing quote (`$3`), or, never closed (a message cut short, MySQL's `near '...'`
+// quoting it), at a line break, the text's end or a quote followed by JSON structure or nothing
+// (`","`, `"}`: the end of a JSON string around it): what it holds goes either way, so a start never
+// fails after its opening quote, and the next start is looked for after it. An empty literal (`''`),
+// and one already redacted, stay.
+const SQL_LITERAL = `((?:\\\\{31}|\\\\{15}|\\\\{7}|\\\\{3}|\\\\?)"|')(?!\\2(?!\\2)|\\[REDACTED\\](?:\\2|\\\\*"|[\\r\\n]|$))(?:\\2\\2|(?!\\2)[^\\\\"\\r\\n]|(?!\\2)\\\\*"(?![ \\t]*(?:[,:}\\]]|$))|(?!\\2)\\\\+[^\\\\"\\r\\n])+(\\2)?`;
+// A USER or ROLE statement (PostgreSQL's `CREATE ROLE`, `ALTER USER`, `CREATE USER MAPPING`; GROUP is
+// ROLE's old name) up to a `PASSWORD` keyword: not past `;`, nor past another such statement's start,
+// so each stretch is read from one start (a run of `ALTER USER ALTER USER ...` is read once).
+const SQL_USER_STATEMENT = '(?<!\\w)(?:CREATE|ALTER)\\s+(?:USER|ROLE|GROUP)(?!\\w)';
+
 // Base64 and the line breaks of a key body: real ones, or `\n` written inside JSON text (`\\n` when
 // that JSON is itself quoted in a JSON string).
 const B64 = '[A-Za-z0-9+/]';
@@ -151,10 +177,12 @@ const B64_BREAK = '(?:\\r?\\n|(?:\\\\{1,2}r)?\\\\{1,2}n)';
  * their PEM header), password hashes,
  * `Authorization` and cookie headers, bearer tokens, JWTs, AWS access key ids (also cut short),
  * well-known provider key shapes (GitHub, GitLab, Slack, Stripe, Google, npm, OpenAI-style `sk-`),
- * credentials in URLs, and values written under a secret-looking key in `key=value`, `key: value`,
- * JSON (`"SECRET_KEY":"..."`), `.npmrc` (`//host/:_authToken=...`) and connection-string
- * (`AccountKey=...;`) syntax, `.netrc` entries, and passwords on command lines (`--password x`, the
- * MySQL family's `-px`, sshpass's `-p x`, curl's `-u user:x`; program names in any letter case), also
+ * credentials in URLs (also a bare token as the userinfo), and values written under a secret-looking
+ * key in `key=value`, `key: value`, JSON (`"SECRET_KEY":"..."`), XML (`<password>...</password>`),
+ * `.npmrc` (`//host/:_authToken=...`) and connection-string (`AccountKey=...;`) syntax, `.netrc`
+ * entries, SQL credential clauses (`PASSWORD '...'`, `IDENTIFIED BY '...'`), and passwords on command
+ * lines (`--password x`, the MySQL family's `-px`, sshpass's `-p x`, curl's `-u user:x`; program names
+ * in any letter case), also
  * as JSON quoted inside JSON strings at any depth. Each pattern is global; the text around a match is
  * kept. Tuned to leave ordinary text alone: order ids, dates, timestamps, UUIDs, sentences ("Basic
  * plan", "bearer of"), other programs' `-p` and `-u` (`ssh -p 22`, `docker run -u 1000:1000`).
@@ -304,6 +332,17 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     replace: `$1${REDACTED}@`,
   },
   {
+    // A token (no colon) as the userinfo of a URL whose scheme takes credentials:
+    // `https://ghp_x@github.com/o/r.git`, `https://x-token-abc@host/path`, `redis://s3cret@cache:6379`,
+    // `postgres://app@db/orders` (a user alone goes too). The userinfo ends at the last `@` before the host, never past `/`, `?`, `#` or a
+    // quote: `https://example.com/@user` (the `@` in the path), `git@github.com:org/repo` (no scheme),
+    // `ssh://git@host` (a user name for ssh) and e-mail addresses stay.
+    name: 'url-credentials',
+    pattern:
+      /(?<![a-z0-9+.-])((?:https?|git|wss?|ftps?|rediss?|amqps?|postgres(?:ql)?|mysql|mongodb(?:\+srv)?):\/\/)(?!\[REDACTED\]@)[^\s:/?#@"'\\<>]+(?:@[^\s:/?#@"'\\<>]+)*@(?=[A-Za-z0-9[])/gi,
+    replace: `$1${REDACTED}@`,
+  },
+  {
     // A `.netrc` entry's password (curl, git, ftp and pip read them): `machine host login bob password x`,
     // `default login anonymous password x`, its tokens on one line or several. Only inside such an entry:
     // "the password is x" in a sentence stays. Its machine is a host name with a dot (or `default`), or
@@ -317,6 +356,67 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     ),
     replace: `$1${REDACTED}`,
     requires: /password/,
+  },
+  {
+    // The text of an XML element named like a secret key, its tags kept: `<password>x</password>`,
+    // `<db:password>x</db:password>`, `<apiKey>x</apiKey>`, `<client_secret type="s">\n  x\n</client_secret>`
+    // (a SOAP fault, Maven's or NuGet's settings, an upstream XML error body), a CDATA section
+    // (`<password><![CDATA[x]]></password>`), and inside a JSON string, where `</` may be written `<\/`.
+    // An empty element (`<password/>`, `<password></password>`, whitespace alone), one holding child
+    // elements (`<password><policy>...</policy></password>`: its children are read on their own) and
+    // prose (`the <password> field`, no closing tag) stay. `\u003cpassword\u003e` (JSON's escape of
+    // `<`) is not read.
+    name: 'xml-secret-element',
+    pattern: new RegExp(
+      `(<(${XML_SECRET_NAME})(?![\\w.:-])(?:\\s[^<>]*)?(?<!/)>)(?!\\[REDACTED\\]<)(?!\\s*<\\\\*/)${XML_TEXT}(?=<\\\\*/\\2\\s*>)`,
+      'gi',
+    ),
+    replace: `$1${REDACTED}`,
+    requires: /<\\*\/[\w.:-]*(?:pass|pwd|pin|sig|_auth|secret|token|key|credential|session)/i,
+  },
+  {
+    // The password literal of a SQL credential clause, its quotes kept (a failed statement echoed in a
+    // PostgreSQL or MySQL error, a log line; keywords in any case): PostgreSQL's `PASSWORD 'x'` in a USER
+    // or ROLE statement (`ALTER USER app WITH PASSWORD 'x'`, `CREATE ROLE r LOGIN ENCRYPTED PASSWORD 'x'`,
+    // `OPTIONS (user 'u', password 'x')` of `CREATE USER MAPPING`).
+    name: 'sql-password',
+    pattern: new RegExp(
+      `(${SQL_USER_STATEMENT}(?:(?!${SQL_USER_STATEMENT})[^;])*?(?<!\\w)PASSWORD\\s+(?:[EN](?=['"]))?)${SQL_LITERAL}`,
+      'gi',
+    ),
+    replace: `$1$2${REDACTED}$3`,
+    requires: /password/i,
+  },
+  {
+    // MySQL's `IDENTIFIED BY 'x'`, `IDENTIFIED WITH mysql_native_password BY 'x'`, `IDENTIFIED WITH
+    // caching_sha2_password AS '<hash>'`, `IDENTIFIED BY PASSWORD '<hash>'` (Oracle's `IDENTIFIED BY "x"`
+    // too). A word after BY (`IDENTIFIED BY the user`, Oracle's unquoted password) is no literal: it stays.
+    name: 'sql-password',
+    pattern: new RegExp(
+      `((?<!\\w)IDENTIFIED\\s+(?:WITH\\s+(?:\\w+|'\\w+'|"\\w+"|\`\\w+\`)\\s+)?(?:BY|AS)\\s+(?:PASSWORD\\s+)?)${SQL_LITERAL}`,
+      'gi',
+    ),
+    replace: `$1$2${REDACTED}$3`,
+    requires: /identified/i,
+  },
+  {
+    // MySQL's `SET PASSWORD = 'x'`, `SET PASSWORD FOR root = 'x'`, `SET PASSWORD FOR 'root'@'%' =
+    // PASSWORD('x')`. The account runs to the `=`, not past `;`, a line break or another `SET PASSWORD`.
+    name: 'sql-password',
+    pattern: new RegExp(
+      `((?<!\\w)SET\\s+PASSWORD\\s*(?:FOR\\s(?:(?!SET\\s+PASSWORD)[^=;\\r\\n])*)?=\\s*(?:(?:OLD_)?PASSWORD\\s*\\(\\s*)?)${SQL_LITERAL}`,
+      'gi',
+    ),
+    replace: `$1$2${REDACTED}$3`,
+    requires: /password/i,
+  },
+  {
+    // MySQL's current password after a new one: `IDENTIFIED BY 'x' REPLACE 'current'`, `SET PASSWORD =
+    // 'x' REPLACE 'current'`, read after the new one's redaction.
+    name: 'sql-password',
+    pattern: new RegExp(`(\\[REDACTED\\](?:'|\\\\*")\\s+REPLACE\\s+)${SQL_LITERAL}`, 'gi'),
+    replace: `$1$2${REDACTED}$3`,
+    requires: /replace/i,
   },
   {
     // `"password": "x y"`, `token='abc'`: the quoted value, quotes kept (JSON stays JSON); also JSON
@@ -336,9 +436,11 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     // `DB_PASSWORD=hunter2`, `AccountKey=abc==;`, `//registry/:_authToken=npm_x`, `password: hunter2`,
     // `password%3Dhunter2` and `%22client_secret%22%3A%22abc%22` (URL-encoded: the value runs to `&`).
     // Inside a JSON string the value leaves the escape of the string's closing quote (`password=x\"`).
+    // MySQL's `SET PASSWORD = PASSWORD('[REDACTED]')` and a URL whose userinfo `url-credentials` took
+    // (`credentials: https://[REDACTED]@host/x`) stay: the value would stop at the `]`, leaving `]@host`.
     name: 'key-value-secret',
     pattern: new RegExp(
-      `(${SECRET_KEY})(?!\\[REDACTED\\]|(?:null|true|false|undefined)\\b)(?!\\\\*["'\\s])${bareChar(`\\s&;,'"<>)}\\]`)}+`,
+      `(${SECRET_KEY})(?!\\[REDACTED\\]|(?:null|true|false|undefined)\\b|(?:OLD_)?PASSWORD\\s*\\(\\s*(?:'|\\\\*")?\\[REDACTED\\]|[a-z][a-z0-9+.-]*:\\/\\/\\[REDACTED\\]@)(?!\\\\*["'\\s])${bareChar(`\\s&;,'"<>)}\\]`)}+`,
       'gi',
     ),
     replace: `$1${REDACTED}`,

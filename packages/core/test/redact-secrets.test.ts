@@ -276,6 +276,88 @@ const SECRETS: readonly (readonly [string, string])[] = [
     logged({ h: 'sent __Host-sid=hunter2 and JSESSIONID=hunter3' }, 1),
     logged({ h: `sent __Host-sid=${R} and JSESSIONID=${R}` }, 1),
   ],
+  // XML elements named like a secret key (a SOAP fault, Maven's or NuGet's settings, an upstream XML
+  // error body): the text between the tags goes, the tags stay.
+  ['<password>hunter2</password>', `<password>${R}</password>`],
+  ['<Password>x</Password> <apiKey>k-1</apiKey>', `<Password>${R}</Password> <apiKey>${R}</apiKey>`],
+  ['<db:password>x</db:password>', `<db:password>${R}</db:password>`],
+  ['<client_secret>s3 cr3t</client_secret>', `<client_secret>${R}</client_secret>`],
+  ['<password type="plain" enc=\'no\'>hunter2</password>', `<password type="plain" enc='no'>${R}</password>`],
+  [
+    '<server>\n  <id>nexus</id>\n  <password>\n    hunter2\n  </password>\n</server>',
+    `<server>\n  <id>nexus</id>\n  <password>${R}</password>\n</server>`,
+  ],
+  [
+    '<add key="ClearTextPassword" value="x" /><ns2:ClientSecret>a&amp;b</ns2:ClientSecret>',
+    `<add key="ClearTextPassword" value="x" /><ns2:ClientSecret>${R}</ns2:ClientSecret>`,
+  ],
+  ['<password><![CDATA[a<b]]c]]></password>', `<password>${R}</password>`],
+  // Inside JSON strings, where `</` may be written `<\/`, also JSON inside a JSON string.
+  [
+    '{"body":"<fault><password>hunter2<\\/password><\\/fault>"}',
+    `{"body":"<fault><password>${R}<\\/password><\\/fault>"}`,
+  ],
+  [logged({ body: '<token>a"b\\c</token>' }, 1), logged({ body: `<token>${R}</token>` }, 1)],
+  // SQL credential clauses, in any letter case: the literal goes, its quotes stay; a quote doubled or
+  // escaped inside it is part of it.
+  ["ALTER USER app WITH PASSWORD 'hunter2'", `ALTER USER app WITH PASSWORD '${R}'`],
+  [
+    "CREATE ROLE r LOGIN ENCRYPTED PASSWORD 'hunter2' VALID UNTIL '2027-01-01'",
+    `CREATE ROLE r LOGIN ENCRYPTED PASSWORD '${R}' VALID UNTIL '2027-01-01'`,
+  ],
+  ["alter role r\n  login\n  password 'a''b''c';", `alter role r\n  login\n  password '${R}';`],
+  [
+    "CREATE USER MAPPING FOR bob SERVER s OPTIONS (user 'bob', password 'hunter2')",
+    `CREATE USER MAPPING FOR bob SERVER s OPTIONS (user 'bob', password '${R}')`,
+  ],
+  ["CREATE USER 'u'@'%' IDENTIFIED BY 'hunter2'", `CREATE USER 'u'@'%' IDENTIFIED BY '${R}'`],
+  [
+    "ALTER USER 'u'@'%' IDENTIFIED WITH mysql_native_password BY 'hun''ter\\'2'",
+    `ALTER USER 'u'@'%' IDENTIFIED WITH mysql_native_password BY '${R}'`,
+  ],
+  ['create user u identified by "hun""ter2"', `create user u identified by "${R}"`],
+  [
+    "ALTER USER u IDENTIFIED BY 'new-pw' REPLACE 'old-pw' RETAIN CURRENT PASSWORD",
+    `ALTER USER u IDENTIFIED BY '${R}' REPLACE '${R}' RETAIN CURRENT PASSWORD`,
+  ],
+  ["SET PASSWORD FOR root = 'hunter2'", `SET PASSWORD FOR root = '${R}'`],
+  [
+    "SET PASSWORD FOR 'root'@'localhost' = PASSWORD('hunter2'); SET PASSWORD = 'x2'",
+    `SET PASSWORD FOR 'root'@'localhost' = PASSWORD('${R}'); SET PASSWORD = '${R}'`,
+  ],
+  ["SET PASSWORD = PASSWORD('hunter2')", `SET PASSWORD = PASSWORD('${R}')`],
+  // MySQL's syntax error quotes the statement (`near '...'`): the literal is read to the line's end.
+  [
+    "ER_PARSE_ERROR: You have an error in your SQL syntax; near 'IDENTIFIED BY 'hunter2'' at line 1",
+    `ER_PARSE_ERROR: You have an error in your SQL syntax; near 'IDENTIFIED BY '${R}`,
+  ],
+  // In a JSON log line: never past the end of the string around it; a double-quoted literal escaped at
+  // each level.
+  [
+    json({ msg: "near 'IDENTIFIED BY 'hunter2'' at line 1", errno: 1064 }),
+    json({ msg: `near 'IDENTIFIED BY '${R}`, errno: 1064 }),
+  ],
+  [
+    logged({ sql: 'CREATE USER u IDENTIFIED BY "hun\\"ter2" ', n: 1 }, 1),
+    logged({ sql: `CREATE USER u IDENTIFIED BY "${R}" `, n: 1 }, 1),
+  ],
+  // A URL's userinfo without a colon (a token, or a user alone) in schemes that take credentials.
+  ['https://ghp_abc123@github.com/org/repo.git', `https://${R}@github.com/org/repo.git`],
+  ['fetch https://x-token-abc@host/path failed', `fetch https://${R}@host/path failed`],
+  ['git clone HTTPS://oauth2-t0k@en@gitlab.example/g/r.git', `git clone HTTPS://${R}@gitlab.example/g/r.git`],
+  [
+    'redis://s3cret@cache:6379/0 amqps://tok@mq/vh wss://t@ws.example/x',
+    `redis://${R}@cache:6379/0 amqps://${R}@mq/vh wss://${R}@ws.example/x`,
+  ],
+  [
+    json({ remote: 'https://ghp_abc123@github.com/o/r.git' }),
+    json({ remote: `https://${R}@github.com/o/r.git` }),
+  ],
+  // After a key named like a secret, a URL whose userinfo went stays a URL (no `]@host` left behind).
+  [
+    'includes credentials: https://t0k@host/p; password: postgres://app:s3cret@db/x',
+    `includes credentials: https://${R}@host/p; password: postgres://${R}@db/x`,
+  ],
 ];
 
 // Ordinary text a model reads: none of it may change.
@@ -319,6 +401,21 @@ const ORDINARY: readonly string[] = [
   // Other programs in capitals keep their `-p` and `-u`; a MySQL `-p` alone prompts, `-P` is the port.
   'SSH -p 22 host; Docker run -u 1000:1000 img; MYSQL -p -u root; MySQL -P 3306 -u root -p',
   "[ 'SSH', '-p', '22' ] [ 'SUDO', '-u', 'a:b' ] [ 'MYSQL', '-P', '3306' ]",
+  // XML: empty elements, a secret-named element holding child elements (its children are read on their
+  // own), prose naming a tag, names that only start with a secret word.
+  '<password/> <password /> <password></password> <password>  </password> <password>\n</password>',
+  '<password><policy>min 8</policy></password>',
+  'Fill in the <password> field; the <password> tag is required.',
+  '<password-policy>8</password-policy><passwordless>true</passwordless><tokens>12</tokens>',
+  '{"a":"<password>","b":"</password>"}',
+  // SQL: no literal after the keyword, a function named like it, prose.
+  'ALTER ROLE app PASSWORD NULL; CREATE USER u WITH PASSWORD NULL',
+  "SELECT password_hash('x'), crypt(password, gen_salt('bf')) FROM users",
+  'Rows are IDENTIFIED BY the user id; the password was SET BY an admin.',
+  "CREATE ROLE r LOGIN PASSWORD ''; ALTER USER u IDENTIFIED BY ''",
+  // URLs: scp-like git remotes, e-mail addresses, an `@` in the path, ssh's user name, no userinfo.
+  'git@github.com:org/repo.git and ann@example.com wrote https://example.com/@user',
+  'ssh://git@github.com/org/repo.git https://example.com/a?b=@c#@d mailto:ann@example.com',
 ];
 
 describe('redactSecrets', () => {
@@ -542,6 +639,55 @@ describe('redactSecrets', () => {
     expect(redactSecretsInText(`password\\":\\"${'a\\\\\\"'.repeat(50_000)}\\"`)).toBe(
       `password\\":\\"${R}\\"`,
     );
+  });
+
+  it('scans XML elements, SQL credential clauses and URLs without a secret after them once', () => {
+    // No time bound: a scan that read the rest of a 200-340 KB text again from each start would outlast
+    // the test. Each text is a run of what a pattern may start at, its secret never closed or never there.
+    const texts = [
+      // Secret-named elements never closed, with attributes never closed, CDATA sections never closed
+      // or holding more starts, quotes inside the text, names that never end.
+      '<password>'.repeat(30_000),
+      '<password>x'.repeat(28_000),
+      '<password a=1 '.repeat(22_000),
+      '<password>a</passwor'.repeat(15_000),
+      '<password><![CDATA['.repeat(16_000),
+      `<password><![CDATA[${'<password>a'.repeat(28_000)}`,
+      `<password><![CDATA[${']]'.repeat(150_000)}`,
+      `<password>${'" '.repeat(150_000)}`,
+      `<${'a:'.repeat(150_000)}`,
+      `<${'password'.repeat(37_000)}>x`,
+      // Literals never closed: a quote, an escaped quote, backslashes, JSON-escaped quotes, and runs of
+      // the keywords whose literal is missing, empty or never closed.
+      "IDENTIFIED BY '".repeat(20_000),
+      `IDENTIFIED BY '${'a'.repeat(300_000)}`,
+      "IDENTIFIED BY 'a\\'".repeat(18_000),
+      `IDENTIFIED BY '${'\\'.repeat(300_000)}`,
+      `IDENTIFIED BY \\"${'\\\\\\"'.repeat(75_000)}`,
+      "IDENTIFIED BY ''".repeat(20_000),
+      'IDENTIFIED WITH x BY '.repeat(15_000),
+      'ALTER USER '.repeat(28_000),
+      'ALTER USER x PASSWORD NULL '.repeat(12_000),
+      `CREATE ROLE r${' password x\n'.repeat(25_000)}`,
+      "ALTER USER x PASSWORD '' ".repeat(12_000),
+      'SET PASSWORD FOR '.repeat(18_000),
+      `SET PASSWORD FOR ${'x'.repeat(300_000)}`,
+      "[REDACTED]' REPLACE ".repeat(15_000),
+      // URL schemes without userinfo, userinfo without a host, `@` runs.
+      'https://'.repeat(40_000),
+      'https://a'.repeat(35_000),
+      `https://${'a@'.repeat(150_000)}`,
+      `https://${'a'.repeat(300_000)}`,
+    ];
+    for (const text of texts) expect(redactSecretsInText(text).length).toBeGreaterThan(0);
+    expect(redactSecretsInText(`${'<password>'.repeat(30_000)}x</password>`)).toBe(
+      `${'<password>'.repeat(30_000)}${R}</password>`,
+    );
+    expect(redactSecretsInText(`${'ALTER USER '.repeat(28_000)}PASSWORD 'hunter2'`)).toBe(
+      `${'ALTER USER '.repeat(28_000)}PASSWORD '${R}'`,
+    );
+    expect(redactSecretsInText(`IDENTIFIED BY '${"a''".repeat(100_000)}'`)).toBe(`IDENTIFIED BY '${R}'`);
+    expect(redactSecretsInText(`https://${'a@'.repeat(150_000)}host/x`)).toBe(`https://${R}@host/x`);
   });
 
   it.each(ORDINARY)('leaves ordinary text alone: %j', (text) => {
