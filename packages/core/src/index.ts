@@ -38,6 +38,7 @@ export {
   createSecretKeyMatcher,
   createSecretRedactor,
   DEFAULT_SECRET_KEYS,
+  ESCAPED_CHARACTER,
   REDACTED,
   type RedactSecretsOptions,
   redactSecrets,

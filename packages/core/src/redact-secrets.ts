@@ -365,7 +365,7 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     // An empty element (`<password/>`, `<password></password>`, whitespace alone), one holding child
     // elements (`<password><policy>...</policy></password>`: its children are read on their own) and
     // prose (`the <password> field`, no closing tag) stay. `\u003cpassword\u003e` (JSON's escape of
-    // `<`) is not read.
+    // `<`) and `&lt;password&gt;` are read with their escapes decoded (see `redactSecretsInText`).
     name: 'xml-secret-element',
     pattern: new RegExp(
       `(<(${XML_SECRET_NAME})(?![\\w.:-])(?:\\s[^<>]*)?(?<!/)>)(?!\\[REDACTED\\]<)(?!\\s*<\\\\*/)${XML_TEXT}(?=<\\\\*/\\2\\s*>)`,
@@ -608,11 +608,27 @@ export interface RedactSecretsOptions {
   onSplitSecret?: (name: string) => void;
 }
 
-/** Replaces secret patterns inside one string. */
+/**
+ * Replaces secret patterns inside one string. Text whose characters are written as escapes (JSON's
+ * `\u0070assword`, Go's `\u003cpassword\u003e`, an HTML body's `password&#61;x` or
+ * `&quot;token&quot;:&quot;x&quot;`) is read once more with those escapes decoded (see
+ * `decodeEscapedCharacters`): when the patterns find something there, the decoded text is returned with
+ * it redacted; otherwise the text as the first pass left it, byte for byte.
+ */
 export function redactSecretsInText(
   text: string,
   patterns: readonly SecretPattern[] = SECRET_PATTERNS,
 ): string {
+  const out = applyPatterns(text, patterns);
+  // Text without such an escape (nearly all) costs this one test.
+  if (!ESCAPED_CHARACTER.test(out)) return out;
+  const decoded = decodeEscapedCharacters(out);
+  if (decoded === out) return out;
+  const redacted = applyPatterns(decoded, patterns);
+  return redacted === decoded ? out : redacted;
+}
+
+function applyPatterns(text: string, patterns: readonly SecretPattern[]): string {
   let out = text;
   for (const { pattern, replace, requires } of patterns) {
     if (requires !== undefined && !requires.test(out)) continue;
@@ -620,6 +636,119 @@ export function redactSecretsInText(
     out = out.replace(pattern, replace);
   }
   return out;
+}
+
+/**
+ * True for text that may hold a printable ASCII character written as an escape `redactSecretsInText`
+ * decodes: a JSON `\u0020`-`\u007e` escape, or an HTML numeric or named character reference
+ * (`&#61;`, `&#x3D;`, `&lt;`, `&quot;`, `&equals;`). No secret pattern matches `\u0070assword=x`, so a
+ * caller that skips `redactSecretsInText` for text no pattern matches (a combined pre-test) must not
+ * skip text this matches.
+ */
+export const ESCAPED_CHARACTER: RegExp = /\\u00[2-7]|&(?:#|[A-Za-z]{2,31};)/;
+
+// The escapes decoded, in one pass: a JSON `\uXXXX` after its backslash run (read from the run's start
+// only, so a long run is read once), and an HTML character reference: decimal or hex (`;` optional, as
+// browsers read them), or named.
+const ESCAPED_CHARACTERS =
+  /(?<!\\)(\\+)u00([2-7][0-9A-Fa-f])|&(?:#(?:[xX]([0-9A-Fa-f]{1,6})|(\d{1,7}));?|([A-Za-z]{2,31});)/g;
+
+// HTML's named references of printable ASCII characters (names are case-sensitive: `&Lt;` is `≪`).
+const NAMED_ASCII: ReadonlyMap<string, string> = new Map(
+  Object.entries({
+    quot: '"',
+    QUOT: '"',
+    amp: '&',
+    AMP: '&',
+    lt: '<',
+    LT: '<',
+    gt: '>',
+    GT: '>',
+    apos: "'",
+    equals: '=',
+    colon: ':',
+    sol: '/',
+    commat: '@',
+    num: '#',
+    excl: '!',
+    dollar: '$',
+    percnt: '%',
+    lpar: '(',
+    rpar: ')',
+    ast: '*',
+    midast: '*',
+    plus: '+',
+    comma: ',',
+    period: '.',
+    semi: ';',
+    quest: '?',
+    lsqb: '[',
+    lbrack: '[',
+    rsqb: ']',
+    rbrack: ']',
+    lcub: '{',
+    lbrace: '{',
+    rcub: '}',
+    rbrace: '}',
+    verbar: '|',
+    vert: '|',
+    VerticalLine: '|',
+    lowbar: '_',
+    UnderBar: '_',
+    grave: '`',
+    DiacriticalGrave: '`',
+    Hat: '^',
+  }),
+);
+
+/**
+ * `text` with the escapes of printable ASCII characters decoded, in one pass (`&amp;lt;` becomes
+ * `&lt;`, not `<`): what a model reads in them.
+ * - JSON's `\u0070` (hex in any case) becomes `p`; `\\u0070` too (JSON inside a JSON string escapes
+ *   the escape's backslash, and so on: a run of 2^n backslashes before `u` is the escape n levels down,
+ *   any backslashes before those are escaped backslashes and stay). A quote stays escaped, in JSON's
+ *   short form at its level (`\u0022` becomes `\"`, `\\u0022` becomes `\\\"`), so JSON stays JSON
+ *   and the patterns read it as the quote it is; a backslash and control characters (`\u005c`,
+ *   `\u000a`, `\u007f`) stay as written, and so does anything past ASCII (`caf\u00e9`).
+ * - An HTML reference of a printable ASCII character (`&#61;`, `&#x3D;`, `&lt;`, `&equals;`, ...)
+ *   becomes the character, but for a backslash (`&#92;`, which would escape what follows in JSON)
+ *   and control characters (`&#10;`). A quote (`&quot;`, `&#34;`) becomes `"` in text without a quote
+ *   of its own, and `\"` in text that holds one (an HTML body inside a JSON string, where a bare `"`
+ *   would end the string): the patterns read either as a quote.
+ */
+function decodeEscapedCharacters(text: string): string {
+  const quote = text.includes('"') ? '\\"' : '"';
+  return text.replace(
+    ESCAPED_CHARACTERS,
+    (
+      written: string,
+      slashes: string | undefined,
+      json: string | undefined,
+      hex: string | undefined,
+      decimal: string | undefined,
+      name: string | undefined,
+    ) => {
+      if (slashes !== undefined) {
+        const code = Number.parseInt(json ?? '', 16);
+        if (code === 0x5c || code === 0x7f) return written;
+        // The escape's own backslashes: the run's lowest power of two (its level); those before it stay.
+        const own = slashes.length & -slashes.length;
+        // A quote n levels down is written with 2^(n+1) - 1 backslashes before it (`\"`, `\\\"`); past
+        // the five levels the patterns read (QUOTE_RUN), it stays as written.
+        if (code === 0x22 && own > 16) return written;
+        const char = code === 0x22 ? `${'\\'.repeat(2 * own - 1)}"` : String.fromCharCode(code);
+        return slashes.slice(own) + char;
+      }
+      let char: string | undefined;
+      if (name !== undefined) char = NAMED_ASCII.get(name);
+      else {
+        const code = hex !== undefined ? Number.parseInt(hex, 16) : Number.parseInt(decimal ?? '', 10);
+        if (code >= 0x20 && code < 0x7f && code !== 0x5c) char = String.fromCharCode(code);
+      }
+      if (char === undefined) return written;
+      return char === '"' ? quote : char;
+    },
+  );
 }
 
 /**
