@@ -2,6 +2,7 @@ import {
   canonicalJson,
   createSecretKeyMatcher,
   createSecretRedactor,
+  ESCAPED_CHARACTER,
   REDACTED,
   redactSecretsInText,
   SECRET_PATTERNS,
@@ -52,10 +53,14 @@ export function createRedactedJson(
 ): (value: unknown) => string {
   const general = createSecretRedactor({ keys, patterns });
   const isSecretKey = createSecretKeyMatcher(keys);
-  const mayHoldSecret = createPatternPretest(patterns);
-  // The pretest for the string case: any pattern, or an opener of a split secret.
+  // A character written as an escape (`\u0070assword`, `password&#61;x`): redactSecretsInText reads such
+  // text decoded too, so the pretests send it there.
+  const escaped: SecretPattern = { name: 'escaped-character', pattern: ESCAPED_CHARACTER, replace: '' };
+  const mayHoldSecret = createPatternPretest([...patterns, escaped]);
+  // The pretest for the string case: any pattern, an escaped character, or an opener of a split secret.
   const mayHoldOrOpenSecret = createPatternPretest([
     ...patterns,
+    escaped,
     { name: 'split-opener', pattern: SPLIT_SECRET_OPENER, replace: '' },
   ]);
   // Only core's own patterns have no match in plain text (a custom pattern may match anything).

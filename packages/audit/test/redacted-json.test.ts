@@ -165,6 +165,25 @@ describe('createRedactedJson: exactly canonicalJson of core redaction, in one pa
     }
   });
 
+  it('a secret written with escaped characters is redacted as the general walk redacts it', () => {
+    const fast = createRedactedJson(DEFAULT_SECRET_KEYS, SECRET_PATTERNS);
+    const general = createSecretRedactor({ keys: DEFAULT_SECRET_KEYS, patterns: SECRET_PATTERNS });
+    const bodies = [
+      // Only the decoded text shows the secret: no pattern matches these as written.
+      '{"\\u0070assword":"hunter2"}',
+      'pwd&#61;hunter2',
+      '\\u003cpassword\\u003ehunter2\\u003c/password\\u003e',
+      '&lt;password&gt;hunter2&lt;/password&gt;',
+    ];
+    for (const body of bodies) {
+      for (const value of [{ body }, { upstream: [body, 'status 500'] }]) {
+        const text = fast(value);
+        expect(text, body).not.toContain('hunter2');
+        expect(text).toBe(canonicalJson(general(value)));
+      }
+    }
+  });
+
   it('redacts secrets inside keys', () => {
     const fast = createRedactedJson(DEFAULT_SECRET_KEYS, SECRET_PATTERNS);
     const text = fast({ order: { 'postgres://app:s3cret@db:5432/o': 'down' } });
