@@ -42,8 +42,9 @@ export interface SecretPattern {
 // `max_tokens: 1500`, `token_count=3` and `passwordless` stay; short words must be the whole name.
 // `pass` ends a name only after a separator (`DB_PASS`, `smtp.pass`, not `bypass` or `compass`); Rails'
 // `SECRET_KEY_BASE` ends in `base`; `api key` may be written with a space (`invalid api key: ...`).
+// `pwd` likewise ends a name only after a separator (`MYSQL_PWD`, `smtp_pwd`, not the shell's `OLDPWD`).
 const SECRET_KEY_SUFFIX =
-  '(?:password|passwd|passphrase|secret|token|api[ _-]?key|access[_-]?key|secret[_-]?key(?:[_-]?base)?|private[_-]?key|account[_-]?key|client[_-]?secret|credentials?|signature|session[_-]?(?:id|key)|[_.-]pass)';
+  '(?:password|passwd|passphrase|secret|token|api[ _-]?key|access[_-]?key|secret[_-]?key(?:[_-]?base)?|private[_-]?key|account[_-]?key|client[_-]?secret|credentials?|signature|session[_-]?(?:id|key)|[_.-]pass|[_.-]pwd)';
 const SECRET_KEY_WHOLE = '(?:pass|pwd|pin|sig|_auth)';
 // A word every secret key name above holds (`password`, `passwd` and `passphrase` hold `pass`; each
 // `…key` holds `key`; `signature` holds `sig`): what SECRET_KEY cannot match without, tested first.
@@ -73,7 +74,35 @@ const bareChar = (chars: string): string => `(?:[^${chars}\\\\]|\\\\+(?![\\\\"']
 // URL-encoded as `%22`), then `=`, `:` or `=>` (PHP and Ruby hashes), or `%3D`/`%3A` (a URL-encoded
 // query or JSON). Not preceded by a name character, so the whole name is matched (after `%22` or `%3F`
 // the prefix holds the code's digits and letters: `22client_secret`, which still ends in the secret word).
-const SECRET_KEY = `(?<![A-Za-z0-9_.-])(?:[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}|${SECRET_KEY_WHOLE})(?:(?:${QUOTE_RUN})["']|%22)?[ \\t]*(?:=>|[=:]|%3[DdAa])[ \\t]*`;
+// The shell's working directory, `PWD=/home/app` (`pwd: /tmp`, `"PWD":"C:\\app"`): a `pwd` that is the whole
+// name and holds an absolute path is no password.
+const PWD_PATH = `(?:(?:${QUOTE_RUN})["']|%22)?[ \\t]*(?:=>|[=:]|%3[DdAa])[ \\t]*(?:(?:${QUOTE_RUN})["'])?(?:~?/|[A-Za-z]:\\\\)`;
+const SECRET_KEY = `(?<![A-Za-z0-9_.-])(?:[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}|${SECRET_KEY_WHOLE.replace('pwd', `pwd(?!${PWD_PATH})`)})(?:(?:${QUOTE_RUN})["']|%22)?[ \\t]*(?:=>|[=:]|%3[DdAa])[ \\t]*`;
+
+// A YAML block scalar under a secret key (`password: |`, `token: >-`, `key: |2+`, a k8s manifest or a
+// config dump): its indicator, and the key's line up to it, from the line's start (its indentation
+// captured: the block is every following line indented more, blank lines among them). The key may be a
+// sequence item (`- password: |`) or quoted. In text as written, and in a JSON string whose line breaks
+// are `\n` (its indentation spaces or `\t`, its line's characters read escape by escape).
+const YAML_NAME = `(?:[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}|${SECRET_KEY_WHOLE})`;
+const YAML_INDICATOR = '[|>][-+1-9]{0,2}';
+const YAML_BLOCK = `^([ \\t]*)(?:-[ \\t]+)*["']?${YAML_NAME}["']?[ \\t]*:[ \\t]*${YAML_INDICATOR}[ \\t]*(?:#[^\\r\\n]*)?`;
+const JSON_SPACE = '(?: |\\\\t)';
+const JSON_BREAK = '(?:\\\\r)?\\\\n';
+const JSON_LINE_CHAR = '(?:[^\\\\"\\r\\n]|\\\\[^n\\r\\n])';
+const YAML_BLOCK_IN_JSON = `(?<=(?<!\\\\)\\\\n|")(${JSON_SPACE}*)(?:-${JSON_SPACE}+)*(?:\\\\?["'])?${YAML_NAME}(?:\\\\?["'])?${JSON_SPACE}*:${JSON_SPACE}*${YAML_INDICATOR}${JSON_SPACE}*`;
+// What follows a block scalar's indicator on its line: nothing but a comment (a key's bare value is no
+// `|` or `>` then).
+const YAML_INDICATOR_ALONE = `${YAML_INDICATOR}(?:[ \\t]|\\\\t)*(?:#[^\\r\\n]*)?(?:\\r?\\n|${JSON_BREAK}|$)`;
+
+// `echo <password> | sudo -S <cmd>`: the password a command line feeds sudo on its stdin, echoed in an
+// error. sudo's options before `-S` (`-k`, `-u root`, `--user=root`), `-S` alone or among short flags
+// (`-kS`), or `--stdin`. The program's word (`sudo`, `/usr/bin/sudo`) is read from its start only.
+const SUDO_OPTION = `-{1,2}[A-Za-z][A-Za-z-]*(?:=[^\\s|;&]*|[ \\t]+[^\\s|;&-][^\\s|;&]*)?`;
+const SUDO_STDIN = `(?<![^\\s'"|;&(\`])(?:[^\\s'"|;&]*/)?sudo(?:[ \\t]+${SUDO_OPTION})*?[ \\t]+(?:-[A-Za-z]*S[A-Za-z]*|--stdin)(?![A-Za-z-])`;
+// A word of echo's or printf's arguments: not a quote, space or another command (`|`, `;`, `&`), nor
+// another `echo` or `printf` (each run is read from one start).
+const ECHO_WORD = `(?!(?:echo|printf)[ \\t])${bareChar(`\\s\\0'"|;&`)}+`;
 
 // A command line's long option named like a secret key, and the spaces, tabs or NULs before its value.
 const SECRET_OPTION = `(?<![A-Za-z0-9_.-])--[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}[ \\t\\0]+`;
@@ -179,9 +208,11 @@ const B64_BREAK = '(?:\\r?\\n|(?:\\\\{1,2}r)?\\\\{1,2}n)';
  * well-known provider key shapes (GitHub, GitLab, Slack, Stripe, Google, npm, OpenAI-style `sk-`),
  * credentials in URLs (also a bare token as the userinfo), and values written under a secret-looking
  * key in `key=value`, `key: value`, JSON (`"SECRET_KEY":"..."`), XML (`<password>...</password>`),
- * `.npmrc` (`//host/:_authToken=...`) and connection-string (`AccountKey=...;`) syntax, `.netrc`
+ * `.npmrc` (`//host/:_authToken=...`) and connection-string (`AccountKey=...;`) syntax, YAML block
+ * scalars (`password: |`), webhook URLs whose path is the secret (Slack, Discord, Teams), `.netrc`
  * entries, SQL credential clauses (`PASSWORD '...'`, `IDENTIFIED BY '...'`), and passwords on command
- * lines (`--password x`, the MySQL family's `-px`, sshpass's `-p x`, curl's `-u user:x`; program names
+ * lines (`--password x`, the MySQL family's `-px`, sshpass's `-p x`, curl's `-u user:x`, `echo x |
+ * sudo -S`; program names
  * in any letter case), also
  * as JSON quoted inside JSON strings at any depth. Each pattern is global; the text around a match is
  * kept. Tuned to leave ordinary text alone: order ids, dates, timestamps, UUIDs, sentences ("Basic
@@ -323,6 +354,35 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     replace: REDACTED,
   },
   {
+    // Webhook URLs whose path is the secret: Slack's `https://hooks.slack.com/services/T…/B…/<secret>`
+    // (also `/workflows/…`, `/triggers/…`): the last part of the path goes, the ids before it stay; also
+    // with JSON's escaped slashes (`https:\/\/hooks.slack.com\/services\/…`).
+    name: 'webhook-url',
+    pattern:
+      /((?<![A-Za-z0-9+.-])https?:\\?\/\\?\/hooks\.slack(?:-gov)?\.com\\?\/(?:services|workflows|triggers)\\?\/(?:[A-Za-z0-9_-]+\\?\/)+)(?!\[REDACTED\])[A-Za-z0-9_-]+(?![A-Za-z0-9_-]|\\?\/)/gi,
+    replace: `$1${REDACTED}`,
+    requires: /hooks\.slack/i,
+  },
+  {
+    // Discord's `https://discord.com/api/webhooks/<id>/<token>` (`discordapp.com`, `ptb.`, `canary.`,
+    // `/api/v10/webhooks/`): the token goes, the id stays.
+    name: 'webhook-url',
+    pattern:
+      /((?<![A-Za-z0-9+.-])https?:\\?\/\\?\/(?:(?:ptb|canary)\.)?discord(?:app)?\.com\\?\/api\\?\/(?:v\d+\\?\/)?webhooks\\?\/\d+\\?\/)(?!\[REDACTED\])[A-Za-z0-9_-]+/gi,
+    replace: `$1${REDACTED}`,
+    requires: /discord/i,
+  },
+  {
+    // Microsoft Teams' incoming webhook, `https://<tenant>.webhook.office.com/webhookb2/<ids>/IncomingWebhook/
+    // <secret>/…` (and the older `outlook.office.com/webhook/…`): everything from `webhookb2/` on goes,
+    // to a character no such path holds (a space, a quote, `)`, a sentence's last `.`).
+    name: 'webhook-url',
+    pattern:
+      /((?<![A-Za-z0-9+.-])https?:\\?\/\\?\/(?:[A-Za-z0-9-]+\.webhook\.office|outlook\.office(?:365)?)\.com\\?\/webhook(?:b2)?\\?\/)(?!\[REDACTED\])[\w@/%+=~-]+(?:\.[\w@/%+=~-]+)*/gi,
+    replace: `$1${REDACTED}`,
+    requires: /office/i,
+  },
+  {
     // `scheme://user:password@host`: the userinfo up to the LAST `@` before the host, so a password
     // holding `@` does not leave its tail behind.
     name: 'url-credentials',
@@ -419,6 +479,28 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     requires: /replace/i,
   },
   {
+    // The lines of a YAML block scalar under a secret key: `password: |\n  hunter2\n  more` becomes
+    // `password: |\n  [REDACTED]` (the indicator, `|` or `>` with `-`, `+` or a digit, stays); the block
+    // is every following line indented more than the key's (blank lines among them).
+    name: 'yaml-block-secret',
+    pattern: new RegExp(
+      `(${YAML_BLOCK})(\\r?\\n(?:[ \\t]*\\r?\\n)*)(\\2[ \\t]+)(?![ \\t]|\\[REDACTED\\][ \\t]*(?:\\r?\\n|$))[^\\r\\n]*(?:(?:\\r?\\n[ \\t]*)*\\r?\\n\\2[ \\t]+[^\\r\\n]*)*`,
+      'gim',
+    ),
+    replace: `$1$3$4${REDACTED}`,
+    requires: /:[ \t]*[|>]/,
+  },
+  {
+    // The same inside a JSON string, its line breaks written `\n`: `{"config":"password: |\n  x\n"}`.
+    name: 'yaml-block-secret',
+    pattern: new RegExp(
+      `(${YAML_BLOCK_IN_JSON})(${JSON_BREAK}(?:${JSON_SPACE}*${JSON_BREAK})*)(\\2${JSON_SPACE}+)(?!${JSON_SPACE}|\\[REDACTED\\]${JSON_SPACE}*(?:${JSON_BREAK}|"|$))${JSON_LINE_CHAR}*(?:(?:${JSON_BREAK}${JSON_SPACE}*)*${JSON_BREAK}\\2${JSON_SPACE}+${JSON_LINE_CHAR}*)*`,
+      'gi',
+    ),
+    replace: `$1$3$4${REDACTED}`,
+    requires: /:(?:[ \t]|\\t)*[|>]/,
+  },
+  {
     // `"password": "x y"`, `token='abc'`: the quoted value, quotes kept (JSON stays JSON); also JSON
     // quoted inside a JSON string (an upstream body in an error), `\"password\":\"x y\"`, and that
     // inside another string (a logger's line), `\\\"password\\\":\\\"x y\\\"`: the value runs to its own
@@ -440,7 +522,7 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     // (`credentials: https://[REDACTED]@host/x`) stay: the value would stop at the `]`, leaving `]@host`.
     name: 'key-value-secret',
     pattern: new RegExp(
-      `(${SECRET_KEY})(?!\\[REDACTED\\]|(?:null|true|false|undefined)\\b|(?:OLD_)?PASSWORD\\s*\\(\\s*(?:'|\\\\*")?\\[REDACTED\\]|[a-z][a-z0-9+.-]*:\\/\\/\\[REDACTED\\]@)(?!\\\\*["'\\s])${bareChar(`\\s&;,'"<>)}\\]`)}+`,
+      `(${SECRET_KEY})(?!\\[REDACTED\\]|${YAML_INDICATOR_ALONE}|(?:null|true|false|undefined)\\b|(?:OLD_)?PASSWORD\\s*\\(\\s*(?:'|\\\\*")?\\[REDACTED\\]|[a-z][a-z0-9+.-]*:\\/\\/\\[REDACTED\\]@)(?!\\\\*["'\\s])${bareChar(`\\s&;,'"<>)}\\]`)}+`,
       'gi',
     ),
     replace: `$1${REDACTED}`,
@@ -583,6 +665,28 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     pattern: new RegExp(`(${printedItem('--(?:proxy-user|user|auth)')})${PRINTED_USER_PASSWORD}`, 'g'),
     replace: `$1$3$5:${REDACTED}$3`,
     requires: /--(?:proxy-user|user|auth)/,
+  },
+  {
+    // The password fed to sudo's stdin: `echo hunter2 | sudo -S apt update`, `echo -n 'p w' | sudo -S id`,
+    // `printf '%s\n' 'hunter2' | sudo -kS id` (a printf format holding `%` stays). A quoted value keeps
+    // its quotes; a variable (`echo "$PASS"`) stays.
+    name: 'sudo-stdin-password',
+    pattern: new RegExp(
+      `((?<![A-Za-z0-9_.-])(?:echo(?:[ \\t]+-[neE]+)*|printf(?:[ \\t]+[^\\s|;&%]*%[^\\s|;&]*)?)[ \\t]+)(?:${OPEN_QUOTE}(?!\\[REDACTED\\]\\2|\\$[A-Za-z_{])(?:(?!\\2)[^\\r\\n])+\\2|(?!\\[REDACTED\\]|\\$[A-Za-z_{])${ECHO_WORD}(?:[ \\t]+${ECHO_WORD})*)([ \\t]*\\|[ \\t]*${SUDO_STDIN})`,
+      'g',
+    ),
+    replace: `$1$2${REDACTED}$2$3`,
+    requires: /sudo/,
+  },
+  {
+    // A here-string on sudo's stdin: `sudo -S <<< 'hunter2' id`, `sudo -S id <<< hunter2`.
+    name: 'sudo-stdin-password',
+    pattern: new RegExp(
+      `(${SUDO_STDIN}(?:(?!<<<|(?<![A-Za-z0-9_.-])sudo)[^\\r\\n|;&])*<<<[ \\t]*)${OPTION_VALUE}`,
+      'g',
+    ),
+    replace: `$1$2${REDACTED}$2`,
+    requires: /<<</,
   },
 ];
 

@@ -358,6 +358,54 @@ const SECRETS: readonly (readonly [string, string])[] = [
     'includes credentials: https://t0k@host/p; password: postgres://app:s3cret@db/x',
     `includes credentials: https://${R}@host/p; password: postgres://${R}@db/x`,
   ],
+  // A YAML block scalar under a secret key (a k8s manifest, a config dump): the indented lines go, the
+  // indicator stays; also as a sequence item, and in a JSON string whose line breaks are `\n`.
+  ['password: |\n  hunter2\n  more\nuser: ann', `password: |\n  ${R}\nuser: ann`],
+  ['spec:\n  token: >-\n    abc\n    def\n  other: 1', `spec:\n  token: >-\n    ${R}\n  other: 1`],
+  [
+    'db:\n  - password: |2+\n      hunter2\n\n      more\n  - user: ann',
+    `db:\n  - password: |2+\n      ${R}\n  - user: ann`,
+  ],
+  [
+    'stringData:\r\n  "client_secret": > # rotated\r\n    hunter2\r\nkind: Secret',
+    `stringData:\r\n  "client_secret": > # rotated\r\n    ${R}\r\nkind: Secret`,
+  ],
+  [
+    json({ config: 'db:\n  password: |\n    hunter2\n    more\n  user: ann' }),
+    json({ config: `db:\n  password: |\n    ${R}\n  user: ann` }),
+  ],
+  [json({ c: 'token: >-\n    abc "q"\n' }), json({ c: `token: >-\n    ${R}\n` })],
+  // Webhook URLs whose path is the secret: scheme, host and the ids that are not the secret stay.
+  [
+    'POST https://hooks.slack.com/services/T0AB12CD/B0EF34GH/Xy9aBcDeFgHiJkLmNoPqRsTu failed',
+    `POST https://hooks.slack.com/services/T0AB12CD/B0EF34GH/${R} failed`,
+  ],
+  [
+    'https://hooks.slack.com/workflows/T0123/A0456/789012345/secretXYZ, https://hooks.slack.com/triggers/T0123/456789/abcdef0123',
+    `https://hooks.slack.com/workflows/T0123/A0456/789012345/${R}, https://hooks.slack.com/triggers/T0123/456789/${R}`,
+  ],
+  [
+    '{"url":"https:\\/\\/hooks.slack.com\\/services\\/T1\\/B2\\/hunter2"}',
+    `{"url":"https:\\/\\/hooks.slack.com\\/services\\/T1\\/B2\\/${R}"}`,
+  ],
+  [
+    'https://discord.com/api/webhooks/1234567890/AbC-hunter2_x9 and https://canary.discordapp.com/api/v10/webhooks/42/t0k?wait=true',
+    `https://discord.com/api/webhooks/1234567890/${R} and https://canary.discordapp.com/api/v10/webhooks/42/${R}?wait=true`,
+  ],
+  [
+    'teams https://acme.webhook.office.com/webhookb2/0a1b-2c@3d4e/IncomingWebhook/hunter2.abc/5f6a "x" (https://outlook.office.com/webhook/a@b/IncomingWebhook/c/d).',
+    `teams https://acme.webhook.office.com/webhookb2/${R} "x" (https://outlook.office.com/webhook/${R}).`,
+  ],
+  // Env-style keys whose last word is `PWD` (MySQL's `MYSQL_PWD`).
+  ['MYSQL_PWD=hunter2 DB_PWD: x db.pwd=y', `MYSQL_PWD=${R} DB_PWD: ${R} db.pwd=${R}`],
+  ['{"smtp_pwd":"hunter2","pwd":"p w"}', `{"smtp_pwd":"${R}","pwd":"${R}"}`],
+  // The password fed to sudo's stdin, echoed in an error; a quoted one keeps its quotes.
+  ['Command failed: echo hunter2 | sudo -S apt update', `Command failed: echo ${R} | sudo -S apt update`],
+  ["echo -n 'p w' | /usr/bin/sudo -k -u root -S id", `echo -n '${R}' | /usr/bin/sudo -k -u root -S id`],
+  ["printf '%s\\n' 'hunter2' | sudo -kS id", `printf '%s\\n' '${R}' | sudo -kS id`],
+  ["printf 'hunter2\\n' | sudo --stdin id", `printf '${R}' | sudo --stdin id`],
+  ["sudo -S <<< 'hunter2' id; sudo -S id <<< s3cret", `sudo -S <<< '${R}' id; sudo -S id <<< ${R}`],
+  [json({ cmd: 'echo "hunter 2" | sudo -S id' }), json({ cmd: `echo "${R}" | sudo -S id` })],
 ];
 
 // Ordinary text a model reads: none of it may change.
@@ -416,6 +464,12 @@ const ORDINARY: readonly string[] = [
   // URLs: scp-like git remotes, e-mail addresses, an `@` in the path, ssh's user name, no userinfo.
   'git@github.com:org/repo.git and ann@example.com wrote https://example.com/@user',
   'ssh://git@github.com/org/repo.git https://example.com/a?b=@c#@d mailto:ann@example.com',
+  // YAML block scalars under other keys; the shell's working directory; echo piped elsewhere, to sudo
+  // without `-S`, or a variable fed to it; webhook URLs without their secret.
+  'description: |\n  the password rotates\n  weekly\npassword_policy: >-\n  min 8',
+  'PWD=/home/app OLDPWD=/tmp cd $PWD; pwd: ~/src; "PWD":"C:\\app"',
+  'echo hello | grep h; echo x | sudo tee /etc/f; echo "$SUDO_PASS" | sudo -S id; sudo -u www-data id',
+  'see https://hooks.slack.com/services/ and https://discord.com/api/webhooks/ for setup',
 ];
 
 describe('redactSecrets', () => {
@@ -688,6 +742,43 @@ describe('redactSecrets', () => {
     );
     expect(redactSecretsInText(`IDENTIFIED BY '${"a''".repeat(100_000)}'`)).toBe(`IDENTIFIED BY '${R}'`);
     expect(redactSecretsInText(`https://${'a@'.repeat(150_000)}host/x`)).toBe(`https://${R}@host/x`);
+  });
+
+  it('scans YAML block scalars, webhook URLs, PWD keys and sudo command lines without a secret after them once', () => {
+    // No time bound: a scan that read the rest of a 200-340 KB text again from each start would outlast
+    // the test. Each text is a run of what a pattern may start at, its secret never there.
+    const texts = [
+      'password: |\n'.repeat(25_000),
+      `password: |\n${'\n'.repeat(300_000)}x`,
+      `  password: >-\n${'   \n'.repeat(80_000)}`,
+      `${'a'.repeat(300_000)}: |\n  x`,
+      `- ${'- '.repeat(150_000)}password: |`,
+      'password: |\\n'.repeat(25_000),
+      `"password: |\\n${'\\n'.repeat(150_000)}`,
+      `"password: |\\n  ${'\\\\'.repeat(150_000)}`,
+      `https://hooks.slack.com/services/${'T1/'.repeat(100_000)}`,
+      'https://hooks.slack.com/services/T/'.repeat(8_000),
+      'https://discord.com/api/webhooks/1/'.repeat(8_000),
+      'https://a.webhook.office.com/webhookb2/'.repeat(7_000),
+      'PWD='.repeat(75_000),
+      `pwd: ${'\\'.repeat(300_000)}`,
+      `echo ${'a '.repeat(150_000)}`,
+      'echo '.repeat(60_000),
+      `echo '${"a'".repeat(150_000)}`,
+      `printf ${'%'.repeat(300_000)}`,
+      `echo x | sudo${' -u a'.repeat(50_000)}`,
+      `echo x | sudo${' -k'.repeat(100_000)}`,
+      'sudo -S '.repeat(40_000),
+      `sudo -S ${'<<'.repeat(150_000)}`,
+      `${'a/'.repeat(150_000)} sudo -S <<<`,
+    ];
+    for (const text of texts) expect(redactSecretsInText(text).length).toBeGreaterThan(0);
+    expect(redactSecretsInText(`password: |\n${'\n'.repeat(300_000)}  x`)).toBe(
+      `password: |\n${'\n'.repeat(300_000)}  ${R}`,
+    );
+    expect(redactSecretsInText(`echo x | sudo${' -k'.repeat(100_000)} -S id`)).toBe(
+      `echo ${R} | sudo${' -k'.repeat(100_000)} -S id`,
+    );
   });
 
   it.each(ORDINARY)('leaves ordinary text alone: %j', (text) => {
