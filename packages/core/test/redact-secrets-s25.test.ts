@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { defineTool, fail, REDACTED } from '../src/index.js';
 import { expectFailure, serveTools, type TestClient } from '../src/testing.js';
+import { upstreamFailure } from './fixtures/upstream-failure.js';
 
 const R = REDACTED;
 let client: TestClient | undefined;
@@ -16,16 +17,7 @@ afterEach(async () => {
 
 /** A tool that fails with `message`, and `meta` under `_meta['acme/upstream']`. */
 const failing = (message: string, meta: Record<string, unknown>) =>
-  defineTool({
-    name: 'sync_account',
-    description: 'Syncs an account upstream.',
-    input: {},
-    handler: () => {
-      const result = fail('unavailable', message);
-      result._meta = { ...result._meta, 'acme/upstream': meta };
-      return result;
-    },
-  });
+  upstreamFailure('sync_account', 'Syncs an account upstream.', message, meta);
 
 describe('secrets core’s patterns now read, through a real tools/call', () => {
   it('an upstream SOAP fault: the text of its secret-named elements, the tags and the rest kept', async () => {

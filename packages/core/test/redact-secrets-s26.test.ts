@@ -6,6 +6,7 @@ import { execSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { defineTool, fail, REDACTED } from '../src/index.js';
 import { expectFailure, serveTools, type TestClient } from '../src/testing.js';
+import { upstreamFailure } from './fixtures/upstream-failure.js';
 
 const R = REDACTED;
 let client: TestClient | undefined;
@@ -16,16 +17,7 @@ afterEach(async () => {
 
 /** A tool that fails with `message`, and `meta` under `_meta['acme/upstream']`. */
 const failing = (message: string, meta: Record<string, unknown>) =>
-  defineTool({
-    name: 'apply_manifest',
-    description: 'Applies a manifest.',
-    input: {},
-    handler: () => {
-      const result = fail('unavailable', message);
-      result._meta = { ...result._meta, 'acme/upstream': meta };
-      return result;
-    },
-  });
+  upstreamFailure('apply_manifest', 'Applies a manifest.', message, meta);
 
 describe('secrets core’s patterns now read, through a real tools/call', () => {
   it('a k8s Secret in an apply error: the block scalars under secret keys go, their indicators and the rest stay', async () => {
