@@ -47,6 +47,15 @@ function reapersOf(parent: number): number[] {
   return reapers;
 }
 
+/**
+ * The reapers of `parent` once there is one: read from /proc as soon as a program's pids are written,
+ * a loaded machine may not list it yet, and a missing reaper must fail as that, not as `/proc/undefined`.
+ */
+async function reapersOnceStarted(parent: number): Promise<number[]> {
+  await until(() => reapersOf(parent).length > 0, `a reaper of server ${parent}`);
+  return reapersOf(parent);
+}
+
 describe('a server that dies while its programs run', () => {
   // kill -9 of a tree that ignores SIGTERM: SIGTERM first, SIGKILL after killGraceMs, as at a timeout.
   for (const [signal, mode] of [
@@ -61,7 +70,7 @@ describe('a server that dies while its programs run', () => {
       call.catch(() => {});
       const pids = await readPids(pidFile);
       // The reaper that outlives the server to stop what it left running: one per server.
-      const [reaper, ...others] = reapersOf(pid);
+      const [reaper, ...others] = await reapersOnceStarted(pid);
       expect(reaper).toBeDefined();
       expect(others).toEqual([]);
       process.kill(pid, signal);
@@ -77,7 +86,7 @@ describe('a server that dies while its programs run', () => {
     const first = path.join(sandbox, 'first.pids');
     client.callTool({ name: 'behave', arguments: { mode: 'tree', args: [first] } }).catch(() => {});
     const firstPids = await readPids(first);
-    const [reaper] = reapersOf(pid);
+    const [reaper] = await reapersOnceStarted(pid);
     process.kill(reaper!, 'SIGKILL');
     await expectGone(reaper!);
     // Replaced before any new run, as the first tree still runs: a group listed meanwhile is not lost.
@@ -123,7 +132,7 @@ describe('a server that dies while its programs run', () => {
     const pidFile = path.join(sandbox, 'shell.pids');
     client.callTool({ name: 'behave', arguments: { mode: 'tree', args: [pidFile] } }).catch(() => {});
     const pids = await readPids(pidFile);
-    const [reaper] = reapersOf(pid);
+    const [reaper] = await reapersOnceStarted(pid);
     expect(readlinkSync(`/proc/${reaper}/exe`)).toBe(realpathSync('/bin/sh'));
     // Loose on purpose: dash holds under 2 MB and bash as sh about 3; Node never starts below 30.
     const rssKb = Number(/^VmRSS:\s*(\d+) kB$/m.exec(readFileSync(`/proc/${reaper}/status`, 'utf8'))?.[1]);
@@ -139,7 +148,7 @@ describe('a server that dies while its programs run', () => {
     const pidFile = path.join(sandbox, 'signalled.pids');
     client.callTool({ name: 'behave', arguments: { mode: 'tree', args: [pidFile] } }).catch(() => {});
     const pids = await readPids(pidFile);
-    const [reaper] = reapersOf(pid);
+    const [reaper] = await reapersOnceStarted(pid);
     const signals: NodeJS.Signals[] = [
       'SIGINT',
       'SIGTERM',
