@@ -57,7 +57,8 @@ Environment:
   CARRIER_URL                   carrier tracking API base URL; unset: the bundled fake carrier is started
                                 in-process on 127.0.0.1 (a free port) and the log says so
   DOCS_ROOT                     policy documents folder (default: the bundled docs/)
-  AUDIT_FILE                    append-only, hash-chained audit file (default: audit to stderr)
+  AUDIT_FILE                    append-only, hash-chained audit file, written by a thread of its own
+                                (default: audit to stderr)
   TOOLGATE_TOKENS_FILE          JSON {"tokens":[{"token","clientId","scopes":["orders:read"],"claims":{}}]}
   TOOLGATE_TOKENS               the same JSON inline
   TOOLGATE_JWKS_URL             JWT mode: verify bearer tokens against this JWKS (with the two below)

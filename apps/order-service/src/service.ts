@@ -222,6 +222,8 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
   const audit = createAudit({
     sink,
     logger,
+    // The audit file is sealed, hashed and written on a thread of its own, off the calls' path.
+    ...(!auditPool && config.auditFile ? { thread: true } : {}),
     ...(config.replicaId ? { chainId: config.replicaId } : {}),
     ...(config.durableAudit ? { durable: true } : {}),
     ...(config.auditKey ? { key: config.auditKey } : {}),

@@ -14,11 +14,21 @@ import {
 import { createShapeJson } from './args-shape.js';
 import { checkChainId, defaultChainId } from './chain-id.js';
 import { chainKeyOf } from './chain-key.js';
+import { fileSinkOptionsOf } from './file-sink.js';
 import { type CapturedRecord, captureCall, type RecordSettings, resultOfThrow } from './record.js';
 import { createRedactedJson } from './redacted-json.js';
 import { createStderrSink } from './stderr-sink.js';
-import type { AuditHead, AuditMiddleware, AuditOptions, AuditStats, AuditToolOptions } from './types.js';
-import { AuditWriter } from './writer.js';
+import { ThreadedWriter } from './threaded-writer.js';
+import type {
+  AuditHead,
+  AuditKey,
+  AuditMiddleware,
+  AuditOptions,
+  AuditSink,
+  AuditStats,
+  AuditToolOptions,
+} from './types.js';
+import { AuditWriter, type WriterSettings } from './writer.js';
 
 /**
  * The audit middleware: exactly one record per `tools/call` (success, failure, throw, short-circuit,
@@ -33,7 +43,8 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
   const chainId = options.chainId === undefined ? defaultChainId() : checkChainId(options.chainId);
   const durable = options.durable ?? false;
   const key = options.key === undefined ? undefined : chainKeyOf(options.key, 'createAudit: key');
-  const writer = new AuditWriter(options.sink ?? createStderrSink(), {
+  const sink = options.sink ?? createStderrSink();
+  const writerSettings: WriterSettings = {
     chainId,
     key,
     batchSize: positive(options.batchSize ?? 4096, 'batchSize'),
@@ -45,7 +56,11 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
     maxWaitMs: Math.max(0, options.maxWaitMs ?? 1_000),
     closeTimeoutMs: Math.max(0, options.closeTimeoutMs ?? 10_000),
     logger,
-  });
+  };
+  const writer =
+    options.thread === true
+      ? threadedWriter(sink, options.key, writerSettings)
+      : new AuditWriter(sink, writerSettings);
   const resolve = (override: Partial<AuditToolOptions>): RecordSettings => {
     const secretKeys = override.secretKeys ?? options.secretKeys ?? [];
     const secretPatterns = override.secretPatterns ?? options.secretPatterns ?? [];
@@ -209,6 +224,24 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
     stats: (): AuditStats => writer.stats(),
     head: (): AuditHead | undefined => writer.head(),
   });
+}
+
+/** The writer for `thread: true`: a file sink's, made again on a worker thread. */
+function threadedWriter(
+  sink: AuditSink,
+  key: AuditKey | undefined,
+  settings: WriterSettings,
+): ThreadedWriter {
+  const file = fileSinkOptionsOf(sink);
+  if (file === undefined) {
+    throw new TypeError(
+      "createAudit: thread: true needs a sink made by createFileSink (other sinks run on the calls' thread)",
+    );
+  }
+  // The key's bytes go to the thread, which makes its own ChainKey (checked above already).
+  const bytes =
+    key === undefined ? undefined : typeof key === 'string' ? Buffer.from(key, 'utf8') : Uint8Array.from(key);
+  return new ThreadedWriter(file, bytes, settings);
 }
 
 function positive(value: number, name: string): number {

@@ -27,6 +27,15 @@ export interface FileSinkOptions {
 }
 
 const TAIL_CHUNK = 64 * 1024;
+
+// The options each file sink was made from: `createAudit({ thread: true })` makes the same sink again
+// on its writer thread (a sink's closures cannot move between threads).
+const optionsOfSink = new WeakMap<AuditSink, FileSinkOptions>();
+
+/** The options a sink from `createFileSink` was made with; undefined for any other sink. */
+export function fileSinkOptionsOf(sink: AuditSink): FileSinkOptions | undefined {
+  return optionsOfSink.get(sink);
+}
 const NEWLINE = Buffer.from('\n');
 
 /**
@@ -53,7 +62,7 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
   let syncFailure: Error | undefined;
   // Done with a batch's bytes once write() settles: a retry of the same batch resumes from `partial`,
   // and a new batch replaces it.
-  return doneWithBytesWhenSettled({
+  const sink = doneWithBytesWhenSettled({
     async head(chainId: string): Promise<ChainHead | undefined> {
       // head() is retried after a failure: open once, not once per attempt.
       handle ??= await open(
@@ -143,6 +152,8 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
       handle = undefined;
     },
   });
+  optionsOfSink.set(sink, { ...settings });
+  return sink;
 }
 
 /**

@@ -203,6 +203,17 @@ export interface AuditOptions extends Partial<AuditToolOptions> {
    * @default undefined (no key: plain SHA-256)
    */
   key?: AuditKey;
+  /**
+   * Seal, hash and write records on a worker thread of their own (a file sink from `createFileSink`
+   * only). A call then only copies its record into memory shared with that thread; the canonical
+   * JSON, SHA-256 (or HMAC), the file's writes, retries and `fsync` run beside the calls instead of
+   * between them. Everything else is as without it: the chain, the bounds (`maxBufferBytes` holds in
+   * the thread; a 4 MiB ring sits before it), `durable`, `ready()`, `flush()`, `close()`, `stats()`
+   * and `head()`. The thread keeps the process alive only while records are on their way; `close()`
+   * ends it. Costs a thread (about 10 MB) and a second core's time.
+   * @default false
+   */
+  thread?: boolean;
   /** Most records per sink write (one file write, one INSERT). @default 4096 */
   batchSize?: number;
   /**

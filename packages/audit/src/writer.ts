@@ -35,6 +35,8 @@ export interface WriterSettings {
   readonly maxWaitMs: number;
   readonly closeTimeoutMs: number;
   readonly logger: Logger;
+  /** Called after each batch's write settled (stored, refused or given up): the writer thread publishes its counters. */
+  readonly onSettled?: () => void;
 }
 
 interface Waiter {
@@ -148,7 +150,8 @@ export class AuditWriter {
           ack = resolve;
         })
       : undefined;
-    captured.ack = ack;
+    // A record that arrives with its own ack (the writer thread's, see writer-thread.ts) keeps it.
+    if (durable) captured.ack = ack;
     const entry = captured;
     if (this.#closing) {
       this.#drop(1, 'audit is closed');
@@ -345,12 +348,18 @@ export class AuditWriter {
           // the batch's hashes.
           entries.length = 0;
           if (sealedHashes !== undefined) sealedHashes.length = 0;
+          // The batch's bytes are free now: a call waiting for room that did not fit beside them
+          // gets in (were the buffer empty, no next batch would let it in, and it would be dropped
+          // at maxWaitMs with the buffer empty).
+          if (!this.#abandoned) this.#admitWaiters();
+          this.#settings.onSettled?.();
         }
       }
     } finally {
       this.#inFlight = 0;
       this.#inFlightBytes = 0;
       this.#draining = undefined;
+      this.#settings.onSettled?.();
     }
   }
 

@@ -103,6 +103,32 @@ describe('bounded buffer: a slow sink', () => {
 });
 
 describe('a failing sink', () => {
+  it('a call waiting for room beside the batch in flight gets in once that batch is stored, though nothing else is buffered', async () => {
+    const gated = gatedSink();
+    const log: LogEntry[] = [];
+    // Each record is about 1,700 bytes: one fits, two do not.
+    const audit = createAudit({
+      sink: gated.sink,
+      logger: recordingLogger(log),
+      maxBufferBytes: 3_000,
+      maxWaitMs: 5_000,
+    });
+    const client = await serve([audit]);
+    const note = 'n'.repeat(1_000);
+    await client.callTool('get_order', { id: 'A-1', note });
+    // The first record's batch is in flight (its write waits at the gate) before the second call ends.
+    await vi.waitFor(() => expect(audit.stats().pendingBytes).toBeGreaterThan(1_500));
+    const second = client.callTool('get_order', { id: 'A-2', note });
+    await vi.waitFor(() => expect(audit.stats().pending).toBe(2));
+    gated.open();
+    expect((await second).isError).not.toBe(true);
+    await audit.flush();
+    expect(audit.stats()).toMatchObject({ written: 2, dropped: 0, pending: 0 });
+    expect(gated.records.map((record) => (record.args as { id: string }).id)).toEqual(['A-1', 'A-2']);
+    expect(log).toEqual([]);
+    await audit.close();
+  });
+
   it('the same batch is retried until it is stored: no loss, no gap in the chain, one error logged', async () => {
     const lines: string[] = [];
     let failures = 2;

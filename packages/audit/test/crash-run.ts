@@ -15,6 +15,8 @@ export interface CrashRunOptions {
   ready?: boolean;
   /** Table for the pglite / postgres sinks. */
   table?: string;
+  /** The writer on a thread of its own (`thread: true`; file sink only). @default false */
+  thread?: boolean;
   /** Calls in flight at once. @default 64 */
   concurrency?: number;
   /** SIGKILL once this many answers arrived. @default 400 */
@@ -58,6 +60,7 @@ export async function crashRun(options: CrashRunOptions): Promise<CrashRun> {
     env: {
       ...(process.env as Record<string, string>),
       AUDIT_TABLE: options.table ?? 'toolgate_audit',
+      AUDIT_THREAD: options.thread ? '1' : '0',
       // A PGlite child starts its data directory from the one the global setup initialised (no initdb
       // of its own: see test/global-setup.ts); the kill then lands on it as on any other.
       ...(options.sink === 'pglite' ? { AUDIT_PGLITE_DATA_DIR: inject('pgliteDataDir') } : {}),

@@ -98,6 +98,17 @@ describe(`kill -9 mid-load, durable mode: every answered call has its record (${
     expect(intact).toBe(true);
   });
 
+  it('file sink, writer on its own thread: 0 answered calls without a record, chain intact', async () => {
+    const path = join(dir, 'durable-thread.jsonl');
+    const run = await crashRun({ sink: 'file', target: path, durable: true, thread: true });
+    const { lines, intact } = await readFileSink(path);
+    expect(run.errors).toBe(0);
+    expect(run.answered.size).toBeGreaterThanOrEqual(400);
+    expect(run.inFlightAtKill).toBeGreaterThan(0);
+    expect(missing(run.answered, numbersOf(lines))).toEqual([]);
+    expect(intact).toBe(true);
+  });
+
   it(`${url ? 'PostgreSQL' : 'PGlite-on-disk'} sink: 0 answered calls without a record, chain intact`, async () => {
     const { run, lines, intact } = await databaseRun(true);
     expect(run.errors).toBe(0);
@@ -117,6 +128,18 @@ describe('kill -9 mid-load, default mode: what survives is an intact chain of ca
     const run = await crashRun({ sink: 'file', target: path, durable: false });
     const { lines, intact } = await readFileSink(path);
     const stored = numbersOf(lines);
+    expect(stored.every((n) => Number.isInteger(n) && n >= 0 && n < run.sent)).toBe(true);
+    expect(new Set(stored).size).toBe(stored.length);
+    expect(intact).toBe(true);
+  });
+
+  it('file sink, writer on its own thread', async () => {
+    const path = join(dir, 'default-thread.jsonl');
+    // ready: the thread has started and opened the file before calls come, so some batches land.
+    const run = await crashRun({ sink: 'file', target: path, durable: false, thread: true, ready: true });
+    const { lines, intact } = await readFileSink(path);
+    const stored = numbersOf(lines);
+    expect(stored.length).toBeGreaterThan(0);
     expect(stored.every((n) => Number.isInteger(n) && n >= 0 && n < run.sent)).toBe(true);
     expect(new Set(stored).size).toBe(stored.length);
     expect(intact).toBe(true);
