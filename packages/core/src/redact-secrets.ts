@@ -77,7 +77,12 @@ const bareChar = (chars: string): string => `(?:[^${chars}\\\\]|\\\\+(?![\\\\"']
 // The shell's working directory, `PWD=/home/app` (`pwd: /tmp`, `"PWD":"C:\\app"`): a `pwd` that is the whole
 // name and holds an absolute path is no password.
 const PWD_PATH = `(?:(?:${QUOTE_RUN})["']|%22)?[ \\t]*(?:=>|[=:]|%3[DdAa])[ \\t]*(?:(?:${QUOTE_RUN})["'])?(?:~?/|[A-Za-z]:\\\\)`;
-const SECRET_KEY = `(?<![A-Za-z0-9_.-])(?:[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}|${SECRET_KEY_WHOLE.replace('pwd', `pwd(?!${PWD_PATH})`)})(?:(?:${QUOTE_RUN})["']|%22)?[ \\t]*(?:=>|[=:]|%3[DdAa])[ \\t]*`;
+const KEY_SEPARATOR = `(?:(?:${QUOTE_RUN})["']|%22)?[ \\t]*(?:=>|[=:]|%3[DdAa])[ \\t]*`;
+const SECRET_KEY = `(?<![A-Za-z0-9_.-])(?:[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}|${SECRET_KEY_WHOLE.replace('pwd', `pwd(?!${PWD_PATH})`)})${KEY_SEPARATOR}`;
+// A camelCase name whose last word is `Pwd` (`smtpPwd`, `dbPWD`), as the key matcher for objects reads it
+// (`WORD_BREAK`: a lower-case letter or digit before the capital). Case-sensitive, so its rules go without
+// the `i` flag: `OLDPWD` and `cwd` are no such name. A path as its value is a working directory, as for `PWD`.
+const CAMEL_PWD_KEY = `(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*[a-z0-9]P[wW][dD](?!${PWD_PATH})${KEY_SEPARATOR}`;
 
 // A YAML block scalar under a secret key (`password: |`, `token: >-`, `key: |2+`, a k8s manifest or a
 // config dump): its indicator, and the key's line up to it, from the line's start (its indentation
@@ -87,13 +92,25 @@ const SECRET_KEY = `(?<![A-Za-z0-9_.-])(?:[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}|${
 const YAML_NAME = `(?:[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}|${SECRET_KEY_WHOLE})`;
 const YAML_INDICATOR = '[|>][-+1-9]{0,2}';
 const YAML_BLOCK = `^([ \\t]*)(?:-[ \\t]+)*["']?${YAML_NAME}["']?[ \\t]*:[ \\t]*${YAML_INDICATOR}[ \\t]*(?:#[^\\r\\n]*)?`;
-const JSON_SPACE = '(?: |\\\\t)';
-const JSON_BREAK = '(?:\\\\r)?\\\\n';
-const JSON_LINE_CHAR = '(?:[^\\\\"\\r\\n]|\\\\[^n\\r\\n])';
-const YAML_BLOCK_IN_JSON = `(?<=(?<!\\\\)\\\\n|")(${JSON_SPACE}*)(?:-${JSON_SPACE}+)*(?:\\\\?["'])?${YAML_NAME}(?:\\\\?["'])?${JSON_SPACE}*:${JSON_SPACE}*${YAML_INDICATOR}${JSON_SPACE}*`;
+// Its line breaks are `\n` in a JSON string, `\\n` in JSON inside a JSON string, `\\\\n` a level further
+// down (a logger's line holding that); likewise a tab. Read at any such level here; the block's lines at
+// the level of the first break after the indicator (see `jsonLevel`).
+const JSON_SPACE = '(?: |\\\\+t)';
+const JSON_BREAK = '(?:\\\\+r)?\\\\+n';
+const YAML_BLOCK_IN_JSON = `(?<=(?<!\\\\)\\\\+n|")(${JSON_SPACE}*)(?:-${JSON_SPACE}+)*(?:(?:${QUOTE_RUN})["'])?${YAML_NAME}(?:(?:${QUOTE_RUN})["'])?${JSON_SPACE}*:${JSON_SPACE}*${YAML_INDICATOR}${JSON_SPACE}*`;
+// A space, a line break and a character of a line at one level, group `g` holding a break's backslashes
+// but one (empty in a JSON string, `\` a level down): a line's character is no break, nor the quote
+// that ends the JSON string at that level (`"`, `\"` a level down); a backslash run is read whole with
+// the character after it, so each character is read once.
+const jsonLevel = (g: number): { space: string; lineBreak: string; lineChar: string } => ({
+  space: `(?: |\\${g}\\\\t)`,
+  lineBreak: `\\${g}\\\\(?:r\\${g}\\\\)?n`,
+  lineChar: `(?:[^\\\\"\\r\\n]|(?!\\${g}\\\\(?:r\\${g}\\\\)?n|\\${g}")\\\\+[^\\\\\\r\\n])`,
+});
+const LEVEL = jsonLevel(4);
 // What follows a block scalar's indicator on its line: nothing but a comment (a key's bare value is no
 // `|` or `>` then).
-const YAML_INDICATOR_ALONE = `${YAML_INDICATOR}(?:[ \\t]|\\\\t)*(?:#[^\\r\\n]*)?(?:\\r?\\n|${JSON_BREAK}|$)`;
+const YAML_INDICATOR_ALONE = `${YAML_INDICATOR}(?:[ \\t]|\\\\+t)*(?:#[^\\r\\n]*)?(?:\\r?\\n|${JSON_BREAK}|$)`;
 
 // `echo <password> | sudo -S <cmd>`: the password a command line feeds sudo on its stdin, echoed in an
 // error. sudo's options before `-S` (`-k`, `-u root`, `--user=root`), `-S` alone or among short flags
@@ -170,6 +187,20 @@ const NETRC_ENTRY = `(?<![A-Za-z0-9_.-])(?:(?:machine${NETRC_SPACE}[^\\s.]*\\.\\
 // whose escape stays with it.
 const NETRC_VALUE = `(?:((?<!\\\\)(?:${QUOTE_RUN})")(?:(?!\\2)[^\\r\\n])+\\2|(?:${bareChar(`\\s"'`)}|["'](?![\\s,;:\\]})]|$))+)`;
 
+// A `.pgpass` line, `hostname:port:database:username:password` (libpq's password file; `*` matches any
+// value in the first four fields, `\:` and `\\` are escapes), as a whole line: from a line's start (the
+// text's, after a line break, after a JSON `\n` at any depth, or at a JSON string's opening quote) to its
+// end (a line break, JSON's `\n`, the text's end, or a quote that closes a JSON string). No space in it,
+// every field non-empty, the port digits or `*`, the host `*` or holding a letter, `.` or `/` (a name,
+// an address, a socket directory: not `12:30:45:00:01`), database and user `*` or starting with a letter
+// or `_` (not IPv6's `fe80:1:2:3:4`). Timestamps, `host:5432`, a stack frame's `file.js:10:5` and a log
+// prefix followed by its message (`app:1234:worker:info: started`) have too few fields or a space.
+const PGPASS_CHAR = `(?:[^\\s:\\\\"]|\\\\+[^\\s\\\\nrt"])`;
+const PGPASS_START = `(?:^|(?<=(?<!\\\\)\\\\+n)|(?<=[[{:,][ \\t]*(?:${QUOTE_RUN})"))`;
+const PGPASS_HOST = `(?:\\*|(?=${PGPASS_CHAR}*?[A-Za-z./\\\\])${PGPASS_CHAR}+)`;
+const PGPASS_NAME = `(?:\\*|[A-Za-z_]${PGPASS_CHAR}*)`;
+const PGPASS_END = `(?=[ \\t]*$|\\\\+[rn]|\\\\*"[ \\t]*(?:[,}\\]]|$))`;
+
 // An XML element named like a secret key (`password`, `Password`, `dbPassword`, `client_secret`,
 // `apiKey`), after an optional namespace prefix (`db:password`, `ns2:ClientSecret`): the name ends in a
 // secret word as a key's does (no space in it: `api key` is no element name).
@@ -196,6 +227,21 @@ const SQL_LITERAL = `((?:\\\\{31}|\\\\{15}|\\\\{7}|\\\\{3}|\\\\?)"|')(?!\\2(?!\\
 // so each stretch is read from one start (a run of `ALTER USER ALTER USER ...` is read once).
 const SQL_USER_STATEMENT = '(?<!\\w)(?:CREATE|ALTER)\\s+(?:USER|ROLE|GROUP)(?!\\w)';
 
+// The value after a secret key (`key`: its name and separator, group 1), in three forms: quoted (the
+// quote in `$2`, its backslashes in `$3`), quoted with JSON's `\u0027` / `\u0022` escape, and bare.
+const keyQuotedValue = (key: string): string =>
+  `(${key})((?<!\\\\)(${QUOTE_RUN})["'])(?!\\[REDACTED\\]\\2)${quotedBody(2, 3)}`;
+// A value opened by the escape `\u0027` or `\u0022` (`$2`, with its backslash run: `\\u0027` one level
+// down) runs to the same escape (`$3`), each backslash run read whole with the character after it, or,
+// never closed, to a line break or the `"` that ends the JSON string around it (a start never fails after
+// its opening, so each character is read once). The quote's escapes stay; what is between them goes.
+const keyEscapedQuoteValue = (key: string): string =>
+  `(${key})((?<!\\\\)\\\\+u002[27])(?!\\[REDACTED\\])(?:(?!\\2)(?:[^\\\\"\\r\\n]|\\\\+[^\\\\\\r\\n]))+(\\2)?`;
+const ESCAPED_QUOTE = /\\u002[27]/i;
+const keyBareValue = (key: string): string =>
+  `(${key})(?!\\[REDACTED\\]|${YAML_INDICATOR_ALONE}|(?:null|true|false|undefined)\\b|(?:OLD_)?PASSWORD\\s*\\(\\s*(?:'|\\\\*")?\\[REDACTED\\]|[a-z][a-z0-9+.-]*:\\/\\/\\[REDACTED\\]@|\\\\+u002[27])(?!\\\\*["'\\s])${bareChar(`\\s&;,'"<>)}\\]`)}+`;
+const CAMEL_PWD_WORD = /[a-z0-9]P[wW][dD]/;
+
 // Base64 and the line breaks of a key body: real ones, or `\n` written inside JSON text (`\\n` when
 // that JSON is itself quoted in a JSON string).
 const B64 = '[A-Za-z0-9+/]';
@@ -210,7 +256,7 @@ const B64_BREAK = '(?:\\r?\\n|(?:\\\\{1,2}r)?\\\\{1,2}n)';
  * key in `key=value`, `key: value`, JSON (`"SECRET_KEY":"..."`), XML (`<password>...</password>`),
  * `.npmrc` (`//host/:_authToken=...`) and connection-string (`AccountKey=...;`) syntax, YAML block
  * scalars (`password: |`), webhook URLs whose path is the secret (Slack, Discord, Teams), `.netrc`
- * entries, SQL credential clauses (`PASSWORD '...'`, `IDENTIFIED BY '...'`), and passwords on command
+ * entries, `.pgpass` lines, SQL credential clauses (`PASSWORD '...'`, `IDENTIFIED BY '...'`), and passwords on command
  * lines (`--password x`, the MySQL family's `-px`, sshpass's `-p x`, curl's `-u user:x`, `echo x |
  * sudo -S`; program names
  * in any letter case), also
@@ -418,6 +464,17 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     requires: /password/,
   },
   {
+    // A `.pgpass` entry's password (see PGPASS_START): `db.internal:5432:orders:app:x` becomes
+    // `db.internal:5432:orders:app:[REDACTED]`; a file's lines as written or in a JSON string.
+    name: 'pgpass-password',
+    pattern: new RegExp(
+      `(${PGPASS_START}${PGPASS_HOST}:(?:\\d{1,5}|\\*):${PGPASS_NAME}:${PGPASS_NAME}:)(?!\\[REDACTED\\]${PGPASS_END})${PGPASS_CHAR}+${PGPASS_END}`,
+      'gm',
+    ),
+    replace: `$1${REDACTED}`,
+    requires: /:[\d*]/,
+  },
+  {
     // The text of an XML element named like a secret key, its tags kept: `<password>x</password>`,
     // `<db:password>x</db:password>`, `<apiKey>x</apiKey>`, `<client_secret type="s">\n  x\n</client_secret>`
     // (a SOAP fault, Maven's or NuGet's settings, an upstream XML error body), a CDATA section
@@ -491,14 +548,16 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     requires: /:[ \t]*[|>]/,
   },
   {
-    // The same inside a JSON string, its line breaks written `\n`: `{"config":"password: |\n  x\n"}`.
+    // The same inside a JSON string, its line breaks written `\n`: `{"config":"password: |\n  x\n"}`, and
+    // in JSON inside a JSON string (`\\n`, an upstream body quoted in an error) and deeper (`\\\\n`): the
+    // block's lines are read at the level of the break after the indicator (`$4`).
     name: 'yaml-block-secret',
     pattern: new RegExp(
-      `(${YAML_BLOCK_IN_JSON})(${JSON_BREAK}(?:${JSON_SPACE}*${JSON_BREAK})*)(\\2${JSON_SPACE}+)(?!${JSON_SPACE}|\\[REDACTED\\]${JSON_SPACE}*(?:${JSON_BREAK}|"|$))${JSON_LINE_CHAR}*(?:(?:${JSON_BREAK}${JSON_SPACE}*)*${JSON_BREAK}\\2${JSON_SPACE}+${JSON_LINE_CHAR}*)*`,
+      `(${YAML_BLOCK_IN_JSON})((\\\\*)\\\\(?:r\\4\\\\)?n(?:${LEVEL.space}*${LEVEL.lineBreak})*)(\\2${LEVEL.space}+)(?!${LEVEL.space}|\\[REDACTED\\]${LEVEL.space}*(?:${LEVEL.lineBreak}|\\\\*"|$))${LEVEL.lineChar}*(?:(?:${LEVEL.lineBreak}${LEVEL.space}*)*${LEVEL.lineBreak}\\2${LEVEL.space}+${LEVEL.lineChar}*)*`,
       'gi',
     ),
-    replace: `$1$3$4${REDACTED}`,
-    requires: /:(?:[ \t]|\\t)*[|>]/,
+    replace: `$1$3$5${REDACTED}`,
+    requires: /:(?:[ \t]|\\+t)*[|>]/,
   },
   {
     // `"password": "x y"`, `token='abc'`: the quoted value, quotes kept (JSON stays JSON); also JSON
@@ -507,12 +566,17 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     // closing quote, the quotes escaped inside it read as part of it (see quotedBody). One expression for
     // every depth: every string is tested against it once.
     name: 'key-value-secret',
-    pattern: new RegExp(
-      `(${SECRET_KEY})((?<!\\\\)(${QUOTE_RUN})["'])(?!\\[REDACTED\\]\\2)${quotedBody(2, 3)}`,
-      'gi',
-    ),
+    pattern: new RegExp(keyQuotedValue(SECRET_KEY), 'gi'),
     replace: `$1$2${REDACTED}$2`,
     requires: SECRET_KEY_WORD,
+  },
+  {
+    // A value quoted with JSON's `\u0027` or `\u0022` escape of its quote (.NET's JSON writer escapes both
+    // by default): `password=\u0027a b\u0027`, `\\u0027` a level down. The whole value goes, escapes kept.
+    name: 'key-value-secret',
+    pattern: new RegExp(keyEscapedQuoteValue(SECRET_KEY), 'gi'),
+    replace: `$1$2${REDACTED}$3`,
+    requires: ESCAPED_QUOTE,
   },
   {
     // `DB_PASSWORD=hunter2`, `AccountKey=abc==;`, `//registry/:_authToken=npm_x`, `password: hunter2`,
@@ -521,12 +585,29 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     // MySQL's `SET PASSWORD = PASSWORD('[REDACTED]')` and a URL whose userinfo `url-credentials` took
     // (`credentials: https://[REDACTED]@host/x`) stay: the value would stop at the `]`, leaving `]@host`.
     name: 'key-value-secret',
-    pattern: new RegExp(
-      `(${SECRET_KEY})(?!\\[REDACTED\\]|${YAML_INDICATOR_ALONE}|(?:null|true|false|undefined)\\b|(?:OLD_)?PASSWORD\\s*\\(\\s*(?:'|\\\\*")?\\[REDACTED\\]|[a-z][a-z0-9+.-]*:\\/\\/\\[REDACTED\\]@)(?!\\\\*["'\\s])${bareChar(`\\s&;,'"<>)}\\]`)}+`,
-      'gi',
-    ),
+    pattern: new RegExp(keyBareValue(SECRET_KEY), 'gi'),
     replace: `$1${REDACTED}`,
     requires: SECRET_KEY_WORD,
+  },
+  {
+    // The same three forms under a camelCase key whose last word is `Pwd` (`smtpPwd=x`, `"dbPWD":"x"`):
+    // case-sensitive (see CAMEL_PWD_KEY).
+    name: 'key-value-secret',
+    pattern: new RegExp(keyQuotedValue(CAMEL_PWD_KEY), 'g'),
+    replace: `$1$2${REDACTED}$2`,
+    requires: CAMEL_PWD_WORD,
+  },
+  {
+    name: 'key-value-secret',
+    pattern: new RegExp(keyEscapedQuoteValue(CAMEL_PWD_KEY), 'g'),
+    replace: `$1$2${REDACTED}$3`,
+    requires: CAMEL_PWD_WORD,
+  },
+  {
+    name: 'key-value-secret',
+    pattern: new RegExp(keyBareValue(CAMEL_PWD_KEY), 'g'),
+    replace: `$1${REDACTED}`,
+    requires: CAMEL_PWD_WORD,
   },
   {
     // A command line's long option whose value is its next word: `mysql --password hunter2`,
