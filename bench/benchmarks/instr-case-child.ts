@@ -5,8 +5,8 @@
 // callgrind zeroes its counters when process.cpuUsage() enters node::CPUUsage and writes them out when
 // process.resourceUsage() enters node::ResourceUsage (--zero-before, --dump-before), so the count is of
 // those calls alone, in one process.
-// First: the clocks are slowed before any module reads them (see time-dilation.ts).
-import './time-dilation.js';
+// The clocks are slowed before any module reads them: instructions.ts preloads time-dilation.ts with
+// `--import`, in this thread and in any worker thread (audit's writer).
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -16,7 +16,7 @@ const execFileAsync = promisify(execFile);
 const MAX_OUTPUT = 256 * 2 ** 20;
 
 const base = process.argv[2] ?? 'empty';
-const other = process.argv[3] ?? 'audit (file)';
+const other = process.argv[3] ?? "audit (file on the calls' thread)";
 const rows = Number(process.argv[4] ?? 40);
 
 interface PerfSymbol {

@@ -9,10 +9,10 @@ import { execFile, type PromiseWithChild } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { build } from 'esbuild';
-import { stackNames } from './middleware.bench.js';
+import { CALLS_THREAD_AUDIT, stackNames, THREAD_AUDIT } from './middleware.bench.js';
 
 /**
  * V8 made deterministic: `--predictable` runs the compiler and the garbage collector on the main
@@ -55,7 +55,20 @@ export async function bundleChild(): Promise<string> {
     outfile,
     logLevel: 'error',
   });
+  await build({
+    entryPoints: [fileURLToPath(new URL('./time-dilation.ts', import.meta.url))],
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    outfile: dilationOf(outfile),
+    logLevel: 'error',
+  });
   return outfile;
+}
+
+/** The time-dilation module bundled beside a child (see `runCounted`). */
+function dilationOf(child: string): string {
+  return child.replace(/[^/]*$/, 'time-dilation.mjs');
 }
 
 /**
@@ -162,6 +175,10 @@ export function runCounted(
       '--dump-before=node::ResourceUsage(*',
       process.execPath,
       ...V8_FLAGS,
+      // Preloaded, not imported by the child: Node preloads `--import` in every worker thread too,
+      // so audit's writer thread (`thread: true`) batches on the same slowed clock as the calls.
+      '--import',
+      pathToFileURL(dilationOf(child)).href,
       ...nodeFlags,
       child,
       which,
@@ -171,7 +188,12 @@ export function runCounted(
     ],
     // The bundle's imports resolve from where it lies, in bench/node_modules.
     {
-      env: { ...process.env, TOOLGATE_BENCH_TIME_DILATION: String(TIME_DILATION) },
+      env: {
+        ...process.env,
+        TOOLGATE_BENCH_TIME_DILATION: String(TIME_DILATION),
+        // Audit's writer on the calls' thread (see instructionsSection).
+        TOOLGATE_BENCH_AUDIT_THREAD: '0',
+      },
       maxBuffer: MAX_OUTPUT,
       encoding: 'utf8',
     },
@@ -325,7 +347,7 @@ const SHARE_BOUNDS = { stack: 12 / 25, policy: 3 / 25, audit: 4 / 25 } as const;
 /** Section 1b of RESULTS.md: the in-process cases counted in instructions, sequential calls. */
 export async function instructionsBench(): Promise<string> {
   if (!(await haveValgrind())) return `${HEADING}\n\nNot measured: valgrind is not installed here.\n`;
-  const names = await stackNames();
+  const names = (await stackNames()).map((name) => (name === THREAD_AUDIT ? CALLS_THREAD_AUDIT : name));
   const rows = await instructionsPerCall(['bare', 'empty', 'full', ...names], 1);
   return instructionsSection(rows, await nativeShaShare());
 }
@@ -378,7 +400,9 @@ export function instructionsSection(rows: readonly InstructionRow[], shaShare: n
     'young generation), the case is bundled with esbuild (loaded through tsx, two identical processes',
     "differed by 157 M instructions), and the process's clocks run slower by as much as valgrind slows",
     `it (${TIME_DILATION}x, \`benchmarks/time-dilation.ts\`), so that audit's 1 ms batch window holds about as many`,
-    "records as natively. A count resolves what section 1's timings cannot on this machine; it leaves",
+    "records as natively. Audit's writer runs on the calls' thread here (`thread: true` in section 1",
+    'moves the same work, and a copy of each record, to a thread of its own; valgrind runs one thread',
+    "at a time, so a second thread's count is no measure of its cost natively). A count resolves what section 1's timings cannot on this machine; it leaves",
     "out time in the kernel (system calls: audit's write, the event loop's epoll) and what an",
     'instruction costs (a cache miss counts as one).',
     '',
@@ -411,7 +435,7 @@ export function instructionsSection(rows: readonly InstructionRow[], shaShare: n
       worst.perCall - empty.perCall,
     ),
     verdict(
-      'audit (file) alone, over the empty chain',
+      `${CALLS_THREAD_AUDIT} alone, over the empty chain`,
       SHARE_BOUNDS.audit,
       auditRow.perCall - empty.perCall,
       auditRow.sha256PerCall,
@@ -428,7 +452,8 @@ export function instructionsSection(rows: readonly InstructionRow[], shaShare: n
 if (import.meta.url === `file://${process.argv[1]}`) {
   const wanted = process.argv[2] ?? 'all';
   const concurrency = Math.max(1, Number(process.argv[3] ?? 1));
-  const cases = wanted === 'all' ? ['bare', 'empty', 'full', ...(await stackNames())] : wanted.split(',');
+  const names = (await stackNames()).map((name) => (name === THREAD_AUDIT ? CALLS_THREAD_AUDIT : name));
+  const cases = wanted === 'all' ? ['bare', 'empty', 'full', ...names] : wanted.split(',');
   const rows = await instructionsPerCall(cases, concurrency);
   const bare = rows.find((row) => row.name === 'bare')?.perCall;
   for (const row of rows) {

@@ -52,14 +52,20 @@ export async function coreServer(middleware: ToolMiddleware[]): Promise<TestClie
 }
 
 /** Audit with its writer on the calls' thread (no `thread: true`): a row beside the stack's, not in it. */
-export const CALLS_THREAD_AUDIT = "audit (file, calls' thread)";
+export const CALLS_THREAD_AUDIT = "audit (file on the calls' thread)";
 
-/** Every policy in DESIGN.md's order, each with a name for its own row. */
+/** The stack's audit: its writer on a thread of its own (`thread: true`), as the order service runs it. */
+export const THREAD_AUDIT = 'audit (file on a thread)';
+
+/**
+ * Every policy in DESIGN.md's order, each with a name for its own row. TOOLGATE_BENCH_AUDIT_THREAD=0
+ * (section 1b's counted processes) puts audit's writer on the calls' thread.
+ */
 export function fullStack(
   auditFile: string,
 ): { name: string; middleware: ToolMiddleware; close(): unknown }[] {
-  // The writer on a thread of its own (`thread: true`), as the order service runs it.
-  const audit = createAudit({ sink: createFileSink(auditFile), logger, thread: true });
+  const thread = process.env.TOOLGATE_BENCH_AUDIT_THREAD !== '0';
+  const audit = createAudit({ sink: createFileSink(auditFile), logger, thread });
   // Capacity above the 64 calls in flight: the rows time the breaker's overhead, not capacity refusals
   // (with the default 32, half of the 64-concurrent calls were answered rate_limited).
   const breaker = createCircuitBreaker({ logger, capacity: 128 });
@@ -69,7 +75,7 @@ export function fullStack(
   const noop = (): void => undefined;
   return [
     { name: 'otel', middleware: createOtel({ transport: 'pipe', logger }), close: noop },
-    { name: 'audit (file, thread)', middleware: audit, close: () => audit.close() },
+    { name: thread ? THREAD_AUDIT : CALLS_THREAD_AUDIT, middleware: audit, close: () => audit.close() },
     { name: 'redact-errors', middleware: createRedactErrors({ logger }), close: noop },
     { name: 'authz (scope)', middleware: createAuthz({ require: { scopes: ['orders:read'] } }), close: noop },
     {
@@ -114,7 +120,7 @@ export async function buildCase(
   if (which === 'bare') client = await bareServer();
   else if (which === 'empty') client = await coreServer([]);
   else if (which === 'full') client = await coreServer(stack.map((entry) => entry.middleware));
-  else if (which === CALLS_THREAD_AUDIT) {
+  else if (which === CALLS_THREAD_AUDIT && !stack.some((entry) => entry.name === which)) {
     const audit = createAudit({ sink: createFileSink(join(dir, 'audit-calls-thread.jsonl')), logger });
     stack.push({ name: which, middleware: audit, close: () => audit.close() });
     client = await coreServer([audit]);
@@ -215,13 +221,13 @@ export async function middlewareBench(): Promise<string> {
       ),
       targetRow(`${at}: the same policy over core's empty chain (its own cost)`, 3, own, ownInterval),
       targetRow(
-        `${at}: audit (file, thread) alone, over the bare SDK`,
+        `${at}: audit (file on a thread) alone, over the bare SDK`,
         4,
         auditRow.addedUs,
         auditRow.addedUsInterval,
       ),
       targetRow(
-        `${at}: audit (file, thread) over core's empty chain (its own cost)`,
+        `${at}: audit (file on a thread) over core's empty chain (its own cost)`,
         4,
         medianDifference(auditRow.rounds, emptyRow!.rounds),
         medianDifferenceInterval(auditRow.rounds, emptyRow!.rounds, auditRow.blocks),
@@ -253,7 +259,9 @@ export async function middlewareBench(): Promise<string> {
     'nothing while a round was timed: its records waited for a later round to pay for them; until',
     'session 8 the rows were measured so). Full stack in DESIGN.md order: createOtel (first without an SDK, then with a',
     'real `BasicTracerProvider` + `BatchSpanProcessor` whose exporter discards), createAudit to a temp',
-    'file, createRedactErrors, createAuthz (a scope the token holds), createRateLimit (memory store, a',
+    'file with its writer on a thread of its own (`thread: true`, as the order service runs it; since',
+    "session 33; the writer on the calls' thread is measured beside it), createRedactErrors, createAuthz",
+    '(a scope the token holds), createRateLimit (memory store, a',
     'limit never reached), createRepeatGuard, createIdempotency and createConfirm (present, the tool not',
     'opted in), createCircuitBreaker. Each case is a server and its client alone in a process of its own',
     '(a deployment runs one chain per process; until session 11 all cases shared one process, its heap and',

@@ -65,13 +65,18 @@ export interface RingViews {
   readonly stats: Float64Array;
   readonly headHash: Uint8Array;
   readonly ring: Buffer;
-  readonly view: DataView;
+  /**
+   * The ring as 32-bit and 64-bit words (records start 8-aligned): element stores the compiler inlines,
+   * where a DataView over shared memory is a builtin call per field.
+   */
+  readonly words: Uint32Array;
+  readonly doubles: Float64Array;
   readonly capacity: number;
 }
 
-/** Shared memory for a ring of `capacity` bytes (a multiple of 8). */
+/** Shared memory for a ring of `capacity` bytes (rounded up to a multiple of 8). */
 export function createRingMemory(capacity: number): SharedArrayBuffer {
-  return new SharedArrayBuffer(RING_OFFSET + capacity);
+  return new SharedArrayBuffer(RING_OFFSET + ((capacity + 7) & ~7));
 }
 
 export function ringViews(memory: SharedArrayBuffer): RingViews {
@@ -81,7 +86,8 @@ export function ringViews(memory: SharedArrayBuffer): RingViews {
     stats: new Float64Array(memory, STATS_OFFSET, STAT_SLOTS),
     headHash: new Uint8Array(memory, HEAD_HASH_OFFSET, 64),
     ring: Buffer.from(memory, RING_OFFSET, capacity),
-    view: new DataView(memory, RING_OFFSET, capacity),
+    words: new Uint32Array(memory, RING_OFFSET, capacity >>> 2),
+    doubles: new Float64Array(memory, RING_OFFSET, capacity >>> 3),
     capacity,
   };
 }
@@ -122,54 +128,47 @@ export function encodeRecord(
   text: string,
   ackId: number,
 ): void {
-  const { view, ring } = views;
+  const { words, doubles, ring } = views;
+  const word = at >>> 2;
+  const double = at >>> 3;
   const requestId = captured.requestId;
   let flags = 0;
   if (captured.aborted) flags |= ABORTED;
   if (captured.unknownTool) flags |= UNKNOWN_TOOL;
   if (typeof requestId === 'number') flags |= NUMERIC_ID;
-  view.setUint32(at, size, true);
-  view.setUint32(at + 4, ackId, true);
-  view.setUint32(at + 12, captured.bytes, true);
-  view.setFloat64(at + 16, captured.durationMs, true);
-  view.setFloat64(at + 24, captured.startedAt, true);
-  view.setFloat64(at + 32, captured.resultBytes, true);
-  view.setFloat64(at + 40, typeof requestId === 'number' ? requestId : 0, true);
-  let lengths = at + 48;
-  view.setUint32(lengths, captured.args.length, true);
-  lengths += 4;
-  flags |= optional(view, lengths, captured.argsPreview, HAS_PREVIEW);
-  lengths += 4;
-  flags |= optional(view, lengths, captured.bindings, HAS_BINDINGS);
-  lengths += 4;
-  view.setUint32(lengths, captured.decisions.length, true);
-  lengths += 4;
-  view.setUint32(lengths, captured.caller.length, true);
-  lengths += 4;
-  flags |= optional(view, lengths, captured.clientId, HAS_CLIENT);
-  lengths += 4;
-  flags |= optional(view, lengths, captured.incidentId, HAS_INCIDENT);
-  lengths += 4;
-  view.setUint32(lengths, captured.outcome.length, true);
-  lengths += 4;
-  flags |= optional(view, lengths, captured.principal, HAS_PRINCIPAL);
-  lengths += 4;
-  view.setUint32(lengths, typeof requestId === 'string' ? requestId.length : 0, true);
-  lengths += 4;
-  flags |= optional(view, lengths, captured.sessionId, HAS_SESSION);
-  lengths += 4;
-  flags |= optional(view, lengths, captured.spanId, HAS_SPAN);
-  lengths += 4;
-  flags |= optional(view, lengths, captured.traceId, HAS_TRACE);
-  lengths += 4;
-  view.setUint32(lengths, captured.tool.length, true);
-  view.setUint32(at + 8, flags, true);
+  words[word] = size;
+  words[word + 1] = ackId;
+  words[word + 3] = captured.bytes;
+  doubles[double + 2] = captured.durationMs;
+  doubles[double + 3] = captured.startedAt;
+  doubles[double + 4] = captured.resultBytes;
+  doubles[double + 5] = typeof requestId === 'number' ? requestId : 0;
+  const lengths = word + 12;
+  const { argsPreview, bindings, clientId, incidentId, principal, sessionId, spanId, traceId } = captured;
+  words[lengths] = captured.args.length;
+  words[lengths + 1] = argsPreview === undefined ? 0 : argsPreview.length;
+  words[lengths + 2] = bindings === undefined ? 0 : bindings.length;
+  words[lengths + 3] = captured.decisions.length;
+  words[lengths + 4] = captured.caller.length;
+  words[lengths + 5] = clientId === undefined ? 0 : clientId.length;
+  words[lengths + 6] = incidentId === undefined ? 0 : incidentId.length;
+  words[lengths + 7] = captured.outcome.length;
+  words[lengths + 8] = principal === undefined ? 0 : principal.length;
+  words[lengths + 9] = typeof requestId === 'string' ? requestId.length : 0;
+  words[lengths + 10] = sessionId === undefined ? 0 : sessionId.length;
+  words[lengths + 11] = spanId === undefined ? 0 : spanId.length;
+  words[lengths + 12] = traceId === undefined ? 0 : traceId.length;
+  words[lengths + 13] = captured.tool.length;
+  if (argsPreview !== undefined) flags |= HAS_PREVIEW;
+  if (bindings !== undefined) flags |= HAS_BINDINGS;
+  if (clientId !== undefined) flags |= HAS_CLIENT;
+  if (incidentId !== undefined) flags |= HAS_INCIDENT;
+  if (principal !== undefined) flags |= HAS_PRINCIPAL;
+  if (sessionId !== undefined) flags |= HAS_SESSION;
+  if (spanId !== undefined) flags |= HAS_SPAN;
+  if (traceId !== undefined) flags |= HAS_TRACE;
+  words[word + 2] = flags;
   ring.write(text, at + FIXED, text.length * 2, 'utf16le');
-}
-
-function optional(view: DataView, at: number, value: string | undefined, flag: number): number {
-  view.setUint32(at, value === undefined ? 0 : value.length, true);
-  return value === undefined ? 0 : flag;
 }
 
 /** A record read back from the ring, and its ack id (0: nobody waits for it). */
@@ -182,30 +181,28 @@ export interface DecodedRecord {
 
 /** Whether the length word at `at` sends the reader back to the ring's beginning. */
 export function isWrap(views: RingViews, at: number): boolean {
-  return views.view.getUint32(at, true) === WRAP;
+  return views.words[at >>> 2] === WRAP;
 }
 
 export function writeWrap(views: RingViews, at: number): void {
-  views.view.setUint32(at, WRAP, true);
+  views.words[at >>> 2] = WRAP;
 }
 
 export function decodeRecord(views: RingViews, at: number): DecodedRecord {
-  const { view, ring } = views;
-  const size = view.getUint32(at, true);
-  const ackId = view.getUint32(at + 4, true);
-  const flags = view.getUint32(at + 8, true);
-  const lengths: number[] = [];
+  const { words, doubles, ring } = views;
+  const word = at >>> 2;
+  const double = at >>> 3;
+  const size = words[word]!;
+  const ackId = words[word + 1]!;
+  const flags = words[word + 2]!;
   let chars = 0;
-  for (let index = 0; index < 14; index += 1) {
-    const length = view.getUint32(at + 48 + index * 4, true);
-    lengths.push(length);
-    chars += length;
-  }
+  for (let index = 0; index < 14; index += 1) chars += words[word + 12 + index]!;
   const text = ring.toString('utf16le', at + FIXED, at + FIXED + chars * 2);
   let from = 0;
   const next = (index: number): string => {
-    const piece = text.slice(from, from + lengths[index]!);
-    from += lengths[index]!;
+    const length = words[word + 12 + index]!;
+    const piece = text.slice(from, from + length);
+    from += length;
     return piece;
   };
   const nextIf = (index: number, flag: number): string | undefined =>
@@ -232,19 +229,19 @@ export function decodeRecord(views: RingViews, at: number): DecodedRecord {
     aborted: (flags & ABORTED) !== 0,
     caller,
     clientId,
-    durationMs: view.getFloat64(at + 16, true),
+    durationMs: doubles[double + 2]!,
     incidentId,
     outcome,
     principal,
-    requestId: stringId ?? view.getFloat64(at + 40, true),
-    resultBytes: view.getFloat64(at + 32, true),
+    requestId: stringId ?? doubles[double + 5]!,
+    resultBytes: doubles[double + 4]!,
     sessionId,
     spanId,
     traceId,
-    startedAt: view.getFloat64(at + 24, true),
+    startedAt: doubles[double + 3]!,
     tool,
     unknownTool: (flags & UNKNOWN_TOOL) !== 0,
-    bytes: view.getUint32(at + 12, true),
+    bytes: words[word + 3]!,
     ack: undefined,
   };
   return { captured, ackId, size };

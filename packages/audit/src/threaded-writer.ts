@@ -340,9 +340,11 @@ export class ThreadedWriter {
   /** The thread's counters and head, read consistently (the thread rewrites them under a seqlock). */
   #counters(): Counters {
     const { control, stats, headHash } = this.#views;
-    for (;;) {
+    // A thread stopped while rewriting them (terminate() ends it anywhere) leaves the version odd:
+    // after a while the counters are read as they are rather than waited for forever.
+    for (let tries = 0; ; tries += 1) {
       const before = Atomics.load(control, STATS_VERSION);
-      if ((before & 1) === 0) {
+      if ((before & 1) === 0 || tries >= 100_000) {
         const counters: Counters = {
           written: stats[STAT_WRITTEN]!,
           dropped: stats[STAT_DROPPED]!,
@@ -354,7 +356,7 @@ export class ThreadedWriter {
           headSeq: stats[STAT_HEAD_SEQ]!,
           headHash: Buffer.from(headHash).toString('latin1'),
         };
-        if (Atomics.load(control, STATS_VERSION) === before) return counters;
+        if (Atomics.load(control, STATS_VERSION) === before || tries >= 100_000) return counters;
       }
     }
   }

@@ -61,6 +61,9 @@ export type FromWriterThread =
     }
   | { readonly type: 'idle'; readonly consumed: number };
 
+/** Empty looks at the ring (one every batchDelayMs) before the thread sleeps until woken. */
+const POLLS_BEFORE_SLEEP = 50;
+
 /** Longest a record waits inside this thread for room in the writer's buffer (the ring holds the rest). */
 const NO_DEADLINE_MS = 2_147_483_647;
 
@@ -94,7 +97,8 @@ function runWriterThread(data: WriterThreadData): void {
     logger,
     onSettled: () => {
       publish();
-      idleIfDone();
+      // The last batch settled after the thread went to sleep.
+      if (asleep) idleIfDone();
     },
   });
 
@@ -195,17 +199,28 @@ function runWriterThread(data: WriterThreadData): void {
     post({ type: 'idle', consumed });
   };
 
+  // While records come, the thread looks for them every batchDelayMs: the calls' thread then never
+  // wakes it (no futex call between calls). After POLLS_BEFORE_SLEEP empty looks it sleeps until the
+  // calls' thread wakes it, and tells it it is idle once everything is written (the process may then
+  // exit). With no delay (durable mode's default) it sleeps as soon as the ring is empty.
+  let asleep = false;
   const pump = async (): Promise<void> => {
+    let emptyPolls = 0;
     while (!stopped) {
-      if (read === Atomics.load(control, WRITE)) {
+      if (read !== Atomics.load(control, WRITE)) emptyPolls = 0;
+      else if (data.batchDelayMs > 0 && emptyPolls < POLLS_BEFORE_SLEEP) emptyPolls += 1;
+      else {
         Atomics.store(control, SLEEPING, 1);
         const seen = Atomics.load(control, WRITE);
         if (read === seen) {
+          asleep = true;
           idleIfDone();
           const wait = Atomics.waitAsync(control, WRITE, seen);
           if (wait.async) await wait.value;
+          asleep = false;
         }
         Atomics.store(control, SLEEPING, 0);
+        emptyPolls = 0;
         if (stopped) break;
       }
       // Calls that end together share a batch (one write for all of them), and the thread's own
