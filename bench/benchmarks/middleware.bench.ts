@@ -54,6 +54,9 @@ export async function coreServer(middleware: ToolMiddleware[]): Promise<TestClie
 /** Audit with its writer on the calls' thread (no `thread: true`): a row beside the stack's, not in it. */
 export const CALLS_THREAD_AUDIT = "audit (file on the calls' thread)";
 
+/** Development (quick-mw.ts): the full stack with audit's writer on the calls' thread. */
+export const FULL_CALLS_THREAD = "full (audit on the calls' thread)";
+
 /** The stack's audit: its writer on a thread of its own (`thread: true`), as the order service runs it. */
 export const THREAD_AUDIT = 'audit (file on a thread)';
 
@@ -63,8 +66,8 @@ export const THREAD_AUDIT = 'audit (file on a thread)';
  */
 export function fullStack(
   auditFile: string,
+  thread = process.env.TOOLGATE_BENCH_AUDIT_THREAD !== '0',
 ): { name: string; middleware: ToolMiddleware; close(): unknown }[] {
-  const thread = process.env.TOOLGATE_BENCH_AUDIT_THREAD !== '0';
   const audit = createAudit({ sink: createFileSink(auditFile), logger, thread });
   // Capacity above the 64 calls in flight: the rows time the breaker's overhead, not capacity refusals
   // (with the default 32, half of the 64-concurrent calls were answered rate_limited).
@@ -115,12 +118,13 @@ export async function buildCase(
   which: string,
   dir: string,
 ): Promise<{ client: TestClient; close(): Promise<void> }> {
-  const stack = fullStack(join(dir, 'audit.jsonl'));
+  const stack = fullStack(join(dir, 'audit.jsonl'), which === FULL_CALLS_THREAD ? false : undefined);
   let client: TestClient;
   if (which === 'bare') client = await bareServer();
   else if (which === 'empty') client = await coreServer([]);
-  else if (which === 'full') client = await coreServer(stack.map((entry) => entry.middleware));
-  else if (which === CALLS_THREAD_AUDIT && !stack.some((entry) => entry.name === which)) {
+  else if (which === 'full' || which === FULL_CALLS_THREAD) {
+    client = await coreServer(stack.map((entry) => entry.middleware));
+  } else if (which === CALLS_THREAD_AUDIT && !stack.some((entry) => entry.name === which)) {
     const audit = createAudit({ sink: createFileSink(join(dir, 'audit-calls-thread.jsonl')), logger });
     stack.push({ name: which, middleware: audit, close: () => audit.close() });
     client = await coreServer([audit]);

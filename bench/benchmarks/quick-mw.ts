@@ -3,7 +3,7 @@
 // [OTEL_SDK=1] npx tsx benchmarks/quick-mw.ts [rounds] [concurrency] [policy,policy|full|each] [sets of processes]
 import { compareInEpochs, formatBenchTable } from '@toolgate/bench-harness';
 import { type CaseProcess, startCaseProcess } from '../src/case-process.js';
-import { CALLS_THREAD_AUDIT, stackNames } from './middleware.bench.js';
+import { CALLS_THREAD_AUDIT, FULL_CALLS_THREAD, stackNames } from './middleware.bench.js';
 
 const otelSdk = process.env.OTEL_SDK === '1';
 const rounds = Number(process.argv[2] ?? 15);
@@ -11,6 +11,7 @@ const concurrency = Number(process.argv[3] ?? 1);
 const which = process.argv[4] ?? 'each';
 const wanted = ['bare', 'empty'];
 if (which === 'full' || which === 'each') wanted.push('full');
+if (which === 'full') wanted.push(FULL_CALLS_THREAD);
 for (const name of [...(await stackNames()), CALLS_THREAD_AUDIT]) {
   if (which === 'full') break;
   if (which === 'each' || which.split(',').some((prefix) => name.startsWith(prefix))) wanted.push(name);
