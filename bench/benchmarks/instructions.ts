@@ -9,7 +9,7 @@ import { execFile, type PromiseWithChild } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { build } from 'esbuild';
 import { CALLS_THREAD_AUDIT, stackNames, THREAD_AUDIT } from './middleware.bench.js';
@@ -55,20 +55,7 @@ export async function bundleChild(): Promise<string> {
     outfile,
     logLevel: 'error',
   });
-  await build({
-    entryPoints: [fileURLToPath(new URL('./time-dilation.ts', import.meta.url))],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    outfile: dilationOf(outfile),
-    logLevel: 'error',
-  });
   return outfile;
-}
-
-/** The time-dilation module bundled beside a child (see `runCounted`). */
-function dilationOf(child: string): string {
-  return child.replace(/[^/]*$/, 'time-dilation.mjs');
 }
 
 /**
@@ -175,10 +162,6 @@ export function runCounted(
       '--dump-before=node::ResourceUsage(*',
       process.execPath,
       ...V8_FLAGS,
-      // Preloaded, not imported by the child: Node preloads `--import` in every worker thread too,
-      // so audit's writer thread (`thread: true`) batches on the same slowed clock as the calls.
-      '--import',
-      pathToFileURL(dilationOf(child)).href,
       ...nodeFlags,
       child,
       which,

@@ -13,8 +13,6 @@ export const WRITE = 0;
 export const READ = 1;
 /** 1 while the writer thread waits for records: the producer then wakes it (`Atomics.notify`). */
 export const SLEEPING = 2;
-/** Records the writer thread has taken from the ring (wrapping Int32). */
-export const CONSUMED = 3;
 /** Seqlock of the counters and head: odd while the writer thread rewrites them. */
 export const STATS_VERSION = 4;
 const CONTROL_SLOTS = 8;
@@ -29,7 +27,12 @@ export const STAT_PENDING = 5;
 export const STAT_PENDING_BYTES = 6;
 /** The chain's head seq (0: none yet); its hash is the 64 bytes after the counters. */
 export const STAT_HEAD_SEQ = 7;
-const STAT_SLOTS = 8;
+/**
+ * Records the writer thread has taken from the ring (wrapping Int32 arithmetic), under the same
+ * seqlock as the counters: a record is counted either in the ring or in the writer, never both or neither.
+ */
+export const STAT_CONSUMED = 8;
+const STAT_SLOTS = 9;
 
 const CONTROL_BYTES = CONTROL_SLOTS * 4;
 const STATS_OFFSET = CONTROL_BYTES;

@@ -4,7 +4,6 @@ import { IncidentLog } from './incident-log.js';
 import type { CapturedRecord } from './record.js';
 import { revivedFields } from './thread-log.js';
 import {
-  CONSUMED,
   createRingMemory,
   encodeRecord,
   READ,
@@ -13,6 +12,7 @@ import {
   recordText,
   ringViews,
   SLEEPING,
+  STAT_CONSUMED,
   STAT_DROPPED,
   STAT_DUPLICATES,
   STAT_HEAD_SEQ,
@@ -54,6 +54,7 @@ interface Counters {
   pendingBytes: number;
   headSeq: number;
   headHash: string;
+  consumed: number;
 }
 
 /**
@@ -82,6 +83,8 @@ export class ThreadedWriter {
   >();
   #nextRpc = 1;
   #dropped = 0;
+  /** The thread's counters as they stood when it stopped (what it held then is in `#dropped`). */
+  #final: Counters | undefined;
   #closing = false;
   #closed: Promise<void> | undefined;
   /** Set once the thread is gone (closed, or failed): nothing more reaches the sink. */
@@ -154,7 +157,7 @@ export class ThreadedWriter {
   stats(): AuditStats {
     const counters = this.#counters();
     const control = this.#views.control;
-    const inRing = (this.#published - Atomics.load(control, CONSUMED)) | 0;
+    const inRing = (this.#published - counters.consumed) | 0;
     const read = Atomics.load(control, READ);
     const capacity = this.#views.capacity;
     let waitingBytes = 0;
@@ -339,6 +342,7 @@ export class ThreadedWriter {
 
   /** The thread's counters and head, read consistently (the thread rewrites them under a seqlock). */
   #counters(): Counters {
+    if (this.#final !== undefined) return this.#final;
     const { control, stats, headHash } = this.#views;
     // A thread stopped while rewriting them (terminate() ends it anywhere) leaves the version odd:
     // after a while the counters are read as they are rather than waited for forever.
@@ -354,6 +358,7 @@ export class ThreadedWriter {
           pending: stats[STAT_PENDING]!,
           pendingBytes: stats[STAT_PENDING_BYTES]!,
           headSeq: stats[STAT_HEAD_SEQ]!,
+          consumed: stats[STAT_CONSUMED]!,
           headHash: Buffer.from(headHash).toString('latin1'),
         };
         if (Atomics.load(control, STATS_VERSION) === before || tries >= 100_000) return counters;
@@ -412,6 +417,8 @@ export class ThreadedWriter {
 
   /** No more records reach the sink: the lost ones are counted, everyone waiting is told. */
   #stop(lost: number): void {
+    // Frozen: a thread still running after a deadline must not count what was just counted as lost.
+    this.#final = { ...this.#counters(), pending: 0, pendingBytes: 0 };
     this.#dead = true;
     this.#dropped += lost;
     if (this.#roomTimer !== undefined) clearTimeout(this.#roomTimer);

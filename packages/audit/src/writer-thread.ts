@@ -10,12 +10,12 @@ import { createFileSink, type FileSinkOptions } from './file-sink.js';
 import type { CapturedRecord } from './record.js';
 import { crossingFields } from './thread-log.js';
 import {
-  CONSUMED,
   decodeRecord,
   isWrap,
   READ,
   ringViews,
   SLEEPING,
+  STAT_CONSUMED,
   STAT_DROPPED,
   STAT_DUPLICATES,
   STAT_HEAD_SEQ,
@@ -121,6 +121,7 @@ function runWriterThread(data: WriterThreadData): void {
     out[STAT_PENDING] = stats.pending;
     out[STAT_PENDING_BYTES] = stats.pendingBytes;
     out[STAT_HEAD_SEQ] = head?.seq ?? 0;
+    out[STAT_CONSUMED] = consumed;
     if (head !== undefined) views.headHash.set(Buffer.from(head.hash, 'latin1'));
     Atomics.add(control, STATS_VERSION, 1);
   };
@@ -169,6 +170,7 @@ function runWriterThread(data: WriterThreadData): void {
     return taking;
   };
   const takeAll = async (): Promise<void> => {
+    const before = consumed;
     while (read !== Atomics.load(control, WRITE)) {
       if (isWrap(views, read)) {
         read = 0;
@@ -182,14 +184,16 @@ function runWriterThread(data: WriterThreadData): void {
       if (waiting !== undefined) {
         // The writer's buffer is full: what is taken so far is freed, the rest waits in the ring.
         release();
+        publish();
         await waiting;
       }
     }
     release();
+    // What was taken now counts as the writer's (pending): the calls' thread reads it there.
+    if (consumed !== before) publish();
   };
   const release = (): void => {
     Atomics.store(control, READ, read);
-    Atomics.store(control, CONSUMED, consumed);
   };
 
   const idleIfDone = (): void => {
@@ -239,8 +243,9 @@ function runWriterThread(data: WriterThreadData): void {
         const { captured, ackId } = decodeRecord(ringViews(message.memory), 0);
         consumed = (consumed + 1) | 0;
         idleSent = false;
-        Atomics.store(control, CONSUMED, consumed);
-        return hand(captured, ackId);
+        const waiting = hand(captured, ackId);
+        publish();
+        return waiting;
       });
       return;
     }

@@ -234,6 +234,36 @@ describe('thread: true', () => {
     closeSync(openSync(path, constants.O_RDONLY | constants.O_NONBLOCK));
   });
 
+  it('close() does not wait on a thread stuck in a write (a full pipe): what it held is counted as lost, once', async () => {
+    const path = join(dir, 'full.fifo');
+    execFileSync('mkfifo', [path]);
+    // A reader that never reads: the pipe takes 64 KiB, then the thread's synchronous write blocks it.
+    const reader = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+    const log: LogEntry[] = [];
+    const audit = createAudit({
+      sink: createFileSink(path),
+      thread: true,
+      closeTimeoutMs: 100,
+      logger: recordingLogger(log),
+    });
+    const client = await serve([audit]);
+    const note = 'f'.repeat(2_000);
+    for (let index = 0; index < 60; index += 1) {
+      await client.callTool('get_order', { id: `F-${index}`, note });
+    }
+    await audit.close();
+    const stats = audit.stats();
+    expect(stats).toMatchObject({ written: 0, pending: 0 });
+    expect(stats.dropped).toBe(60);
+    expect(log.some((entry) => entry.level === 'error' && /records lost/.test(entry.message ?? ''))).toBe(
+      true,
+    );
+    // The stuck write fails once the reader goes (EPIPE); the count stays as it was.
+    closeSync(reader);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(audit.stats()).toEqual(stats);
+  });
+
   it('a sink that refuses for good: ready() rejects, records are counted as dropped, the thread’s log reaches the logger', async () => {
     const path = join(dir, 'no-such-directory', 'audit.jsonl');
     const log: LogEntry[] = [];
