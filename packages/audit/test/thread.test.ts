@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
+  type AuditOptions,
   createAudit,
   createFileSink,
   createStderrSink,
@@ -47,6 +48,23 @@ function comparable(line: string): Record<string, unknown> {
   } = JSON.parse(line) as Record<string, unknown>;
   return { ...rest, incidentId: typeof incidentId === 'string' };
 }
+
+/** A thread audit writing to a named pipe made for the test (`name`), logging to `log`. */
+function pipeAudit(name: string, log: LogEntry[], options: Partial<AuditOptions> = {}) {
+  const path = join(dir, name);
+  execFileSync('mkfifo', [path]);
+  const audit = createAudit({
+    sink: createFileSink(path),
+    thread: true,
+    logger: recordingLogger(log),
+    ...options,
+  });
+  return { path, audit };
+}
+
+/** Whether close() reported records lost. */
+const lostLogged = (log: readonly LogEntry[]): boolean =>
+  log.some((entry) => entry.level === 'error' && /records lost/.test(entry.message ?? ''));
 
 describe('thread: true', () => {
   it('1,000 concurrent then 200 sequential calls: every record, chain intact, stats and head from the thread', async () => {
@@ -173,16 +191,8 @@ describe('thread: true', () => {
   });
 
   it('a sink that stalls (a pipe nobody reads): calls wait, then records are dropped and counted; the rest arrive intact', async () => {
-    const path = join(dir, 'stalled.fifo');
-    execFileSync('mkfifo', [path]);
     const log: LogEntry[] = [];
-    const audit = createAudit({
-      sink: createFileSink(path),
-      thread: true,
-      maxBufferBytes: 64 * 1024,
-      maxWaitMs: 50,
-      logger: recordingLogger(log),
-    });
+    const { path, audit } = pipeAudit('stalled.fifo', log, { maxBufferBytes: 64 * 1024, maxWaitMs: 50 });
     const client = await serve([audit]);
     const note = 'n'.repeat(400);
     const results = await Promise.all(
@@ -213,39 +223,23 @@ describe('thread: true', () => {
   });
 
   it('close() gives up on a sink that never answers, counts what it held as lost, and says so', async () => {
-    const path = join(dir, 'hung.fifo');
-    execFileSync('mkfifo', [path]);
     const log: LogEntry[] = [];
-    const audit = createAudit({
-      sink: createFileSink(path),
-      thread: true,
-      closeTimeoutMs: 100,
-      logger: recordingLogger(log),
-    });
+    const { path, audit } = pipeAudit('hung.fifo', log, { closeTimeoutMs: 100 });
     const client = await serve([audit]);
     for (let index = 0; index < 20; index += 1) await client.callTool('get_order', { id: `H-${index}` });
     await audit.close();
     expect(audit.stats()).toMatchObject({ written: 0, dropped: 20, pending: 0 });
-    expect(log.some((entry) => entry.level === 'error' && /records lost/.test(entry.message ?? ''))).toBe(
-      true,
-    );
+    expect(lostLogged(log)).toBe(true);
     expect(audit.head()).toBeUndefined();
     // The thread's open() still waits in libuv's pool for a reader: give it one, so it returns.
     closeSync(openSync(path, constants.O_RDONLY | constants.O_NONBLOCK));
   });
 
   it('close() does not wait on a thread stuck in a write (a full pipe): what it held is counted as lost, once', async () => {
-    const path = join(dir, 'full.fifo');
-    execFileSync('mkfifo', [path]);
+    const log: LogEntry[] = [];
+    const { path, audit } = pipeAudit('full.fifo', log, { closeTimeoutMs: 100 });
     // A reader that never reads: the pipe takes 64 KiB, then the thread's synchronous write blocks it.
     const reader = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
-    const log: LogEntry[] = [];
-    const audit = createAudit({
-      sink: createFileSink(path),
-      thread: true,
-      closeTimeoutMs: 100,
-      logger: recordingLogger(log),
-    });
     const client = await serve([audit]);
     const note = 'f'.repeat(2_000);
     for (let index = 0; index < 60; index += 1) {
@@ -255,9 +249,7 @@ describe('thread: true', () => {
     const stats = audit.stats();
     expect(stats).toMatchObject({ written: 0, pending: 0 });
     expect(stats.dropped).toBe(60);
-    expect(log.some((entry) => entry.level === 'error' && /records lost/.test(entry.message ?? ''))).toBe(
-      true,
-    );
+    expect(lostLogged(log)).toBe(true);
     // The stuck write fails once the reader goes (EPIPE); the count stays as it was.
     closeSync(reader);
     await new Promise((resolve) => setTimeout(resolve, 200));
