@@ -79,10 +79,15 @@ const bareChar = (chars: string): string => `(?:[^${chars}\\\\]|\\\\+(?![\\\\"']
 const PWD_PATH = `(?:(?:${QUOTE_RUN})["']|%22)?[ \\t]*(?:=>|[=:]|%3[DdAa])[ \\t]*(?:(?:${QUOTE_RUN})["'])?(?:~?/|[A-Za-z]:\\\\)`;
 const KEY_SEPARATOR = `(?:(?:${QUOTE_RUN})["']|%22)?[ \\t]*(?:=>|[=:]|%3[DdAa])[ \\t]*`;
 const SECRET_KEY = `(?<![A-Za-z0-9_.-])(?:[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}|${SECRET_KEY_WHOLE.replace('pwd', `pwd(?!${PWD_PATH})`)})${KEY_SEPARATOR}`;
-// A camelCase name whose last word is `Pwd` (`smtpPwd`, `dbPWD`), as the key matcher for objects reads it
-// (`WORD_BREAK`: a lower-case letter or digit before the capital). Case-sensitive, so its rules go without
-// the `i` flag: `OLDPWD` and `cwd` are no such name. A path as its value is a working directory, as for `PWD`.
-const CAMEL_PWD_KEY = `(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*[a-z0-9]P[wW][dD](?!${PWD_PATH})${KEY_SEPARATOR}`;
+// A camelCase name whose last word is `Pwd` (`smtpPwd`, `dbPWD`) or `Pass` (`smtpPass`, `redisPASS`), as
+// the key matcher for objects reads it (`WORD_BREAK`: a lower-case letter or digit before the capital; the
+// last word `Pass`, `PAss`, `PASs` or `PASS`). Case-sensitive, so its rules go without the `i` flag:
+// `OLDPWD`, `cwd`, `bypass`, `compass` and `SMTPPASS` are no such name. A path as a `Pwd`'s value is a
+// working directory, as for `PWD`. A `Pass` is also a step or a ticket (`firstPass`, `multiPass`,
+// `onePass`, `isPass`): a flag word or a number of up to three digits as its whole value is no password
+// (`firstPass=true`, `multiPass=3`, `"onePass":"off"`).
+const CAMEL_PASS_FLAG = `(?:(?:${QUOTE_RUN})["']|\\\\+u002[27])?(?:${['true', 'false', 'yes', 'no', 'on', 'off', 'enabled', 'disabled', 'none', 'null', 'undefined', 'auto'].map(anyCase).join('|')}|\\d{1,3}(?:\\.\\d+)?)(?![^\\s&;,'"<>)}\\]\\\\])`;
+const CAMEL_SECRET_KEY = `(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*[a-z0-9]P(?:[wW][dD](?!${PWD_PATH})|(?:ass|A(?:ss|S[sS]))(?!${KEY_SEPARATOR}${CAMEL_PASS_FLAG}))${KEY_SEPARATOR}`;
 
 // A YAML block scalar under a secret key (`password: |`, `token: >-`, `key: |2+`, a k8s manifest or a
 // config dump): its indicator, and the key's line up to it, from the line's start (its indentation
@@ -125,9 +130,10 @@ const ECHO_WORD = `(?!(?:echo|printf)[ \\t])${bareChar(`\\s\\0'"|;&`)}+`;
 const SECRET_OPTION = `(?<![A-Za-z0-9_.-])--[A-Za-z0-9_.-]*${SECRET_KEY_SUFFIX}[ \\t\\0]+`;
 
 // A name in any letter case (`MYSQL`, `Mysql.exe`, `SSHPASS.EXE` on Windows), for a pattern whose other
-// parts are case-sensitive (`-p` is a password where `-P` is a port).
-const anyCase = (name: string): string =>
-  name.replace(/[a-z]/g, (letter) => `[${letter}${letter.toUpperCase()}]`);
+// parts are case-sensitive (`-p` is a password where `-P` is a port). A declaration: the key rules above use it.
+function anyCase(name: string): string {
+  return name.replace(/[a-z]/g, (letter) => `[${letter}${letter.toUpperCase()}]`);
+}
 const EXE = `\\.${anyCase('exe')}`;
 // A program's name as a whole word of a command line (also as a path's last part, or `.exe`), in any
 // letter case, the start of the option patterns that hold only after certain programs. The word ends
@@ -191,15 +197,52 @@ const NETRC_VALUE = `(?:((?<!\\\\)(?:${QUOTE_RUN})")(?:(?!\\2)[^\\r\\n])+\\2|(?:
 // value in the first four fields, `\:` and `\\` are escapes), as a whole line: from a line's start (the
 // text's, after a line break, after a JSON `\n` at any depth, or at a JSON string's opening quote) to its
 // end (a line break, JSON's `\n`, the text's end, or a quote that closes a JSON string). No space in it,
-// every field non-empty, the port digits or `*`, the host `*` or holding a letter, `.` or `/` (a name,
-// an address, a socket directory: not `12:30:45:00:01`), database and user `*` or starting with a letter
-// or `_` (not IPv6's `fe80:1:2:3:4`). Timestamps, `host:5432`, a stack frame's `file.js:10:5` and a log
-// prefix followed by its message (`app:1234:worker:info: started`) have too few fields or a space.
-const PGPASS_CHAR = `(?:[^\\s:\\\\"]|\\\\+[^\\s\\\\nrt"])`;
+// every field non-empty, the port a port (1-65535) or `*`, database and user `*` or starting with a letter
+// or `_` (not IPv6's `fe80:1:2:3:4`), and the host one that reads as a host (PGPASS_HOST_PORT). Timestamps,
+// `host:5432`, a stack frame's `file.js:10:5` and a log prefix followed by its message
+// (`app:1234:worker:info: started`) have too few fields or a space.
+const PGPASS_ESCAPE = '\\\\+[^\\s\\\\nrt"]';
+const PGPASS_CHAR = `(?:[^\\s:\\\\"]|${PGPASS_ESCAPE})`;
 const PGPASS_START = `(?:^|(?<=(?<!\\\\)\\\\+n)|(?<=[[{:,][ \\t]*(?:${QUOTE_RUN})"))`;
-const PGPASS_HOST = `(?:\\*|(?=${PGPASS_CHAR}*?[A-Za-z./\\\\])${PGPASS_CHAR}+)`;
+const PGPASS_PORT = '(?:[1-9]\\d{0,3}|[1-5]\\d{4}|6[0-4]\\d{3}|65[0-4]\\d{2}|655[0-2]\\d|6553[0-5])';
+// A host that reads as one by itself: `*`, a socket directory (`/var/run/postgresql`), a name or address
+// with a dot (`db.internal`, `10.0.0.7`), `localhost`, an IPv6 address with its colons escaped (`\:\:1`).
+const PGPASS_HOST_NAMED = `(?:\\*|/(?:[A-Za-z0-9._~+/-]|${PGPASS_ESCAPE})*|[A-Za-z0-9_-]+(?:\\.[A-Za-z0-9_-]+)+|localhost|(?:[0-9A-Fa-f]{0,4}\\\\+:){2,7}[0-9A-Fa-f]{0,4})`;
+// The host and port. A bare name (`db`, `replica`, `session`) is also the first word of a Redis key
+// (`session:1234:user:profile:v1`), so it needs PostgreSQL's or PgBouncer's usual port (5432-5439,
+// 6432-6439); in a whole line (`bare`) a name of letters ending in digits (`db01`, `pg1`, `postgres-0`)
+// takes any port too.
+const pgpassHostPort = (bare: boolean): string =>
+  `(?:(?:${PGPASS_HOST_NAMED}${bare ? '|[A-Za-z][A-Za-z_-]+\\d+' : ''}):(?:${PGPASS_PORT}|\\*)|[A-Za-z][A-Za-z0-9_-]*:[56]43\\d)`;
 const PGPASS_NAME = `(?:\\*|[A-Za-z_]${PGPASS_CHAR}*)`;
 const PGPASS_END = `(?=[ \\t]*$|\\\\+[rn]|\\\\*"[ \\t]*(?:[,}\\]]|$))`;
+// The same entry inside a sentence (`connect to db.internal:5432:orders:app:x failed`): a word of its own,
+// after a space, `(`, `[`, `=`, `,`, `;`, a quote or a JSON `\n`, and its host one that reads as a host
+// (no bare name with another port). The password runs to a space, a quote, `<` or a JSON escape; the
+// punctuation that ends a sentence or a clause after it (`x.`, `x),`) stays.
+const PGPASS_WORD_START = `(?:^|(?<=[\\s(\\[{=,;'"\`<>])|(?<=(?<!\\\\)\\\\+[nrt]))`;
+const PGPASS_TRAIL = '[.,;!?)\\]}]';
+const PGPASS_WORD_PASSWORD = `(?:[^\\s:\\\\"'\`<>]|${PGPASS_ESCAPE})+(?<!${PGPASS_TRAIL})(?=${PGPASS_TRAIL}*(?:[\\s"'\`<>]|\\\\|$))`;
+const PGPASS_REQUIRES = /:(?:\d+|\*):[A-Za-z_*]/;
+
+// A password named in prose: `the password is x`, `password was x`, `passphrase is x`, `passwd x`. Prose
+// says far more about passwords than it gives one ("password is incorrect", "password is 8 characters",
+// "passwd file"), so the value must look like one: a word of six characters or more (no space, quote or
+// backslash) holding a letter and a digit or one of `@#$%^&*+=~|`, not a word of a name with a number in
+// it (`sha256`, `base64`, `HS256`, `utf-8`, `x509`), nor a compound ending in a lower-case word
+// (`base64-encoded`, `2fa-only`), nor a date. The punctuation that ends a sentence or a clause after it
+// (`x.`, `x,`, `x)`) stays; a value in quotes keeps them.
+const PROSE_CHAR = '[^\\s\'"`\\\\]';
+const PROSE_TRAIL = '[.,;:!?)\\]}]';
+const PROSE_VALUE_END = `(?=${PROSE_TRAIL}*(?:[\\s'"\`\\\\]|$))`;
+const PROSE_NOT_SECRET = `(?:(?:sha|md|base|utf-?|aes|rsa|hs|rs|es|ps|pbkdf|argon|oauth|x|ipv|crc|ed|blake|tls|ssl|v)\\d+[A-Za-z]*|(?:[A-Za-z0-9]+-)+[a-z]{2,}|\\d{4}-\\d{2}-\\d{2}${PROSE_CHAR}*)${PROSE_VALUE_END}`;
+const PROSE_SECRET = `(?!\\[REDACTED\\]|${PROSE_NOT_SECRET})(?=${PROSE_CHAR}*?[A-Za-z])(?=${PROSE_CHAR}*?[0-9@#$%^&*+=~|])${PROSE_CHAR}{6,}(?<!${PROSE_TRAIL})${PROSE_VALUE_END}`;
+// `token x` needs more: a run of token characters (letters, digits, `._~+/=-`), 16 or more, holding a
+// letter and a digit (`invalid token 3f9a2c81d0e94b7f`, a UUID), so `token expired` stays. A `.` ends it
+// when no token character follows.
+const TOKEN_CHAR = '[A-Za-z0-9_~+/=-]';
+const PROSE_TOKEN = `(?!\\d{4}-\\d{2}-\\d{2})(?=${TOKEN_CHAR}*?[A-Za-z])(?=${TOKEN_CHAR}*?\\d)(?:${TOKEN_CHAR}|\\.(?=${TOKEN_CHAR})){16,}(?=[.,;:!?)\\]}'"\`\\\\]|\\s|$)`;
+const PROSE_KEYWORD = '(?<![A-Za-z0-9_./-])';
 
 // An XML element named like a secret key (`password`, `Password`, `dbPassword`, `client_secret`,
 // `apiKey`), after an optional namespace prefix (`db:password`, `ns2:ClientSecret`): the name ends in a
@@ -240,7 +283,7 @@ const keyEscapedQuoteValue = (key: string): string =>
 const ESCAPED_QUOTE = /\\u002[27]/i;
 const keyBareValue = (key: string): string =>
   `(${key})(?!\\[REDACTED\\]|${YAML_INDICATOR_ALONE}|(?:null|true|false|undefined)\\b|(?:OLD_)?PASSWORD\\s*\\(\\s*(?:'|\\\\*")?\\[REDACTED\\]|[a-z][a-z0-9+.-]*:\\/\\/\\[REDACTED\\]@|\\\\+u002[27])(?!\\\\*["'\\s])${bareChar(`\\s&;,'"<>)}\\]`)}+`;
-const CAMEL_PWD_WORD = /[a-z0-9]P[wW][dD]/;
+const CAMEL_SECRET_WORD = /[a-z0-9]P(?:[wW][dD]|ass|A[sS])/;
 
 // Base64 and the line breaks of a key body: real ones, or `\n` written inside JSON text (`\\n` when
 // that JSON is itself quoted in a JSON string).
@@ -256,7 +299,8 @@ const B64_BREAK = '(?:\\r?\\n|(?:\\\\{1,2}r)?\\\\{1,2}n)';
  * key in `key=value`, `key: value`, JSON (`"SECRET_KEY":"..."`), XML (`<password>...</password>`),
  * `.npmrc` (`//host/:_authToken=...`) and connection-string (`AccountKey=...;`) syntax, YAML block
  * scalars (`password: |`), webhook URLs whose path is the secret (Slack, Discord, Teams), `.netrc`
- * entries, `.pgpass` lines, SQL credential clauses (`PASSWORD '...'`, `IDENTIFIED BY '...'`), and passwords on command
+ * entries, `.pgpass` lines (also as a word in a sentence), SQL credential clauses (`PASSWORD '...'`,
+ * `IDENTIFIED BY '...'`), a password or token named in prose (`the password is x1y2z3`), and passwords on command
  * lines (`--password x`, the MySQL family's `-px`, sshpass's `-p x`, curl's `-u user:x`, `echo x |
  * sudo -S`; program names
  * in any letter case), also
@@ -450,11 +494,12 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
   },
   {
     // A `.netrc` entry's password (curl, git, ftp and pip read them): `machine host login bob password x`,
-    // `default login anonymous password x`, its tokens on one line or several. Only inside such an entry:
-    // "the password is x" in a sentence stays. Its machine is a host name with a dot (or `default`), or
-    // a bare host name (`localhost`, `db01`) with the entry's login before the password; see NETRC_ENTRY
-    // for what tells that login from prose. Each token the entry holds before `password` is a keyword
-    // (`login`, `account`) and its value, so a run of them is read once from the entry's start.
+    // `default login anonymous password x`, its tokens on one line or several. Only inside such an entry
+    // ("the password is x" in a sentence is `prose-password`'s). Its machine is a host name with a dot
+    // (or `default`), or a bare host name (`localhost`, `db01`) with the entry's login before the
+    // password; see NETRC_ENTRY for what tells that login from prose. Each token the entry holds before
+    // `password` is a keyword (`login`, `account`) and its value, so a run of them is read once from the
+    // entry's start.
     name: 'netrc-password',
     pattern: new RegExp(
       `(${NETRC_ENTRY}${NETRC_SPACE}password${NETRC_SPACE})(?!\\[REDACTED\\])${NETRC_VALUE}`,
@@ -468,11 +513,22 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     // `db.internal:5432:orders:app:[REDACTED]`; a file's lines as written or in a JSON string.
     name: 'pgpass-password',
     pattern: new RegExp(
-      `(${PGPASS_START}${PGPASS_HOST}:(?:\\d{1,5}|\\*):${PGPASS_NAME}:${PGPASS_NAME}:)(?!\\[REDACTED\\]${PGPASS_END})${PGPASS_CHAR}+${PGPASS_END}`,
+      `(${PGPASS_START}${pgpassHostPort(true)}:${PGPASS_NAME}:${PGPASS_NAME}:)(?!\\[REDACTED\\]${PGPASS_END})${PGPASS_CHAR}+${PGPASS_END}`,
       'gm',
     ),
     replace: `$1${REDACTED}`,
-    requires: /:[\d*]/,
+    requires: PGPASS_REQUIRES,
+  },
+  {
+    // The same entry as a word inside a sentence: `connect to db.internal:5432:orders:app:x failed`
+    // becomes `connect to db.internal:5432:orders:app:[REDACTED] failed` (see PGPASS_WORD_START).
+    name: 'pgpass-password',
+    pattern: new RegExp(
+      `(${PGPASS_WORD_START}${pgpassHostPort(false)}:${PGPASS_NAME}:${PGPASS_NAME}:)(?!\\[REDACTED\\])${PGPASS_WORD_PASSWORD}`,
+      'g',
+    ),
+    replace: `$1${REDACTED}`,
+    requires: PGPASS_REQUIRES,
   },
   {
     // The text of an XML element named like a secret key, its tags kept: `<password>x</password>`,
@@ -590,24 +646,24 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     requires: SECRET_KEY_WORD,
   },
   {
-    // The same three forms under a camelCase key whose last word is `Pwd` (`smtpPwd=x`, `"dbPWD":"x"`):
-    // case-sensitive (see CAMEL_PWD_KEY).
+    // The same three forms under a camelCase key whose last word is `Pwd` or `Pass` (`smtpPwd=x`,
+    // `"dbPass":"x"`): case-sensitive; a `Pass` holding a flag word or a small number stays (see CAMEL_SECRET_KEY).
     name: 'key-value-secret',
-    pattern: new RegExp(keyQuotedValue(CAMEL_PWD_KEY), 'g'),
+    pattern: new RegExp(keyQuotedValue(CAMEL_SECRET_KEY), 'g'),
     replace: `$1$2${REDACTED}$2`,
-    requires: CAMEL_PWD_WORD,
+    requires: CAMEL_SECRET_WORD,
   },
   {
     name: 'key-value-secret',
-    pattern: new RegExp(keyEscapedQuoteValue(CAMEL_PWD_KEY), 'g'),
+    pattern: new RegExp(keyEscapedQuoteValue(CAMEL_SECRET_KEY), 'g'),
     replace: `$1$2${REDACTED}$3`,
-    requires: CAMEL_PWD_WORD,
+    requires: CAMEL_SECRET_WORD,
   },
   {
     name: 'key-value-secret',
-    pattern: new RegExp(keyBareValue(CAMEL_PWD_KEY), 'g'),
+    pattern: new RegExp(keyBareValue(CAMEL_SECRET_KEY), 'g'),
     replace: `$1${REDACTED}`,
-    requires: CAMEL_PWD_WORD,
+    requires: CAMEL_SECRET_WORD,
   },
   {
     // A command line's long option whose value is its next word: `mysql --password hunter2`,
@@ -768,6 +824,26 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     ),
     replace: `$1$2${REDACTED}$2`,
     requires: /<<</,
+  },
+  {
+    // A password named in prose, read last: `the password is hunter2`, `passphrase was 'p@ssw0rd'`,
+    // `passwd s3cret!x`, `the token is abc123` (see PROSE_SECRET for what the value must look like). A
+    // value in quotes keeps them.
+    name: 'prose-password',
+    pattern: new RegExp(
+      `(${PROSE_KEYWORD}(?:pass(?:word|phrase)|passwd|token)[ \\t]+(?:is|was)[ \\t]+|${PROSE_KEYWORD}passwd[ \\t]+)(['"\`]?)${PROSE_SECRET}\\2`,
+      'gi',
+    ),
+    replace: `$1$2${REDACTED}$2`,
+    requires: /passw(?:or)?d[ \t]|passphrase[ \t]|token[ \t]/i,
+  },
+  {
+    // A token named in prose: `invalid token 3f9a2c81d0e94b7f5a61`, `refresh token eyJ...` (see
+    // PROSE_TOKEN): 16 token characters or more, a letter and a digit among them.
+    name: 'prose-password',
+    pattern: new RegExp(`(${PROSE_KEYWORD}token[ \\t]+)(?!\\[REDACTED\\])${PROSE_TOKEN}`, 'gi'),
+    replace: `$1${REDACTED}`,
+    requires: /token[ \t]/i,
   },
 ];
 

@@ -412,7 +412,8 @@ const SECRETS: readonly (readonly [string, string])[] = [
 const ORDINARY: readonly string[] = [
   // ssh's own port after a path that is not sshpass's.
   "  path: '/usr/bin/ssh',\n  spawnargs: [ '-p', '22', 'host' ],",
-  'The password is hunter2, the machine says.',
+  // Prose about a password that gives none (a password given in prose goes: see redact-secrets-s34).
+  'The password is required, the machine says.',
   'machine learning login page: password reset',
   'run with --max-tokens 1500 --token-count 3 --password-file /run/secrets/db --password --user ann',
   // Short options that carry no password here: mysql's prompt (`-p` alone) and port (`-P`), other
