@@ -12,10 +12,17 @@ import { REDACTED, SECRET_PATTERNS } from '@toolgate/core';
  *
  * The formats (a dump is a run of consecutive lines of one format):
  * - `xxd`: `00000000: 7061 7373 ...  password=...`, any group size (`-g`), columns (`-c`) or case (`-u`);
+ *   `xxd -e`'s little-endian groups (`00000000: 73736170 ...  password`) are read in the byte order
+ *   the line's text column shows;
  * - spaced bytes: `hexdump -C` (`00000000  70 61 ...  |password=...|`, with `*` for repeated lines and
  *   a last line holding only the offset), `od -tx1` (`0000000 70 61 ...`, also with `-An`, `-Ax`, `-Ad`
  *   and `z`'s `>text<`);
- * - characters: `od -c` (`0000000   p   a   s   s  \n 303 ...`, also with `-An`);
+ * - words: `od -x`/`-tx2`/`-tx4`/`-tx8` and plain `hexdump`/`hexdump -x` (`0000000 6170 7373 ...`, 2, 4
+ *   or 8-byte words), plain `od`/`od -o`/`hexdump -o` (2-byte words in octal, `060560`), also with
+ *   `-An`, `-Ax`, `-Ad` and `z`'s `>text<`, read little-endian (as od and hexdump print them on x86 and
+ *   ARM) and, for `od --endian=big`, big-endian too;
+ * - characters: `od -c`, `od -b`, `hexdump -c`/`-b` and `od -a`'s names (`0000000   p   a   s   s  \n
+ *   303 ...`, `  nl nul  sp`, also with `-An`);
  * - plain: `xxd -p` (lines of hex digits only, read as one run).
  * Output with no line shaped like one of them is returned as it is after one regular-expression test.
  */
@@ -37,21 +44,37 @@ export function scrubHexDumps(text: string, secretValues: readonly string[]): st
       continue;
     }
     let kind: DumpKind | undefined;
-    let to = -1;
-    for (const [format, parse] of PARSERS) {
-      to = parse(text, start, end, bytes, length);
-      if (to >= 0) {
-        kind = format;
-        break;
+    let to = readXxd(text, start, end, bytes, length, current?.kind === 'xxd' ? current.order : undefined);
+    if (to >= 0) {
+      kind = 'xxd';
+    } else {
+      for (const [format, parse] of PARSERS) {
+        to = parse(text, start, end, bytes, length);
+        if (to >= 0) {
+          kind = format;
+          break;
+        }
       }
     }
     if (kind === undefined) {
       current = undefined;
     } else {
-      // A dump starting again at offset 0 is another file's (`xxd a b`, two dumps in a row).
-      if (current?.kind !== kind || (current.to > current.from && startsAtZero(text, start, end, kind))) {
-        current = { kind, from: length, to: length, lines: [] };
+      const order = kind === 'xxd' ? xxdLineOrder : undefined;
+      // A dump starting again at offset 0 is another file's (`xxd a b`, two dumps in a row); an xxd
+      // line in the other byte order than the dump's is another dump's (`xxd a; xxd -e b`).
+      if (
+        current?.kind !== kind ||
+        (current.to > current.from && startsAtZero(text, start, end, kind)) ||
+        (order !== undefined && current.order !== undefined && current.order !== order)
+      ) {
+        current = { kind, from: length, to: length, lines: [], order: undefined };
         dumps.push(current);
+      }
+      if (order !== undefined && current.order === undefined) {
+        // The first line that tells: the lines before it read the same both ways against their text
+        // column (dots, zeros), and are read again in this order.
+        if (order === 'little') readAgainLittleEndian(text, current.lines, bytes);
+        current.order = order;
       }
       current.lines.push({ start, end, from: length, to });
       current.to = to;
@@ -63,7 +86,11 @@ export function scrubHexDumps(text: string, secretValues: readonly string[]): st
   let copied = 0;
   for (const dump of dumps) {
     if (dump.to === dump.from) continue;
-    const found = secretRanges(bytes.toString('latin1', dump.from, dump.to), secretValues);
+    const decoded = bytes.toString('latin1', dump.from, dump.to);
+    const found = secretRanges(decoded, secretValues);
+    // Words are read little-endian; `od --endian=big` (or a big-endian machine) prints them the other
+    // way round, each word's bytes in the same line: those are searched as well.
+    if (dump.kind === 'words') found.push(...secretRanges(swapWords(text, dump, decoded), secretValues));
     if (found.length === 0) continue;
     // By start: the first range not yet passed is the only one that can cover the next line.
     found.sort((a, b) => a[0] - b[0]);
@@ -88,7 +115,10 @@ export function scrubHexDumps(text: string, secretValues: readonly string[]): st
   return copied === 0 ? text : scrubbed + text.slice(copied);
 }
 
-type DumpKind = 'xxd' | 'spaced' | 'chars' | 'plain';
+type DumpKind = 'xxd' | 'spaced' | 'chars' | 'words' | 'plain';
+
+/** The byte order of an xxd dump's groups (`xxd -e`'s are little-endian), once a line has told it. */
+type ByteOrder = 'big' | 'little';
 
 interface DumpLine {
   /** The line in the text, without its line break. */
@@ -104,20 +134,29 @@ interface Dump {
   readonly from: number;
   to: number;
   readonly lines: DumpLine[];
+  /** xxd: the order its lines' text columns showed (until one tells, undefined: big-endian). */
+  order: ByteOrder | undefined;
 }
+
+// One four-character field of od -c, od -b or od -a: a character, an escape, an octal byte, a name.
+const CHAR_FIELD = String.raw` {3}[!-~]| {2}\\[0abfnrtv]| [0-3][0-7]{2}| (?:nul|soh|stx|etx|eot|enq|ack|bel|dle|dc[1-4]|nak|syn|etb|can|sub|esc|del)| {2}(?:bs|ht|nl|vt|ff|cr|so|si|em|fs|gs|rs|us|sp)`;
 
 /**
  * One line of the dump formats, the cheap test before any decoding: a line starting with an offset and
  * `: ` (xxd), with an offset or spaces and then a two-digit byte (hexdump -C, od -tx1), with two of
- * od -c's four-character fields, or of 8 hex digits or more alone (xxd -p). Anchored at line starts,
- * so text is read once.
+ * od -c's or od -a's four-character fields or an offset and one (`-w1`), with an offset or spaces and
+ * then a word of 4 to 16 hex digits or 6 octal ones (od -x, hexdump, od; one a line with `-w2`), or of
+ * 8 hex digits or more alone (xxd -p). Anchored at line starts, so text is read once.
  */
-const DUMP_LINE =
-  /^(?:[0-9a-f]{4,}(?:: [0-9a-f]{2}| {1,2}[0-9a-f]{2}(?: |\r?$))| {1,2}[0-9a-f]{2}(?: |\r?$)|[0-9a-f]*(?: {3}[!-~]| {2}\\[0abfnrtv]| [0-3][0-7]{2}){2}|[0-9a-f]{8,}\r?$)/im;
+const DUMP_LINE = new RegExp(
+  String.raw`^(?:[0-9a-f]{4,}(?:: [0-9a-f]{2}| {1,2}[0-9a-f]{2}(?: |\r?$))| {1,2}[0-9a-f]{2}(?: |\r?$)|[0-9a-f]*(?:${CHAR_FIELD}){2}|[0-9a-f]{4,}(?:${CHAR_FIELD})\r?$|[0-9a-f]{8,}\r?$|(?:[0-9a-f]{4,})? {1,4}(?:(?:[0-9a-f]{4}){1,4}|[01][0-7]{5})(?: |\r?$))`,
+  'im',
+);
 
 const CR = 0x0d;
 const SPACE = 0x20;
 const BACKSLASH = 0x5c;
+const DOT = 0x2e;
 
 /** The value of the hex digit at `index`, or -1. */
 function hexAt(text: string, index: number): number {
@@ -141,7 +180,7 @@ function hexRunEnd(text: string, index: number, end: number): number {
 function holdsNoBytes(text: string, start: number, end: number, kind: DumpKind): boolean {
   if (end - start === 1 && text.charCodeAt(start) === 0x2a) return true;
   return (
-    (kind === 'spaced' || kind === 'chars') &&
+    (kind === 'spaced' || kind === 'chars' || kind === 'words') &&
     end - start >= 4 &&
     end - start <= 16 &&
     hexRunEnd(text, start, end) === end
@@ -185,6 +224,112 @@ const parseXxd: LineParser = (text, start, end, out, at) => {
   }
 };
 
+/** The order `readXxd`'s last line showed: undefined when its text column fits both or neither. */
+let xxdLineOrder: ByteOrder | undefined;
+
+/**
+ * An xxd line (or -1), in the byte order its text column shows: `xxd -e` prints each group as a
+ * little-endian word (`73736170` for `pass`), plain xxd in the file's order. A line whose column fits
+ * both (dots and zeros) takes the dump's order (`dumpOrder`), big-endian until a line has told; one
+ * whose column fits neither (cut by the output cap, `-E`'s EBCDIC) is read as plain xxd.
+ * Sets `xxdLineOrder`.
+ */
+function readXxd(
+  text: string,
+  start: number,
+  end: number,
+  out: Buffer,
+  at: number,
+  dumpOrder: ByteOrder | undefined,
+): number {
+  const little = parseXxdLittle(text, start, end, out, at);
+  const big = parseXxd(text, start, end, out, at);
+  const bigShown = big >= 0 && columnShows(text, end - (big - at) - 2, end, out, at, big);
+  if (little >= 0 && (!bigShown || dumpOrder === 'little')) {
+    xxdLineOrder = bigShown ? undefined : 'little';
+    return parseXxdLittle(text, start, end, out, at);
+  }
+  xxdLineOrder = bigShown && little < 0 ? 'big' : undefined;
+  return big;
+}
+
+/** Lines of an xxd dump read big-endian so far, read again as `xxd -e`'s (those it cannot read stay). */
+function readAgainLittleEndian(text: string, lines: readonly DumpLine[], out: Buffer): void {
+  for (const line of lines) {
+    if (line.to > line.from && parseXxdLittle(text, line.start, line.end, out, line.from) < 0) {
+      parseXxd(text, line.start, line.end, out, line.from);
+    }
+  }
+}
+
+/**
+ * `00000000: 73736170 64726f77  password` (xxd -e): an offset, `: `, groups of one even width (4 hex
+ * digits or more) one space apart, each a little-endian word, the last one cut short (at the file's
+ * end) right-aligned in its field (`    0a01` for the bytes 01 0a); then the text column, which must show
+ * the bytes read so (else -1).
+ */
+const parseXxdLittle: LineParser = (text, start, end, out, at) => {
+  let index = hexRunEnd(text, start, end);
+  if (index - start < 4 || text.charCodeAt(index) !== 0x3a || text.charCodeAt(index + 1) !== SPACE) return -1;
+  index += 2;
+  let width = 0;
+  let length = at;
+  for (;;) {
+    const groupEnd = hexRunEnd(text, index, end);
+    if (groupEnd === index) break;
+    if (width === 0) width = groupEnd - index;
+    if (groupEnd - index !== width || width < 4 || (width & 1) === 1) return -1;
+    length = writeWord(text, index, groupEnd, out, length);
+    index = groupEnd;
+    if (text.charCodeAt(index) !== SPACE || hexAt(text, index + 1) < 0) break;
+    index += 1;
+  }
+  if (length > at && columnShows(text, index, end, out, at, length)) return length;
+  // The last group, cut short: spaces, then its digits, filling the field.
+  const field = length > at ? index + 1 : index;
+  if (length > at && text.charCodeAt(index) !== SPACE) return -1;
+  let digits = field;
+  while (digits < end && text.charCodeAt(digits) === SPACE) digits += 1;
+  const groupEnd = hexRunEnd(text, digits, end);
+  if (width === 0) width = groupEnd - field;
+  const size = groupEnd - digits;
+  if (digits === field || size < 2 || (size & 1) === 1 || groupEnd - field !== width || (width & 1) === 1)
+    return -1;
+  length = writeWord(text, digits, groupEnd, out, length);
+  return columnShows(text, groupEnd, end, out, at, length) ? length : -1;
+};
+
+/** Writes the little-endian word in hex digits [from, to) at `at`, its last byte first; returns the end. */
+function writeWord(text: string, from: number, to: number, out: Buffer, at: number): number {
+  let length = at;
+  for (let index = to - 2; index >= from; index -= 2)
+    out[length++] = hexAt(text, index) * 16 + hexAt(text, index + 1);
+  return length;
+}
+
+/**
+ * Whether the line's last `to - from` characters are xxd's text column for the bytes `out[from, to)`
+ * (printable ASCII as itself, any other byte as `.`), two spaces or more after `hexEnd`.
+ */
+function columnShows(
+  text: string,
+  hexEnd: number,
+  end: number,
+  out: Buffer,
+  from: number,
+  to: number,
+): boolean {
+  const column = end - (to - from);
+  if (to <= from || column - hexEnd < 2) return false;
+  for (let index = hexEnd; index < column; index += 1) if (text.charCodeAt(index) !== SPACE) return false;
+  for (let index = from; index < to; index += 1) {
+    const byte = out[index]!;
+    const shown = byte >= SPACE && byte <= 0x7e ? byte : DOT;
+    if (text.charCodeAt(column + index - from) !== shown) return false;
+  }
+  return true;
+}
+
 /**
  * `00000000  70 61 73 ...  |password=...|` (hexdump -C), `0000000 70 61 73 ...` (od -tx1), and without
  * the offset, ` 70 61 73 ...` (od -An -tx1): two-digit bytes one or two spaces apart, then the line's
@@ -219,13 +364,98 @@ const parseSpaced: LineParser = (text, start, end, out, at) => {
   }
 };
 
+/**
+ * `0000000 6170 7373 6f77 ...` (od -x, -tx2, plain hexdump), `0000000    6170    7373 ...` (hexdump -x),
+ * `0000000 73736170 ...` (od -tx4, -tx8), `0000000 060560 071563 ...` (plain od, od -o, hexdump -o:
+ * 2-byte words in octal), and without the offset, ` 6170 7373 ...` (od -An -x): words of 4, 8 or 16 hex
+ * digits or 6 octal ones, one width a line, one to four spaces apart, each read little-endian (a last
+ * odd byte shows as `000a`, read as 0a 00); then the line's end, hexdump's padding, or (two spaces or
+ * more) `z`'s `>text<` column.
+ */
+const parseWords: LineParser = (text, start, end, out, at) => {
+  let index = hexRunEnd(text, start, end);
+  if (index === start ? text.charCodeAt(start) !== SPACE : index - start < 4) return -1;
+  let width = 0;
+  let length = at;
+  for (;;) {
+    let digits = index;
+    while (digits < end && digits - index <= 4 && text.charCodeAt(digits) === SPACE) digits += 1;
+    const spaces = digits - index;
+    const wordEnd = spaces >= 1 && spaces <= 4 ? hexRunEnd(text, digits, end) : digits;
+    const size = wordEnd - digits;
+    if (
+      (width === 0 ? size === 4 || size === 6 || size === 8 || size === 16 : size === width) &&
+      (wordEnd === end || text.charCodeAt(wordEnd) === SPACE)
+    ) {
+      if (size === OCTAL_WORD) {
+        const word = octalWord(text, digits);
+        if (word < 0) return -1;
+        out[length++] = word & 0xff;
+        out[length++] = word >> 8;
+      } else {
+        length = writeWord(text, digits, wordEnd, out, length);
+      }
+      width = size;
+      index = wordEnd;
+      continue;
+    }
+    if (length === at) return -1;
+    let rest = index;
+    while (rest < end && text.charCodeAt(rest) === SPACE) rest += 1;
+    if (rest === end) return length;
+    return rest - index >= 2 && text.charCodeAt(rest) === 0x3e ? length : -1;
+  }
+};
+
+/** The digits of a 2-byte word in octal (`060560`). */
+const OCTAL_WORD = 6;
+
+/** The value of the 2-byte octal word at `index` (0 to 177777), or -1. */
+function octalWord(text: string, index: number): number {
+  let value = 0;
+  for (let digit = index; digit < index + OCTAL_WORD; digit += 1) {
+    const code = text.charCodeAt(digit);
+    if (!isOctal(code)) return -1;
+    value = value * 8 + code - 0x30;
+  }
+  return value <= 0xffff ? value : -1;
+}
+
+/**
+ * A words dump's bytes (`decoded`, read little-endian) with each word's bytes the other way round:
+ * what the dump shows read big-endian. The width of a line's words is that of its first.
+ */
+function swapWords(text: string, dump: Dump, decoded: string): string {
+  let swapped = '';
+  for (const line of dump.lines) {
+    if (line.to === line.from) continue;
+    let digits = hexRunEnd(text, line.start, line.end);
+    while (digits < line.end && text.charCodeAt(digits) === SPACE) digits += 1;
+    const size = hexRunEnd(text, digits, line.end) - digits;
+    const width = size === OCTAL_WORD ? 2 : size >> 1;
+    for (let word = line.from - dump.from; word < line.to - dump.from; word += width) {
+      for (let index = word + width - 1; index >= word; index -= 1) swapped += decoded[index];
+    }
+  }
+  return swapped;
+}
+
 // od -c's escapes (`\0`, `\a`, `\b`, `\f`, `\n`, `\r`, `\t`, `\v`) and the bytes they stand for.
 const CHAR_ESCAPES = '0abfnrtv';
 const ESCAPED_BYTES = [0, 7, 8, 12, 10, 13, 9, 11];
 
+// od -a's names of the bytes it does not show as themselves (the high bit is dropped: 0xc3 is `C`).
+const NAMED_BYTES = new Map(
+  'nul soh stx etx eot enq ack bel bs ht nl vt ff cr so si dle dc1 dc2 dc3 dc4 nak syn etb can em sub esc fs gs rs us sp'
+    .split(' ')
+    .map((name, byte): [string, number] => [name, byte])
+    .concat([['del', 0x7f]]),
+);
+
 /**
  * `0000000   p   a   s   s  \n 303 251`: an offset (or none, `-An`), then fields of four characters,
- * right-aligned: a printable character, a backslash escape, three octal digits, or four spaces (a space).
+ * right-aligned: a printable character, a backslash escape, three octal digits (od -c, od -b, hexdump
+ * -c, -b), od -a's name of a byte (`  nl`, ` nul`, `  sp`), or four spaces (a space).
  */
 const parseChars: LineParser = (text, start, end, out, at) => {
   let index = hexRunEnd(text, start, end);
@@ -250,6 +480,11 @@ const parseChars: LineParser = (text, start, end, out, at) => {
     } else if (isOctal(first) && first <= 0x33 && isOctal(second) && isOctal(last)) {
       shown = true;
       out[length++] = (first - 0x30) * 64 + (second - 0x30) * 8 + (last - 0x30);
+    } else if (first === SPACE || (first >= 0x61 && first <= 0x7a)) {
+      const named = NAMED_BYTES.get(text.slice(first === SPACE ? index + 2 : index + 1, index + 4));
+      if (named === undefined) return -1;
+      shown = true;
+      out[length++] = named;
     } else {
       return -1;
     }
@@ -271,10 +506,11 @@ const parsePlain: LineParser = (text, start, end, out, at) => {
   return length;
 };
 
+// xxd's lines are read first, by `readXxd`.
 const PARSERS: ReadonlyArray<readonly [DumpKind, LineParser]> = [
-  ['xxd', parseXxd],
   ['spaced', parseSpaced],
   ['chars', parseChars],
+  ['words', parseWords],
   ['plain', parsePlain],
 ];
 
