@@ -4,7 +4,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 const dir = process.argv[2];
-const RUNTIME_MUST_BE_RANGES = ['undici', 'lru-cache', 'opossum', 'ipaddr.js'];
+const RUNTIME_MUST_BE_RANGES = ['undici', 'lru-cache', 'opossum', 'ipaddr.js', 'tldts'];
 const problems = [];
 for (const file of readdirSync(dir).filter((name) => name.endsWith('.tgz'))) {
   const tarball = join(dir, file);

@@ -1,6 +1,7 @@
 import { isIPv4 } from 'node:net';
 import { domainToASCII } from 'node:url';
 import { canonicalAddress, parseAddress } from './address-ranges.js';
+import { openWildcardReason } from './public-suffix.js';
 
 /** A hostname in the one form every comparison uses. */
 export interface NormalHost {
@@ -93,8 +94,12 @@ export function parseHostPattern(entry: unknown): HostPattern {
     throw new TypeError(`allow: "${entry}" puts a wildcard on an IP address`);
   }
   if (wildcard && !host.name.includes('.')) {
-    throw new TypeError(`allow: "${entry}" is too broad: a wildcard needs at least two labels after it`);
+    throw new TypeError(
+      `allow: "${entry}" is too broad: a wildcard needs at least two labels after it. List the exact hosts instead, or a wildcard under a name you control ("*.yourname.${host.name}")`,
+    );
   }
+  const open = wildcard ? openWildcardReason(host.name) : undefined;
+  if (open !== undefined) throw new TypeError(`allow: "${entry}" is too broad: ${open}`);
   return { source: entry, host: host.name, wildcard };
 }
 

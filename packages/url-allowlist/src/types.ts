@@ -12,6 +12,8 @@ export interface UrlPolicyOptions {
    * Hosts that may be fetched: exact names (`api.carrier.example`), IP literals (`127.0.0.1`,
    * `[::1]`) or `*.suffix` wildcards (`*.example.org` matches `a.example.org` and `a.b.example.org`,
    * not `example.org`). IDNA names are accepted and compared in their ASCII (punycode) form.
+   * A wildcard over a public suffix (`*.co.uk`, `*.github.io`: Public Suffix List, ICANN and private
+   * sections) or a wildcard DNS service (`*.nip.io`) throws; exact hosts under them are fine.
    */
   allow: readonly string[];
   /** URL schemes that may be fetched; only `https` and `http` are supported. @default ['https'] */

@@ -428,6 +428,44 @@ describe('createUrlGuard through a real client', () => {
     );
   });
 
+  it('a wildcard over a public suffix throws while the server is built; the exact host it suggests serves', async () => {
+    const dns = stubResolver({
+      'toolgate.github.io': ['185.199.108.153'],
+      'attacker.github.io': ['185.199.109.153'],
+    });
+    const handled: string[] = [];
+    const build = (allow: string[]): McpServer => {
+      const policy = createUrlPolicy({ allow, resolve: dns.resolve });
+      const readDocs = defineTool({
+        name: 'read_docs',
+        description: 'Read a page of the project documentation.',
+        input: { url: z.string() },
+        middleware: [createUrlGuard({ paths: 'url', policy })],
+        handler: async ({ url }) => {
+          handled.push(url);
+          return ok({ url });
+        },
+      });
+      const server = new McpServer({ name: 'docs', version: '1.0.0' });
+      registerTools(server, [readDocs], { logger: createSilentLogger() });
+      return server;
+    };
+    // Anyone can publish attacker.github.io: the entry is refused before any server exists.
+    expect(() => build(['*.github.io'])).toThrow(
+      'allow: "*.github.io" is too broad: github.io is a public suffix (in the private section of the Public Suffix List',
+    );
+    const c = await connect(build(['toolgate.github.io']));
+    const allowed = await c.callTool('read_docs', { url: 'https://toolgate.github.io/guide' });
+    expect(allowed.structuredContent).toEqual({ ok: true, url: 'https://toolgate.github.io/guide' });
+    const refused = expectFailure(await c.callTool('read_docs', { url: 'https://attacker.github.io/' }));
+    expect([refused.error, refused.message]).toEqual([
+      'permission_denied',
+      "Argument url: Host attacker.github.io is not on this tool's allowlist.",
+    ]);
+    expect(handled).toEqual(['https://toolgate.github.io/guide']);
+    expect(dns.calls).toEqual(['toolgate.github.io']);
+  });
+
   it('urlArgument, the deprecated form, builds the same guard', async () => {
     const policy = createUrlPolicy({ allow: ['api.carrier.test'], resolve: stubResolver({}).resolve });
     expect(() => urlArgument([], policy)).toThrow('createUrlGuard: give at least one argument path');

@@ -68,6 +68,74 @@ describe('createUrlPolicy: allowlist entries are normalised at creation', () => 
   });
 });
 
+describe('wildcards over a public suffix or a wildcard DNS service', () => {
+  // Each would let in hosts anyone can register, get for free, or point at any address.
+  it.each([
+    ['*.co.uk', 'co.uk is a public suffix (on the Public Suffix List'],
+    ['*.com.au', 'com.au is a public suffix (on the Public Suffix List'],
+    ['*.k12.ca.us', 'k12.ca.us is a public suffix (on the Public Suffix List'],
+    ['*.foo.ck', 'foo.ck is a public suffix (on the Public Suffix List'], // the list's `*.ck` rule
+    ['*.公司.香港', 'xn--55qx5d.xn--j6w193g is a public suffix (on the Public Suffix List'],
+    ['*.xn--55qx5d.xn--j6w193g', 'xn--55qx5d.xn--j6w193g is a public suffix (on the Public Suffix List'],
+    ['*.CO.UK.', 'co.uk is a public suffix (on the Public Suffix List'],
+    ['*.github.io', 'github.io is a public suffix (in the private section of the Public Suffix List'],
+    ['*.herokuapp.com', 'herokuapp.com is a public suffix (in the private section'],
+    ['*.s3.amazonaws.com', 's3.amazonaws.com is a public suffix (in the private section'],
+    ['*.blogspot.com', 'blogspot.com is a public suffix (in the private section'],
+    ['*.pages.dev', 'pages.dev is a public suffix (in the private section'],
+    ['*.azurewebsites.net', 'azurewebsites.net is a public suffix (in the private section'],
+    ['*.ngrok-free.app', 'ngrok-free.app is a public suffix (in the private section'],
+    ['*.nip.io', 'nip.io is a wildcard DNS service'],
+    ['*.sslip.io', 'sslip.io is a wildcard DNS service'],
+    ['*.traefik.me', 'traefik.me is a wildcard DNS service'],
+    ['*.xip.io', 'xip.io is a wildcard DNS service'],
+    ['*.10.0.0.1.nip.io', 'nip.io is a wildcard DNS service'],
+    ['*.app-203-0-113-7.SSLIP.IO', 'sslip.io is a wildcard DNS service'],
+  ])('refuses %s, naming the entry and the suffix', (entry, reason) => {
+    expect(() => createUrlPolicy({ allow: [entry] })).toThrow(`allow: "${entry}" is too broad: ${reason}`);
+  });
+
+  it('says what to write instead', () => {
+    expect(() => createUrlPolicy({ allow: ['api.example.com', '*.github.io'] })).toThrow(
+      'allow: "*.github.io" is too broad: github.io is a public suffix (in the private section of the ' +
+        'Public Suffix List: anyone can get a name under it). List the exact hosts instead ' +
+        '("api.yourname.github.io"), or a wildcard under a name you control ("*.yourname.github.io")',
+    );
+    expect(() => createUrlPolicy({ allow: ['*.nip.io'] })).toThrow(
+      'allow: "*.nip.io" is too broad: nip.io is a wildcard DNS service (its names resolve to whatever IP ' +
+        'address is written in them). List the exact hosts instead ("app.203.0.113.7.nip.io")',
+    );
+  });
+
+  // Must stay accepted, and match what they matched before: exact hosts on or under a suffix, and
+  // wildcards under a registrable name (including the list's exception rules and unlisted TLDs).
+  it.each([
+    ['example.co.uk', 'https://example.co.uk/'],
+    ['myapp.herokuapp.com', 'https://myapp.herokuapp.com/'],
+    ['toolgate.github.io', 'https://toolgate.github.io/docs/'],
+    ['my-bucket.s3.amazonaws.com', 'https://my-bucket.s3.amazonaws.com/key'],
+    ['app.203.0.113.7.nip.io', 'https://app.203.0.113.7.nip.io/'],
+    ['github.io', 'https://github.io/'],
+    ['*.example.co.uk', 'https://api.example.co.uk/'],
+    ['*.myapp.herokuapp.com', 'https://eu.myapp.herokuapp.com/'],
+    ['*.example.org', 'https://a.b.example.org/'],
+    ['*.github.com', 'https://api.github.com/'],
+    ['*.tracking.carrier.example', 'https://eu.tracking.carrier.example/'],
+    ['*.corp.internal', 'https://wiki.corp.internal/'],
+    ['*.city.kawasaki.jp', 'https://www.city.kawasaki.jp/'], // `!city.kawasaki.jp` beats `*.kawasaki.jp`
+    ['*.mynip.io', 'https://a.mynip.io/'],
+    ['*.nip.io.example.com', 'https://a.nip.io.example.com/'],
+    ['*.bücher.example', 'https://shop.xn--bcher-kva.example/'],
+  ])('accepts %s', async (entry, url) => {
+    const hostname = new URL(url).hostname;
+    const policy = createUrlPolicy({
+      allow: [entry],
+      resolve: stubResolver({ [hostname]: [PUBLIC] }).resolve,
+    });
+    expect((await policy.check(url)).hostname).toBe(hostname);
+  });
+});
+
 describe('wildcard entries', () => {
   const dns = stubResolver({
     'a.example.org': [PUBLIC],
