@@ -21,6 +21,9 @@ export const DEFAULT_SECRET_KEYS: readonly string[] = [
   'accesskey',
   'sessionkey',
   'signature',
+  'mfacode',
+  'otpcode',
+  '2facode',
 ];
 
 /** A value pattern and what a match is replaced by. */
@@ -225,24 +228,84 @@ const PGPASS_TRAIL = '[.,;!?)\\]}]';
 const PGPASS_WORD_PASSWORD = `(?:[^\\s:\\\\"'\`<>]|${PGPASS_ESCAPE})+(?<!${PGPASS_TRAIL})(?=${PGPASS_TRAIL}*(?:[\\s"'\`<>]|\\\\|$))`;
 const PGPASS_REQUIRES = /:(?:\d+|\*):[A-Za-z_*]/;
 
-// A password named in prose: `the password is x`, `password was x`, `passphrase is x`, `passwd x`. Prose
-// says far more about passwords than it gives one ("password is incorrect", "password is 8 characters",
-// "passwd file"), so the value must look like one: a word of six characters or more (no space, quote or
-// backslash) holding a letter and a digit or one of `@#$%^&*+=~|`, not a word of a name with a number in
-// it (`sha256`, `base64`, `HS256`, `utf-8`, `x509`), nor a compound ending in a lower-case word
-// (`base64-encoded`, `2fa-only`), nor a date. The punctuation that ends a sentence or a clause after it
-// (`x.`, `x,`, `x)`) stays; a value in quotes keeps them.
+// A password named in prose: `the password is x`, `password was x`, `passphrase is x`, `passwd x`,
+// `password x`, `password for bob is x`. Prose says far more about passwords than it gives one ("password
+// is incorrect", "password is 8 characters", "passwd file", "password reset"), so the value must look
+// like one: a word of six characters or more (no space, quote or backslash) holding a letter and a digit
+// or one of `@#$%^&*+=~|`, not a word of a name with a number in it (`sha256`, `base64`, `HS256`, `utf-8`,
+// `x509`), nor a version (`v1.2.3`), nor a compound ending in a lower-case word (`base64-encoded`,
+// `2fa-only`), nor a date. The punctuation that ends a sentence or a clause after it (`x.`, `x,`, `x)`)
+// stays; a value in quotes keeps them.
 const PROSE_CHAR = '[^\\s\'"`\\\\]';
 const PROSE_TRAIL = '[.,;:!?)\\]}]';
 const PROSE_VALUE_END = `(?=${PROSE_TRAIL}*(?:[\\s'"\`\\\\]|$))`;
-const PROSE_NOT_SECRET = `(?:(?:sha|md|base|utf-?|aes|rsa|hs|rs|es|ps|pbkdf|argon|oauth|x|ipv|crc|ed|blake|tls|ssl|v)\\d+[A-Za-z]*|(?:[A-Za-z0-9]+-)+[a-z]{2,}|\\d{4}-\\d{2}-\\d{2}${PROSE_CHAR}*)${PROSE_VALUE_END}`;
+const PROSE_NOT_SECRET = `(?:(?:sha|md|base|utf-?|aes|rsa|hs|rs|es|ps|pbkdf|argon|oauth|x|ipv|crc|ed|blake|tls|ssl|v)\\d+[A-Za-z]*|v\\d+(?:\\.\\d+)+(?:[-+.][A-Za-z0-9]+)*|(?:[A-Za-z0-9]+-)+[a-z]{2,}|\\d{4}-\\d{2}-\\d{2}${PROSE_CHAR}*)${PROSE_VALUE_END}`;
 const PROSE_SECRET = `(?!\\[REDACTED\\]|${PROSE_NOT_SECRET})(?=${PROSE_CHAR}*?[A-Za-z])(?=${PROSE_CHAR}*?[0-9@#$%^&*+=~|])${PROSE_CHAR}{6,}(?<!${PROSE_TRAIL})${PROSE_VALUE_END}`;
+// Base64 and the line breaks of a key body: real ones, or `\n` written inside JSON text (`\\n` when
+// that JSON is itself quoted in a JSON string).
+const B64 = '[A-Za-z0-9+/]';
+const B64_BREAK = '(?:\\r?\\n|(?:\\\\{1,2}r)?\\\\{1,2}n)';
 // `token x` needs more: a run of token characters (letters, digits, `._~+/=-`), 16 or more, holding a
-// letter and a digit (`invalid token 3f9a2c81d0e94b7f`, a UUID), so `token expired` stays. A `.` ends it
-// when no token character follows.
+// letter and a digit (`invalid token 3f9a2c81d0e94b7f`, a UUID), so `token expired` stays (12 or more after
+// `api key`). A `.` ends it when no token character follows.
 const TOKEN_CHAR = '[A-Za-z0-9_~+/=-]';
-const PROSE_TOKEN = `(?!\\d{4}-\\d{2}-\\d{2})(?=${TOKEN_CHAR}*?[A-Za-z])(?=${TOKEN_CHAR}*?\\d)(?:${TOKEN_CHAR}|\\.(?=${TOKEN_CHAR})){16,}(?=[.,;:!?)\\]}'"\`\\\\]|\\s|$)`;
+const proseToken = (min: number): string =>
+  `(?!\\d{4}-\\d{2}-\\d{2})(?=${TOKEN_CHAR}*?[A-Za-z])(?=${TOKEN_CHAR}*?\\d)(?:${TOKEN_CHAR}|\\.(?=${TOKEN_CHAR})){${min},}(?=[.,;:!?)\\]}'"\`\\\\]|\\s|$)`;
+const PROSE_TOKEN = proseToken(16);
 const PROSE_KEYWORD = '(?<![A-Za-z0-9_./-])';
+// Whom a password is for, between the keyword and `is` (`Password for bob is x`, `password for
+// 'ann@example.com': x`): one word, quotes allowed, no colon (the colon form ends it).
+const PROSE_USER = `for[ \\t]+[^\\s:\`\\\\]{1,64}(?:[ \\t]+(?:is|was)[ \\t]+|:[ \\t]+)`;
+
+// An `auth` key in text (Docker's `config.json`, `"auths":{"host":{"auth":"<base64>"}}`, `.npmrc`,
+// a proxy setting): `auth` as the whole name or the last word after `_`, `.` or `-` (`X_AUTH`,
+// `basic_auth`), in any letter case. `auth` is also a setting's name (`auth=none`, `"auth":"basic"`,
+// `auth: required`), so its value must look like a credential: base64 of printable text holding a colon
+// (`user:password`), or 20 token characters or more holding a letter and a digit. Case-sensitive
+// expressions (base64 is): the name is written in any case.
+const AUTH_KEY = `(?<![A-Za-z0-9_.-])(?:[A-Za-z0-9_.-]*[_.-])?${anyCase('auth')}${KEY_SEPARATOR}(?:(?:${QUOTE_RUN})["']|%22)?`;
+// Base64 read three bytes (four characters) at a time: a group of printable ASCII bytes (0x20-0x7f)
+// is a first character whose six bits make 0x20-0x7f's top six (`I`-`Z`, `a`-`f`), a second whose low
+// four bits are the second byte's high nibble, 2-7, and a third and fourth giving a third byte of
+// 0x20-0x7f (the third's low two bits 0 with a fourth of 32 or more, or 1 with any fourth).
+const B64_FIRST = '[I-Za-f]';
+const B64_SECOND = '[C-HS-Xi-ny-z0-3]';
+const B64_LAST_TWO = '(?:[AEIMQUYcgkosw048][g-z0-9+/]|[BFJNRVZdhlptx159][A-Za-z0-9+/])';
+const B64_PRINTABLE = `${B64_FIRST}${B64_SECOND}${B64_LAST_TWO}`;
+// A group holding `:` (0x3a) as its first, second or third byte, and the same in a last group of two
+// bytes (three characters, `=` optional).
+const B64_COLON = `(?:O[i-n]${B64_LAST_TWO}|${B64_FIRST}[DTjz](?:o[g-z0-9+/]|p[A-Za-z0-9+/])|${B64_FIRST}${B64_SECOND}[AEIMQUYcgkosw048]6|O[i-n]${B64}=?|${B64_FIRST}[DTjz][o-r]=?)`;
+const B64_TAIL = `(?:${B64_FIRST}${B64_SECOND}${B64}=?|${B64_FIRST}${B64}(?:==)?)`;
+// A setting's name written as lower-case words joined by `-`, `_` or `.`, each word starting with a
+// letter (`oauth2-client-credentials-v2`, `scram_sha_256`): no token, though long and holding a digit.
+const WORDS_NAME = `[a-z][a-z0-9]*(?:[-_.][a-z][a-z0-9]*)+(?![A-Za-z0-9_~+/=-])`;
+// A token as an `auth` value: 20 characters or more, a letter and a digit among them, `=` only as its
+// padding at the end (so no other `auth=` starts inside one: each value is read from one start).
+const AUTH_TOKEN_CHAR = '[A-Za-z0-9_~+/-]';
+const AUTH_TOKEN = `(?![/.~]|${WORDS_NAME}|\\d{4}-\\d{2}-\\d{2})(?=${AUTH_TOKEN_CHAR}*?[A-Za-z])(?=${AUTH_TOKEN_CHAR}*?\\d)(?:${AUTH_TOKEN_CHAR}|\\.(?=${AUTH_TOKEN_CHAR})){20,}={0,2}`;
+// The value: eight characters or more of base64 whose every group is printable and one holds a colon
+// (looked for ahead, so each group is read a bounded number of times), or such a token that is no path
+// nor such a name.
+const AUTH_VALUE = `(?:(?=${B64}{8})(?=(?:${B64_PRINTABLE})*${B64_COLON})(?:${B64_PRINTABLE})+${B64_TAIL}?|${AUTH_TOKEN})(?=[.,;:!?)\\]}'"\`\\\\&<>%]|\\s|$)`;
+
+// Short key names whose value is a one-time or card code (`otp`, `totp`, `cvv`, `cvc`, `cvv2`,
+// `mfa_code`, `otp_code`, `2fa_code`), as the whole name, the last word after `_`, `.` or `-`
+// (`sms_otp`, `card.cvv`) or a camelCase last word (`smsOtp`, `cardCVV`, `userMfaCode`), as the key
+// matcher for objects reads them. Such a code holds digits; a value without one is a setting
+// (`otp: required`, `cvv=none`, `"totp":"enabled"`) and stays. `otpauth://` and `cvv_required=true`
+// are no such name.
+const SHORT_CODE_WORD = `(?:${anyCase('otp')}|${anyCase('totp')}|${anyCase('cvv')}2?|${anyCase('cvc')}2?|(?:${anyCase('mfa')}|${anyCase('otp')}|${anyCase('totp')}|2${anyCase('fa')})[_.-]?${anyCase('code')})`;
+const SHORT_CODE_CAMEL =
+  '(?:Otp|OTP|Totp|TOTP|Cvv|CVV|Cvc|CVC)2?|(?:Mfa|MFA|Otp|OTP|Totp|TOTP|2fa|2FA)_?(?:Code|CODE)';
+const SHORT_CODE_KEY = `(?<![A-Za-z0-9_.-])(?:(?:[A-Za-z0-9_.-]*[_.-])?${SHORT_CODE_WORD}|[A-Za-z0-9_.-]*[a-z0-9](?:${SHORT_CODE_CAMEL}))${KEY_SEPARATOR}`;
+const SHORT_CODE_REQUIRES = /(?:otp|cvv2?|cvc2?|code)(?:\\*["']|%22)?[ \t]*(?:[=:]|%3[AaDd])/i;
+
+// A crypt(3) hash as the second field of a `user:hash` line: an htpasswd entry (`bob:$apr1$salt$hash`)
+// or a shadow line (`root:$6$salt$hash:19000:0:99999:7:::`, a locked `!$6$...`). In such a line the
+// hash may have any length (the pattern above needs each scheme's own); a DES hash (13 characters)
+// only before a shadow line's other fields. The user and those fields stay.
+const CRYPT_ID = '(?:1|2[abxy]?|5|6|7|apr1|g?y|md5|sha1|sm3|argon2(?:id|i|d)|scrypt)';
+const CRYPT_FIELD = `(?:!*\\$${CRYPT_ID}\\$(?=[^\\s:"'\\\\]{8})(?=[^\\s:$"'\\\\]*\\$)[^\\s:"'\\\\]+|!*[./A-Za-z0-9]{13}(?=(?::\\d*){6}:))`;
 
 // An XML element named like a secret key (`password`, `Password`, `dbPassword`, `client_secret`,
 // `apiKey`), after an optional namespace prefix (`db:password`, `ns2:ClientSecret`): the name ends in a
@@ -285,14 +348,9 @@ const keyBareValue = (key: string): string =>
   `(${key})(?!\\[REDACTED\\]|${YAML_INDICATOR_ALONE}|(?:null|true|false|undefined)\\b|(?:OLD_)?PASSWORD\\s*\\(\\s*(?:'|\\\\*")?\\[REDACTED\\]|[a-z][a-z0-9+.-]*:\\/\\/\\[REDACTED\\]@|\\\\+u002[27])(?!\\\\*["'\\s])${bareChar(`\\s&;,'"<>)}\\]`)}+`;
 const CAMEL_SECRET_WORD = /[a-z0-9]P(?:[wW][dD]|ass|A[sS])/;
 
-// Base64 and the line breaks of a key body: real ones, or `\n` written inside JSON text (`\\n` when
-// that JSON is itself quoted in a JSON string).
-const B64 = '[A-Za-z0-9+/]';
-const B64_BREAK = '(?:\\r?\\n|(?:\\\\{1,2}r)?\\\\{1,2}n)';
-
 /**
  * Secrets recognised inside any string, whatever its key: private key blocks and bodies (also without
- * their PEM header), password hashes,
+ * their PEM header), password hashes (also the hash field of htpasswd and shadow lines, LDAP's `{SSHA}`),
  * `Authorization` and cookie headers, bearer tokens, JWTs, AWS access key ids (also cut short),
  * well-known provider key shapes (GitHub, GitLab, Slack, Stripe, Google, npm, OpenAI-style `sk-`),
  * credentials in URLs (also a bare token as the userinfo), and values written under a secret-looking
@@ -300,7 +358,10 @@ const B64_BREAK = '(?:\\r?\\n|(?:\\\\{1,2}r)?\\\\{1,2}n)';
  * `.npmrc` (`//host/:_authToken=...`) and connection-string (`AccountKey=...;`) syntax, YAML block
  * scalars (`password: |`), webhook URLs whose path is the secret (Slack, Discord, Teams), `.netrc`
  * entries, `.pgpass` lines (also as a word in a sentence), SQL credential clauses (`PASSWORD '...'`,
- * `IDENTIFIED BY '...'`), a password or token named in prose (`the password is x1y2z3`), and passwords on command
+ * `IDENTIFIED BY '...'`), a password, token or API key named in prose (`the password is x1y2z3`,
+ * `password for bob is x1y2z3`, `api-key abcdef012345`), an `auth` value that looks like a credential
+ * (Docker's base64 `user:password`), one-time and card codes under their short names (`otp=123456`,
+ * `"cvv":"123"`), and passwords on command
  * lines (`--password x`, the MySQL family's `-px`, sshpass's `-p x`, curl's `-u user:x`, `echo x |
  * sudo -S`; program names
  * in any letter case), also
@@ -345,11 +406,31 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     requires: /PRIVATE KEY/,
   },
   {
-    // bcrypt, sha-crypt, argon2 and scrypt hashes: a row dump or log line carries them.
+    // bcrypt, sha-crypt, MD5-crypt (`$1$`, Apache's `$apr1$`), yescrypt, argon2 and scrypt hashes: a row
+    // dump or log line carries them. Also LDAP's `{SSHA}<base64>` (`{SHA}`, `{SSHA512}`, `{MD5}`,
+    // `{CRYPT}`, `{PBKDF2-SHA256}`, Dovecot's `{SHA512-CRYPT}`, ...: an htpasswd, `userPassword` or
+    // passwd-file value), and Django's
+    // `pbkdf2_sha256$<iterations>$<salt>$<hash>`.
     name: 'password-hash',
-    pattern:
-      /\$(?:2[abxy]?\$\d{2}\$[./A-Za-z0-9]{53}|[56]\$(?:rounds=\d+\$)?[./A-Za-z0-9]{1,16}\$[./A-Za-z0-9]{43,86}|argon2(?:id|i|d)\$v=\d+\$[^\s$]+\$[A-Za-z0-9+/]+\$[A-Za-z0-9+/]+|scrypt\$[^\s$]+\$[^\s$]+\$[^\s$]+)/g,
+    pattern: new RegExp(
+      `\\$(?:2[abxy]?\\$\\d{2}\\$[./A-Za-z0-9]{53}|[56]\\$(?:rounds=\\d+\\$)?[./A-Za-z0-9]{1,16}\\$[./A-Za-z0-9]{43,86}|(?:1|apr1)\\$[./A-Za-z0-9]{1,8}\\$[./A-Za-z0-9]{22}|g?y\\$[./A-Za-z0-9]+\\$[./A-Za-z0-9]*\\$[./A-Za-z0-9]{43}|7\\$[./A-Za-z0-9]{11,}\\$[./A-Za-z0-9]{43}|argon2(?:id|i|d)\\$(?:v=\\d+\\$)?[^\\s$]+\\$[A-Za-z0-9+/]+\\$[A-Za-z0-9+/]+|scrypt\\$[^\\s$]+\\$[^\\s$]+\\$[^\\s$]+)|\\{(?:${['ssha', 'sha', 'smd5', 'md5', 'crypt', 'pbkdf2', 'argon2', 'bcrypt', 'blf'].map(anyCase).join('|')})(?:-?(?:${anyCase('sha')})?(?:1|224|256|384|512))?(?:-${anyCase('crypt')})?\\}[A-Za-z0-9$][A-Za-z0-9+/.$=,-]{11,}|pbkdf2(?<![A-Za-z0-9_]pbkdf2)_sha(?:1|256|512)\\$\\d+\\$[^\\s$"']+\\$[A-Za-z0-9+/]{20,}={0,2}`,
+      'g',
+    ),
     replace: REDACTED,
+    // Every such hash holds a `$` or a scheme's `}`: ordinary text (ids, e-mails, words, dates) skips it.
+    requires: /[$}]/,
+  },
+  {
+    // The hash of an htpasswd or shadow line, at any length (see CRYPT_FIELD): `bob:$apr1$salt$hash`
+    // becomes `bob:[REDACTED]`, `root:$6$salt$hash:19000:0:99999:7:::` becomes
+    // `root:[REDACTED]:19000:0:99999:7:::`. The line is a word of its own (see PGPASS_WORD_START).
+    name: 'password-hash',
+    pattern: new RegExp(
+      `(${PGPASS_WORD_START}[A-Za-z0-9_][A-Za-z0-9._@-]{0,63}:)${CRYPT_FIELD}(?=[:\\s"'\\\\]|$)`,
+      'g',
+    ),
+    replace: `$1${REDACTED}`,
+    requires: /:!*(?:\$[a-z0-9]{1,8}\$|[./A-Za-z0-9]{13}:)/,
   },
   {
     // The whole credential after `Authorization:` (any scheme: Bearer, Basic, token, Digest, ...).
@@ -666,6 +747,33 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     requires: CAMEL_SECRET_WORD,
   },
   {
+    // A one-time or card code under its short name (see SHORT_CODE_KEY): `otp=123456`, `"cvv":"123"`,
+    // `"cvc":123`, `mfa_code: 889911`, `smsOtp=123456`; a value without a digit in its first 65 characters
+    // stays (a code is short; the look for it is bounded, so `otp=otp=otp=…` is read once). Quoted, then bare.
+    name: 'key-value-secret',
+    pattern: new RegExp(
+      keyQuotedValue(`${SHORT_CODE_KEY}(?=(?:${QUOTE_RUN})["'][^"'\\\\\\r\\n]{0,64}?\\d)`),
+      'g',
+    ),
+    replace: `$1$2${REDACTED}$2`,
+    requires: SHORT_CODE_REQUIRES,
+  },
+  {
+    name: 'key-value-secret',
+    pattern: new RegExp(keyBareValue(`${SHORT_CODE_KEY}(?=[^\\s&;,'"<>)}\\]\\\\]{0,64}?\\d)`), 'g'),
+    replace: `$1${REDACTED}`,
+    requires: SHORT_CODE_REQUIRES,
+  },
+  {
+    // The value of an `auth` key when it looks like a credential (see AUTH_KEY): Docker's
+    // `{"auths":{"registry.example.com":{"auth":"[REDACTED]"}}}`, `auth=[REDACTED]`, `X_AUTH: [REDACTED]`;
+    // `auth=none`, `"auth":"basic"` and `auth: required` stay. A quoted value keeps its quotes.
+    name: 'auth-credential',
+    pattern: new RegExp(`(${AUTH_KEY})${AUTH_VALUE}`, 'g'),
+    replace: `$1${REDACTED}`,
+    requires: /auth(?:\\*["']|%22)?[ \t]*(?:[=:]|%3[AaDd])/i,
+  },
+  {
     // A command line's long option whose value is its next word: `mysql --password hunter2`,
     // `vault login --token s.abc`, `--client-secret "a b"`, as `Command failed: ...` and `ps` print them,
     // and NUL-separated as `/proc/<pid>/cmdline` holds them. The option's name ends in a secret word, as
@@ -827,11 +935,12 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
   },
   {
     // A password named in prose, read last: `the password is hunter2`, `passphrase was 'p@ssw0rd'`,
-    // `passwd s3cret!x`, `the token is abc123` (see PROSE_SECRET for what the value must look like). A
+    // `passwd s3cret!x`, `password S3cretPw`, `the token is abc123`, `Password for bob is S3cretPw`, `password
+    // for 'bob': S3cretPw9` (see PROSE_SECRET for what the value must look like, PROSE_USER for the user). A
     // value in quotes keeps them.
     name: 'prose-password',
     pattern: new RegExp(
-      `(${PROSE_KEYWORD}(?:pass(?:word|phrase)|passwd|token)[ \\t]+(?:is|was)[ \\t]+|${PROSE_KEYWORD}passwd[ \\t]+)(['"\`]?)${PROSE_SECRET}\\2`,
+      `(${PROSE_KEYWORD}(?:pass(?:word|phrase)|passwd|token)[ \\t]+(?:${PROSE_USER}|(?:is|was)[ \\t]+)|${PROSE_KEYWORD}(?:pass(?:word|phrase)|passwd)[ \\t]+)(['"\`]?)${PROSE_SECRET}\\2`,
       'gi',
     ),
     replace: `$1$2${REDACTED}$2`,
@@ -844,6 +953,18 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     pattern: new RegExp(`(${PROSE_KEYWORD}token[ \\t]+)(?!\\[REDACTED\\])${PROSE_TOKEN}`, 'gi'),
     replace: `$1${REDACTED}`,
     requires: /token[ \t]/i,
+  },
+  {
+    // An API key named in prose: `api-key abcdef0123456789`, `API key is k3y0123456789`, `invalid api key
+    // 'abc123def456'`: 12 token characters or more holding a letter and a digit, so `api key missing`
+    // and `api-key header required` stay. A value in quotes keeps them.
+    name: 'prose-password',
+    pattern: new RegExp(
+      `((?<![A-Za-z0-9])api[ _-]?key[ \\t]+(?:(?:is|was)[ \\t]+)?)(['"\`]?)(?!\\[REDACTED\\]|${WORDS_NAME})${proseToken(12)}\\2`,
+      'gi',
+    ),
+    replace: `$1$2${REDACTED}$2`,
+    requires: /api[ _-]?key[ \t]/i,
   },
 ];
 
@@ -1023,8 +1144,11 @@ export const WHOLE_SECRET_KEYS: readonly string[] = [
   'auth',
   'sig',
   'otp',
+  'totp',
   'cvv',
   'cvc',
+  'cvv2',
+  'cvc2',
 ];
 
 // Between two words of a key: `-`, `_`, `.` or spaces, or a lower-case letter or digit before a capital.
