@@ -31,8 +31,9 @@ const redactSecretsDeep = createSecretRedactor();
 
 // Failures core itself wrote from the schema's verdict (`invalid_argument` naming each field): their text
 // is core's own words plus the argument names the model sent, and a secret pattern would only garble them
-// ("secret: not an accepted argument" reads like a key/value pair). Identity survives middleware that
-// pass the result on unchanged.
+// ("secret: not an accepted argument" reads like a key/value pair). What a schema's author wrote into an
+// issue (a custom message) was scrubbed piece by piece before core composed it (`scrubFailureText`).
+// Identity survives middleware that pass the result on unchanged.
 const coreWritten = new WeakSet<ToolResult>();
 
 /** Marks a result core wrote itself, so the boundary passes it unchanged. */
@@ -182,16 +183,65 @@ function malformation(result: ToolResult): Record<string, unknown> | undefined {
 
 function scrubAll(text: string, scrub: readonly ScrubText[], ctx: ToolContext, cut: boolean): string {
   let out = redactSecretsDeep(text) as string;
-  // Cut after core's secret patterns saw the whole text (no secret is cut into a piece they miss) and
-  // before the scrub hooks, whose cost grows with the text: a tool that echoes a 500 KB argument into
-  // its failure held the event loop for seconds in redact-errors' hundred-odd patterns.
-  if (cut) out = cutFailureText(out);
-  for (const fn of scrub) out = fn(out, ctx);
-  return out;
+  if (!cut) {
+    for (const fn of scrub) out = fn(out, ctx);
+    return out;
+  }
+  // Core's secret patterns saw the whole text; the scrub hooks must see whole what the model will see
+  // too, or a length the model chose for an echoed argument places the cut inside a SQL statement or
+  // a connection string, whose fragment no hook recognises. They see up to `SCRUB_MARGIN` characters
+  // past the limit (their cost grows with the text: a 500 KB echo held the event loop for seconds in
+  // redact-errors' hundred-odd patterns), and the cut to the limit comes after them.
+  if (scrub.length === 0) return cutFailureText(out);
+  if (out.length <= MAX_FAILURE_TEXT + SCRUB_MARGIN) {
+    for (const fn of scrub) out = fn(out, ctx);
+    return cutFailureText(out);
+  }
+  // Longer: the hooks see its first `MAX_FAILURE_TEXT + SCRUB_MARGIN` characters, whose end may cut a
+  // detail they then miss. Hooks that shortened what came before (a long statement made `[sql]`) would
+  // bring that fragment under the limit, so the model sees only what the hooks made of the text with
+  // and without the margin alike: the common start of both passes, which holds nothing from past the
+  // limit, and in which a detail straddling the limit appears as the margin let the hooks see it.
+  let seen = headOf(out, MAX_FAILURE_TEXT + SCRUB_MARGIN);
+  let head = headOf(out, MAX_FAILURE_TEXT);
+  for (const fn of scrub) {
+    seen = fn(seen, ctx);
+    head = fn(head, ctx);
+  }
+  return cutFailureText(seen.slice(0, commonStart(seen, head)), true);
+}
+
+/**
+ * Scrubs one string the model will read as the boundary scrubs a failure's: core's secret patterns,
+ * then the scrub hooks over it and a margin past the limit, then the cut to `MAX_FAILURE_TEXT`. For
+ * text core puts into a result it writes itself (a schema author's words in `invalid_argument`).
+ */
+export function scrubFailureText(text: string, scrub: readonly ScrubText[], ctx: ToolContext): string {
+  return scrubAll(text, scrub, ctx, true);
+}
+
+/** The first `length` UTF-16 code units of `text`, never ending between a surrogate pair's halves. */
+function headOf(text: string, length: number): string {
+  const code = text.charCodeAt(length - 1);
+  return text.slice(0, code >= 0xd800 && code <= 0xdbff ? length - 1 : length);
+}
+
+/** How many code units `a` and `b` share from their start. */
+function commonStart(a: string, b: string): number {
+  const length = Math.min(a.length, b.length);
+  let at = 0;
+  while (at < length && a.charCodeAt(at) === b.charCodeAt(at)) at += 1;
+  return at;
 }
 
 /** The longest string of a failure the model sees, in UTF-16 code units, before the cut's marker. */
 export const MAX_FAILURE_TEXT = 4096;
+/**
+ * How far past `MAX_FAILURE_TEXT` the scrub hooks see a failure's string before it is cut, so a detail
+ * that straddles the limit (and is shorter than this) is seen whole. redact-errors' hooks take some
+ * 0.2 to 0.5 ms per KB on this machine: 20 KB is under 10 ms per string.
+ */
+export const SCRUB_MARGIN = 16 * 1024;
 /** How far back from the limit a cut looks for a boundary, so no word or token is cut in two. */
 const CUT_SEARCH = 256;
 const CUT_MARKER = ' …[cut]';
@@ -201,11 +251,18 @@ const CUT_MARKER = ' …[cut]';
  * model needs. Cut at the last whitespace, quote, comma, semicolon or bracket before the limit (a token
  * straddling it, possibly a secret no pattern knows, is dropped whole, not shown in part); with none in
  * the last 256 characters, 256 characters before the limit. Never between a surrogate pair's halves.
+ * A text already cut (the marker at its end, within the limit) is left as it is, so a failure that
+ * passes the boundary twice is not cut twice. `dropped`: the text is the start of a longer one (its
+ * end may split a token), so it is cut and marked even when shorter than the limit.
  */
-export function cutFailureText(text: string): string {
-  if (text.length <= MAX_FAILURE_TEXT) return text;
-  let end = MAX_FAILURE_TEXT - CUT_SEARCH;
-  for (let at = MAX_FAILURE_TEXT; at > MAX_FAILURE_TEXT - CUT_SEARCH; at -= 1) {
+export function cutFailureText(text: string, dropped = false): string {
+  if (!dropped) {
+    if (text.length <= MAX_FAILURE_TEXT) return text;
+    if (text.length <= MAX_FAILURE_TEXT + CUT_MARKER.length && text.endsWith(CUT_MARKER)) return text;
+  }
+  const limit = Math.min(MAX_FAILURE_TEXT, text.length);
+  let end = Math.max(0, limit - CUT_SEARCH);
+  for (let at = limit; at > limit - CUT_SEARCH && at > 0; at -= 1) {
     if (isBoundary(text.charCodeAt(at))) {
       end = at;
       break;

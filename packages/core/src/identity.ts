@@ -27,19 +27,34 @@ export type IdentifyCaller = (request: ToolRequest) => CallerIdentity;
 // Claims that change on every token refresh or carry a nonce: never part of who someone is.
 const VOLATILE_CLAIMS = new Set(['exp', 'iat', 'nbf', 'jti', 'auth_time', 'nonce', 'at_hash', 'c_hash']);
 
-// Claims that describe the token (its issuer, audience, client, scopes, type), never who holds it: a
-// token whose other claims are all absent names no one, and every holder of such a token of one client
-// (a public client's id names the app, not the person) would otherwise be one caller.
-const TOKEN_CLAIMS = new Set(['iss', 'aud', 'azp', 'client_id', 'scope', 'scp', 'token_type', 'active']);
+// Claims that single out the person who holds a token when they hold a non-blank string or a finite
+// number (a user's own id, login or mailbox). Without a subject, only these make a token's claims name
+// someone: every other claim may be shared by many holders (`groups`, `roles`, `scope`, `aud`, `azp`,
+// `tenant`, `tid`, `email_verified`, `plan`, ...), and two holders of one public client's tokens whose
+// claims are all shared would otherwise be one caller (one cached answer, one idempotency replay, one
+// rate-limit count). `sub` is here for a number (a string `sub` is the subject itself).
+const PERSON_CLAIMS = new Set([
+  'sub',
+  'oid',
+  'uid',
+  'user_id',
+  'userId',
+  'username',
+  'preferred_username',
+  'email',
+  'upn',
+  'unique_name',
+  'login',
+]);
 
 const LOCAL: CallerIdentity = Object.freeze({ id: 'local', kind: 'local' });
 const ANONYMOUS: CallerIdentity = Object.freeze({ id: 'anonymous', kind: 'anonymous' });
 
 /**
- * Core's identity rule. With a verified token: issuer + subject when there is a subject (stable across
- * refreshes); otherwise the client id plus a digest of the token's stable claims, scopes and resource,
- * so two tokens that differ in a meaningful claim never share an identity, and of the token itself when
- * no claim says who holds it. Without auth: `local` over a local transport (`request.local`: stdio,
+ * Core's identity rule. With a verified token: issuer + subject when there is a subject that names
+ * someone (stable across refreshes); otherwise the client id plus a digest of the token's stable claims,
+ * scopes and resource, so two tokens that differ in a meaningful claim never share an identity, and of
+ * the token itself unless a person claim (`PERSON_CLAIMS`) singles out who holds it. Without auth: `local` over a local transport (`request.local`: stdio,
  * in-memory, or one the app declared local), else the transport's session id, else `anonymous`.
  */
 export function identifyCaller(request: ToolRequest): CallerIdentity {
@@ -71,9 +86,8 @@ function deriveIdentity(auth: AuthInfo): CallerIdentity {
   // Own claims only: a verifier that copied a token's claims with Object.assign has given a
   // `__proto__` claim the object's prototype, and `sub` or `iss` read through it would be the token's
   // invented identity.
-  const sub = ownClaim(extra, 'sub');
   const iss = ownClaim(extra, 'iss');
-  const subject = typeof sub === 'string' && sub !== '' ? sub : undefined;
+  const subject = subjectOf(extra);
   // An issuer that is not a string (an array, a number) is written as its canonical JSON: dropped, it
   // would make `alice` at `["https://a"]` the same caller as `alice` at no issuer.
   const issuer =
@@ -91,23 +105,23 @@ function deriveIdentity(auth: AuthInfo): CallerIdentity {
   // No prototype: a claim named `__proto__` (an own key of parsed JSON) is kept as a claim, where an
   // assignment to a plain object would set its prototype and leave the claim out of the digest.
   const stable: Record<string, unknown> = Object.create(null);
-  let namesSomeone = false;
+  let person = false;
   for (const [claim, value] of Object.entries(extra)) {
     if (VOLATILE_CLAIMS.has(claim)) continue;
     stable[claim] = value;
-    // An empty value (`sub: ""`, `tenant: null`) names no one either.
-    if (!TOKEN_CLAIMS.has(claim) && value != null && value !== '') namesSomeone = true;
+    if (PERSON_CLAIMS.has(claim) && namesSomeone(value)) person = true;
   }
-  // Nothing verified says who holds the token (no subject, no claim about its holder, as a verifier
-  // that reports only the client id and scopes gives): the token is then the only thing that tells
-  // two people apart, so it joins the digest. Tokens with such claims keep the ids they always had.
+  // Nothing verified singles out who holds the token (no subject, no person claim: a verifier that
+  // reports only the client id and scopes, or claims every holder may share): the token is then the
+  // only thing that tells two people apart, so it joins the digest. Tokens with a person claim keep
+  // the ids they always had (stable across refreshes).
   const digest = hash(
     'sha256',
     canonicalJson({
       claims: stable,
       scopes: [...(auth.scopes ?? [])].sort(),
       resource: auth.resource?.href,
-      token: namesSomeone ? undefined : auth.token,
+      token: person ? undefined : auth.token,
     }),
     'base64url',
   ).slice(0, 22);
@@ -125,6 +139,31 @@ function deriveIdentity(auth: AuthInfo): CallerIdentity {
  * `'["https://a"]'` the string are two issuers.
  */
 const NOT_STRING_ISSUER = '%J';
+
+/**
+ * The token's subject: its own `sub` claim when that is a string naming someone (see `namesSomeone`),
+ * else undefined. Core's identity rule and `principalOf` both read the subject here.
+ */
+export function subjectOf(extra: Readonly<Record<string, unknown>> | undefined): string | undefined {
+  if (extra === undefined) return undefined;
+  const sub = ownClaim(extra, 'sub');
+  return typeof sub === 'string' && namesSomeone(sub) ? sub : undefined;
+}
+
+// What JavaScript writes for a missing value (`String(undefined)`, `${claims.sub}` of a token without
+// one): a verifier that stringifies an absent claim gives every such token the same text.
+const ABSENT_WORDS = new Set(['undefined', 'null', 'nan', '[object object]']);
+
+/**
+ * Whether a claim's value can single out one holder: a finite number, or a string with a letter or a
+ * digit that is not JavaScript's word for a missing value. Blank strings (`' '`, `'\u200b'`, `'-'`),
+ * booleans, arrays, objects and null name no one.
+ */
+function namesSomeone(value: unknown): boolean {
+  if (typeof value === 'number') return Number.isFinite(value);
+  if (typeof value !== 'string' || !/[\p{L}\p{N}]/u.test(value)) return false;
+  return !ABSENT_WORDS.has(value.trim().toLowerCase());
+}
 
 /** A claim the token itself holds, never one inherited through the claims object's prototype. */
 export function ownClaim(extra: Readonly<Record<string, unknown>>, name: string): unknown {

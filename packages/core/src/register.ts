@@ -10,7 +10,7 @@ import {
   SetLevelRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import * as z from 'zod';
-import { markCoreWritten, type ScrubText, toModelFacing } from './boundary.js';
+import { markCoreWritten, type ScrubText, scrubFailureText, toModelFacing } from './boundary.js';
 import { CALL_KEY_SLOT, NO_BINDINGS, SCOPE_KEY_SLOT } from './call-key.js';
 import { type CauseLog, createCauseLog } from './cause-log.js';
 import { compose } from './compose.js';
@@ -749,7 +749,12 @@ function innermost(ctx: ToolContext, registry: Registry): Promise<ToolResult> {
       // validating or binding goes up the chain like a handler's crash (redaction maps it).
       if (isToolError(thrown)) return Promise.resolve(thrownAnswer(ctx, thrown, registry));
       if (thrown !== undefined) return Promise.reject(thrown);
-      return Promise.resolve(markCoreWritten(invalidArgumentsResult(tool.name, ctx.validation.issues)));
+      // Core's own words pass as written; what the schema's author wrote into an issue (a custom
+      // issue's message: a caught error, a connection string) is scrubbed as a failure's strings are.
+      const scrub = (text: string): string => scrubFailureText(text, registry.scrub, ctx);
+      return Promise.resolve(
+        markCoreWritten(invalidArgumentsResult(tool.name, ctx.validation.issues, scrub)),
+      );
     }
     let returned: unknown;
     try {

@@ -45,8 +45,11 @@ function describeIssues(
   for (const issue of issues) {
     total += issue.code === 'unrecognized_keys' ? issue.keys.length : 1;
     if (out.length >= MAX_LISTED_ISSUES) continue;
+    const authored = !CORE_WORDED.has(issue.code);
     for (const described of describeIssue(issue, allowed, input, MAX_LISTED_ISSUES - out.length)) {
-      out.push({ path: clipPath(described.path), expected: described.expected });
+      const listed = { path: clipPath(described.path), expected: described.expected };
+      if (authored) authorWritten.add(listed);
+      out.push(listed);
     }
   }
   // An issue's description can count more than one (a wrong type is one); the rest is what is unlisted.
@@ -56,6 +59,23 @@ function describeIssues(
   }
   return out;
 }
+
+// Issues core describes in its own words (from the schema's kinds, bounds, formats and values, and
+// the model's own keys); every other issue's description is its zod message, which a schema's author
+// writes (`ctx.addIssue`, `.refine`, a custom error map) and may fill with anything: a caught error, a
+// connection string. Kept in step with `describeIssue`'s cases.
+const CORE_WORDED = new Set<string>([
+  'unrecognized_keys',
+  'invalid_type',
+  'invalid_value',
+  'too_big',
+  'too_small',
+  'invalid_format',
+]);
+
+// The listed issues whose path and description came from the schema's author rather than from core:
+// `invalidArgumentsResult` puts these, and only these, through the boundary's scrubbing.
+const authorWritten = new WeakSet<ArgumentIssue>();
 
 function clipPath(path: string): string {
   return path.length > MAX_ISSUE_PATH ? `${path.slice(0, MAX_ISSUE_PATH)}…` : path;
@@ -182,8 +202,22 @@ function runsAuthorCode(schema: unknown, seen: Set<unknown>): boolean {
   }
 }
 
-/** The `invalid_argument` result for refused arguments, naming each field and what it expects. */
-export function invalidArgumentsResult(toolName: string, issues: readonly ArgumentIssue[]): ToolResult {
+/**
+ * The `invalid_argument` result for refused arguments, naming each field and what it expects. An
+ * issue whose words came from the schema's author (a custom issue's message and path) passes `scrub`
+ * (the boundary's: core's secret patterns, the cut and the scrub hooks) piece by piece, before core
+ * composes its own words around it, so the result is then passed on as core wrote it.
+ */
+export function invalidArgumentsResult(
+  toolName: string,
+  issues: readonly ArgumentIssue[],
+  scrub?: (text: string) => string,
+): ToolResult {
+  if (scrub !== undefined) {
+    issues = issues.map((issue) =>
+      authorWritten.has(issue) ? { path: scrub(issue.path), expected: scrub(issue.expected) } : issue,
+    );
+  }
   const names = [...new Set(issues.map((issue) => issue.path))];
   return fail('invalid_argument', `Invalid arguments for ${toolName}: ${names.join(', ')}.`, {
     hint: `Fix and call again: ${issues.map((issue) => `${issue.path}: ${issue.expected}`).join('; ')}.`,

@@ -1,9 +1,10 @@
 // Every string of a failure the model sees is cut to 4096 characters at the boundary, after core's
-// secret patterns saw the whole text and before the scrub hooks run: a tool that echoes a huge argument
-// into its failure must not hold the event loop in the hooks' patterns, and the cut must never show part
-// of a token that straddles it. A confirmation request is never cut: the person sees all of it.
+// secret patterns saw the whole text and the scrub hooks saw it up to a margin past the limit (16 KB,
+// see seams-s34-cut.test.ts): a tool that echoes a huge argument into its failure must not hold the
+// event loop in the hooks' patterns, and the cut must never show part of a token that straddles it. A confirmation request is never cut: the person sees all of it.
 import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
+import { SCRUB_MARGIN } from '../src/boundary.js';
 import { defineTool, fail, type ToolMiddleware } from '../src/index.js';
 import { expectFailure, serveTools, type TestClient } from '../src/testing.js';
 
@@ -33,7 +34,7 @@ function measuringHook(seen: number[]): ToolMiddleware {
 }
 
 describe('the failure text the model sees is cut at 4096 characters', () => {
-  it('a 600 KB echo: the model sees at most 4096 characters and the marker, and the hooks never see more', async () => {
+  it('a 600 KB echo: the model sees at most 4096 characters and the marker, the hooks at most the margin more', async () => {
     const seen: number[] = [];
     client = await serveTools([echoFailure], { middleware: [measuringHook(seen)] });
     const reference = 'word '.repeat(120_000);
@@ -44,7 +45,7 @@ describe('the failure text the model sees is cut at 4096 characters', () => {
     expect(failure.message.length).toBeGreaterThan(4096 - 256);
     expect(failure.hint.endsWith(' …[cut]')).toBe(true);
     expect(seen.length).toBeGreaterThan(0);
-    expect(Math.max(...seen)).toBeLessThanOrEqual(4096 + ' …[cut]'.length);
+    expect(Math.max(...seen)).toBeLessThanOrEqual(4096 + SCRUB_MARGIN);
   });
 
   it('a token straddling the limit is dropped whole, never shown in part', async () => {

@@ -92,10 +92,15 @@ describe('caller identity', () => {
   });
 
   it('is the client id plus a digest of stable claims without a subject, so claims tell tokens apart', () => {
-    const c42 = identifyCaller(requestWith(token('portal', { customerId: 42, exp: 1 })));
-    const c42later = identifyCaller(requestWith(token('portal', { customerId: 42, exp: 2, iat: 2, nbf: 2 })));
-    const c43 = identifyCaller(requestWith(token('portal', { customerId: 43, exp: 1 })));
-    const moreScopes = identifyCaller(requestWith(token('portal', { customerId: 42 }, ['orders:read', 'x'])));
+    // A person claim (`user_id`) keeps a holder one caller across refreshes; other claims tell tokens apart.
+    const c42 = identifyCaller(requestWith(token('portal', { user_id: 'u1', customerId: 42, exp: 1 })));
+    const c42later = identifyCaller(
+      requestWith(token('portal', { user_id: 'u1', customerId: 42, exp: 2, iat: 2, nbf: 2 })),
+    );
+    const c43 = identifyCaller(requestWith(token('portal', { user_id: 'u1', customerId: 43, exp: 1 })));
+    const moreScopes = identifyCaller(
+      requestWith(token('portal', { user_id: 'u1', customerId: 42 }, ['orders:read', 'x'])),
+    );
     expect(c42.kind).toBe('client');
     expect(c42.id).toMatch(/^client:portal#[A-Za-z0-9_-]{22}$/);
     expect(c42later.id).toBe(c42.id);
@@ -151,8 +156,12 @@ describe('caller identity', () => {
     const empty = (value: string) =>
       identifyCaller(requestWith({ ...bare(value), extra: { sub: '', tenant: null } })).id;
     expect(empty('tok-alice')).not.toBe(empty('tok-bob'));
-    // A claim about the holder still decides alone, as before: refreshed tokens keep one identity.
-    expect(identifyCaller(requestWith({ ...bare('tok-1'), extra: { customerId: 42 } })).id).toBe(
+    // A person claim about the holder still decides alone, as before: refreshed tokens keep one
+    // identity. A claim that may be shared (customerId: every user of one customer account) does not.
+    expect(identifyCaller(requestWith({ ...bare('tok-1'), extra: { email: 'a@shop.example' } })).id).toBe(
+      identifyCaller(requestWith({ ...bare('tok-2'), extra: { email: 'a@shop.example', exp: 5 } })).id,
+    );
+    expect(identifyCaller(requestWith({ ...bare('tok-1'), extra: { customerId: 42 } })).id).not.toBe(
       identifyCaller(requestWith({ ...bare('tok-2'), extra: { customerId: 42, exp: 5 } })).id,
     );
   });
