@@ -13,7 +13,7 @@ import {
 import * as z from 'zod';
 import type { ArgEntry } from './arg-spec.js';
 import { ArgumentRefusal } from './argument-refusal.js';
-import { buildArgv, dashlessInputOf, probeInputOf } from './argv.js';
+import { buildArgv, probeDeclaration } from './argv.js';
 import { scrubOutput } from './environment.js';
 import { type NormalisedExecOptions, normaliseExecOptions } from './options.js';
 import { runProcess } from './run-process.js';
@@ -55,10 +55,12 @@ export function execTool<const S extends InputSchema>(
     handler: async (args, ctx) => {
       let argv: string[];
       try {
-        argv = buildArgv(buildArgs(args), args, normalised.maxArgvBytes, {
-          filled: probeArgs(buildArgs, probeInputOf(args)),
-          dashless: probeArgs(buildArgs, dashlessInputOf(args)),
-        });
+        argv = buildArgv(
+          buildArgs(args),
+          args,
+          normalised.maxArgvBytes,
+          probeDeclaration(args, (probe) => probeArgs(buildArgs, probe)),
+        );
       } catch (error) {
         if (!(error instanceof ArgumentRefusal)) throw error;
         return refuse(error, ctx);
