@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { createSecretKeyMatcher, redactSecretsInText } from '@toolgate/core';
-import { scrubHexDumps } from './hex-dumps.js';
+import { scrubHexDumps, secretRanges } from './hex-dumps.js';
 
 // Portable variable names only: `=` or NUL in a name would rewrite another variable.
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -208,8 +208,10 @@ function applyBackspaces(text: string): string {
 const UTF16 = new TextDecoder('utf-16le');
 
 /**
- * Terminal controls removed (`stripTerminalControls`), then the hex dumps scrubbed by what they encode
- * (`scrubHexDumps`), then every exact value of `secretValues` replaced by `[REDACTED]`, then core's
+ * Terminal controls removed (`stripTerminalControls`), then the UTF-16 runs scrubbed by the text they
+ * show (`scrubUtf16Runs`), then the hex dumps by what they encode (`scrubHexDumps`), then every exact
+ * value of `secretValues` replaced by `[REDACTED]`, and every one written with escapes (JSON's,
+ * a URL's, HTML's: `escapedValueRanges`) with its escapes, then core's
  * secret patterns. Controls go first: colour codes inside a line
  * hide a secret from both. Values go before patterns: a pattern stops at `;`, `&` or a space, and the
  * rest of a value holding one would no longer match exactly.
@@ -232,12 +234,255 @@ export function scrubOutput(
   if (scrubbed !== text && (cutStart || cutEnd) && secretValues.length > 0) {
     scrubbed = dropCutSecrets(scrubbed, secretValues, cutStart, cutEnd);
   }
+  // Before the dumps: a UTF-16 run is no dump, and its NULs hide a secret from everything after.
+  if (scrubbed.includes('\0')) scrubbed = scrubUtf16Runs(scrubbed, secretValues);
   // Before the values and patterns: one of them found in a dump's text column would leave its hex.
   scrubbed = scrubHexDumps(scrubbed, secretValues);
   for (const value of secretValues) {
     if (scrubbed.includes(value)) scrubbed = scrubbed.replaceAll(value, '[REDACTED]');
   }
+  if (secretValues.length > 0 && ESCAPE.test(scrubbed)) {
+    scrubbed = replaceRanges(scrubbed, escapedValueRanges(scrubbed, secretValues));
+  }
   return redactSecretsInText(scrubbed);
+}
+
+/** `text` with each of `ranges` (sorted or not, overlapping or not) replaced by one `[REDACTED]` a run. */
+function replaceRanges(text: string, ranges: Array<[number, number]>): string {
+  if (ranges.length === 0) return text;
+  ranges.sort((a, b) => a[0] - b[0]);
+  let replaced = '';
+  let copied = 0;
+  for (const [start, end] of ranges) {
+    if (end <= copied) continue;
+    replaced += start >= copied ? `${text.slice(copied, start)}[REDACTED]` : '';
+    copied = end;
+  }
+  return replaced + text.slice(copied);
+}
+
+/**
+ * One escape as JSON and the languages' string literals write a character (`\/`, `\"`, `\\`, `\n`,
+ * `\u002B` in either case, `\x2b`, `\'`), as a URL does (`%2B`), or as HTML does (`&#43;`, `&#x2B;`,
+ * `&amp;`, `&lt;`, `&gt;`, `&quot;`, `&apos;`). The cheap test before a decoded view is built.
+ */
+export const ESCAPE =
+  /\\(?:[/"\\'bfnrt]|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2})|%[0-9a-fA-F]{2}|&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|amp|lt|gt|quot|apos);/;
+
+const SIMPLE_ESCAPES: Readonly<Record<string, number>> = {
+  '/': 0x2f,
+  '"': 0x22,
+  '\\': 0x5c,
+  "'": 0x27,
+  b: 0x08,
+  f: 0x0c,
+  n: 0x0a,
+  r: 0x0d,
+  t: 0x09,
+};
+const NAMED_ENTITIES: Readonly<Record<string, number>> = {
+  amp: 0x26,
+  lt: 0x3c,
+  gt: 0x3e,
+  quot: 0x22,
+  apos: 0x27,
+};
+const ENTITY = /&(?:#([0-9]{1,7})|#[xX]([0-9a-fA-F]{1,6})|(amp|lt|gt|quot|apos));/y;
+
+/**
+ * `text` as its escapes read (`ESCAPE`: a writer's JSON, a URL's percent-encoding, HTML's character
+ * references, each decoded once, left to right), each of its UTF-16 code units with the [start, end)
+ * of the text it came from: a character written as itself is its own range, an escaped one that of
+ * its whole escape (both halves of a character outside the BMP, that of theirs). A percent-encoded
+ * run is read as UTF-8 (`%C3%A4` is `ä`), a byte that is not as itself.
+ */
+function decodedView(text: string): { view: string; starts: Uint32Array; ends: Uint32Array } {
+  const units = new Uint16Array(text.length);
+  const starts = new Uint32Array(text.length);
+  const ends = new Uint32Array(text.length);
+  let length = 0;
+  const emit = (codePoint: number, start: number, end: number): void => {
+    if (codePoint > 0xffff) {
+      units[length] = 0xd800 + ((codePoint - 0x10000) >> 10);
+      starts[length] = start;
+      ends[length++] = end;
+      units[length] = 0xdc00 + ((codePoint - 0x10000) & 0x3ff);
+    } else {
+      units[length] = codePoint;
+    }
+    starts[length] = start;
+    ends[length++] = end;
+  };
+  for (let index = 0; index < text.length; ) {
+    const code = text.charCodeAt(index);
+    if (code === 0x5c) {
+      const next = text[index + 1] ?? '';
+      const simple = SIMPLE_ESCAPES[next];
+      if (simple !== undefined) {
+        emit(simple, index, index + 2);
+        index += 2;
+        continue;
+      }
+      const digits = next === 'u' ? 4 : next === 'x' ? 2 : 0;
+      const value = digits > 0 ? hexValue(text, index + 2, digits) : -1;
+      if (value >= 0) {
+        emit(value, index, index + 2 + digits);
+        index += 2 + digits;
+        continue;
+      }
+    } else if (code === 0x25 && hexValue(text, index + 1, 2) >= 0) {
+      index = decodePercentRun(text, index, emit);
+      continue;
+    } else if (code === 0x26) {
+      ENTITY.lastIndex = index;
+      const entity = ENTITY.exec(text);
+      if (entity !== null) {
+        const [whole, decimal, hex, name] = entity;
+        const value =
+          name !== undefined
+            ? NAMED_ENTITIES[name]!
+            : decimal !== undefined
+              ? Number(decimal)
+              : Number.parseInt(hex!, 16);
+        if (value <= 0x10ffff) {
+          emit(value, index, index + whole.length);
+          index += whole.length;
+          continue;
+        }
+      }
+    }
+    emit(code, index, index + 1);
+    index += 1;
+  }
+  return {
+    view: UTF16.decode(units.subarray(0, length)),
+    starts: starts.subarray(0, length),
+    ends: ends.subarray(0, length),
+  };
+}
+
+/** The value of `digits` hex digits at `index`, or -1. */
+function hexValue(text: string, index: number, digits: number): number {
+  if (index + digits > text.length) return -1;
+  let value = 0;
+  for (let at = index; at < index + digits; at += 1) {
+    const code = text.charCodeAt(at);
+    const lower = code | 0x20;
+    const digit =
+      code >= 0x30 && code <= 0x39 ? code - 0x30 : lower >= 0x61 && lower <= 0x66 ? lower - 0x57 : -1;
+    if (digit < 0) return -1;
+    value = value * 16 + digit;
+  }
+  return value;
+}
+
+/**
+ * The run of `%XX` bytes at `index`, read as UTF-8 and emitted a character at a time (a byte that
+ * starts no valid sequence as itself); returns the run's end.
+ */
+function decodePercentRun(
+  text: string,
+  index: number,
+  emit: (codePoint: number, start: number, end: number) => void,
+): number {
+  const byteAt = (at: number): number => (text.charCodeAt(at) === 0x25 ? hexValue(text, at + 1, 2) : -1);
+  let at = index;
+  while (byteAt(at) >= 0) {
+    const lead = byteAt(at);
+    const size = lead >= 0xf0 && lead <= 0xf4 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc2 && lead < 0xe0 ? 2 : 1;
+    let codePoint = size === 1 ? lead : lead & (0x7f >> size);
+    let valid = lead < 0x80 || size > 1;
+    for (let part = 1; valid && part < size; part += 1) {
+      const next = byteAt(at + 3 * part);
+      valid = next >= 0 && (next & 0xc0) === 0x80;
+      codePoint = (codePoint << 6) | (next & 0x3f);
+    }
+    if (valid && size > 1 && (codePoint > 0x10ffff || (codePoint >= 0xd800 && codePoint <= 0xdfff)))
+      valid = false;
+    if (valid && codePoint < [0, 0, 0x80, 0x800, 0x10000][size]!) valid = false;
+    if (valid) {
+      emit(codePoint, at, at + 3 * size);
+      at += 3 * size;
+    } else {
+      emit(lead, at, at + 3);
+      at += 3;
+    }
+  }
+  return at;
+}
+
+/**
+ * The [start, end) ranges of `text` that hold a known value written with escapes (`ESCAPE`): PHP's
+ * `\/`, .NET's `\u002B`, Go's `\u0026`, Python's `p\u00e4ss`, a URL's `%2B`, HTML's `&#43;`, each
+ * range the whole escaped form, so nothing of it is left. Found in a decoded view of the text
+ * (`decodedView`); a value written as itself is found by an exact match before this.
+ */
+export function escapedValueRanges(text: string, secretValues: readonly string[]): Array<[number, number]> {
+  const { view, starts, ends } = decodedView(text);
+  const found: Array<[number, number]> = [];
+  for (const value of secretValues) {
+    if (value === '') continue;
+    for (let at = view.indexOf(value); at !== -1; at = view.indexOf(value, at + value.length)) {
+      found.push([starts[at]!, ends[at + value.length - 1]!]);
+    }
+  }
+  return found;
+}
+
+/** Fewest code units a run of UTF-16 in the output must hold (a NUL every other character) to be read as one. */
+const MIN_UTF16_RUN = 4;
+
+/**
+ * `text` with the secrets of its UTF-16 runs replaced. A file written in UTF-16 (Windows tools,
+ * PowerShell's `Out-File`, `.reg` exports) printed as it is reaches the model as `p\0a\0s\0s\0...`
+ * (little-endian; `\0p\0a...` big-endian): neither a known value nor a secret pattern matches it. Each
+ * run where every other character is NUL (at least `MIN_UTF16_RUN` of them, either byte order, a BOM
+ * or none) is read as the text it shows and scrubbed as text is (the known values, then core's
+ * patterns); the characters of each secret found, and the NULs between them, are replaced by
+ * `[REDACTED]`. A character of U+0080 to U+00FF there is not valid UTF-8 (`E4 00` for `ä`) and was
+ * decoded as U+FFFD: a known value's such characters match it. Runs once the text holds a NUL.
+ */
+function scrubUtf16Runs(text: string, secretValues: readonly string[]): string {
+  // Every run's characters, one view, the runs a line break apart: core's patterns run once. `origin`
+  // says where each character of it is in the text (-1: a break between runs).
+  let shown = '';
+  const origin: number[] = [];
+  for (let nul = text.indexOf('\0'); nul !== -1; ) {
+    let last = nul;
+    while (last + 2 < text.length && text.charCodeAt(last + 2) === 0) last += 2;
+    if ((last - nul) / 2 + 1 >= MIN_UTF16_RUN) {
+      // The characters between the NULs, and one at each end: the run's first (little-endian) or last.
+      const end = Math.min(text.length, last + 2);
+      for (let at = nul > 0 ? nul - 1 : nul + 1; at < end; at += 2) {
+        shown += text[at];
+        origin.push(at);
+      }
+      shown += '\n';
+      origin.push(-1);
+    }
+    nul = text.indexOf('\0', last + 1);
+  }
+  if (shown === '') return text;
+  const values = secretValues.flatMap((value) => {
+    // As the run shows them (see above); a value with a character past U+00FF breaks a run.
+    const seen = value.replace(/[\u0080-\u00ff]/g, '\ufffd');
+    return /[\u0100-\uffff]/.test(value) ? [] : seen === value ? [value] : [value, seen];
+  });
+  const ranges: Array<[number, number]> = [];
+  for (const [from, to] of secretRanges(shown, values)) {
+    // Each stretch of the range within one run: its first character to its last, NULs between.
+    for (let at = from; at < to; ) {
+      if (origin[at] === -1) {
+        at += 1;
+        continue;
+      }
+      let stretch = at;
+      while (stretch + 1 < to && origin[stretch + 1] !== -1) stretch += 1;
+      ranges.push([origin[at]!, origin[stretch]! + 1]);
+      at = stretch + 1;
+    }
+  }
+  return replaceRanges(text, ranges);
 }
 
 /**

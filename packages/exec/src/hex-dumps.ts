@@ -23,7 +23,14 @@ import { REDACTED, SECRET_PATTERNS } from '@toolgate/core';
  *   ARM) and, for `od --endian=big`, big-endian too;
  * - characters: `od -c`, `od -b`, `hexdump -c`/`-b` and `od -a`'s names (`0000000   p   a   s   s  \n
  *   303 ...`, `  nl nul  sp`, also with `-An`);
+ * - bits: `xxd -b` (`00000000: 01110000 01100001 ...  pa`, any `-c` or `-g`), told from xxd by its text column;
+ * - decimal bytes: `od -tu1` (`0000000 112  97 ...`) and `od -td1` (`  -61`), also with `-An`, `-Ax`,
+ *   `-Ad` and `z`'s `>text<`;
+ * - C arrays: `xxd -i` (`  0x70, 0x61, ...`, also `-u`'s `0X70`);
+ * - binary: `basenc --base2msbf`/`--base2lsbf` (lines of bits only, read as one run, a byte's bits
+ *   across two lines);
  * - plain: `xxd -p` (lines of hex digits only, read as one run).
+ * A `*` line stands for the rows its offsets say, each the row before it (`repeatStarred`).
  * Output with no line shaped like one of them is returned as it is after one regular-expression test.
  */
 export function scrubHexDumps(text: string, secretValues: readonly string[]): string {
@@ -39,16 +46,35 @@ export function scrubHexDumps(text: string, secretValues: readonly string[]): st
     const next = end + 1;
     if (end > start && text.charCodeAt(end - 1) === CR) end -= 1;
     if (current !== undefined && holdsNoBytes(text, start, end, current.kind)) {
+      // The offset alone that ends od's and hexdump's output: the rows a `*` before it left out.
+      length = repeatStarred(text, start, current, bytes, length, length);
+      current.to = length;
       current.lines.push({ start, end, from: length, to: length });
       start = next;
       continue;
     }
     let kind: DumpKind | undefined;
-    let to = readXxd(text, start, end, bytes, length, current?.kind === 'xxd' ? current.order : undefined);
-    if (to >= 0) {
-      kind = 'xxd';
-    } else {
+    // xxd -b's groups of bits are hex digits too: its lines are told by their text column first.
+    let to = parseBits(text, start, end, bytes, length);
+    if (to >= 0) kind = 'bits';
+    if (kind === undefined) {
+      to = readXxd(text, start, end, bytes, length, current?.kind === 'xxd' ? current.order : undefined);
+      if (to >= 0) kind = 'xxd';
+    }
+    if (kind === undefined && current?.kind === 'decimal') {
+      // Inside a dump of decimal bytes, a line that od -b or od -c could have printed too is its.
+      to = parseDecimal(text, start, end, bytes, length);
+      if (to >= 0) kind = 'decimal';
+    }
+    if (kind === undefined) {
+      to = parseBinary(text, start, end, bytes, length, current?.kind === 'binary');
+      if (to >= 0) kind = 'binary';
+    }
+    if (kind === undefined) {
       for (const [format, parse] of PARSERS) {
+        // od -tu1's two-digit numbers two spaces apart read as hex bytes too: inside a dump of those
+        // (hexdump -C's last line, `  35`) they are its.
+        if (format === 'decimal' && current?.kind === 'spaced') continue;
         to = parse(text, start, end, bytes, length);
         if (to >= 0) {
           kind = format;
@@ -76,21 +102,33 @@ export function scrubHexDumps(text: string, secretValues: readonly string[]): st
         if (order === 'little') readAgainLittleEndian(text, current.lines, bytes);
         current.order = order;
       }
-      current.lines.push({ start, end, from: length, to });
-      current.to = to;
-      length = to;
+      const shifted = repeatStarred(text, start, current, bytes, length, to);
+      current.lines.push({ start, end, from: length + shifted - to, to: shifted });
+      current.to = shifted;
+      length = shifted;
     }
     start = next;
   }
   let scrubbed = '';
   let copied = 0;
+  // The values as the decoded bytes hold them: their UTF-8, one character a byte.
+  const values = secretValues.map((value) => Buffer.from(value).toString('latin1'));
   for (const dump of dumps) {
     if (dump.to === dump.from) continue;
     const decoded = bytes.toString('latin1', dump.from, dump.to);
-    const found = secretRanges(decoded, secretValues);
+    const found = secretRanges(decoded, values);
     // Words are read little-endian; `od --endian=big` (or a big-endian machine) prints them the other
     // way round, each word's bytes in the same line: those are searched as well.
-    if (dump.kind === 'words') found.push(...secretRanges(swapWords(text, dump, decoded), secretValues));
+    if (dump.kind === 'words') found.push(...secretRanges(swapWords(text, dump, decoded), values));
+    if (dump.kind === 'binary') {
+      // basenc --base2lsbf writes each byte's bits the other way round: searched as well. A byte
+      // whose bits two lines share counts in the second: the one before goes too (±1 byte).
+      found.push(...secretRanges(reverseBits(decoded), values));
+      for (const range of found) {
+        range[0] = Math.max(0, range[0] - 1);
+        range[1] += 1;
+      }
+    }
     if (found.length === 0) continue;
     // By start: the first range not yet passed is the only one that can cover the next line.
     found.sort((a, b) => a[0] - b[0]);
@@ -115,7 +153,7 @@ export function scrubHexDumps(text: string, secretValues: readonly string[]): st
   return copied === 0 ? text : scrubbed + text.slice(copied);
 }
 
-type DumpKind = 'xxd' | 'spaced' | 'chars' | 'words' | 'plain';
+type DumpKind = 'xxd' | 'bits' | 'spaced' | 'chars' | 'words' | 'decimal' | 'carray' | 'binary' | 'plain';
 
 /** The byte order of an xxd dump's groups (`xxd -e`'s are little-endian), once a line has told it. */
 type ByteOrder = 'big' | 'little';
@@ -134,6 +172,8 @@ interface Dump {
   readonly from: number;
   to: number;
   readonly lines: DumpLine[];
+  /** The offsets' radixes (bits 8, 10, 16) that the steps between its lines so far fit. */
+  radixes?: number;
   /** xxd: the order its lines' text columns showed (until one tells, undefined: big-endian). */
   order: ByteOrder | undefined;
 }
@@ -143,13 +183,14 @@ const CHAR_FIELD = String.raw` {3}[!-~]| {2}\\[0abfnrtv]| [0-3][0-7]{2}| (?:nul|
 
 /**
  * One line of the dump formats, the cheap test before any decoding: a line starting with an offset and
- * `: ` (xxd), with an offset or spaces and then a two-digit byte (hexdump -C, od -tx1), with two of
+ * `: ` (xxd, xxd -b), with an offset or spaces and then a two-digit byte (hexdump -C, od -tx1), with two of
  * od -c's or od -a's four-character fields or an offset and one (`-w1`), with an offset or spaces and
- * then a word of 4 to 16 hex digits or 6 octal ones (od -x, hexdump, od; one a line with `-w2`), or of
+ * then a word of 4 to 16 hex digits or 6 octal ones (od -x, hexdump, od; one a line with `-w2`), or a
+ * decimal number of up to 3 digits (od -tu1, od -td1), with `0x` and two hex digits (xxd -i), or of
  * 8 hex digits or more alone (xxd -p). Anchored at line starts, so text is read once.
  */
 const DUMP_LINE = new RegExp(
-  String.raw`^(?:[0-9a-f]{4,}(?:: [0-9a-f]{2}| {1,2}[0-9a-f]{2}(?: |\r?$))| {1,2}[0-9a-f]{2}(?: |\r?$)|[0-9a-f]*(?:${CHAR_FIELD}){2}|[0-9a-f]{4,}(?:${CHAR_FIELD})\r?$|[0-9a-f]{8,}\r?$|(?:[0-9a-f]{4,})? {1,4}(?:(?:[0-9a-f]{4}){1,4}|[01][0-7]{5})(?: |\r?$))`,
+  String.raw`^(?:[0-9a-f]{4,}(?:: [0-9a-f]{2}| {1,2}[0-9a-f]{2}(?: |\r?$))| {1,2}[0-9a-f]{2}(?: |\r?$)|[0-9a-f]*(?:${CHAR_FIELD}){2}|[0-9a-f]{4,}(?:${CHAR_FIELD})\r?$|[0-9a-f]{8,}\r?$|(?:[0-9a-f]{4,})? {1,4}(?:(?:[0-9a-f]{4}){1,4}|[01][0-7]{5})(?: |\r?$)|(?:[0-9a-f]{4,})? {1,3}-?[0-9]{1,3}(?: |\r?$)|[\t ]*0x[0-9a-f]{2}(?:,|\r?$))`,
   'im',
 );
 
@@ -180,7 +221,7 @@ function hexRunEnd(text: string, index: number, end: number): number {
 function holdsNoBytes(text: string, start: number, end: number, kind: DumpKind): boolean {
   if (end - start === 1 && text.charCodeAt(start) === 0x2a) return true;
   return (
-    (kind === 'spaced' || kind === 'chars' || kind === 'words') &&
+    (kind === 'spaced' || kind === 'chars' || kind === 'words' || kind === 'decimal') &&
     end - start >= 4 &&
     end - start <= 16 &&
     hexRunEnd(text, start, end) === end
@@ -189,10 +230,67 @@ function holdsNoBytes(text: string, start: number, end: number, kind: DumpKind):
 
 /** Whether the line's offset is 0 (`00000000:`, `0000000 `); `xxd -p` lines have none. */
 function startsAtZero(text: string, start: number, end: number, kind: DumpKind): boolean {
-  if (kind === 'plain') return false;
+  if (kind === 'plain' || kind === 'carray' || kind === 'binary') return false;
   let at = start;
   while (at < end && text.charCodeAt(at) === 0x30) at += 1;
   return at > start && (at === end || text.charCodeAt(at) === 0x3a || text.charCodeAt(at) === SPACE);
+}
+
+const RADIXES = [8, 10, 16] as const;
+/** At most this many bytes of rows a `*` left out are put back (a secret repeats no longer run). */
+const MAX_REPEATED = 4096;
+
+/** The line's offset (its leading hex digits) in `radix`, or -1 (none, or a digit the radix lacks). */
+function offsetIn(text: string, start: number, radix: number): number {
+  let value = 0;
+  let index = start;
+  for (let digit = hexAt(text, index); digit >= 0; digit = hexAt(text, ++index)) {
+    if (digit >= radix) return -1;
+    value = value * radix + digit;
+  }
+  return index - start >= 4 ? value : -1;
+}
+
+/**
+ * Puts back the rows od and hexdump leave out as `*` (a row equal to the one before it): with `-w1`,
+ * the second `s` of `password`. Called as the line at `start` joins `dump`, its bytes (if any) read
+ * into [at, to); when the line before it is a `*` after a row of bytes, the row is repeated as many
+ * times as the two offsets say (in the radix the dump's other steps fit, or the only one that
+ * gives a whole number), written where the `*` line is, the new line's bytes moved after them.
+ * Returns where the new line's bytes end now. Lines without offsets (`-An`), offsets no radix
+ * explains, or more than `MAX_REPEATED` bytes: nothing is put back.
+ */
+function repeatStarred(text: string, start: number, dump: Dump, out: Buffer, at: number, to: number): number {
+  const lines = dump.lines;
+  const star = lines.at(-1);
+  const row =
+    star !== undefined && star.from === star.to && text.charCodeAt(star.start) === 0x2a ? lines.at(-2) : star;
+  if (row === undefined || row.to === row.from) return to;
+  const width = row.to - row.from;
+  let fits = 0;
+  let count = -1;
+  for (const [bit, radix] of RADIXES.entries()) {
+    const from = offsetIn(text, row.start, radix);
+    const here = offsetIn(text, start, radix);
+    if (from < 0 || here < 0) continue;
+    if (row === star) {
+      if (here - from === width) fits |= 1 << bit;
+    } else if ((here - from) % width === 0 && here - from >= 2 * width) {
+      const rows = (here - from) / width - 1;
+      if ((dump.radixes ?? 7) & (1 << bit)) count = count === -1 || count === rows ? rows : -2;
+    }
+  }
+  if (row === star) {
+    // Two rows in a row: the radixes their step fits.
+    if (fits !== 0) dump.radixes = (dump.radixes ?? 7) & fits;
+    return to;
+  }
+  const repeated = count * width;
+  if (count < 1 || repeated > MAX_REPEATED || to + repeated > out.length) return to;
+  out.copy(out, at + repeated, at, to);
+  for (let written = at; written < at + repeated; written += width) out.copy(out, written, row.from, row.to);
+  lines[lines.length - 1] = { start: star!.start, end: star!.end, from: at, to: at + repeated };
+  return to + repeated;
 }
 
 /**
@@ -427,12 +525,16 @@ function octalWord(text: string, index: number): number {
  */
 function swapWords(text: string, dump: Dump, decoded: string): string {
   let swapped = '';
+  let width = 1;
   for (const line of dump.lines) {
     if (line.to === line.from) continue;
-    let digits = hexRunEnd(text, line.start, line.end);
-    while (digits < line.end && text.charCodeAt(digits) === SPACE) digits += 1;
-    const size = hexRunEnd(text, digits, line.end) - digits;
-    const width = size === OCTAL_WORD ? 2 : size >> 1;
+    // A `*` line's rows put back (`repeatStarred`) are those of the line before it: its width.
+    if (text.charCodeAt(line.start) !== 0x2a) {
+      let digits = hexRunEnd(text, line.start, line.end);
+      while (digits < line.end && text.charCodeAt(digits) === SPACE) digits += 1;
+      const size = hexRunEnd(text, digits, line.end) - digits;
+      width = Math.max(1, size === OCTAL_WORD ? 2 : size >> 1);
+    }
     for (let word = line.from - dump.from; word < line.to - dump.from; word += width) {
       for (let index = word + width - 1; index >= word; index -= 1) swapped += decoded[index];
     }
@@ -496,6 +598,184 @@ function isOctal(code: number): boolean {
   return code >= 0x30 && code <= 0x37;
 }
 
+/**
+ * `00000000: 01110000 01100001 ...  pa` (xxd -b): an offset, `: `, groups of bits (8 a byte, `-g` bytes
+ * a group) one space apart, then (two spaces or more) the text column, which must show the bytes read
+ * (else -1: a line of plain xxd whose hex digits are all 0 and 1 shows other bytes).
+ */
+const parseBits: LineParser = (text, start, end, out, at) => {
+  let index = hexRunEnd(text, start, end);
+  if (index - start < 4 || text.charCodeAt(index) !== 0x3a || text.charCodeAt(index + 1) !== SPACE) return -1;
+  index += 2;
+  let length = at;
+  for (;;) {
+    let groupEnd = index;
+    while (groupEnd < end && (text.charCodeAt(groupEnd) | 1) === 0x31) groupEnd += 1;
+    const size = groupEnd - index;
+    if (size === 0 || size % 8 !== 0 || (groupEnd < end && text.charCodeAt(groupEnd) !== SPACE)) return -1;
+    for (; index < groupEnd; index += 8) {
+      let byte = 0;
+      for (let bit = index; bit < index + 8; bit += 1) byte = byte * 2 + text.charCodeAt(bit) - 0x30;
+      out[length++] = byte;
+    }
+    if (index + 1 >= end || text.charCodeAt(index + 1) === SPACE) break;
+    index += 1;
+  }
+  return columnShows(text, index, end, out, at, length) ? length : -1;
+};
+
+/**
+ * A line of decimal bytes (`parseDecimal`) with a field od -b and od -c never print (`  35`: od -b's
+ * are three octal digits, od -c's one character), or of `od -td1`'s 5-character fields: the first
+ * line of a dump of them. Later lines of one are read by `parseDecimal` itself.
+ */
+const parseDecimalStrict: LineParser = (text, start, end, out, at) =>
+  readDecimal(text, start, end, out, at, true);
+
+/**
+ * `0000000  99 111 110 ...` (od -tu1) and `0000000   99  111 ...  -61` (od -td1), also with `-An`,
+ * `-Ax`, `-Ad` and `z`'s `>text<`: decimal bytes in fields of one width a line, 4 characters (` %3u`,
+ * 0 to 255) or 5 (` %4d`, -128 to 127), each a right-aligned number without leading zeros after at
+ * least one space; then the line's end or (two spaces or more) the text column.
+ */
+const parseDecimal: LineParser = (text, start, end, out, at) => readDecimal(text, start, end, out, at, false);
+
+function readDecimal(
+  text: string,
+  start: number,
+  end: number,
+  out: Buffer,
+  at: number,
+  strict: boolean,
+): number {
+  let index = hexRunEnd(text, start, end);
+  if (index === start ? text.charCodeAt(start) !== SPACE : index - start < 4) return -1;
+  // The width, from the first field: its spaces, then its digits.
+  let digits = index;
+  while (digits < end && text.charCodeAt(digits) === SPACE) digits += 1;
+  if (text.charCodeAt(digits) === 0x2d) digits += 1;
+  const width = decimalRunEnd(text, digits, end) - index;
+  if (width !== 4 && width !== 5) return -1;
+  let length = at;
+  let distinct = false;
+  for (; index + width <= end; index += width) {
+    let field = index;
+    while (field < index + width && text.charCodeAt(field) === SPACE) field += 1;
+    if (field === index) break;
+    const negative = text.charCodeAt(field) === 0x2d;
+    const from = negative ? field + 1 : field;
+    if (from === index + width || decimalRunEnd(text, from, index + width) !== index + width) break;
+    // od prints no leading zeros (od -b's `075` is octal).
+    if (text.charCodeAt(from) === 0x30 && from + 1 < index + width) return -1;
+    let value = 0;
+    for (let digit = from; digit < index + width; digit += 1)
+      value = value * 10 + text.charCodeAt(digit) - 0x30;
+    if (negative) value = -value;
+    if (width === 4 ? value > 255 : value < -128 || value > 127) return -1;
+    // Two digits, or an 8 or 9 among three: no od -c character, no od -b octal byte.
+    distinct ||= width === 5 || index + width - from === 2 || (value >= 100 && hasEightOrNine(value));
+    out[length++] = value & 0xff;
+  }
+  if (length === at || (strict && !distinct)) return -1;
+  let rest = index;
+  while (rest < end && text.charCodeAt(rest) === SPACE) rest += 1;
+  if (rest === end) return length;
+  return rest - index >= 2 && text.charCodeAt(rest) === 0x3e ? length : -1;
+}
+
+/** Whether the decimal digits of `value` hold an 8 or a 9 (od -b's octal digits never do). */
+function hasEightOrNine(value: number): boolean {
+  for (let rest = value; rest > 0; rest = Math.floor(rest / 10)) if (rest % 10 >= 8) return true;
+  return false;
+}
+
+/** The end of the run of decimal digits from `index` (not past `end`). */
+function decimalRunEnd(text: string, index: number, end: number): number {
+  let at = index;
+  while (at < end && text.charCodeAt(at) >= 0x30 && text.charCodeAt(at) <= 0x39) at += 1;
+  return at;
+}
+
+/**
+ * `  0x70, 0x61, 0x73,` (xxd -i, also `-u`'s `0X70`; and C arrays written so by other tools, `0x70,0x61`):
+ * indentation, then bytes of `0x` and exactly two hex digits, each but the last followed by `,` and
+ * spaces; a `,` may end the line.
+ */
+const parseCArray: LineParser = (text, start, end, out, at) => {
+  let index = start;
+  while (index < end && (text.charCodeAt(index) === SPACE || text.charCodeAt(index) === 0x09)) index += 1;
+  let length = at;
+  for (;;) {
+    if (
+      index + 4 > end ||
+      text.charCodeAt(index) !== 0x30 ||
+      (text.charCodeAt(index + 1) | 0x20) !== 0x78 ||
+      hexAt(text, index + 2) < 0 ||
+      hexAt(text, index + 3) < 0
+    ) {
+      return -1;
+    }
+    out[length++] = hexAt(text, index + 2) * 16 + hexAt(text, index + 3);
+    index += 4;
+    if (index === end) return length;
+    if (text.charCodeAt(index) !== 0x2c) return -1;
+    index += 1;
+    while (index < end && text.charCodeAt(index) === SPACE) index += 1;
+    if (index === end) return length;
+  }
+};
+
+/** The bits `parseBinary` has read of a byte not yet whole, and how many (a dump's byte crosses lines). */
+let binaryCarry = 0;
+let binaryCarried = 0;
+
+/**
+ * `0111000001100001...` (basenc --base2msbf): lines of `0` and `1` only, read as one run of bits, 8 a
+ * byte, most significant first (`--base2lsbf`'s are searched reversed, by the caller); a byte not
+ * whole at a line's end is finished by the next line (`continues`: the line before was one). A first
+ * line holds both digits and at least 8 (a line of zeros is `xxd -p`'s).
+ */
+function parseBinary(
+  text: string,
+  start: number,
+  end: number,
+  out: Buffer,
+  at: number,
+  continues: boolean,
+): number {
+  let ones = 0;
+  for (let index = start; index < end; index += 1) {
+    const code = text.charCodeAt(index);
+    if ((code | 1) !== 0x31) return -1;
+    ones += code - 0x30;
+  }
+  if (!continues && (end - start < 8 || ones === 0 || ones === end - start)) return -1;
+  if (end === start) return -1;
+  if (!continues) binaryCarried = 0;
+  let length = at;
+  for (let index = start; index < end; index += 1) {
+    binaryCarry = ((binaryCarry << 1) | (text.charCodeAt(index) - 0x30)) & 0xff;
+    binaryCarried += 1;
+    if (binaryCarried === 8) {
+      out[length++] = binaryCarry;
+      binaryCarried = 0;
+    }
+  }
+  return length;
+}
+
+/** `decoded` (one character a byte) with each byte's bits in the other order. */
+function reverseBits(decoded: string): string {
+  let reversed = '';
+  for (let index = 0; index < decoded.length; index += 1) {
+    let byte = decoded.charCodeAt(index);
+    let flipped = 0;
+    for (let bit = 0; bit < 8; bit += 1, byte >>= 1) flipped = (flipped << 1) | (byte & 1);
+    reversed += String.fromCharCode(flipped);
+  }
+  return reversed;
+}
+
 /** `70617373776f7264...` (xxd -p): hex digits only, an even number of them (or odd where the line was cut). */
 const parsePlain: LineParser = (text, start, end, out, at) => {
   if (end - start < 2 || hexRunEnd(text, start, end) !== end) return -1;
@@ -508,25 +788,28 @@ const parsePlain: LineParser = (text, start, end, out, at) => {
 
 // xxd's lines are read first, by `readXxd`.
 const PARSERS: ReadonlyArray<readonly [DumpKind, LineParser]> = [
+  // Before hex bytes: `  35  32` (od -tu1) is hex bytes' shape too, but no hex dump spaces every byte by two.
+  ['decimal', parseDecimalStrict],
   ['spaced', parseSpaced],
   ['chars', parseChars],
   ['words', parseWords],
+  ['carray', parseCArray],
   ['plain', parsePlain],
 ];
 
 /**
- * The [start, end) ranges of `decoded` (one character per byte) that scrubbing would replace: each
- * occurrence of a known value (as its UTF-8 bytes), and the part of each match of core's patterns
+ * The [start, end) ranges of `decoded` (a dump's bytes one character a byte, or the text a UTF-16 run
+ * shows) that scrubbing would replace: each occurrence of a known value (`values`, as `decoded` holds
+ * them: a dump's, as their UTF-8 bytes), and the part of each match of core's patterns
  * that the pattern's replacement changes (`password=` stays, its value does not). Each is found in the
  * decoded text as it is, so a match is never missed for another one's replacement.
  */
-function secretRanges(decoded: string, secretValues: readonly string[]): Array<[number, number]> {
+export function secretRanges(decoded: string, values: readonly string[]): Array<[number, number]> {
   const found: Array<[number, number]> = [];
-  for (const value of secretValues) {
-    const bytes = Buffer.from(value).toString('latin1');
-    if (bytes === '') continue;
-    for (let at = decoded.indexOf(bytes); at !== -1; at = decoded.indexOf(bytes, at + bytes.length)) {
-      found.push([at, at + bytes.length]);
+  for (const value of values) {
+    if (value === '') continue;
+    for (let at = decoded.indexOf(value); at !== -1; at = decoded.indexOf(value, at + value.length)) {
+      found.push([at, at + value.length]);
     }
   }
   for (const { pattern, replace, requires } of SECRET_PATTERNS) {

@@ -1,14 +1,26 @@
+import { ESCAPE, escapedValueRanges } from './environment.js';
+
+/**
+ * Bytes an escape spends on one UTF-16 code unit of a value at most: `\u00e4` 6, `&#0000043;` 10
+ * (HTML's decimal references are read with up to 7 digits), `%F0%9F%98%80` 6 for each half of its character.
+ */
+const ESCAPED_UNIT_BYTES = 10;
+
 /**
  * Collects one output stream: keeps the first `limit` bytes, a rolling tail of the last `tailBytes`,
  * and the total written, plus a few bytes past each cut to tell whether it splits a character or one
- * of `secretValues`. Memory stays bounded however much the program writes.
+ * of `secretValues` (as written, in UTF-16 either way round, or written with escapes). Memory stays
+ * bounded however much the program writes.
  */
 export class OutputCapture {
   private readonly chunks: Buffer[] = [];
   private kept = 0;
   private tail: Buffer = Buffer.alloc(0);
   private readonly secrets: readonly Buffer[];
-  // Bytes kept past each cut: a UTF-8 sequence is at most 4 bytes, a secret value as long as it is.
+  /** The values as text, for the forms written with escapes (`escapedValueRanges`). */
+  private readonly values: readonly string[];
+  // Bytes kept past each cut: a UTF-8 sequence is at most 4 bytes, a secret value as long as its
+  // longest form (written with escapes, `ESCAPED_UNIT_BYTES` a code unit).
   private readonly margin: number;
   /** Bytes written in all. */
   total = 0;
@@ -19,10 +31,17 @@ export class OutputCapture {
     secretValues: readonly (string | Buffer)[] = [],
   ) {
     // Callers pass them encoded once (`secretBytes`), so a call allocates nothing per secret.
-    this.secrets = secretValues
+    const written = secretValues
       .map((secret) => (typeof secret === 'string' ? Buffer.from(secret) : secret))
       .filter((secret) => secret.length > 1);
-    this.margin = Math.max(3, ...this.secrets.map((secret) => secret.length));
+    this.values = written.map((secret) => secret.toString('utf8'));
+    // A file in UTF-16 printed as it is holds a value as UTF-16 (`p\0a\0...`, `\0p\0a...`).
+    const utf16 = this.values.flatMap((value) => {
+      const little = Buffer.from(value, 'utf16le');
+      return [little, Buffer.from(little).swap16()];
+    });
+    this.secrets = [...written, ...utf16];
+    this.margin = Math.max(3, ...this.values.map((value) => value.length * ESCAPED_UNIT_BYTES));
   }
 
   push(chunk: Buffer): void {
@@ -52,11 +71,30 @@ export class OutputCapture {
     const head = Buffer.concat(this.chunks);
     if (head.length <= this.limit) return head.toString('utf8');
     let cut = utf8Boundary(head, this.limit);
-    for (let split = secretsAcross(head, cut, this.secrets); split.length > 0; ) {
+    for (let split = this.across(head, cut); split.length > 0; ) {
       cut = Math.min(...split.map(([start]) => start));
-      split = secretsAcross(head, cut, this.secrets);
+      split = this.across(head, cut);
     }
     return head.subarray(0, cut).toString('utf8');
+  }
+
+  /**
+   * The [start, end) byte ranges of the values in `bytes` that `cut` falls strictly inside: as
+   * written and in UTF-16 (`secretsAcross`), and written with escapes, found in a decoded view of
+   * the bytes around the cut (only where they hold an escape).
+   */
+  private across(bytes: Buffer, cut: number): Array<[number, number]> {
+    const found = secretsAcross(bytes, cut, this.secrets);
+    const from = Math.max(0, cut - this.margin);
+    // Each byte a character: an escape is ASCII, and a value's non-ASCII characters written as
+    // themselves are found as written, above.
+    const window = bytes.toString('latin1', from, Math.min(bytes.length, cut + this.margin));
+    if (this.values.length > 0 && ESCAPE.test(window)) {
+      for (const [start, end] of escapedValueRanges(window, this.values)) {
+        if (from + start < cut && from + end > cut) found.push([from + start, from + end]);
+      }
+    }
+    return found;
   }
 
   /** The last `tailBytes` written, starting at a character boundary and after any secret value they would split. */
@@ -64,9 +102,9 @@ export class OutputCapture {
     const first = Math.max(0, this.tail.length - this.tailBytes);
     let start = first;
     while (start < this.tail.length && start - first < 3 && isContinuation(this.tail[start]!)) start += 1;
-    for (let split = secretsAcross(this.tail, start, this.secrets); split.length > 0; ) {
+    for (let split = this.across(this.tail, start); split.length > 0; ) {
       start = Math.max(...split.map(([, end]) => end));
-      split = secretsAcross(this.tail, start, this.secrets);
+      split = this.across(this.tail, start);
     }
     return this.tail.subarray(start).toString('utf8');
   }
