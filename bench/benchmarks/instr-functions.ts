@@ -10,7 +10,7 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { bundleChild, COUNTED_CALLS, runCounted } from './instructions.js';
+import { bundleChild, COUNTED_CALLS, PER_THREAD, runCounted } from './instructions.js';
 
 const execFileAsync = promisify(execFile);
 const MAX_OUTPUT = 256 * 2 ** 20;
@@ -35,7 +35,7 @@ async function profile(child: string, which: string): Promise<Map<string, number
     await run;
     const { stdout } = await execFileAsync(
       'callgrind_annotate',
-      ['--inclusive=no', '--threshold=100', `${out}.1`],
+      ['--inclusive=no', '--threshold=100', PER_THREAD ? `${out}.1-01` : `${out}.1`],
       { maxBuffer: MAX_OUTPUT },
     );
     const symbols = await perfMap(pid);

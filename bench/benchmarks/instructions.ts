@@ -146,6 +146,8 @@ export async function countInstructions(child: string, which: string, concurrenc
  * Runs case `which` of the bundled child under callgrind, its counted calls dumped to `${out}.1`
  * (`nodeFlags`: more V8 flags, such as `--perf-basic-prof`). The child process is `.child`.
  */
+export const PER_THREAD = process.env.INSTR_PER_THREAD === '1';
+
 export function runCounted(
   out: string,
   child: string,
@@ -158,6 +160,7 @@ export function runCounted(
     [
       '--tool=callgrind',
       `--callgrind-out-file=${out}`,
+      ...(PER_THREAD ? ['--separate-threads=yes'] : []),
       '--zero-before=node::CPUUsage(*',
       '--dump-before=node::ResourceUsage(*',
       process.execPath,
@@ -174,8 +177,10 @@ export function runCounted(
       env: {
         ...process.env,
         TOOLGATE_BENCH_TIME_DILATION: String(TIME_DILATION),
-        // Audit's writer on the calls' thread (see instructionsSection).
-        TOOLGATE_BENCH_AUDIT_THREAD: '0',
+        // Audit's writer on the calls' thread (see instructionsSection), unless each thread is
+        // counted on its own (INSTR_PER_THREAD=1, development: the calls' thread's share of a case
+        // whose writer runs on a thread of its own).
+        TOOLGATE_BENCH_AUDIT_THREAD: PER_THREAD ? '1' : '0',
       },
       maxBuffer: MAX_OUTPUT,
       encoding: 'utf8',
