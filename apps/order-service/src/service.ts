@@ -302,7 +302,9 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
   // a retried, confirmed change replays without asking again; the breaker guards the dependency itself.
   const gate = createDrainGate();
   const middleware: ToolMiddleware[] = [
-    gate.middleware,
+    // Counts every call in flight, audit's recording of it included, so shutdown flushes audit only
+    // after the last record is in; the refusal while draining sits after audit, which records it.
+    gate.count,
     // Over HTTP the clients are tenants, not ours: their traceparent is a link, never the parent (it
     // would pick the trace and, under a ParentBased sampler, whether the call is sampled). Over stdio
     // the client is the host that started this process.
@@ -312,6 +314,7 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
       logger,
     }),
     audit,
+    gate.refuse,
     redact,
     authz,
     rateLimit,
@@ -370,24 +373,30 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
 }
 
 /**
- * Counts the calls in flight and, once draining, refuses new ones: the app's shutdown waits for what is
- * running (over stdio too, where no HTTP server counts requests) before it flushes audit and closes.
+ * Counts the calls in flight (`count`, first in the chain) and, once draining, refuses new ones
+ * (`refuse`, after audit, so a refused call has its record like every other): the app's shutdown waits
+ * for what is running (over stdio too, where no HTTP server counts requests) before it flushes audit
+ * and closes.
  */
 function createDrainGate(): {
-  middleware: ToolMiddleware;
+  count: ToolMiddleware;
+  refuse: ToolMiddleware;
   inFlight(): number;
   drain(graceMs: number): Promise<{ abandoned: number }>;
 } {
   let running = 0;
   let draining = false;
   const idle = new Set<() => void>();
-  const middleware: ToolMiddleware = async (_ctx, next) => {
-    if (draining) {
-      return fail('unavailable', 'The server is shutting down.', {
-        hint: 'Call again in a moment; another server (or this one after its restart) will answer.',
-        retryAfterMs: 1000,
-      });
-    }
+  const refuse: ToolMiddleware = (_ctx, next) =>
+    draining
+      ? Promise.resolve(
+          fail('unavailable', 'The server is shutting down.', {
+            hint: 'Call again in a moment; another server (or this one after its restart) will answer.',
+            retryAfterMs: 1000,
+          }),
+        )
+      : next();
+  const count: ToolMiddleware = async (_ctx, next) => {
     running += 1;
     try {
       return await next();
@@ -397,7 +406,8 @@ function createDrainGate(): {
     }
   };
   return {
-    middleware,
+    count,
+    refuse,
     inFlight: () => running,
     async drain(graceMs) {
       draining = true;

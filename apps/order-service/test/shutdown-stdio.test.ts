@@ -1,6 +1,8 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -130,6 +132,79 @@ describe('shutdown over stdio (SIGTERM)', () => {
     } finally {
       carrier.closeAllConnections();
       carrier.close();
+    }
+  }, 90_000);
+
+  it('refuses the calls that arrive while it drains, and audits each of them', async () => {
+    // The red team's finding: the drain gate sat before audit, so its refusals left no record.
+    const held: ServerResponse[] = [];
+    const carrier = createServer((_req, res) => {
+      held.push(res);
+    });
+    await new Promise<void>((done) => carrier.listen(0, '127.0.0.1', done));
+    const carrierUrl = `http://127.0.0.1:${(carrier.address() as AddressInfo).port}`;
+    const dir = mkdtempSync(join(tmpdir(), 'order-service-drain-'));
+    const auditFile = join(dir, 'audit.jsonl');
+    try {
+      const server = startStdio({
+        CARRIER_URL: carrierUrl,
+        AUDIT_FILE: auditFile,
+        TOOLGATE_SHUTDOWN_GRACE_MS: '20000',
+      });
+      const call = (id: number, name: string, args: Record<string, unknown>): void =>
+        server.send(
+          JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } }),
+        );
+      server.send(INITIALIZE);
+      await waitFor('the initialize answer', () => server.output.stdout.includes('"id":0'));
+      server.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      call(1, 'track_shipment', { tracking_number: 'TRK00000001' });
+      await waitFor('the call to reach the carrier', () => held.length === 1);
+      server.child.kill('SIGTERM');
+      await waitFor('the drain to start', () =>
+        server.output.stderr.includes('shutdown: stop accepting new calls'),
+      );
+      call(2, 'search_docs', { query: 'refund' });
+      call(3, 'search_docs', { query: 'shipping' });
+      call(4, 'no_such_tool', {});
+      await waitFor('the answers during the drain', () =>
+        [2, 3, 4].every((id) => server.output.stdout.includes(`"id":${id}`)),
+      );
+      for (const res of held) {
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ trackingNumber: 'TRK', carrier: 'Held', status: 'in_transit', events: [] }));
+      }
+      expect(await server.exited).toBe(0);
+      const answers = new Map(
+        server.output.stdout
+          .split('\n')
+          .filter((line) => line !== '')
+          .map((line) => JSON.parse(line) as { id?: number; result?: { content: { text: string }[] } })
+          .filter((message) => typeof message.id === 'number')
+          .map((message) => [message.id, message] as const),
+      );
+      for (const id of [2, 3]) {
+        expect(JSON.parse(answers.get(id)?.result?.content[0]?.text ?? '{}')).toMatchObject({
+          ok: false,
+          error: 'unavailable',
+          message: 'The server is shutting down.',
+        });
+      }
+      const records = readFileSync(auditFile, 'utf8')
+        .split('\n')
+        .filter((line) => line !== '')
+        .map((line) => JSON.parse(line) as { requestId: unknown; tool: string; outcome: string });
+      const byRequest = new Map(records.map((record) => [record.requestId, record]));
+      // Every call has its record: the one drained to its end, and each one refused during the drain.
+      expect(byRequest.get(1)).toMatchObject({ tool: 'track_shipment', outcome: 'ok' });
+      expect(byRequest.get(2)).toMatchObject({ tool: 'search_docs', outcome: 'unavailable' });
+      expect(byRequest.get(3)).toMatchObject({ tool: 'search_docs', outcome: 'unavailable' });
+      expect(byRequest.get(4)?.tool).toBe('no_such_tool');
+    } finally {
+      carrier.closeAllConnections();
+      carrier.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   }, 90_000);
 });
