@@ -31,8 +31,9 @@ const redactSecretsDeep = createSecretRedactor();
 
 // Failures core itself wrote from the schema's verdict (`invalid_argument` naming each field): their text
 // is core's own words plus the argument names the model sent, and a secret pattern would only garble them
-// ("secret: not an accepted argument" reads like a key/value pair). What a schema's author wrote into an
-// issue (a custom message) was scrubbed piece by piece before core composed it (`scrubFailureText`).
+// ("secret: not an accepted argument" reads like a key/value pair). Every piece of an issue core did not
+// word itself (a message, a pattern, a value, a path, a key) was scrubbed on its own before core composed
+// it (`scrubFailureText`).
 // Identity survives middleware that pass the result on unchanged.
 const coreWritten = new WeakSet<ToolResult>();
 

@@ -27,10 +27,10 @@ export type IdentifyCaller = (request: ToolRequest) => CallerIdentity;
 // Claims that change on every token refresh or carry a nonce: never part of who someone is.
 const VOLATILE_CLAIMS = new Set(['exp', 'iat', 'nbf', 'jti', 'auth_time', 'nonce', 'at_hash', 'c_hash']);
 
-// Claims that single out the person who holds a token when they hold a non-blank string or a finite
-// number (a user's own id, login or mailbox). Without a subject, only these make a token's claims name
-// someone: every other claim may be shared by many holders (`groups`, `roles`, `scope`, `aud`, `azp`,
-// `tenant`, `tid`, `email_verified`, `plan`, ...), and two holders of one public client's tokens whose
+// Claims that single out the person who holds a token when they hold a string or a number that names
+// someone (`namesSomeone`: a user's own id, login or mailbox). Without a subject, only these make a
+// token's claims name someone: every other claim may be shared by many holders (`groups`, `roles`,
+// `scope`, `aud`, `azp`, `tenant`, `tid`, `email_verified`, `plan`, ...), and two holders of one public client's tokens whose
 // claims are all shared would otherwise be one caller (one cached answer, one idempotency replay, one
 // rate-limit count). `sub` is here for a number (a string `sub` is the subject itself).
 const PERSON_CLAIMS = new Set([
@@ -150,19 +150,36 @@ export function subjectOf(extra: Readonly<Record<string, unknown>> | undefined):
   return typeof sub === 'string' && namesSomeone(sub) ? sub : undefined;
 }
 
-// What JavaScript writes for a missing value (`String(undefined)`, `${claims.sub}` of a token without
-// one): a verifier that stringifies an absent claim gives every such token the same text.
-const ABSENT_WORDS = new Set(['undefined', 'null', 'nan', '[object object]']);
+// What a verifier writes for a missing value when it stringifies an absent claim, so every such token
+// carries the same text: JavaScript (`String(undefined)`, `${claims.sub}`, `String(null)`, an object's
+// or a missing value's `toString`), Python and Rust (`None`), Go (`<nil>`, and `%!s(<nil>)` from a
+// format verb), Ruby (`nil`), SQL and Java (`NULL`, `null`), and `0`, what `Number(null)`, `Number('')`
+// and `Number(false)` give an absent numeric id. Compared trimmed and in lower case. A real account
+// named `nil` or `0` is not told apart from no account by these claims: its tokens then each count as
+// their own caller (the token joins the digest), never as one caller with someone else.
+const ABSENT_WORDS = new Set([
+  'undefined',
+  'null',
+  'nan',
+  '[object object]',
+  '[object undefined]',
+  '[object null]',
+  'none',
+  'nil',
+  '<nil>',
+  '0',
+]);
 
 /**
- * Whether a claim's value can single out one holder: a finite number, or a string with a letter or a
- * digit that is not JavaScript's word for a missing value. Blank strings (`' '`, `'\u200b'`, `'-'`),
- * booleans, arrays, objects and null name no one.
+ * Whether a claim's value can single out one holder: a finite number other than 0, or a string with a
+ * letter or a digit that is not a word for a missing value (`ABSENT_WORDS`). Blank strings (`' '`,
+ * `'\u200b'`, `'-'`), `0`, booleans, arrays, objects and null name no one.
  */
 function namesSomeone(value: unknown): boolean {
-  if (typeof value === 'number') return Number.isFinite(value);
+  if (typeof value === 'number') return Number.isFinite(value) && value !== 0;
   if (typeof value !== 'string' || !/[\p{L}\p{N}]/u.test(value)) return false;
-  return !ABSENT_WORDS.has(value.trim().toLowerCase());
+  const word = value.trim().toLowerCase();
+  return !ABSENT_WORDS.has(word) && !/^%!\p{L}\(<nil>\)$/u.test(word);
 }
 
 /** A claim the token itself holds, never one inherited through the claims object's prototype. */

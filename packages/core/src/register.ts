@@ -40,7 +40,13 @@ import type {
   ToolMiddleware,
   ToolRequest,
 } from './types.js';
-import { ARGUMENTS_OK, argumentVerdict, invalidArgumentsResult, safeParseFast } from './validate.js';
+import {
+  ARGUMENTS_OK,
+  argumentVerdict,
+  invalidArgumentsResult,
+  publishedTexts,
+  safeParseFast,
+} from './validate.js';
 
 export interface RegisterToolsOptions {
   /** Middleware every call passes, outside each tool's own; the first listed is outermost. @default [] */
@@ -749,11 +755,14 @@ function innermost(ctx: ToolContext, registry: Registry): Promise<ToolResult> {
       // validating or binding goes up the chain like a handler's crash (redaction maps it).
       if (isToolError(thrown)) return Promise.resolve(thrownAnswer(ctx, thrown, registry));
       if (thrown !== undefined) return Promise.reject(thrown);
-      // Core's own words pass as written; what the schema's author wrote into an issue (a custom
-      // issue's message: a caught error, a connection string) is scrubbed as a failure's strings are.
+      // Core's own words pass as written; every piece of an issue from the schema, a transform or the
+      // arguments (a message, pattern, value, path, key: a caught error, a connection string) is
+      // scrubbed as a failure's strings are.
+      // A piece the tool's published input schema shows the model (an enum value, a pattern) passes.
       const scrub = (text: string): string => scrubFailureText(text, registry.scrub, ctx);
+      const shown = publishedTexts(registry.tools.get(tool.name)?.inputJsonSchema);
       return Promise.resolve(
-        markCoreWritten(invalidArgumentsResult(tool.name, ctx.validation.issues, scrub)),
+        markCoreWritten(invalidArgumentsResult(tool.name, ctx.validation.issues, scrub, shown)),
       );
     }
     let returned: unknown;

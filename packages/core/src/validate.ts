@@ -1,4 +1,6 @@
 import * as z from 'zod';
+import { MAX_FAILURE_TEXT, SCRUB_MARGIN } from './boundary.js';
+import { FAILURE_WITHHELD, MAX_FAILURE_CHARS } from './failure-bound.js';
 import { type ArgumentIssue, fail, type ToolResult } from './result.js';
 import type { ArgumentVerdict } from './types.js';
 
@@ -45,37 +47,114 @@ function describeIssues(
   for (const issue of issues) {
     total += issue.code === 'unrecognized_keys' ? issue.keys.length : 1;
     if (out.length >= MAX_LISTED_ISSUES) continue;
-    const authored = !CORE_WORDED.has(issue.code);
-    for (const described of describeIssue(issue, allowed, input, MAX_LISTED_ISSUES - out.length)) {
-      const listed = { path: clipPath(described.path), expected: described.expected };
-      if (authored) authorWritten.add(listed);
+    for (const pieces of describeIssue(issue, allowed, input, MAX_LISTED_ISSUES - out.length)) {
+      const listed = { path: render(pieces.path), expected: render(pieces.expected) };
+      describedAs.set(listed, pieces);
       out.push(listed);
     }
   }
   // An issue's description can count more than one (a wrong type is one); the rest is what is unlisted.
   const unlisted = total - out.length;
   if (unlisted > 0) {
-    out.push({ path: `(${unlisted} more)`, expected: 'not listed; fix the ones above and call again' });
+    const pieces = {
+      path: [`(${unlisted} more)`],
+      expected: ['not listed; fix the ones above and call again'],
+    };
+    const listed = { path: render(pieces.path), expected: render(pieces.expected) };
+    describedAs.set(listed, pieces);
+    out.push(listed);
   }
   return out;
 }
 
-// Issues core describes in its own words (from the schema's kinds, bounds, formats and values, and
-// the model's own keys); every other issue's description is its zod message, which a schema's author
-// writes (`ctx.addIssue`, `.refine`, a custom error map) and may fill with anything: a caught error, a
-// connection string. Kept in step with `describeIssue`'s cases.
-const CORE_WORDED = new Set<string>([
-  'unrecognized_keys',
-  'invalid_type',
-  'invalid_value',
-  'too_big',
-  'too_small',
-  'invalid_format',
+/**
+ * A piece of an issue's description: core's own connecting words (a string), or text that came from
+ * the schema, a transform or the arguments (`from`: a path, a key, a pattern, a value, a format or type
+ * name, a bound, a message), which the model-facing result scrubs before `show` renders it. Every zod
+ * issue field core quotes is a `from` piece, whatever its code: `ctx.addIssue` may give any code any
+ * field (`invalid_format` with a caught error as its `pattern`, `invalid_value` with it in `values`).
+ */
+type Piece = string | { readonly from: string; readonly show?: (text: string) => string };
+
+interface IssuePieces {
+  readonly path: readonly Piece[];
+  readonly expected: readonly Piece[];
+}
+
+// zod's own names for a type (`invalid_type`'s `expected`) and a string format (`invalid_format`'s
+// `format`): core's vocabulary, read as written. Any other name an issue carries came from its author.
+const ZOD_NAMES = new Set([
+  ...['string', 'number', 'int', 'boolean', 'bigint', 'symbol', 'undefined', 'null', 'never', 'void'],
+  ...['date', 'array', 'object', 'tuple', 'record', 'map', 'set', 'file', 'nonoptional', 'nan', 'function'],
+  ...['email', 'url', 'emoji', 'uuid', 'guid', 'nanoid', 'cuid', 'cuid2', 'ulid', 'xid', 'ksuid'],
+  ...['datetime', 'time', 'duration', 'ipv4', 'ipv6', 'cidrv4', 'cidrv6', 'base64', 'base64url'],
+  ...['json_string', 'e164', 'credit_card', 'iban', 'lowercase', 'uppercase', 'jwt', 'starts_with'],
+  ...['ends_with', 'includes', 'mac', 'hex', 'hostname', 'safeint', 'int32', 'uint32', 'int64', 'uint64'],
+  ...['float32', 'float64'],
 ]);
 
-// The listed issues whose path and description came from the schema's author rather than from core:
-// `invalidArgumentsResult` puts these, and only these, through the boundary's scrubbing.
-const authorWritten = new WeakSet<ArgumentIssue>();
+/**
+ * Every key and every string or number value of a tool's published input schema (what `tools/list`
+ * shows the model: property names, enum and const values, patterns, bounds, descriptions), once per
+ * schema object. A piece of an issue that is one of these (or a path made of them and array indexes,
+ * or a pattern whose source is one) tells the model nothing it was not shown: it passes unscrubbed, so
+ * an enum of hosts (`db.internal`) or a pattern a hook would take for a secret stays usable.
+ */
+export function publishedTexts(jsonSchema: unknown): ReadonlySet<string> {
+  if (typeof jsonSchema !== 'object' || jsonSchema === null) return EMPTY_TEXTS;
+  let texts = published.get(jsonSchema);
+  if (texts !== undefined) return texts;
+  const found = new Set<string>();
+  const stack: unknown[] = [jsonSchema];
+  while (stack.length > 0) {
+    const value = stack.pop();
+    if (typeof value === 'string') found.add(value);
+    else if (typeof value === 'number') found.add(JSON.stringify(value));
+    else if (typeof value === 'object' && value !== null) {
+      for (const [key, inner] of Object.entries(value)) {
+        if (!Array.isArray(value)) found.add(key);
+        stack.push(inner);
+      }
+    }
+  }
+  texts = found;
+  published.set(jsonSchema, texts);
+  return texts;
+}
+
+const EMPTY_TEXTS: ReadonlySet<string> = new Set();
+const published = new WeakMap<object, ReadonlySet<string>>();
+
+function isPublished(text: string, texts: ReadonlySet<string>): boolean {
+  if (texts.size === 0) return false;
+  if (texts.has(text)) return true;
+  // zod quotes a pattern as a regex literal (`/^A\d+$/i`), JSON Schema holds its source (`^A\d+$`).
+  const literal = /^\/([\s\S]+)\/[dgimsuvy]*$/.exec(text);
+  if (literal !== null) return texts.has(literal[1] as string);
+  return text.includes('.') && text.split('.').every((part) => texts.has(part) || /^\d+$/.test(part));
+}
+
+// How core composed each listed issue, so `invalidArgumentsResult` scrubs exactly the pieces core did
+// not word itself. An issue missing here (one a middleware put into `ctx.validation`), or whose text
+// no longer reads as its pieces do (a middleware rewrote it), is scrubbed whole.
+const describedAs = new WeakMap<ArgumentIssue, IssuePieces>();
+
+function describes(pieces: IssuePieces, issue: ArgumentIssue): boolean {
+  return issue.path === render(pieces.path) && issue.expected === render(pieces.expected);
+}
+
+/** The pieces' text, each `from` piece passed through `scrub` (none: as it came) and its `show`. */
+function render(pieces: readonly Piece[], scrub?: (text: string) => string): string {
+  let text = '';
+  for (const piece of pieces) {
+    if (typeof piece === 'string') text += piece;
+    else {
+      const from = scrub === undefined ? piece.from : scrub(piece.from);
+      text += piece.show === undefined ? from : piece.show(from);
+    }
+  }
+  return text;
+}
 
 function clipPath(path: string): string {
   return path.length > MAX_ISSUE_PATH ? `${path.slice(0, MAX_ISSUE_PATH)}…` : path;
@@ -203,20 +282,31 @@ function runsAuthorCode(schema: unknown, seen: Set<unknown>): boolean {
 }
 
 /**
- * The `invalid_argument` result for refused arguments, naming each field and what it expects. An
- * issue whose words came from the schema's author (a custom issue's message and path) passes `scrub`
- * (the boundary's: core's secret patterns, the cut and the scrub hooks) piece by piece, before core
- * composes its own words around it, so the result is then passed on as core wrote it.
+ * The `invalid_argument` result for refused arguments, naming each field and what it expects. Every
+ * piece of an issue that came from the schema, a transform or the arguments (a path, a key, a pattern,
+ * a value, a message: see `Piece`) passes `scrub` (the boundary's: core's secret patterns, the cut and
+ * the scrub hooks) on its own, whole (a path before it is clipped), before core composes its own words
+ * around it, so the result is then passed on as core wrote it. The hooks read at most
+ * `MAX_FAILURE_CHARS` characters of the pieces together, as of a failure's fields; past that a piece
+ * is withheld (`boundedScrub`). A piece the tool's published input schema shows the model (`shown`,
+ * from `publishedTexts`) passes as it is.
  */
 export function invalidArgumentsResult(
   toolName: string,
   issues: readonly ArgumentIssue[],
   scrub?: (text: string) => string,
+  shown: ReadonlySet<string> = EMPTY_TEXTS,
 ): ToolResult {
   if (scrub !== undefined) {
-    issues = issues.map((issue) =>
-      authorWritten.has(issue) ? { path: scrub(issue.path), expected: scrub(issue.expected) } : issue,
-    );
+    const bounded = boundedScrub(scrub, shown);
+    issues = issues.map((issue) => {
+      const pieces = describedAs.get(issue);
+      // One core did not describe (a middleware added it) or whose words a middleware changed since.
+      if (pieces === undefined || !describes(pieces, issue)) {
+        return { path: clipPath(bounded(String(issue.path))), expected: bounded(String(issue.expected)) };
+      }
+      return { path: render(pieces.path, bounded), expected: render(pieces.expected, bounded) };
+    });
   }
   const names = [...new Set(issues.map((issue) => issue.path))];
   return fail('invalid_argument', `Invalid arguments for ${toolName}: ${names.join(', ')}.`, {
@@ -225,50 +315,109 @@ export function invalidArgumentsResult(
   });
 }
 
+/**
+ * `scrub` for one result's pieces: a piece met again (the accepted keys, named by each unknown key) is
+ * scrubbed once, and the scrub hooks read at most `MAX_FAILURE_CHARS` characters of them together (as
+ * of a failure's fields; each piece counts as far as they read it, the cut plus `SCRUB_MARGIN`): a
+ * piece that does not fit in what is left is withheld (`FAILURE_WITHHELD`), not scrubbed. So 32 issues
+ * echoing a 100 KB argument each cost the hooks some 64 KB, not 640 KB.
+ */
+function boundedScrub(scrub: (text: string) => string, shown: ReadonlySet<string>): (text: string) => string {
+  const done = new Map<string, string>();
+  let left = MAX_FAILURE_CHARS;
+  return (text) => {
+    if (isPublished(text, shown)) return text;
+    const known = done.get(text);
+    if (known !== undefined) return known;
+    // What the scrub hooks read of it: they see a piece as far as the cut plus its margin.
+    const cost = Math.min(text.length, MAX_FAILURE_TEXT + SCRUB_MARGIN);
+    if (cost > left) return FAILURE_WITHHELD;
+    left -= cost;
+    const scrubbed = scrub(text);
+    done.set(text, scrubbed);
+    return scrubbed;
+  };
+}
+
 function describeIssue(
   issue: z.core.$ZodIssue,
   allowed: readonly string[],
   input: unknown,
   limit: number,
-): ArgumentIssue[] {
-  const path = issue.path.length > 0 ? issue.path.map(String).join('.') : '(arguments)';
+): IssuePieces[] {
+  const path = issue.path.length > 0 ? issue.path.map(String).join('.') : undefined;
+  const at: Piece[] = [path === undefined ? '(arguments)' : { from: path, show: clipPath }];
   switch (issue.code) {
-    case 'unrecognized_keys':
+    case 'unrecognized_keys': {
+      const accepted: Piece[] = [];
+      if (allowed.length > 0 && issue.path.length === 0) {
+        for (const key of allowed)
+          accepted.push(accepted.length === 0 ? ' (accepted: ' : ', ', { from: key });
+        accepted.push(')');
+      }
       return issue.keys.slice(0, limit).map((key) => ({
-        path: issue.path.length > 0 ? `${path}.${key}` : key,
-        expected: `not an accepted argument; remove it${allowed.length > 0 && issue.path.length === 0 ? ` (accepted: ${allowed.join(', ')})` : ''}`,
+        path: [{ from: path === undefined ? String(key) : `${path}.${String(key)}`, show: clipPath }],
+        expected: ['not an accepted argument; remove it', ...accepted],
       }));
-    case 'invalid_type': {
-      const received = valueAt(input, issue.path);
-      if (received === undefined) return [{ path, expected: `required, ${article(issue.expected)}` }];
-      return [{ path, expected: `${article(issue.expected)}, not ${typeName(received)}` }];
     }
-    case 'invalid_value':
-      return [{ path, expected: `one of ${issue.values.map((value) => JSON.stringify(value)).join(', ')}` }];
+    case 'invalid_type': {
+      const name = String(issue.expected);
+      const type: Piece = ZOD_NAMES.has(name) ? article(name) : { from: name, show: article };
+      const received = valueAt(input, issue.path);
+      if (received === undefined) return [{ path: at, expected: ['required, ', type] }];
+      return [{ path: at, expected: [type, `, not ${typeName(received)}`] }];
+    }
+    case 'invalid_value': {
+      const values: Piece[] = [];
+      for (const value of Array.isArray(issue.values) ? issue.values : [issue.values]) {
+        if (values.length > 0) values.push(', ');
+        values.push(valuePiece(value));
+      }
+      return [{ path: at, expected: ['one of ', ...values] }];
+    }
     case 'too_big':
-      return [{ path, expected: bound('at most', issue.maximum, issue.inclusive !== false, issue.origin) }];
+      return [
+        { path: at, expected: bound('at most', issue.maximum, issue.inclusive !== false, issue.origin) },
+      ];
     case 'too_small':
-      return [{ path, expected: bound('at least', issue.minimum, issue.inclusive !== false, issue.origin) }];
+      return [
+        { path: at, expected: bound('at least', issue.minimum, issue.inclusive !== false, issue.origin) },
+      ];
     case 'invalid_format':
-      if (issue.format === 'regex') return [{ path, expected: `a string matching ${issue.pattern}` }];
-      return [{ path, expected: `a valid ${issue.format}` }];
+      if (issue.format === 'regex')
+        return [{ path: at, expected: ['a string matching ', { from: String(issue.pattern) }] }];
+      return [
+        {
+          path: at,
+          expected: ['a valid ', ZOD_NAMES.has(issue.format) ? issue.format : { from: String(issue.format) }],
+        },
+      ];
     default:
-      return [{ path, expected: issue.message }];
+      return [{ path: at, expected: [{ from: String(issue.message) }] }];
   }
 }
 
-function bound(word: string, limit: number | bigint, inclusive: boolean, origin: string): string {
-  const value = String(limit);
+/** One of an `invalid_value` issue's values: a string quoted as JSON after it is scrubbed. */
+function valuePiece(value: unknown): Piece {
+  if (typeof value === 'string') return { from: value, show: (text) => JSON.stringify(text) };
+  if (value === null || value === undefined || typeof value === 'boolean') return String(value);
+  if (typeof value === 'number') return { from: JSON.stringify(value) };
+  // A bigint (which JSON.stringify refuses), a symbol's description, anything else `ctx.addIssue` gave.
+  return { from: String(value) };
+}
+
+function bound(word: string, limit: unknown, inclusive: boolean, origin: string): Piece[] {
+  const value: Piece = { from: String(limit) };
   switch (origin) {
     case 'string':
-      return `${word} ${value} characters`;
+      return [`${word} `, value, ' characters'];
     case 'array':
     case 'set':
-      return `${word} ${value} items`;
+      return [`${word} `, value, ' items'];
     default:
       return inclusive
-        ? `a number ${word} ${value}`
-        : `a number ${word === 'at most' ? 'below' : 'above'} ${value}`;
+        ? [`a number ${word} `, value]
+        : [`a number ${word === 'at most' ? 'below' : 'above'} `, value];
   }
 }
 

@@ -139,7 +139,7 @@ describe('holders of one public client whose claims name no one are two callers'
       'Keycloak username': { preferred_username: 'alice', groups: [], email_verified: false },
       email: { email: 'alice@example.com', email_verified: true },
       upn: { upn: 'alice@corp.example', tenant: 'corp' },
-      'numeric uid': { uid: 0 },
+      'numeric uid': { uid: 1001 },
       'numeric sub': { sub: 1001 },
       'GitHub login': { login: 'octocat', aud: 'x' },
       user_id: { user_id: 'u_123', plan: 'pro' },
