@@ -74,7 +74,7 @@ export interface RateLimitOptions extends Partial<ToolRateLimits> {
   countRefusedCalls?: boolean;
   /**
    * Most windows one limit holds in process: the memory store's counters, and with Redis the fail-open
-   * insurance. Past it, the window that ends first is dropped to make room (its caller starts a fresh
+   * insurance (which follows the windows Redis reports for the keys this process counts). Past it, the window that ends first is dropped to make room (its caller starts a fresh
    * window; nobody is refused for it) and one line per interval is logged. @default 100000
    */
   maxMemoryKeys?: number;
