@@ -6,8 +6,8 @@ export type ArgEntry = ArgSpec | false | null | undefined;
 
 // NUL ends a C string early; line breaks split records in programs that read argv as lines.
 const CONTROL = /[\0\n\r]/;
-// A short option alone: with its inline value emptied, it takes the next element as that value.
-const SHORT_FLAG = /^-[A-Za-z0-9]$/;
+// A short option, or a cluster of them, alone: with its inline value emptied, the last takes the next element.
+const SHORT_FLAGS = /^-[A-Za-z0-9]+$/;
 
 const DASH_HINT =
   'Values are passed to the program as data and may not start with "-" (that would read as an option). Remove the leading "-".';
@@ -19,27 +19,35 @@ const MAX_ELEMENT_BYTES = 128 * 1024;
 // How deep the input is indexed and probed; deeper input is refused (see `indexInputTexts`).
 const MAX_INPUT_DEPTH = 32;
 
-/** How many input leaves (`mapLeaves`) are probed one by one; the rest are probed together. */
-const MAX_PROBED_LEAVES = 32;
-
 /** The declaration's entries for one probe input; undefined when it threw or returned no array. */
 type ProbeRun = readonly ArgEntry[] | undefined;
 
-/** One input leaf probed alone: its path, its text, and the declaration's entries for each variant. */
-export interface LeafProbe extends InputLeaf {
-  readonly runs: readonly ProbeRun[];
-  /** Per run: whether its variant leaves nothing a dash could come from (`variantsOf`). */
-  readonly settling: readonly boolean[];
-  /** For a leaf that starts with `-`: the run with it changed but still that kind of value (`sameFormOf`). */
-  readonly same?: ProbeRun;
-}
-
-/** A string or number of the input, or a key the model chose, by the dotted path `indexInputTexts` uses. */
-export interface InputLeaf {
+/** The first value or key of a probed field that starts with `-` (trimmed, in a spelling `LEADING_DASH` knows). */
+export interface DashLeaf {
   readonly path: string;
   readonly text: string;
-  /** A key of an object (the filled probe keeps keys, so it does not settle one). */
+  /** A key of a record (a probe that keeps keys does not settle one). */
   readonly key: boolean;
+}
+
+/** One field of the input probed alone (`probeDeclaration`): its path and the declaration's runs. */
+export interface FieldProbe {
+  readonly path: string;
+  readonly runs: readonly ProbeRun[];
+  /** Per run: whether its variant leaves nothing a dash could come from (`fieldVariants`). */
+  readonly settling: readonly boolean[];
+  /** Per run: whether its variant may add text behind a value (strings, fills), for `emptiedShortFlag`. */
+  readonly extending: readonly boolean[];
+  /** Per run: whether its variant filled a field the input left empty (`[]`, `{}`, absent). */
+  readonly filling: readonly boolean[];
+  /**
+   * For a number field: `-` and its value, an element a declaration may write itself (`` `-${input.n}` ``);
+   * a probe of the number that changes it to no number (`all` for 0) is no evidence against it.
+   */
+  readonly ownDash?: string;
+  readonly dash?: DashLeaf;
+  /** For a field holding a dash: the run with it changed but still that kind of value (`sameFormOf`). */
+  readonly same?: ProbeRun;
 }
 
 /** The declaration's answers for the probe inputs of a call (`probeDeclaration`). */
@@ -48,12 +56,8 @@ export interface ArgProbes {
   readonly filled?: ProbeRun;
   /** Every dash written `x`, every number its absolute value (`dashlessInputOf`). */
   readonly dashless?: ProbeRun;
-  /** Each leaf changed alone, the rest of the input real (at most `MAX_PROBED_LEAVES`). */
-  readonly leaves?: readonly LeafProbe[];
-  /** Leaves past the bound, not probed alone. */
-  readonly unprobed?: readonly InputLeaf[];
-  /** The leaves past the bound changed together (`x` / 1, then their neutral form), the rest real. */
-  readonly rest?: readonly ProbeRun[];
+  /** Each field of the input changed alone, the rest real. */
+  readonly fields?: readonly FieldProbe[];
 }
 
 /**
@@ -63,7 +67,8 @@ export interface ArgProbes {
  *   `modelLedDash`) starting with `-` is refused, unless its position allows it (`allowDash`) or it
  *   comes after the declaration's own `--` (the bare `-`, read as stdin/stdout by many programs even
  *   as an operand, still needs `allowDash`);
- * - an inline short option (`-e` + value) never stands alone: it would take the next element;
+ * - an inline short option (`-e` + value, `-ie` + value) never stands alone: it would take the next
+ *   element (`emptiedShortFlag`);
  * - no element is longer than the system takes for one argument (128 KiB with its NUL);
  * - the total size stays within `maxArgvBytes`.
  * `input` is the call's validated arguments; `undefined` for `safeExec`, where positions name the field.
@@ -98,7 +103,7 @@ export function buildArgv(
           const path = findLeadingPath(entry, inputTexts) ?? led ?? `argv[${index}]`;
           refuseDash(entry, path, afterSeparator, false);
         } else if (emptied !== undefined) {
-          refuseEmpty(inputTexts.get('') ?? emptied ?? `argv[${index}]`);
+          refuseEmpty(emptied ?? inputTexts.get('') ?? `argv[${index}]`);
         } else if (entry === '--') {
           afterSeparator = true;
         }
@@ -200,21 +205,30 @@ function refuseDepth(path: string): never {
   );
 }
 
-/** A probe whose entries line up with the real call's, and the leaf it changed (undefined: several). */
+/** A probe whose entries line up with the real call's, and the field it changed (undefined: several). */
 interface AlignedProbe {
   readonly entries: readonly ArgEntry[];
   readonly path: string | undefined;
+  /** The probe may have added text behind a value: an emptied inline flag shows against it. */
+  readonly extending: boolean;
+  /**
+   * The probe filled a field the input left empty: the model supplied nothing there, so a dash the
+   * declaration writes instead (`input.file ?? '-'`) is its own; only an emptied flag shows against it.
+   */
+  readonly filling: boolean;
+  /** An element this probe is no evidence against (`FieldProbe.ownDash`). */
+  readonly ownDash?: string;
 }
 
-/** A leaf no probe settled, with its `same` run when that lines up. */
-interface UnsettledLeaf extends InputLeaf {
+/** A field no probe settled that holds a dash, with its `same` run when that lines up. */
+interface UnsettledLeaf extends DashLeaf {
   readonly same: readonly ArgEntry[] | undefined;
 }
 
-/** What the probes tell about a call: the probes that line up, and the leaves none of them settled. */
+/** What the probes tell about a call: the probes that line up, and the fields none of them settled. */
 interface Evidence {
   readonly aligned: readonly AlignedProbe[];
-  /** Leaves no lined-up probe changed to a dashless form: any dash element may be theirs. */
+  /** Fields holding a dash that no lined-up probe changed to a dashless form: any dash element may be theirs. */
   readonly unsettled: readonly UnsettledLeaf[];
 }
 
@@ -223,27 +237,27 @@ function evidenceOf(entries: readonly ArgEntry[], probes: ArgProbes): Evidence {
     Array.isArray(run) && run.length === entries.length;
   const aligned: AlignedProbe[] = [];
   const unsettled: UnsettledLeaf[] = [];
-  for (const leaf of probes.leaves ?? []) {
-    let settled = lines(probes.filled) && !leaf.key;
-    leaf.runs.forEach((run, index) => {
+  for (const field of probes.fields ?? []) {
+    let settled = lines(probes.filled) && field.dash?.key !== true;
+    field.runs.forEach((run, index) => {
       if (!lines(run)) return;
-      aligned.push({ entries: run, path: leaf.path });
-      if (leaf.settling[index] === true) settled = true;
+      aligned.push({
+        entries: run,
+        path: field.path,
+        extending: field.extending[index] === true,
+        filling: field.filling[index] === true,
+        ...(field.ownDash === undefined ? {} : { ownDash: field.ownDash }),
+      });
+      if (field.settling[index] === true) settled = true;
     });
-    if (!settled) unsettled.push({ ...leaf, same: lines(leaf.same) ? leaf.same : undefined });
+    if (!settled && field.dash !== undefined) {
+      unsettled.push({ ...field.dash, same: lines(field.same) ? field.same : undefined });
+    }
   }
-  let restSettled = false;
-  for (const run of probes.rest ?? []) {
-    if (!lines(run)) continue;
-    aligned.push({ entries: run, path: undefined });
-    restSettled = true;
+  // After the fields' own probes, so a refusal names the field when one is to blame.
+  for (const run of [probes.filled, probes.dashless]) {
+    if (lines(run)) aligned.push({ entries: run, path: undefined, extending: true, filling: false });
   }
-  for (const leaf of probes.unprobed ?? []) {
-    if (!restSettled && (!lines(probes.filled) || leaf.key)) unsettled.push({ ...leaf, same: undefined });
-  }
-  // After the leaves' own probes, so a refusal names the leaf when one is to blame.
-  if (lines(probes.filled)) aligned.push({ entries: probes.filled, path: undefined });
-  if (lines(probes.dashless)) aligned.push({ entries: probes.dashless, path: undefined });
   return { aligned, unsettled };
 }
 
@@ -255,23 +269,29 @@ function textOf(entry: ArgEntry | undefined): string | undefined {
  * Whether the leading `-` of an untagged element came from the model rather than the declaration; the
  * path to name when it did (undefined when it did not).
  * The declaration is run again on probe inputs (`probeDeclaration`): every string `x` and every number
- * 1; every dash written `x` and every number its absolute value; and each leaf of the input changed
- * alone (to `x`, to its dashless and its neutral form, a number to 1 and to its absolute value), the
- * rest real, so a leaf that makes the others' probes throw or branch does not hide them. An element
+ * 1; every dash written `x` and every number its absolute value; and each field of the input changed
+ * alone (`fieldsOf`: a string or number alone, an array or record whole; to `x`, to its neutral form,
+ * its dashes written `x` and removed; a number to 1, its absolute value, 0 and a large value), the rest
+ * real, so a field that makes the others' probes throw or branch does not hide them. An element
  * whose counterpart in a probe that lines up does not start with `-` got its dash from a model value,
  * whatever the declaration did to that value on the way (`.trim()`, `${input.name}.txt`, `a + b`, a
- * slug, `n * 10`, a branch on another field). A declaration's own prefix (`--note=${input.note}`)
- * starts with `-` in every probe and is left alone.
- * A leaf that no probe lining up changed (every probe of it threw or built a different number of
- * entries: a date the declaration parses, an enum that adds entries) is unsettled, and the strict rule
- * decides: while one of them starts with `-` (trimmed, in any spelling `SPELLED_DASH` knows), every
- * element starting with `-` is refused unless the leaf's same-form run (`sameFormOf`) lines up and
+ * slug, `n * 10`, `to - from - 1`, a branch on another field). A declaration's own prefix
+ * (`--note=${input.note}`) starts with `-` in every probe and is left alone.
+ * A field holding a dash that no probe lining up changed (every probe of it threw or built a different
+ * number of entries: a date the declaration parses, a sign it branches on) is unsettled, and the strict
+ * rule decides: while one of them starts with `-` (trimmed, in any spelling `SPELLED_DASH` knows), every
+ * element starting with `-` is refused unless the field's same-form run (`sameFormOf`) lines up and
  * leaves the element as it was.
  */
 function modelLedDash(element: string, index: number, evidence: Evidence): string | undefined | null {
   for (const probe of evidence.aligned) {
+    if (probe.filling) continue;
     const text = textOf(probe.entries[index]);
-    if (text !== undefined && !text.startsWith('-')) return probe.path ?? null;
+    if (text === undefined || text.startsWith('-')) continue;
+    // `-${n}` where the probe of n took another branch (`all` for 0): the declaration's own dash. A
+    // number in its place (`0`) is arithmetic (`to - from` with `to` 0 reads `-from`): model-led.
+    if (probe.ownDash === element && !/^\d/.test(text)) continue;
+    return probe.path ?? null;
   }
   for (const leaf of evidence.unsettled) {
     if (!LEADING_DASH.test(leaf.text.trim())) continue;
@@ -284,13 +304,15 @@ function modelLedDash(element: string, index: number, evidence: Evidence): strin
 }
 
 /**
- * A bare short flag whose counterpart in a probe carried a value behind it (`-e${input.pattern}`,
- * emptied): the path to name (null when no single leaf is to blame), undefined when it is not one.
- * Each leaf is probed alone, so an empty pattern is seen though another field makes the filled probe throw.
+ * A short flag or a cluster of them (`-e`, `-ie`) whose counterpart in a probe carried more text behind
+ * it (`-e${input.pattern}`, `-ie${terms.join('|')}`, emptied by `''`, `[]`, `{}` or an absent optional,
+ * which the field's probes fill): the path to name (null when no single field is to blame), undefined
+ * when it is not one. Only probes that may add text count (a number probed as 1e6 may lengthen `-n1`).
  */
 function emptiedShortFlag(element: string, index: number, evidence: Evidence): string | undefined | null {
-  if (!SHORT_FLAG.test(element)) return undefined;
+  if (!SHORT_FLAGS.test(element)) return undefined;
   for (const probe of evidence.aligned) {
+    if (!probe.extending) continue;
     const text = textOf(probe.entries[index]);
     if (text !== undefined && text.length > element.length && text.startsWith(element)) {
       return probe.path ?? null;
@@ -394,168 +416,572 @@ function sameFormOf(value: string | number | bigint): string | number | bigint |
   return Number.isFinite(number) ? number : value - 1;
 }
 
-/** One input leaf as `mapLeaves` meets it: a string, number or bigint value, or a key of an object. */
-interface LeafSite {
-  readonly ordinal: number;
+/** A zod schema's definition, read structurally (the author's zod may be another copy); undefined for anything else. */
+interface SchemaDef {
+  readonly type: string;
+  readonly innerType?: unknown;
+  readonly shape?: Readonly<Record<string, unknown>>;
+  readonly element?: unknown;
+  readonly valueType?: unknown;
+  readonly entries?: Readonly<Record<string, unknown>>;
+  readonly values?: readonly unknown[];
+  readonly checks?: readonly unknown[];
+  readonly options?: readonly unknown[];
+  readonly in?: unknown;
+}
+
+function defOf(schema: unknown): SchemaDef | undefined {
+  if (typeof schema !== 'object' || schema === null) return undefined;
+  const def = (schema as { _zod?: { def?: SchemaDef } })._zod?.def;
+  return typeof def?.type === 'string' ? def : undefined;
+}
+
+/** Wrappers whose value is their inner schema's (or absent). */
+const WRAPPERS = new Set(['optional', 'nullable', 'default', 'prefault', 'catch', 'readonly', 'nonoptional']);
+/** Leaves the model picks from a set the declaration fixed: they cannot spell an arbitrary option. */
+const FINITE = new Set(['enum', 'literal', 'boolean', 'null', 'undefined', 'void', 'nan']);
+
+function unwrap(schema: unknown): SchemaDef | undefined {
+  let def = defOf(schema);
+  for (let depth = 0; def !== undefined && WRAPPERS.has(def.type) && depth < MAX_INPUT_DEPTH; depth++) {
+    def = defOf(def.innerType);
+  }
+  return def;
+}
+
+/**
+ * A small value of a schema, to fill what the real input leaves empty (an absent optional, `[]`, `{}`):
+ * strings `x`, numbers 1, an array of one item, a record with the key `x`, an enum's first member, an
+ * object with its required properties, a union's first member that holds free text. Inside that, arrays
+ * and records are empty and optional properties absent, so a recursive schema ends. `free` when it holds
+ * text or a number the model could have chosen. Undefined when unknown (a transform's output).
+ */
+function sampleOf(schema: unknown, depth = 0): { value: unknown; free: boolean } | undefined {
+  const def = unwrap(schema);
+  if (def === undefined || depth > SCHEMA_DEPTH) return undefined;
+  switch (def.type) {
+    case 'string':
+    case 'template_literal':
+    case 'any':
+    case 'unknown':
+      return { value: 'x', free: true };
+    case 'number':
+      return { value: 1, free: true };
+    case 'bigint':
+      return { value: 1n, free: true };
+    case 'boolean':
+      return { value: true, free: false };
+    case 'enum': {
+      const first = Object.values(def.entries ?? {})[0];
+      return first === undefined ? undefined : { value: first, free: false };
+    }
+    case 'literal':
+      return def.values?.length ? { value: def.values[0], free: false } : undefined;
+    case 'array': {
+      if (depth > 0) return { value: [], free: false };
+      const item = sampleOf(def.element, depth + 1);
+      return item === undefined ? undefined : { value: [item.value], free: item.free };
+    }
+    case 'record': {
+      if (depth > 0) return { value: {}, free: false };
+      const item = sampleOf(def.valueType, depth + 1);
+      return item === undefined ? undefined : { value: { x: item.value }, free: true };
+    }
+    case 'object': {
+      const out: Record<string, unknown> = {};
+      let free = false;
+      for (const [key, child] of Object.entries(def.shape ?? {})) {
+        if (defOf(child)?.type === 'optional') continue;
+        const sample = sampleOf(child, depth + 1);
+        if (sample === undefined) return undefined;
+        out[key] = sample.value;
+        free ||= sample.free;
+      }
+      return { value: out, free };
+    }
+    case 'union': {
+      for (const option of def.options ?? []) {
+        const sample = sampleOf(option, depth + 1);
+        if (sample?.free === true) return sample;
+      }
+      return undefined;
+    }
+    case 'pipe':
+      return sampleOf(def.in, depth + 1);
+    default:
+      return undefined;
+  }
+}
+
+/** One step from a node to its children: a property of an object, every item of an array, every value of a record. */
+type Segment = { readonly key: string } | 'items' | 'values';
+
+/**
+ * A field of the input as the schema fixes it (`fieldsOf`): the string or number at a path of the
+ * schema, in every item of the arrays and every value of the records on the way (`events.label` is the
+ * label of every event), the keys of the records at a path, or everything beneath a path whose shape
+ * the probes do not follow (a union, a transform's output). Their count is the declaration's, whatever
+ * the model sends. A field is changed everywhere it occurs at once.
+ */
+interface Field {
   readonly path: string;
-  readonly value: string | number | bigint;
-  /** The object a key belongs to (undefined for a value): a renamed key must not take a sibling's name. */
-  readonly owner: object | undefined;
-  /** The keys and indexes from the root to the value, or to the object that holds the key (live: copy it). */
-  readonly steps: readonly (string | number)[];
+  readonly segments: readonly Segment[];
+  /**
+   * `leaf`: the text or numbers at the path; `opaque`: everything beneath it; `keys`: the keys of the
+   * records there; `fill`: only filled where empty (an array, an optional object).
+   */
+  readonly kind: 'leaf' | 'opaque' | 'keys' | 'fill';
+  /** What an empty occurrence becomes (absent, `[]`, `{}`), or undefined when it stays. */
+  readonly fill?: (node: unknown) => unknown;
+  /** The largest number the schema lets the field hold, when it sets one (the `large` probe stays within). */
+  readonly maximum?: number;
 }
 
-/**
- * Rebuilds the input with each leaf (values and keys, in one walk order, numbered by `ordinal`) replaced
- * by what `visit` returns for it. Stops at the depth `indexInputTexts` refuses past.
- */
-function mapLeaves(input: unknown, visit: (site: LeafSite) => unknown): unknown {
-  let ordinal = 0;
-  const steps: Array<string | number> = [];
-  const walk = (node: unknown, path: string, depth: number): unknown => {
-    if (typeof node === 'string' || typeof node === 'number' || typeof node === 'bigint') {
-      return visit({ ordinal: ordinal++, path: path || '(arguments)', value: node, owner: undefined, steps });
+/** How deep `fieldsOf` and `sampleOf` follow a schema; past it, a value is probed whole. */
+const SCHEMA_DEPTH = 8;
+/** How many fields `fieldsOf` lists; past it, a value is probed whole. Fixed by the schema, not the model. */
+const MAX_FIELDS = 128;
+
+function isRecord(node: unknown): node is Record<string, unknown> {
+  return typeof node === 'object' && node !== null && !Array.isArray(node);
+}
+
+/** A schema that may be absent (`.optional()`, `.nullable()` anywhere among its wrappers). */
+function mayBeAbsent(schema: unknown): boolean {
+  let def = defOf(schema);
+  for (let depth = 0; def !== undefined && WRAPPERS.has(def.type) && depth < MAX_INPUT_DEPTH; depth++) {
+    if (def.type === 'optional' || def.type === 'nullable') return true;
+    def = defOf(def.innerType);
+  }
+  return false;
+}
+
+/** The fields of the input schema (`Field`); with no schema, the whole input is one field. */
+function fieldsOf(schema: unknown): Field[] {
+  const fields: Field[] = [];
+  const visit = (type: unknown, segments: readonly Segment[], path: string, depth: number): void => {
+    const def = unwrap(type);
+    const named = path || '(arguments)';
+    const absent = mayBeAbsent(type) ? sampleOf(type) : undefined;
+    const fillAbsent = absent?.free === true ? absent.value : undefined;
+    if (def !== undefined && FINITE.has(def.type)) return;
+    const deep = depth > SCHEMA_DEPTH || fields.length >= MAX_FIELDS;
+    if (def === undefined || deep) {
+      fields.push({ path: named, segments, kind: 'opaque', fill: opaqueFill(fillAbsent) });
+      return;
     }
-    if (typeof node !== 'object' || node === null || depth > MAX_INPUT_DEPTH) return node;
-    if (Array.isArray(node)) {
-      return node.map((item, index) => {
-        steps.push(index);
-        const mapped = walk(item, path ? `${path}.${index}` : String(index), depth + 1);
-        steps.pop();
-        return mapped;
-      });
+    switch (def.type) {
+      case 'string':
+      case 'template_literal':
+      case 'number':
+      case 'bigint': {
+        const maximum = maximumOf(def);
+        fields.push({
+          path: named,
+          segments,
+          kind: 'leaf',
+          ...(fillAbsent === undefined ? {} : { fill: (node) => node ?? fillAbsent }),
+          ...(maximum === undefined ? {} : { maximum }),
+        });
+        return;
+      }
+      case 'object': {
+        if (fillAbsent !== undefined) {
+          fields.push({ path: named, segments, kind: 'fill', fill: (node) => node ?? fillAbsent });
+        }
+        for (const [key, child] of Object.entries(def.shape ?? {})) {
+          visit(child, [...segments, { key }], path ? `${path}.${key}` : key, depth + 1);
+        }
+        return;
+      }
+      case 'array': {
+        const item = sampleOf(def.element, 1);
+        const one = item?.free === true ? [item.value] : undefined;
+        fields.push({
+          path: named,
+          segments,
+          kind: 'fill',
+          fill: (node) =>
+            node === undefined || node === null
+              ? fillAbsent
+              : Array.isArray(node) && node.length === 0
+                ? one
+                : node,
+        });
+        visit(def.element, [...segments, 'items'], path, depth + 1);
+        return;
+      }
+      case 'record': {
+        const item = sampleOf(def.valueType, 1);
+        const one = item === undefined ? undefined : { x: item.value };
+        fields.push({
+          path: named,
+          segments,
+          kind: 'keys',
+          fill: (node) =>
+            node === undefined || node === null
+              ? fillAbsent
+              : isRecord(node) && Object.keys(node).length === 0
+                ? one
+                : node,
+        });
+        visit(def.valueType, [...segments, 'values'], path, depth + 1);
+        return;
+      }
+      default:
+        fields.push({ path: named, segments, kind: 'opaque', fill: opaqueFill(fillAbsent) });
     }
-    return Object.fromEntries(
-      Object.entries(node).map(([key, child]) => {
-        const childPath = path ? `${path}.${key}` : key;
-        const renamed = visit({ ordinal: ordinal++, path: childPath, value: key, owner: node, steps });
-        steps.push(key);
-        const mapped = walk(child, childPath, depth + 1);
-        steps.pop();
-        return [renamed, mapped];
-      }),
-    );
   };
-  return walk(input, '', 0);
+  visit(schema, [], '', 0);
+  return fields;
+}
+
+/** The fill of a value of unknown shape: its sample when absent, one `x` in an empty array or record. */
+function opaqueFill(absent: unknown): (node: unknown) => unknown {
+  return (node) => {
+    if (node === undefined || node === null) return absent ?? node;
+    if (Array.isArray(node) && node.length === 0) return ['x'];
+    if (isRecord(node) && Object.keys(node).length === 0) return { x: 'x' };
+    return node;
+  };
 }
 
 /**
- * The input with one leaf replaced: a copy of each object and array on the way to it, the rest shared
- * (so a large input costs a path's worth of copying per probe, not a copy of the whole).
+ * The input with `change` applied to every node a field's segments reach: a copy of each object and
+ * array on the way to a node that changed, the rest shared; the input itself when nothing changed.
  */
-function replaceLeaf(input: unknown, site: LeafSite, replacement: unknown): unknown {
-  const replaceAt = (node: unknown, at: number): unknown => {
-    if (at === site.steps.length) {
-      if (site.owner === undefined) return replacement;
-      // A key: renamed in place, so the object keeps its order.
-      return Object.fromEntries(
-        Object.entries(node as object).map(([key, child]) => [key === site.value ? replacement : key, child]),
+function mapAt(input: unknown, segments: readonly Segment[], change: (node: unknown) => unknown): unknown {
+  const at = (node: unknown, index: number): unknown => {
+    if (index === segments.length) return change(node);
+    const segment = segments[index]!;
+    if (segment === 'items') {
+      if (!Array.isArray(node)) return node;
+      let copy: unknown[] | undefined;
+      node.forEach((item, position) => {
+        const next = at(item, index + 1);
+        if (next !== item) {
+          copy ??= node.slice();
+          copy[position] = next;
+        }
+      });
+      return copy ?? node;
+    }
+    if (!isRecord(node)) return node;
+    if (segment === 'values') {
+      let copy: Record<string, unknown> | undefined;
+      for (const [key, child] of Object.entries(node)) {
+        const next = at(child, index + 1);
+        if (next !== child) {
+          copy ??= { ...node };
+          copy[key] = next;
+        }
+      }
+      return copy ?? node;
+    }
+    const child = Object.hasOwn(node, segment.key) ? node[segment.key] : undefined;
+    const next = at(child, index + 1);
+    return next === child ? node : { ...node, [segment.key]: next };
+  };
+  return at(input, 0);
+}
+
+/** Every node a field's segments reach, with its dotted data path. */
+function nodesAt(input: unknown, segments: readonly Segment[]): Array<{ node: unknown; path: string }> {
+  const found: Array<{ node: unknown; path: string }> = [];
+  const join = (path: string, key: string | number) => (path ? `${path}.${key}` : String(key));
+  const at = (node: unknown, path: string, index: number): void => {
+    if (index === segments.length) {
+      found.push({ node, path });
+      return;
+    }
+    const segment = segments[index]!;
+    if (segment === 'items') {
+      if (Array.isArray(node)) {
+        node.forEach((item, position) => {
+          at(item, join(path, position), index + 1);
+        });
+      }
+    } else if (isRecord(node)) {
+      if (segment === 'values') {
+        for (const [key, child] of Object.entries(node)) at(child, join(path, key), index + 1);
+      } else if (Object.hasOwn(node, segment.key)) {
+        at(node[segment.key], join(path, segment.key), index + 1);
+      }
+    }
+  };
+  at(input, '', 0);
+  return found;
+}
+
+/** The schema's inclusive upper bound of a number or bigint (`.max()`, `.lt()`), when it has one. */
+function maximumOf(def: SchemaDef | undefined): number | undefined {
+  let maximum: number | undefined;
+  for (const check of def?.checks ?? []) {
+    if (typeof check !== 'object' || check === null) continue;
+    const checkDef = (check as { _zod?: { def?: { check?: unknown; value?: unknown; inclusive?: unknown } } })
+      ._zod?.def;
+    if (checkDef?.check !== 'less_than') continue;
+    const bound = Number(checkDef.value) - (checkDef.inclusive === true ? 0 : 1);
+    if (Number.isFinite(bound) && (maximum === undefined || bound < maximum)) maximum = bound;
+  }
+  return maximum;
+}
+
+/** How a probe changes each value of a field (see `fieldVariants`). */
+type Change = 'x' | 'neutral' | 'dashX' | 'dashRemoved' | 'zero' | 'large' | 'same';
+
+interface Variant {
+  readonly value: unknown;
+  readonly settles: boolean;
+  readonly extending: boolean;
+  readonly filling: boolean;
+}
+
+const CHANGES: ReadonlyArray<{ change: Change; settles: boolean; extending: boolean }> = [
+  // Strings `x`, numbers 1, a key that does not start with a letter or digit its other characters `x`.
+  { change: 'x', settles: true, extending: true },
+  // Strings their neutral form, numbers their absolute value, keys as for `x`.
+  { change: 'neutral', settles: true, extending: true },
+  // Dashes (any spelling) written `x`, then removed (`{"n":-5}` still parses): other punctuation stays.
+  { change: 'dashX', settles: false, extending: true },
+  { change: 'dashRemoved', settles: false, extending: true },
+  // Numbers 0, then past the sum of every number of the input (`to - from - 1` turns positive).
+  { change: 'zero', settles: true, extending: false },
+  { change: 'large', settles: true, extending: false },
+];
+
+/** A text or number changed as `change` says; the same value when it does not apply. */
+function changeValue(value: string | number | bigint, change: Change, large: number): unknown {
+  if (typeof value === 'string') {
+    switch (change) {
+      case 'x':
+        return 'x';
+      case 'neutral':
+        return neutralOf(value);
+      case 'dashX':
+        return value.replace(SPELLED_DASH, 'x');
+      case 'dashRemoved':
+        return value.replace(SPELLED_DASH, '');
+      case 'same':
+        return LEADING_DASH.test(value.trim()) ? (sameFormOf(value) ?? value) : value;
+      default:
+        return value;
+    }
+  }
+  const negative = typeof value === 'bigint' ? value < 0n : value < 0;
+  const one = typeof value === 'bigint' ? 1n : 1;
+  switch (change) {
+    case 'x':
+      return one;
+    case 'neutral':
+      return negative ? -value : value;
+    case 'zero':
+      return typeof value === 'bigint' ? 0n : 0;
+    case 'large':
+      return typeof value === 'bigint' ? BigInt(large) : large;
+    case 'same':
+      return negative ? (sameFormOf(value) ?? value) : value;
+    default:
+      return value;
+  }
+}
+
+/** A text or number changed as `change` says; anything else as it was. */
+function changeLeaf(node: unknown, change: Change, large: number): unknown {
+  return typeof node === 'string' || typeof node === 'number' || typeof node === 'bigint'
+    ? changeValue(node, change, large)
+    : node;
+}
+
+/**
+ * An object's keys that do not start with a letter or digit with every other character written `x`
+ * (keys are names, not parsed: white space goes too), each kept apart from its siblings' names.
+ */
+function renameKeys(node: Record<string, unknown>): Record<string, unknown> {
+  const keys = Object.keys(node);
+  if (keys.every((key) => LEADS_WITH_WORD.test(key))) return node;
+  const taken = new Set(keys);
+  const counters = new Map<string, number>();
+  return Object.fromEntries(
+    keys.map((key) => {
+      if (LEADS_WITH_WORD.test(key)) return [key, node[key]];
+      const base = key.replace(/[^\p{L}\p{N}]/gu, 'x') || 'x';
+      let name = base;
+      let counter = counters.get(base) ?? 0;
+      while (taken.has(name)) name = `${base}${counter++}`;
+      counters.set(base, counter);
+      taken.add(name);
+      return [name, node[key]];
+    }),
+  );
+}
+
+/** A value of unknown shape with every text, number and (for `x`, `neutral`) key changed. */
+function changeDeep(node: unknown, change: Change, large: number, depth = 0): unknown {
+  if (typeof node !== 'object' || node === null || depth > MAX_INPUT_DEPTH)
+    return changeLeaf(node, change, large);
+  if (Array.isArray(node)) {
+    let copy: unknown[] | undefined;
+    node.forEach((item, index) => {
+      const next = changeDeep(item, change, large, depth + 1);
+      if (next !== item) {
+        copy ??= node.slice();
+        copy[index] = next;
+      }
+    });
+    return copy ?? node;
+  }
+  const record = node as Record<string, unknown>;
+  let copy: Record<string, unknown> | undefined;
+  for (const [key, child] of Object.entries(record)) {
+    const next = changeDeep(child, change, large, depth + 1);
+    if (next !== child) {
+      copy ??= { ...record };
+      copy[key] = next;
+    }
+  }
+  const changed = copy ?? record;
+  return change === 'x' || change === 'neutral' ? renameKeys(changed) : changed;
+}
+
+/** The first value or key of a field that starts with `-` (trimmed, any spelling `LEADING_DASH` knows). */
+function dashLeafOf(field: Field, input: unknown): DashLeaf | undefined {
+  if (field.kind === 'fill') return undefined;
+  const leads = (text: string) => LEADING_DASH.test(text.trim());
+  let found: DashLeaf | undefined;
+  const walk = (node: unknown, path: string, depth: number): void => {
+    if (typeof node === 'string' || typeof node === 'number' || typeof node === 'bigint') {
+      if (leads(String(node))) found = { path: path || '(arguments)', text: String(node), key: false };
+      return;
+    }
+    if (field.kind !== 'opaque' || typeof node !== 'object' || node === null || depth > MAX_INPUT_DEPTH)
+      return;
+    for (const [key, child] of Object.entries(node)) {
+      const childPath = path ? `${path}.${key}` : key;
+      if (!Array.isArray(node) && leads(key)) found = { path: childPath, text: key, key: true };
+      else walk(child, childPath, depth + 1);
+      if (found !== undefined) return;
+    }
+  };
+  for (const { node, path } of nodesAt(input, field.segments)) {
+    if (field.kind === 'keys') {
+      if (!isRecord(node)) continue;
+      const key = Object.keys(node).find(leads);
+      if (key !== undefined) return { path: path ? `${path}.${key}` : key, text: key, key: true };
+    } else {
+      walk(node, path, 0);
+      if (found !== undefined) return found;
+    }
+  }
+  return undefined;
+}
+
+/** The probe inputs of a field (`CHANGES`, each only when it changes something), then its fill. */
+function fieldVariants(field: Field, input: unknown, unbounded: number): Variant[] {
+  const variants: Variant[] = [];
+  // Within the schema's bound (a declaration may loop over a count it bounds); a million in a value of unknown shape.
+  const large = Math.min(unbounded, field.kind === 'opaque' ? 1e6 : (field.maximum ?? unbounded));
+  const add = (value: unknown, settles: boolean, extending: boolean, filling: boolean): void => {
+    if (value !== input) variants.push({ value, settles, extending, filling });
+  };
+  for (const { change, settles, extending } of CHANGES) {
+    if (field.kind === 'leaf') {
+      add(
+        mapAt(input, field.segments, (node) => changeLeaf(node, change, large)),
+        settles,
+        extending,
+        false,
+      );
+    } else if (field.kind === 'opaque') {
+      add(
+        mapAt(input, field.segments, (node) => changeDeep(node, change, large)),
+        settles,
+        extending,
+        false,
+      );
+    } else if (field.kind === 'keys' && (change === 'x' || change === 'neutral')) {
+      add(
+        mapAt(input, field.segments, (node) => (isRecord(node) ? renameKeys(node) : node)),
+        true,
+        true,
+        false,
       );
     }
-    const step = site.steps[at]!;
-    if (Array.isArray(node)) {
-      const copy = node.slice();
-      copy[step as number] = replaceAt(node[step as number], at + 1);
-      return copy;
-    }
-    const record = node as Record<string, unknown>;
-    return { ...record, [step]: replaceAt(record[step], at + 1) };
-  };
-  return replaceAt(input, 0);
+  }
+  if (field.fill !== undefined) add(mapAt(input, field.segments, field.fill), false, true, true);
+  return variants;
 }
 
-/**
- * The probe values of a leaf, each with whether it settles the leaf (leaves it nothing a dash could
- * come from): a string becomes `x` and its neutral form (settling), and its dashes written `x` and
- * its dashes removed (not settling: the rest of its punctuation stays); a number 1 and its absolute
- * value; a key that does not start with a letter or digit its neutral form, unless a sibling has that
- * name. A leaf already neutral (`x`, 1, a schema's own key) has none.
- */
-function variantsOf(site: LeafSite): Array<{ value: unknown; settles: boolean }> {
-  const { value } = site;
-  const variants: Array<{ value: unknown; settles: boolean }> = [];
-  const add = (candidate: unknown, settles: boolean): void => {
-    if (candidate !== value && !variants.some((variant) => variant.value === candidate)) {
-      variants.push({ value: candidate, settles });
+/** The sum of the absolute values of every number of the input (0 past the depth probed). */
+function numberSumOf(input: unknown): number {
+  let sum = 0;
+  const walk = (node: unknown, depth: number): void => {
+    if (typeof node === 'number') sum += Math.abs(node);
+    else if (typeof node === 'bigint') sum += Math.abs(Number(node));
+    else if (typeof node === 'object' && node !== null && depth <= MAX_INPUT_DEPTH) {
+      for (const child of Object.values(node)) walk(child, depth + 1);
     }
   };
-  if (site.owner !== undefined) {
-    // A key that starts with a letter or digit (a schema's own keys among them) leads no element with "-".
-    // Keys are names, not parsed: everything but letters and digits goes, white space too.
-    const renamed = String(value).replace(/[^\p{L}\p{N}]/gu, 'x');
-    if (!LEADS_WITH_WORD.test(String(value)) && !Object.hasOwn(site.owner, renamed)) add(renamed, true);
-  } else if (typeof value === 'string') {
-    add('x', true);
-    add(neutralOf(value), true);
-    add(value.replace(SPELLED_DASH, 'x'), false);
-    // A decoder that takes no `x` where the dash stood (`{"n":-5}` for JSON.parse) takes none at all.
-    add(value.replace(SPELLED_DASH, ''), false);
-  } else if (typeof value === 'number') {
-    add(1, true);
-    add(Math.abs(value), true);
-  } else {
-    add(1n, true);
-    add(value < 0n ? -value : value, true);
-  }
-  return variants;
+  walk(input, 0);
+  return sum;
 }
 
 /**
  * Runs the declaration on every probe input of a call (see `modelLedDash`): the filled and the
- * dashless probe, then each leaf alone (at most `MAX_PROBED_LEAVES`, the rest of the input real), then
- * the leaves past that bound together, as `x` and as their neutral form. `run` answers undefined
- * when the declaration throws. A few runs of a pure function per leaf, on the call's own input.
+ * dashless probe, then each field of the schema alone (`fieldsOf`), everywhere it occurs, the rest of
+ * the input real. Fields the model picks from a fixed set (enum, literal, boolean) are not probed.
+ * `run` answers undefined when the declaration throws. At most eight runs of a pure function per
+ * field (the schema fixes how many), on the call's own input.
  */
-export function probeDeclaration(input: unknown, run: (probe: unknown) => ProbeRun): ArgProbes {
+export function probeDeclaration(
+  input: unknown,
+  run: (probe: unknown) => ProbeRun,
+  schema?: unknown,
+): ArgProbes {
   const filled = run(probeInputOf(input));
   const dashless = run(dashlessInputOf(input));
-  const sites: Array<{ site: LeafSite; variants: Array<{ value: unknown; settles: boolean }> }> = [];
-  mapLeaves(input, (site) => {
-    const variants = variantsOf(site);
-    // Only the leaves probed alone keep their steps (`replaceLeaf` follows them).
-    const steps = sites.length < MAX_PROBED_LEAVES ? [...site.steps] : [];
-    if (variants.length > 0) sites.push({ site: { ...site, steps }, variants });
-    return site.value;
-  });
-  const leaves: LeafProbe[] = [];
-  const unprobed: InputLeaf[] = [];
-  for (const { site, variants } of sites) {
-    const leaf = { path: site.path, text: String(site.value), key: site.owner !== undefined };
-    if (leaves.length >= MAX_PROBED_LEAVES) {
-      unprobed.push(leaf);
-      continue;
-    }
+  const sum = numberSumOf(input);
+  const large = Number.isFinite(sum)
+    ? Math.min(Math.ceil(1e6 + 2 * sum), Number.MAX_SAFE_INTEGER)
+    : Number.MAX_SAFE_INTEGER;
+  const fields: FieldProbe[] = [];
+  for (const field of fieldsOf(schema)) {
     const runs: ProbeRun[] = [];
     const settling: boolean[] = [];
-    for (const variant of variants) {
-      runs.push(run(replaceLeaf(input, site, variant.value)));
+    const extending: boolean[] = [];
+    const filling: boolean[] = [];
+    for (const variant of fieldVariants(field, input, large)) {
+      runs.push(run(variant.value));
       settling.push(variant.settles);
+      extending.push(variant.extending);
+      filling.push(variant.filling);
     }
-    const same = !leaf.key && LEADING_DASH.test(leaf.text.trim()) ? sameFormOf(site.value) : undefined;
-    const sameRun = same === undefined ? undefined : run(replaceLeaf(input, site, same));
-    leaves.push({ ...leaf, runs, settling, ...(same === undefined ? {} : { same: sameRun }) });
+    const dash = dashLeafOf(field, input);
+    let same: ProbeRun | undefined;
+    if (dash !== undefined && !dash.key) {
+      const moved =
+        field.kind === 'leaf'
+          ? mapAt(input, field.segments, (node) => changeLeaf(node, 'same', large))
+          : mapAt(input, field.segments, (node) => changeDeep(node, 'same', large));
+      if (moved !== input) same = run(moved);
+    }
+    let ownDash: string | undefined;
+    if (field.kind === 'leaf' && !field.segments.some((segment) => typeof segment === 'string')) {
+      const [only] = nodesAt(input, field.segments);
+      if (typeof only?.node === 'number' || typeof only?.node === 'bigint') ownDash = `-${only.node}`;
+    }
+    fields.push({
+      path: field.path,
+      runs,
+      settling,
+      extending,
+      filling,
+      ...(ownDash === undefined ? {} : { ownDash }),
+      ...(dash === undefined ? {} : { dash }),
+      ...(same === undefined ? {} : { same }),
+    });
   }
-  if (unprobed.length === 0) return { filled, dashless, leaves };
-  // Past the bound: the rest changed together, each leaf in its first (`x`, 1) or its settling neutral form.
-  const cut = sites[MAX_PROBED_LEAVES]!.site.ordinal;
-  const together = (pick: (variants: Array<{ value: unknown; settles: boolean }>) => unknown) => {
-    const byOrdinal = new Map(
-      sites.slice(MAX_PROBED_LEAVES).map(({ site, variants }) => [site.ordinal, variants]),
-    );
-    return run(
-      mapLeaves(input, (site) => {
-        const variants = site.ordinal >= cut ? byOrdinal.get(site.ordinal) : undefined;
-        return variants === undefined ? site.value : pick(variants);
-      }),
-    );
-  };
-  const rest = [
-    together((variants) => variants[0]!.value),
-    together(
-      (variants) => (variants.find((variant, index) => index > 0 && variant.settles) ?? variants[0]!).value,
-    ),
-  ];
-  return { filled, dashless, leaves, unprobed, rest };
+  return { filled, dashless, fields };
 }
 
 /**

@@ -44,7 +44,7 @@ export function execTool<const S extends InputSchema>(
   const normalised = normaliseExecOptions(options.command, options);
   const exitCodes = checkExitCodes(options.name, options.exitCodes ?? {});
   const buildArgs = options.args;
-  return defineTool({
+  const tool: ToolDefinition<InferArgs<S>> = defineTool({
     name: options.name,
     title: options.title,
     description: options.description,
@@ -59,7 +59,8 @@ export function execTool<const S extends InputSchema>(
           buildArgs(args),
           args,
           normalised.maxArgvBytes,
-          probeDeclaration(args, (probe) => probeArgs(buildArgs, probe)),
+          // The schema fixes which fields are probed alone, whatever the model sends.
+          probeDeclaration(args, (probe) => probeArgs(buildArgs, probe), tool.inputSchema),
         );
       } catch (error) {
         if (!(error instanceof ArgumentRefusal)) throw error;
@@ -79,6 +80,7 @@ export function execTool<const S extends InputSchema>(
       return resultOf(outcome, normalised, exitCodes, ctx);
     },
   });
+  return tool;
 }
 
 /** A refused argument as the model sees it, recorded as a policy decision for audit and tracing. */
