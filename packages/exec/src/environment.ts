@@ -125,8 +125,9 @@ export function serverStartupEnvironment(): Readonly<Record<string, string>> {
  * `serverStartupEnvironment`): a program that prints its own key (an error echoing it, `env`) must not
  * hand it to the model when the value matches none of core's secret patterns (an opaque key), and
  * neither may one that prints the server's (it runs as the server's user, so
- * `/proc/<server pid>/environ` is readable to it). Each also as JSON writes it (`\\` for `\`, `\"` for
- * `"`), the form a program's `--json` output or an env dump carries.
+ * `/proc/<server pid>/environ` is readable to it). Each also as quoting writers write it without a
+ * backslash escape (`quotedForms`), and as JSON writes it (`\\` for `\`, `\"` for `"`), the form a
+ * program's `--json` output or an env dump carries.
  */
 export function secretValuesOf(
   env: Readonly<Record<string, string>>,
@@ -137,11 +138,32 @@ export function secretValuesOf(
     for (const [name, value] of Object.entries(variables)) {
       if (value !== undefined && value.length >= MIN_SECRET_VALUE && isSecretName(name)) {
         values.add(value);
+        for (const form of quotedForms(value)) values.add(form);
         values.add(JSON.stringify(value).slice(1, -1));
       }
     }
   }
   return Object.freeze([...values].sort((a, b) => b.length - a.length));
+}
+
+/**
+ * The forms of `value` that quoting writers make by repeating or re-quoting a character, not by a
+ * backslash escape (those are read by `decodedView`): each `"` doubled (CSV, `psql --csv`,
+ * `sqlite3 -csv`, VB and C# verbatim strings), each `'` doubled (SQL literals, YAML's single-quoted
+ * scalars), each `'` closed, escaped and reopened as the shells write it (`'\''`: bash's `${x@Q}`,
+ * `set -x`; `'"'"'`: Python's `shlex.quote`), and each space as `+` (a form's
+ * `application/x-www-form-urlencoded` text, its other characters `%XX`, which the decoded view reads).
+ * Searched like the value itself, as written and in the decoded view: a value is found in any one of
+ * these forms (not in two at once, which no writer produces).
+ */
+function quotedForms(value: string): string[] {
+  const forms: string[] = [];
+  if (value.includes('"')) forms.push(value.replaceAll('"', '""'));
+  if (value.includes("'")) {
+    forms.push(value.replaceAll("'", "''"), value.replaceAll("'", "'\\''"), value.replaceAll("'", `'"'"'`));
+  }
+  if (value.includes(' ')) forms.push(value.replaceAll(' ', '+'));
+  return forms;
 }
 
 // A terminal control character: C0 but NUL (a separator in data: `/proc/<pid>/environ`, `-print0`;
@@ -210,9 +232,9 @@ const UTF16 = new TextDecoder('utf-16le');
 /**
  * Terminal controls removed (`stripTerminalControls`), then the UTF-16 runs scrubbed by the text they
  * show (`scrubUtf16Runs`), then the hex dumps by what they encode (`scrubHexDumps`), then every exact
- * value of `secretValues` replaced by `[REDACTED]`, and every one written with escapes (JSON's,
- * a URL's, HTML's: `escapedValueRanges`) with its escapes, then core's
- * secret patterns. Controls go first: colour codes inside a line
+ * value of `secretValues` replaced by `[REDACTED]` (the quoted forms `secretValuesOf` adds among
+ * them: CSV's, SQL's, the shells'), and every one written with escapes (the string literals', a
+ * URL's, HTML's, CSS's: `escapedValueRanges`) with its escapes, then core's secret patterns. Controls go first: colour codes inside a line
  * hide a secret from both. Values go before patterns: a pattern stops at `;`, `&` or a space, and the
  * rest of a value holding one would no longer match exactly.
  *
@@ -262,23 +284,30 @@ function replaceRanges(text: string, ranges: Array<[number, number]>): string {
 }
 
 /**
- * One escape as JSON and the languages' string literals write a character (`\/`, `\"`, `\\`, `\n`,
- * `\u002B` in either case, `\x2b`, `\'`), as a URL does (`%2B`), or as HTML does (`&#43;`, `&#x2B;`,
- * `&amp;`, `&lt;`, `&gt;`, `&quot;`, `&apos;`). The cheap test before a decoded view is built.
+ * One escape as JSON and the languages' string literals write a character: a backslash before any
+ * character but a letter or a digit (`\/`, `\"`, `\\`, `\'`; `printf %q`'s `\$`, `\ `, `\&`; Perl's
+ * `\@`), `\n` and the other letters of the controls, an octal byte (`\044`), `\u0024` in either case,
+ * `\u{24}`, `\U00000024`, `\x24`, `\X24` and Perl's `\x{24}`; as a URL does (`%2B`); or as HTML does
+ * (`&#43;`, `&#x2B;`, `&amp;`, `&lt;`, `&gt;`, `&quot;`, `&apos;`). The cheap test before the literal
+ * view is built (`decodedView`).
  */
-export const ESCAPE =
-  /\\(?:[/"\\'bfnrt]|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2})|%[0-9a-fA-F]{2}|&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|amp|lt|gt|quot|apos);/;
+const LITERAL_ESCAPE =
+  /\\(?:[^A-Za-z0-9]|[0-7bfnrtv]|u[0-9a-fA-F]{4}|u\{[0-9a-fA-F]{1,6}\}|U[0-9a-fA-F]{8}|[xX][0-9a-fA-F]{2}|x\{[0-9a-fA-F]{1,6}\})|%[0-9a-fA-F]{2}|&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|amp|lt|gt|quot|apos);/;
+/** A CSS escape of a code point (`\24 `, `\000024`): the cheap test before the CSS view is built. */
+const CSS_ESCAPE = /\\[0-9a-fA-F]/;
+/** Any escape a decoded view reads (`LITERAL_ESCAPE`, `CSS_ESCAPE`): the test before `escapedValueRanges`. */
+export const ESCAPE = new RegExp(`${LITERAL_ESCAPE.source}|${CSS_ESCAPE.source}`);
 
-const SIMPLE_ESCAPES: Readonly<Record<string, number>> = {
-  '/': 0x2f,
-  '"': 0x22,
-  '\\': 0x5c,
-  "'": 0x27,
+const BACKSLASH = 0x5c;
+/** An escape's code point and length packed in one number: `length * CODE_POINTS + codePoint`. */
+const CODE_POINTS = 0x200000;
+const CONTROL_LETTERS: Readonly<Record<string, number>> = {
   b: 0x08,
   f: 0x0c,
   n: 0x0a,
   r: 0x0d,
   t: 0x09,
+  v: 0x0b,
 };
 const NAMED_ENTITIES: Readonly<Record<string, number>> = {
   amp: 0x26,
@@ -289,14 +318,24 @@ const NAMED_ENTITIES: Readonly<Record<string, number>> = {
 };
 const ENTITY = /&(?:#([0-9]{1,7})|#[xX]([0-9a-fA-F]{1,6})|(amp|lt|gt|quot|apos));/y;
 
+interface DecodedView {
+  readonly view: string;
+  readonly starts: Uint32Array;
+  readonly ends: Uint32Array;
+}
+
 /**
- * `text` as its escapes read (`ESCAPE`: a writer's JSON, a URL's percent-encoding, HTML's character
- * references, each decoded once, left to right), each of its UTF-16 code units with the [start, end)
- * of the text it came from: a character written as itself is its own range, an escaped one that of
- * its whole escape (both halves of a character outside the BMP, that of theirs). A percent-encoded
- * run is read as UTF-8 (`%C3%A4` is `ä`), a byte that is not as itself.
+ * `text` as its escapes read, each decoded once, left to right, each of its UTF-16 code units with the
+ * [start, end) of the text it came from: a character written as itself is its own range, an escaped
+ * one that of its whole escape (both halves of a character outside the BMP, that of theirs).
+ *
+ * The literal view (`css` false) reads the string literals' backslash escapes (`literalEscapeAt`), a
+ * URL's percent-encoding and HTML's character references; a run of `%XX` bytes, or of `\xXX` and octal
+ * bytes (git's quoted paths, `printf %q`, C), is read as UTF-8 (`%C3%A4` and `\303\244` are `ä`), a
+ * byte that starts no valid sequence as itself (`\xe4` is `ä` too). The CSS view (`css` true) reads
+ * CSS's escapes only (`cssEscapeAt`): `\24 ` is `$` there but octal 24 and a space in the other.
  */
-function decodedView(text: string): { view: string; starts: Uint32Array; ends: Uint32Array } {
+function decodedView(text: string, css: boolean): DecodedView {
   const units = new Uint16Array(text.length);
   const starts = new Uint32Array(text.length);
   const ends = new Uint32Array(text.length);
@@ -315,23 +354,22 @@ function decodedView(text: string): { view: string; starts: Uint32Array; ends: U
   };
   for (let index = 0; index < text.length; ) {
     const code = text.charCodeAt(index);
-    if (code === 0x5c) {
-      const next = text[index + 1] ?? '';
-      const simple = SIMPLE_ESCAPES[next];
-      if (simple !== undefined) {
-        emit(simple, index, index + 2);
-        index += 2;
+    if (code === BACKSLASH) {
+      if (!css && backslashByteAt(text, index) >= 0) {
+        index = decodeByteRun(text, index, backslashByteAt, emit);
         continue;
       }
-      const digits = next === 'u' ? 4 : next === 'x' ? 2 : 0;
-      const value = digits > 0 ? hexValue(text, index + 2, digits) : -1;
-      if (value >= 0) {
-        emit(value, index, index + 2 + digits);
-        index += 2 + digits;
+      const packed = css ? cssEscapeAt(text, index) : literalEscapeAt(text, index);
+      if (packed >= 0) {
+        const end = index + Math.floor(packed / CODE_POINTS);
+        emit(packed % CODE_POINTS, index, end);
+        index = end;
         continue;
       }
-    } else if (code === 0x25 && hexValue(text, index + 1, 2) >= 0) {
-      index = decodePercentRun(text, index, emit);
+    } else if (css) {
+      // CSS has backslash escapes only.
+    } else if (code === 0x25 && percentByteAt(text, index) >= 0) {
+      index = decodeByteRun(text, index, percentByteAt, emit);
       continue;
     } else if (code === 0x26) {
       ENTITY.lastIndex = index;
@@ -361,6 +399,118 @@ function decodedView(text: string): { view: string; starts: Uint32Array; ends: U
   };
 }
 
+/**
+ * The escape at `index` (a backslash) as the string literals read it, packed (`CODE_POINTS`), or -1:
+ * `\uXXXX`, `\u{X...}` (JavaScript, Rust, Swift: 1 to 6 digits), `\UXXXXXXXX` (Python, C), Perl's
+ * `\x{X...}`, an octal escape past a byte (`\777`, Python), a control's letter (`\n`, `\t`, ...), and
+ * a backslash before any other character but a letter or a digit, which stands for it (JSON's `\/`,
+ * `\"`, `\\`; `printf %q`'s `\$`, `\ `, `\'`, `\&`; Data::Dumper's `\@`). Bytes (`\xXX`, octal up to
+ * `\377`) are read in runs by `backslashByteAt`.
+ */
+function literalEscapeAt(text: string, index: number): number {
+  const next = text.charCodeAt(index + 1);
+  if (Number.isNaN(next)) return -1;
+  if (next === 0x75 || next === 0x78) {
+    // \u{...}, \x{...}
+    if (text.charCodeAt(index + 2) === 0x7b) {
+      const digits = hexDigits(text, index + 3, 6);
+      const value =
+        digits > 0 && text.charCodeAt(index + 3 + digits) === 0x7d ? hexValue(text, index + 3, digits) : -1;
+      return value >= 0 && value <= 0x10ffff ? (digits + 4) * CODE_POINTS + value : -1;
+    }
+    const value = next === 0x75 ? hexValue(text, index + 2, 4) : -1;
+    return value >= 0 ? 6 * CODE_POINTS + value : -1;
+  }
+  if (next === 0x55) {
+    const value = hexValue(text, index + 2, 8);
+    return value >= 0 && value <= 0x10ffff ? 10 * CODE_POINTS + value : -1;
+  }
+  if (isOctalDigit(next)) {
+    // Only a value past a byte comes here (`backslashByteAt` takes the rest): three digits.
+    const value = octalValue(text, index + 1);
+    return value > 0xff ? 4 * CODE_POINTS + value : -1;
+  }
+  const control = CONTROL_LETTERS[text[index + 1]!];
+  if (control !== undefined) return 2 * CODE_POINTS + control;
+  return isAlphanumeric(next) ? -1 : 2 * CODE_POINTS + next;
+}
+
+/**
+ * The CSS escape at `index` (a backslash), packed (`CODE_POINTS`), or -1: 1 to 6 hex digits and one
+ * white space after them if there is one (`\24 `, `\000024`; `\r\n` is one), 0, a surrogate or a value
+ * past U+10FFFF read as U+FFFD, as CSS reads them; or a backslash before any other character but a
+ * line break, which stands for it (`\$`, `\g`).
+ */
+function cssEscapeAt(text: string, index: number): number {
+  const digits = hexDigits(text, index + 1, 6);
+  if (digits === 0) {
+    const next = text.charCodeAt(index + 1);
+    return Number.isNaN(next) || next === 0x0a || next === 0x0c || next === 0x0d
+      ? -1
+      : 2 * CODE_POINTS + next;
+  }
+  let value = hexValue(text, index + 1, digits);
+  if (value === 0 || (value >= 0xd800 && value <= 0xdfff) || value > 0x10ffff) value = 0xfffd;
+  let end = index + 1 + digits;
+  const space = text.charCodeAt(end);
+  if (space === 0x20 || space === 0x09 || space === 0x0a || space === 0x0c) end += 1;
+  else if (space === 0x0d) end += text.charCodeAt(end + 1) === 0x0a ? 2 : 1;
+  return (end - index) * CODE_POINTS + value;
+}
+
+/** A byte escape's byte and length packed in one number: `length * 256 + byte`, or -1. */
+type ByteEscapeAt = (text: string, index: number) => number;
+
+/** `%XX` at `index`: its byte, packed (`ByteEscapeAt`), or -1. */
+const percentByteAt: ByteEscapeAt = (text, index) => {
+  if (text.charCodeAt(index) !== 0x25) return -1;
+  const value = hexValue(text, index + 1, 2);
+  return value >= 0 ? 3 * 256 + value : -1;
+};
+
+/**
+ * `\xXX` (or `\XXX`) or an octal escape of a byte (`\44`, `\044`, `\377`: up to three digits, as C
+ * and git read them) at `index`: its byte, packed (`ByteEscapeAt`), or -1.
+ */
+const backslashByteAt: ByteEscapeAt = (text, index) => {
+  if (text.charCodeAt(index) !== BACKSLASH) return -1;
+  const next = text.charCodeAt(index + 1);
+  if ((next | 0x20) === 0x78) {
+    const value = hexValue(text, index + 2, 2);
+    return value >= 0 ? 4 * 256 + value : -1;
+  }
+  if (!isOctalDigit(next)) return -1;
+  let digits = 1;
+  while (digits < 3 && isOctalDigit(text.charCodeAt(index + 1 + digits))) digits += 1;
+  const value = octalValue(text, index + 1);
+  return value <= 0xff ? (digits + 1) * 256 + value : -1;
+};
+
+/** The value of the up to three octal digits at `index` (at least one). */
+function octalValue(text: string, index: number): number {
+  let value = 0;
+  for (let at = index; at < index + 3 && isOctalDigit(text.charCodeAt(at)); at += 1) {
+    value = value * 8 + text.charCodeAt(at) - 0x30;
+  }
+  return value;
+}
+
+function isOctalDigit(code: number): boolean {
+  return code >= 0x30 && code <= 0x37;
+}
+
+function isAlphanumeric(code: number): boolean {
+  const lower = code | 0x20;
+  return (code >= 0x30 && code <= 0x39) || (lower >= 0x61 && lower <= 0x7a);
+}
+
+/** How many hex digits (at most `most`) start at `index`. */
+function hexDigits(text: string, index: number, most: number): number {
+  let digits = 0;
+  while (digits < most && hexValue(text, index + digits, 1) >= 0) digits += 1;
+  return digits;
+}
+
 /** The value of `digits` hex digits at `index`, or -1. */
 function hexValue(text: string, index: number, digits: number): number {
   if (index + digits > text.length) return -1;
@@ -377,35 +527,37 @@ function hexValue(text: string, index: number, digits: number): number {
 }
 
 /**
- * The run of `%XX` bytes at `index`, read as UTF-8 and emitted a character at a time (a byte that
- * starts no valid sequence as itself); returns the run's end.
+ * The run of byte escapes (`byteAt`: `%XX`, or `\xXX` and octal) at `index`, read as UTF-8 and emitted
+ * a character at a time (a byte that starts no valid sequence as itself); returns the run's end.
  */
-function decodePercentRun(
+function decodeByteRun(
   text: string,
   index: number,
+  byteAt: ByteEscapeAt,
   emit: (codePoint: number, start: number, end: number) => void,
 ): number {
-  const byteAt = (at: number): number => (text.charCodeAt(at) === 0x25 ? hexValue(text, at + 1, 2) : -1);
   let at = index;
-  while (byteAt(at) >= 0) {
-    const lead = byteAt(at);
+  for (let first = byteAt(text, at); first >= 0; first = byteAt(text, at)) {
+    const lead = first & 0xff;
     const size = lead >= 0xf0 && lead <= 0xf4 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc2 && lead < 0xe0 ? 2 : 1;
     let codePoint = size === 1 ? lead : lead & (0x7f >> size);
     let valid = lead < 0x80 || size > 1;
+    let end = at + (first >> 8);
     for (let part = 1; valid && part < size; part += 1) {
-      const next = byteAt(at + 3 * part);
+      const next = byteAt(text, end);
       valid = next >= 0 && (next & 0xc0) === 0x80;
       codePoint = (codePoint << 6) | (next & 0x3f);
+      end += next >> 8;
     }
     if (valid && size > 1 && (codePoint > 0x10ffff || (codePoint >= 0xd800 && codePoint <= 0xdfff)))
       valid = false;
     if (valid && codePoint < [0, 0, 0x80, 0x800, 0x10000][size]!) valid = false;
     if (valid) {
-      emit(codePoint, at, at + 3 * size);
-      at += 3 * size;
+      emit(codePoint, at, end);
+      at = end;
     } else {
-      emit(lead, at, at + 3);
-      at += 3;
+      emit(lead, at, at + (first >> 8));
+      at += first >> 8;
     }
   }
   return at;
@@ -413,20 +565,31 @@ function decodePercentRun(
 
 /**
  * The [start, end) ranges of `text` that hold a known value written with escapes (`ESCAPE`): PHP's
- * `\/`, .NET's `\u002B`, Go's `\u0026`, Python's `p\u00e4ss`, a URL's `%2B`, HTML's `&#43;`, each
- * range the whole escaped form, so nothing of it is left. Found in a decoded view of the text
- * (`decodedView`); a value written as itself is found by an exact match before this.
+ * `\/`, .NET's `\u002B`, Go's `\u0026`, Python's `p\u00e4ss`, `printf %q`'s `\$`, git's `\044`,
+ * `\u{24}`, `\U00000024`, a URL's `%2B`, HTML's `&#43;`, CSS's `\24 `, each range the whole escaped
+ * form, so nothing of it is left. Found in the decoded views of the text (`decodedView`: the literal
+ * one when the text holds a `LITERAL_ESCAPE`, the CSS one when it holds a `CSS_ESCAPE`; one pass
+ * each); a value written as itself is found by an exact match before this.
  */
 export function escapedValueRanges(text: string, secretValues: readonly string[]): Array<[number, number]> {
-  const { view, starts, ends } = decodedView(text);
   const found: Array<[number, number]> = [];
+  if (LITERAL_ESCAPE.test(text)) findInView(decodedView(text, false), secretValues, found);
+  if (CSS_ESCAPE.test(text)) findInView(decodedView(text, true), secretValues, found);
+  return found;
+}
+
+/** Adds to `found` the range of the text each occurrence of a value in the decoded view came from. */
+function findInView(
+  { view, starts, ends }: DecodedView,
+  secretValues: readonly string[],
+  found: Array<[number, number]>,
+): void {
   for (const value of secretValues) {
     if (value === '') continue;
     for (let at = view.indexOf(value); at !== -1; at = view.indexOf(value, at + value.length)) {
       found.push([starts[at]!, ends[at + value.length - 1]!]);
     }
   }
-  return found;
 }
 
 /** Fewest code units a run of UTF-16 in the output must hold (a NUL every other character) to be read as one. */

@@ -1,10 +1,11 @@
 import { ESCAPE, escapedValueRanges } from './environment.js';
 
 /**
- * Bytes an escape spends on one UTF-16 code unit of a value at most: `\u00e4` 6, `&#0000043;` 10
- * (HTML's decimal references are read with up to 7 digits), `%F0%9F%98%80` 6 for each half of its character.
+ * Bytes an escape spends on one UTF-16 code unit of a value at most: `\u00e4` 6, `\U00000024` and
+ * `&#0000043;` 10 (HTML's decimal references are read with up to 7 digits), `\342\202\254` (`€`, in
+ * octal as git writes it) and `\xe2\x82\xac` 12, `%F0%9F%98%80` 6 for each half of its character.
  */
-const ESCAPED_UNIT_BYTES = 10;
+const ESCAPED_UNIT_BYTES = 12;
 
 /**
  * Collects one output stream: keeps the first `limit` bytes, a rolling tail of the last `tailBytes`,
@@ -19,6 +20,13 @@ export class OutputCapture {
   private readonly secrets: readonly Buffer[];
   /** The values as text, for the forms written with escapes (`escapedValueRanges`). */
   private readonly values: readonly string[];
+  /**
+   * What `escapedValueRanges` searches the bytes around a cut for, read one byte a character: the
+   * values, and each one holding characters past ASCII also as its UTF-8 bytes read so, for a value
+   * written partly as itself and partly escaped (`printf %q` leaves `ä` as it is: `p\u00e4` is found
+   * as the value, `pä\$` as its bytes).
+   */
+  private readonly searched: readonly string[];
   // Bytes kept past each cut: a UTF-8 sequence is at most 4 bytes, a secret value as long as its
   // longest form (written with escapes, `ESCAPED_UNIT_BYTES` a code unit).
   private readonly margin: number;
@@ -35,6 +43,12 @@ export class OutputCapture {
       .map((secret) => (typeof secret === 'string' ? Buffer.from(secret) : secret))
       .filter((secret) => secret.length > 1);
     this.values = written.map((secret) => secret.toString('utf8'));
+    this.searched = [
+      ...this.values,
+      ...written
+        .filter((secret) => secret.some((byte) => byte >= 0x80))
+        .map((secret) => secret.toString('latin1')),
+    ];
     // A file in UTF-16 printed as it is holds a value as UTF-16 (`p\0a\0...`, `\0p\0a...`).
     const utf16 = this.values.flatMap((value) => {
       const little = Buffer.from(value, 'utf16le');
@@ -87,10 +101,10 @@ export class OutputCapture {
     const found = secretsAcross(bytes, cut, this.secrets);
     const from = Math.max(0, cut - this.margin);
     // Each byte a character: an escape is ASCII, and a value's non-ASCII characters written as
-    // themselves are found as written, above.
+    // themselves are found as written, above, or as its bytes (`searched`).
     const window = bytes.toString('latin1', from, Math.min(bytes.length, cut + this.margin));
     if (this.values.length > 0 && ESCAPE.test(window)) {
-      for (const [start, end] of escapedValueRanges(window, this.values)) {
+      for (const [start, end] of escapedValueRanges(window, this.searched)) {
         if (from + start < cut && from + end > cut) found.push([from + start, from + end]);
       }
     }
