@@ -426,6 +426,27 @@ function installHandlers(registry: Registry): void {
   low.setRequestHandler(CallToolRequestSchema, (request, extra) =>
     dispatch(registry, request.params, extra as unknown as CallExtra),
   );
+  // The SDK parses a tools/call request with its schema before that handler, and answers one it refuses
+  // (`arguments` a string, `name` a number) with a zod issue dump as a JSON-RPC error: no middleware ran,
+  // so audit had no record. Core's entry checks the params' shape first (a few typeof checks): a
+  // well-formed call goes the SDK's way; a malformed one passes the global chain, then gets a designed
+  // JSON-RPC error.
+  const sdkCall = handlers?.get('tools/call');
+  if (handlers === undefined || sdkCall === undefined) {
+    throw new Error('registerTools: this SDK version does not expose its tools/call handler');
+  }
+  handlers.set('tools/call', (request, extra) => {
+    const params = (request as { params?: unknown }).params;
+    const malformed = malformedParams(params);
+    if (malformed !== undefined) return refuseMalformed(registry, params, extra as CallExtra, malformed);
+    try {
+      return sdkCall(request, extra);
+    } catch (error) {
+      // Thrown before the handler ran (its wrapper is async): the SDK's schema refused something the
+      // checks above do not look at (a `task` that is not an object).
+      return refuseMalformed(registry, params, extra as CallExtra, sdkRefusal(error));
+    }
+  });
   low.registerCapabilities({ logging: {} });
   low.setRequestHandler(SetLevelRequestSchema, (request, extra) => {
     registry.logLevels.set(sessionKey(extra as unknown as CallExtra), request.params.level);
@@ -480,18 +501,132 @@ interface CallParams {
   _meta?: Record<string, unknown> | undefined;
 }
 
-async function dispatch(registry: Registry, params: CallParams, extra: CallExtra): Promise<ToolResult> {
+/** What is wrong with a malformed tools/call request: the verdict the chain sees, the client's message. */
+interface Malformed {
+  readonly verdict: ArgumentVerdict;
+  readonly message: string;
+}
+
+function malformedAs(field: string, expected: string): Malformed {
+  const issue = Object.freeze({ path: `(${field})`, expected });
+  const verdict: ArgumentVerdict = Object.freeze({ ok: false, issues: Object.freeze([issue]) as never });
+  const malformed = Object.freeze({
+    verdict,
+    message: `Invalid tools/call request: \`${field}\` must be ${expected}.`,
+  });
+  malformedMessages.set(verdict, malformed.message);
+  return malformed;
+}
+
+/** The message of each malformed verdict, for the innermost step's answer. */
+const malformedMessages = new WeakMap<ArgumentVerdict, string>();
+
+const MALFORMED = {
+  name: malformedAs('name', 'a non-empty string'),
+  arguments: malformedAs('arguments', 'an object'),
+  meta: malformedAs('_meta', 'an object'),
+  task: malformedAs('task', 'an object with an optional number `ttl`'),
+  params: malformedAs('params', 'an object as MCP defines for tools/call'),
+} as const;
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** What is wrong with tools/call params, or undefined when their shape is what dispatch needs. */
+function malformedParams(params: unknown): Malformed | undefined {
+  if (!isPlainObject(params)) return MALFORMED.name;
+  const name = params.name;
+  if (typeof name !== 'string' || name.length === 0) return MALFORMED.name;
+  const args = params.arguments;
+  if (args !== undefined && !isPlainObject(args)) return MALFORMED.arguments;
+  const meta = params._meta;
+  if (meta !== undefined && !isPlainObject(meta)) return MALFORMED.meta;
+  return undefined;
+}
+
+/** The field the SDK's schema refused (its first issue), among those core names; `params` otherwise. */
+function sdkRefusal(error: unknown): Malformed {
+  try {
+    const path = (error as { issues?: Array<{ path?: unknown }> } | undefined)?.issues?.[0]?.path;
+    const field = Array.isArray(path) && path[0] === 'params' ? path[1] : undefined;
+    if (field === 'task') return MALFORMED.task;
+    if (field === 'name') return MALFORMED.name;
+    if (field === 'arguments') return MALFORMED.arguments;
+    if (field === '_meta') return MALFORMED.meta;
+  } catch {
+    // an unreadable error: the generic answer
+  }
+  return MALFORMED.params;
+}
+
+/**
+ * A malformed tools/call request: the global chain runs it as it runs an unknown tool (so audit records
+ * it, the name as sent), its innermost step answers `invalid_argument`, and the client then receives
+ * JSON-RPC error -32602 with `malformed.message`. Arguments that are not an object are kept for the
+ * chain under `arguments` (`ctx.rawArgs` stays an object).
+ */
+function refuseMalformed(
+  registry: Registry,
+  params: unknown,
+  extra: CallExtra,
+  malformed: Malformed,
+): Promise<ToolResult> {
+  try {
+    const sent = isPlainObject(params) ? params : {};
+    const args = sent.arguments;
+    const meta = sent._meta;
+    return dispatch(
+      registry,
+      {
+        name: nameAsSent(sent.name),
+        arguments: args === undefined ? {} : isPlainObject(args) ? args : { arguments: args },
+        _meta: isPlainObject(meta) ? meta : undefined,
+      },
+      extra,
+      malformed,
+    );
+  } catch {
+    return Promise.reject(invalidRequest(malformed));
+  }
+}
+
+/** A tool name as the client sent it: a string as is, nothing as '', anything else as its JSON. */
+function nameAsSent(name: unknown): string {
+  if (typeof name === 'string') return name;
+  if (name === undefined) return '';
+  try {
+    return JSON.stringify(name) ?? String(name);
+  } catch {
+    return typeof name;
+  }
+}
+
+/** The JSON-RPC error of a malformed request. A plain error with a code: McpError would prefix its own. */
+function invalidRequest(malformed: Malformed): Error {
+  return Object.assign(new Error(malformed.message), { code: RpcErrorCode.InvalidParams });
+}
+
+async function dispatch(
+  registry: Registry,
+  params: CallParams,
+  extra: CallExtra,
+  malformed?: Malformed,
+): Promise<ToolResult> {
   const request = requestOf(registry, extra, params._meta);
   const caller = identifySafely(registry, request, params.name);
-  if (caller instanceof Unidentified) return caller.answer;
-  const entry = registry.tools.get(params.name);
+  if (caller instanceof Unidentified) {
+    if (malformed !== undefined) throw invalidRequest(malformed);
+    return caller.answer;
+  }
+  const entry = malformed === undefined ? registry.tools.get(params.name) : undefined;
   // A hidden tool is decided before validation, so a refused schema cannot reveal that it exists.
   const active =
     entry?.handle.enabled && (registry.canSee.length === 0 || visible(registry, entry.tool, caller, request))
       ? entry
       : undefined;
   const rawArgs = params.arguments ?? {};
-  let verdict: ArgumentVerdict = ARGUMENTS_OK;
+  let verdict: ArgumentVerdict = malformed === undefined ? ARGUMENTS_OK : malformed.verdict;
   let args: Record<string, unknown> = rawArgs;
   let bindings: Readonly<Record<string, unknown>> = NO_BINDINGS;
   if (active) {
@@ -539,6 +674,7 @@ async function dispatch(registry: Registry, params: CallParams, extra: CallExtra
     }
   }
   if (!active) {
+    if (malformed !== undefined) throw invalidRequest(malformed);
     // The spec answers an unknown tool with a JSON-RPC error; the chain has seen (and audited) it.
     // A plain error with a code: McpError would prefix "MCP error -32602:" and the client adds it again.
     throw Object.assign(new Error(`Unknown tool: ${params.name}`), { code: RpcErrorCode.InvalidParams });
@@ -743,6 +879,9 @@ function innermost(ctx: ToolContext, registry: Registry): Promise<ToolResult> {
   try {
     const tool = ctx.tool;
     if (!tool) {
+      // A malformed request (see `refuseMalformed`): the client gets a JSON-RPC error after the chain.
+      const malformed = ctx.validation.ok ? undefined : malformedMessages.get(ctx.validation);
+      if (malformed !== undefined) return Promise.resolve(fail('invalid_argument', malformed));
       return Promise.resolve(
         fail('not_found', `Unknown tool: ${ctx.toolName}.`, {
           hint: 'Call tools/list to see the tools this server offers.',
