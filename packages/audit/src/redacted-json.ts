@@ -1,8 +1,10 @@
 import {
   canonicalJson,
   createSecretKeyMatcher,
+  createSecretPairTests,
   createSecretRedactor,
   ESCAPED_CHARACTER,
+  isNameFieldKey,
   REDACTED,
   redactSecretsInText,
   SECRET_PATTERNS,
@@ -24,11 +26,15 @@ export const KEY_CACHE_MAX_CHARS = 256;
 /** Marks a value the fast path does not handle: the general path serialises it instead. */
 const GENERAL = Symbol('general');
 
-/** What a key name is, cached per distinct name: plain, a secret's name, or text a pattern rewrites. */
-type KeyVerdict = 0 | 1 | 2;
+/**
+ * What a key name is, cached per distinct name: plain, a secret's name, or text a pattern rewrites;
+ * and whether it names a name/value pair's name field (`name`, `Key`, `ParameterKey`: a flag beside the rest).
+ */
+type KeyVerdict = number;
 const KEY_PLAIN = 0;
 const KEY_SECRET = 1;
 const KEY_PATTERNED = 2;
+const KEY_NAME_FIELD = 4;
 
 /**
  * `value` with secrets redacted, as canonical JSON: exactly `canonicalJson(createSecretRedactor({ keys,
@@ -43,7 +49,11 @@ const KEY_PATTERNED = 2;
  * A string that may open a secret split over sibling strings (core's `SPLIT_SECRET_OPENER`: a key's
  * BEGIN line, `Bearer` at its end) sends the whole value to the general path, which finds such secrets
  * across an array's items or an object's values; the same combined scan tests for it, so plain strings
- * pay nothing more.
+ * pay nothing more. So does a secret named beside its value (core's `createSecretPairTests`): an object
+ * with a name field (`name`, `Key`, a flag of its cached key verdict) naming a secret
+ * (`{ name: 'DB_PASSWORD', value: 'x' }`), and an array of an even number of strings that reads as
+ * header names and values with a secret header among them (`['Authorization', 'x', 'Host', 'y']`); an
+ * object without a name field pays nothing more.
  * Anything else (a Date, a Map, a class instance, a cycle, more than 32 levels, a throwing getter)
  * goes through core's redactor and canonicalJson, unchanged.
  */
@@ -53,6 +63,7 @@ export function createRedactedJson(
 ): (value: unknown) => string {
   const general = createSecretRedactor({ keys, patterns });
   const isSecretKey = createSecretKeyMatcher(keys);
+  const pairs = createSecretPairTests(keys);
   // A character written as an escape (`\u0070assword`, `password&#61;x`): redactSecretsInText reads such
   // text decoded too, so the pretests send it there.
   const escaped: SecretPattern = { name: 'escaped-character', pattern: ESCAPED_CHARACTER, replace: '' };
@@ -72,7 +83,9 @@ export function createRedactedJson(
     let verdict = verdicts.get(key);
     if (verdict === undefined) {
       // A key the patterns would rewrite changes the copy's key order: the general path sorts that.
-      verdict = mayHoldSecret(key) ? KEY_PATTERNED : isSecretKey(key) ? KEY_SECRET : KEY_PLAIN;
+      verdict =
+        (mayHoldSecret(key) ? KEY_PATTERNED : isSecretKey(key) ? KEY_SECRET : KEY_PLAIN) |
+        (isNameFieldKey(key) ? KEY_NAME_FIELD : KEY_PLAIN);
       if (key.length > KEY_CACHE_MAX_CHARS) return verdict;
       if (verdicts.size >= KEY_CACHE_LIMIT) verdicts.clear();
       verdicts.set(key, verdict);
@@ -108,6 +121,10 @@ export function createRedactedJson(
     const prototype = Object.getPrototypeOf(value);
     if (Array.isArray(value)) {
       if (prototype !== Array.prototype) return GENERAL;
+      // Header names and values (Node's `rawHeaders`): the general walk cuts a secret header's value.
+      if (value.length % 2 === 0 && typeof value[0] === 'string' && pairs.hasSecretHeaderPair(value)) {
+        return GENERAL;
+      }
       let out = '[';
       for (let index = 0; index < value.length; index += 1) {
         if (!(index in value)) return GENERAL;
@@ -121,14 +138,21 @@ export function createRedactedJson(
     const record = value as Record<string, unknown>;
     let out = '{';
     let first = true;
+    let pairChecked = false;
     const keys = sortKeys(Object.keys(record));
     for (let index = 0; index < keys.length; index += 1) {
       const key = keys[index]!;
       const verdict = keyVerdict(key);
-      if (verdict === KEY_PATTERNED) return GENERAL;
+      if ((verdict & KEY_PATTERNED) !== 0) return GENERAL;
+      // A name/value pair naming a secret: the general walk redacts its value fields (in any key order).
+      if ((verdict & KEY_NAME_FIELD) !== 0 && !pairChecked) {
+        pairChecked = true;
+        if (pairs.isSecretPair(record)) return GENERAL;
+      }
       const entry = record[key];
       let text: string | undefined | typeof GENERAL;
-      if (entry !== null && entry !== undefined && verdict === KEY_SECRET) text = JSON.stringify(REDACTED);
+      if (entry !== null && entry !== undefined && (verdict & KEY_SECRET) !== 0)
+        text = JSON.stringify(REDACTED);
       else if (typeof entry === 'function') return GENERAL;
       else text = write(entry, depth + 1);
       if (text === GENERAL) return GENERAL;

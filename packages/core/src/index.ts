@@ -36,14 +36,17 @@ export { CIRCULAR, type MapStringsOptions, mapStrings, nextFreeName, TRUNCATED }
 export { principalOf } from './principal.js';
 export {
   createSecretKeyMatcher,
+  createSecretPairTests,
   createSecretRedactor,
   DEFAULT_SECRET_KEYS,
   ESCAPED_CHARACTER,
+  isNameFieldKey,
   REDACTED,
   type RedactSecretsOptions,
   redactSecrets,
   redactSecretsInText,
   SECRET_PATTERNS,
+  type SecretPairTests,
   type SecretPattern,
   SPLIT_SECRET_OPENER,
   WHOLE_SECRET_KEYS,

@@ -298,7 +298,8 @@ const SHORT_CODE_WORD = `(?:${anyCase('otp')}|${anyCase('totp')}|${anyCase('cvv'
 const SHORT_CODE_CAMEL =
   '(?:Otp|OTP|Totp|TOTP|Cvv|CVV|Cvc|CVC)2?|(?:Mfa|MFA|Otp|OTP|Totp|TOTP|2fa|2FA)_?(?:Code|CODE)';
 const SHORT_CODE_KEY = `(?<![A-Za-z0-9_.-])(?:(?:[A-Za-z0-9_.-]*[_.-])?${SHORT_CODE_WORD}|[A-Za-z0-9_.-]*[a-z0-9](?:${SHORT_CODE_CAMEL}))${KEY_SEPARATOR}`;
-const SHORT_CODE_REQUIRES = /(?:otp|cvv2?|cvc2?|code)(?:\\*["']|%22)?[ \t]*(?:[=:]|%3[AaDd])/i;
+// `2?` after every name: the camelCase names take it too (`smsOtp2`, found by the requires property test).
+const SHORT_CODE_REQUIRES = /(?:otp|cvv|cvc|code)2?(?:\\*["']|%22)?[ \t]*(?:[=:]|%3[AaDd])/i;
 
 // A crypt(3) hash as the second field of a `user:hash` line: an htpasswd entry (`bob:$apr1$salt$hash`)
 // or a shadow line (`root:$6$salt$hash:19000:0:99999:7:::`, a locked `!$6$...`). In such a line the
@@ -983,7 +984,9 @@ export interface RedactSecretsOptions {
   redactText?: (text: string) => string;
   /**
    * Decides each object entry in place of the key rule: a string replaces the value wholesale,
-   * undefined walks it. @default values under `keys` (and `WHOLE_SECRET_KEYS`) become `[REDACTED]`
+   * undefined leaves it to the name/value rule (a value field of an object whose name field names a
+   * secret becomes `[REDACTED]`), then walks it. @default values under `keys` (and `WHOLE_SECRET_KEYS`)
+   * become `[REDACTED]`
    */
   replaceEntry?: (key: string, value: unknown, parent: object) => string | undefined;
   /** Told the name of each pattern that matched across sibling strings. @default undefined */
@@ -1176,35 +1179,208 @@ export function createSecretKeyMatcher(
   };
 }
 
+// Name/value pairs: a secret's name held as data beside its value, as Kubernetes (`{ name: 'DB_PASSWORD',
+// value: 'x' }`), HAR and fetch header lists (`{ name: 'Authorization', value: 'x' }`), AWS SSM and
+// CloudFormation (`{ Name: '/prod/db/password', Value: 'x' }`, `{ ParameterKey, ParameterValue }`) and
+// Postman (`{ key, value }`) write them. Both lists are compared after `normaliseKey`.
+const NAME_FIELD_KEYS: ReadonlySet<string> = new Set([
+  'name',
+  'key',
+  'keyname',
+  'header',
+  'headername',
+  'field',
+  'fieldname',
+  'variable',
+  'variablename',
+  'var',
+  'varname',
+  'param',
+  'paramname',
+  'parameter',
+  'parametername',
+  'parameterkey',
+  'attribute',
+  'attributename',
+  'property',
+  'propertyname',
+  'setting',
+  'settingname',
+]);
+const VALUE_FIELD_KEYS: ReadonlySet<string> = new Set([
+  'value',
+  'values',
+  'val',
+  'data',
+  'secret',
+  'secretvalue',
+  'secretstring',
+  'secretbinary',
+  'parametervalue',
+  'stringvalue',
+  'currentvalue',
+  'initialvalue',
+]);
+// What a name in a pair looks like: a key name or a path, not prose (`{ name: 'Reset password' }` is
+// a menu's label, not a setting's name).
+const PAIR_NAME = /^[^\s]{1,256}$/;
+// A header's name in a flat array of names and values (Node's `rawHeaders`, a Map's entries): an HTTP
+// field-name token that starts with a letter or digit (so `--password-file` is no header).
+const HEADER_NAME = /^[A-Za-z0-9][A-Za-z0-9!#$%&'*+.^_`|~-]{0,127}$/;
+// A header that holds a credential under a one-word name; any other needs a `-` in its name to read as
+// a header (`X-Api-Key`, `Private-Token`, `Set-Cookie`), so a list of words (`['token', 'expired']`) stays.
+const ONE_WORD_SECRET_HEADERS: ReadonlySet<string> = new Set(['authorization', 'cookie', 'apikey']);
+
+/**
+ * Whether `key` names the entry that holds a name/value pair's name (`name`, `Name`, `key`, `header`,
+ * `ParameterKey`, ...; compared like a secret key name, ignoring case, `-`, `_`, `.` and spaces). A
+ * writer that skips `createSecretRedactor`'s walk (audit's JSON writer) checks an object holding such a
+ * key with `createSecretPairTests(keys).isSecretPair`.
+ */
+export function isNameFieldKey(key: string): boolean {
+  return key.length <= 32 && NAME_FIELD_KEYS.has(normaliseKey(key));
+}
+
+// The first letter of every value field's name (or a character normalising may fold or drop): most
+// keys are told apart without normalising them.
+const VALUE_FIELD_START = /^(?:[vdspci]|[\u0080-\uffff])/i;
+
+function isValueFieldKey(key: string): boolean {
+  return key.length <= 32 && VALUE_FIELD_START.test(key) && VALUE_FIELD_KEYS.has(normaliseKey(key));
+}
+
+/** The name/value rules of `createSecretRedactor`, for a writer that must agree with its walk. */
+export interface SecretPairTests {
+  /** Whether a string names a secret: a key name `keys` match, or a path (`/prod/db/pass`) whose last segment is one. */
+  isSecretName(name: string): boolean;
+  /**
+   * Whether a header's name in an array of names and values is a secret's: a secret key name written
+   * with a `-` (`X-Api-Key`, `Proxy-Authorization`, `Set-Cookie`) or `Authorization`, `Cookie`, `apikey`.
+   */
+  isSecretHeader(name: string): boolean;
+  /**
+   * Whether an object is a name/value pair naming a secret: it holds a name field (`isNameFieldKey`)
+   * whose string is a secret's name, and a value field (`value`, `Value`, `data`, `SecretString`,
+   * `ParameterValue`, ...) that is not null: its value fields are redacted.
+   */
+  isSecretPair(record: object): boolean;
+  /**
+   * Whether an array reads as header names and values (Node's `rawHeaders`: `['Authorization', 'x',
+   * 'Host', 'y']`, a Map's entry `['Cookie', 'x']`) with a secret header among the names: an even number
+   * of strings, every even item a header's name; the item after a secret header's name is redacted.
+   */
+  hasSecretHeaderPair(items: readonly unknown[]): boolean;
+}
+
+/** The name/value rules over the key matcher of `keys` (default `DEFAULT_SECRET_KEYS`). */
+export function createSecretPairTests(keys?: readonly string[]): SecretPairTests {
+  const isSecretKey = createSecretKeyMatcher(keys);
+  const isSecretName = (name: string): boolean => {
+    if (!PAIR_NAME.test(name)) return false;
+    if (isSecretKey(name)) return true;
+    const slash = name.lastIndexOf('/');
+    return slash >= 0 && slash < name.length - 1 && isSecretKey(name.slice(slash + 1));
+  };
+  const isSecretHeader = (name: string): boolean =>
+    (name.includes('-') || ONE_WORD_SECRET_HEADERS.has(name.toLowerCase())) && isSecretKey(name);
+  const namesSecret = (record: Record<string, unknown>): boolean => {
+    for (const key of Object.keys(record)) {
+      if (!isNameFieldKey(key)) continue;
+      const name = record[key];
+      if (typeof name === 'string' && isSecretName(name)) return true;
+    }
+    return false;
+  };
+  return {
+    isSecretName,
+    isSecretHeader,
+    isSecretPair: (record) => {
+      const entries = record as Record<string, unknown>;
+      if (!namesSecret(entries)) return false;
+      for (const key of Object.keys(entries)) {
+        const entry = entries[key];
+        if (entry !== null && entry !== undefined && isValueFieldKey(key)) return true;
+      }
+      return false;
+    },
+    hasSecretHeaderPair: (items) => secretHeaderIndexes(items, isSecretHeader) !== undefined,
+  };
+}
+
+/** The indexes of the values after secret header names in an array of header names and values, if any. */
+function secretHeaderIndexes(
+  items: readonly unknown[],
+  isSecretHeader: (name: string) => boolean,
+): number[] | undefined {
+  if (items.length === 0 || items.length % 2 !== 0) return undefined;
+  for (let index = 0; index < items.length; index += 1) {
+    const item = items[index];
+    if (typeof item !== 'string') return undefined;
+    if (index % 2 === 0 && !HEADER_NAME.test(item)) return undefined;
+  }
+  const found: number[] = [];
+  for (let index = 0; index < items.length; index += 2) {
+    if (isSecretHeader(items[index] as string)) found.push(index + 1);
+  }
+  return found.length === 0 ? undefined : found;
+}
+
 /**
  * A copy of `value` with secrets replaced: values under secret-looking keys wholesale, and secret
  * patterns inside every string, object keys included, through nested objects and arrays ({@link mapStrings}: `__proto__` stays
  * a key, cycles and depth bounded, dates and errors turned into strings). A secret split over sibling
  * strings (a private key's lines as an array's items or an object's values, `Bearer` and its token in
- * two items) goes too: see `redactSplitSecrets`. The input is not changed.
+ * two items) goes too: see `redactSplitSecrets`. So does a secret named beside its value: the value
+ * fields of `{ name: 'DB_PASSWORD', value: 'x' }` (see `createSecretPairTests`), the item after a secret
+ * header's name in an array of header names and values (`rawHeaders`). The input is not changed.
  */
 export function createSecretRedactor(options: RedactSecretsOptions = {}): (value: unknown) => unknown {
   const patterns = (options.patterns ?? SECRET_PATTERNS).map(globalPattern);
   const redactText = options.redactText ?? ((text: string): string => redactSecretsInText(text, patterns));
-  let replaceEntry = options.replaceEntry;
-  if (replaceEntry === undefined) {
+  let keyRule = options.replaceEntry;
+  if (keyRule === undefined) {
     const isSecretKey = createSecretKeyMatcher(options.keys);
-    replaceEntry = (key, item) =>
-      isSecretKey(key) && item !== null && item !== undefined ? REDACTED : undefined;
+    keyRule = (key, item) => (isSecretKey(key) && item !== null && item !== undefined ? REDACTED : undefined);
   }
+  const onSplit = options.onSplitSecret;
+  const pairs = createSecretPairTests(options.keys);
+  const headers = (items: readonly unknown[]): number[] | undefined =>
+    secretHeaderIndexes(items, pairs.isSecretHeader);
+  // Per call, whether each object read so far is a secret's name/value pair: an object's value fields
+  // (at most a few) ask once, however its keys are spelled.
+  let pairVerdicts: WeakMap<object, boolean> | undefined;
+  const isSecretPair = (parent: object): boolean => {
+    pairVerdicts ??= new WeakMap();
+    let verdict = pairVerdicts.get(parent);
+    if (verdict === undefined) {
+      verdict = pairs.isSecretPair(parent);
+      pairVerdicts.set(parent, verdict);
+    }
+    return verdict;
+  };
+  const rule = keyRule;
+  // The key rule (or the caller's), then the name/value rule: a value field of an object whose name
+  // field names a secret (`{ name: 'DB_PASSWORD', value: 'x' }`) goes as `{ DB_PASSWORD: 'x' }` would.
+  const replaceEntry = (key: string, item: unknown, parent: object): string | undefined => {
+    const replaced = rule(key, item, parent);
+    if (replaced !== undefined || item === null || item === undefined) return replaced;
+    if (!isValueFieldKey(key) || !isSecretPair(parent)) return undefined;
+    onSplit?.(NAME_VALUE_SECRET);
+    return REDACTED;
+  };
   const maxDepth = options.maxDepth ?? 32;
   // A key is a string the reader sees too: a URL with credentials used as a key must not survive.
   const walkOptions: MapStringsOptions = { maxDepth, replaceEntry, mapKey: redactText };
-  const onSplit = options.onSplitSecret;
   // The command-line patterns among `patterns`: their rules also read argument arrays.
   const names = new Set(patterns.map((pattern) => pattern.name));
   return (value) => {
-    if (typeof value !== 'object' || value === null || !hasSplitOpener(value, maxDepth)) {
+    pairVerdicts = undefined;
+    if (typeof value !== 'object' || value === null || !hasSplitOpener(value, maxDepth, headers)) {
       return mapStrings(value, redactText, walkOptions);
     }
     // Rare: a plain copy first (read once), its split secrets cut, then the copy redacted as usual.
     const copy = mapStrings(value, (text) => text, { maxDepth });
-    cutSplitSecrets(copy, patterns, names, onSplit);
+    cutSplitSecrets(copy, patterns, names, onSplit, headers);
     return mapStrings(copy, redactText, walkOptions);
   };
 }
@@ -1255,7 +1431,11 @@ const ARGV_OPENER = `^(?:${ARGV_SECRET_OPTION}|--(?:proxy-user|user|auth)|-u)$|$
 export const SPLIT_SECRET_OPENER: RegExp = new RegExp(`${JOINED_SECRET_OPENER.source}|${ARGV_OPENER}`, 'i');
 
 /** Whether a run of sibling strings in `value` (at any depth) holds a string that may open a split secret. */
-function hasSplitOpener(value: object, maxDepth: number): boolean {
+function hasSplitOpener(
+  value: object,
+  maxDepth: number,
+  headers: (items: readonly unknown[]) => number[] | undefined,
+): boolean {
   // Created at the first nested object: a flat value (most arguments) allocates nothing here.
   let seen: Set<object> | undefined;
   const visit = (node: object, depth: number): boolean => {
@@ -1269,6 +1449,7 @@ function hasSplitOpener(value: object, maxDepth: number): boolean {
     // Something the plain walk does not read (a Map, a class instance): the copy decides.
     if (entries === undefined) return true;
     if (entries !== node && isSpawnErrorArgs(node as Record<string, unknown>)) return true;
+    if (entries === node && headers(entries) !== undefined) return true;
     let strings = 0;
     let opener = false;
     for (const entry of entries) {
@@ -1308,6 +1489,7 @@ function cutSplitSecrets(
   patterns: readonly SecretPattern[],
   names: ReadonlySet<string>,
   onSplit: ((name: string) => void) | undefined,
+  headers: (items: readonly unknown[]) => number[] | undefined,
 ): void {
   if (typeof node !== 'object' || node === null) return;
   const keys = Array.isArray(node) ? node.map((_, index) => index) : Object.keys(node);
@@ -1316,9 +1498,10 @@ function cutSplitSecrets(
   for (const key of keys) {
     const entry = record[key];
     if (typeof entry === 'string') run.push(key);
-    else cutSplitSecrets(entry, patterns, names, onSplit);
+    else cutSplitSecrets(entry, patterns, names, onSplit, headers);
   }
   if (!Array.isArray(node)) cutSpawnErrorArgs(record, names, onSplit);
+  else cutHeaderValues(node, headers(node), onSplit);
   if (run.length < 2) return;
   if (!run.some((key) => SPLIT_SECRET_OPENER.test(record[key] as string))) return;
   if (Array.isArray(node)) cutArgvSecrets(node, names, onSplit);
@@ -1423,6 +1606,23 @@ function cutArgvSecrets(
       const password = MYSQL_PASSWORD.exec(item);
       if (password !== null && password[1] !== REDACTED) cut(index, `-p${REDACTED}`, 'mysql-password-option');
     }
+  }
+}
+
+/** What `onSplitSecret` is told for a value cut by its name beside it (a name/value pair, a header's value). */
+const NAME_VALUE_SECRET = 'name-value-secret';
+
+/** The values after secret header names (`indexes`) in an array of header names and values, cut in place. */
+function cutHeaderValues(
+  items: unknown[],
+  indexes: readonly number[] | undefined,
+  onSplit: ((name: string) => void) | undefined,
+): void {
+  if (indexes === undefined) return;
+  for (const index of indexes) {
+    if (items[index] === REDACTED) continue;
+    items[index] = REDACTED;
+    onSplit?.(NAME_VALUE_SECRET);
   }
 }
 
