@@ -16,6 +16,8 @@ options:
   --key-file PATH        a chain key: the file's bytes, less one trailing newline (repeat for rotated keys)
   --key-env NAME         a chain key: the value of $NAME (repeatable)
   --allow-unkeyed        with keys: accept unkeyed records before a chain's first keyed one
+  --allow-unanchored     a FILE written before chains were linked: accept chains that start mid-file
+                         without after, up to the file's first record that has one
   --expect-head CHAIN:SEQ:HASH
                          the chain must still hold that record (a head kept elsewhere; repeatable)
   --timeout-ms MS        with --table: how long connecting and each read may wait for the database
@@ -37,6 +39,7 @@ async function main(argv: string[]): Promise<number> {
       'key-file': { type: 'string', multiple: true },
       'key-env': { type: 'string', multiple: true },
       'allow-unkeyed': { type: 'boolean' },
+      'allow-unanchored': { type: 'boolean' },
       'expect-head': { type: 'string', multiple: true },
       'timeout-ms': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
@@ -55,6 +58,9 @@ async function main(argv: string[]): Promise<number> {
   let options: VerifyOptions;
   let timeoutMs: number;
   try {
+    if (values['allow-unanchored'] && file === undefined) {
+      throw new UsageError('--allow-unanchored applies to a FILE only (a table names no line order)');
+    }
     options = await verifyOptionsOf(values);
     timeoutMs = timeoutOf(values['timeout-ms'], file !== undefined);
   } catch (error) {
@@ -129,6 +135,7 @@ async function verifyOptionsOf(values: {
   'key-file'?: string[];
   'key-env'?: string[];
   'allow-unkeyed'?: boolean;
+  'allow-unanchored'?: boolean;
   'expect-head'?: string[];
 }): Promise<VerifyOptions> {
   const keys: Buffer[] = [];
@@ -153,6 +160,7 @@ async function verifyOptionsOf(values: {
   return {
     ...(keys.length > 0 && { keys }),
     ...(values['allow-unkeyed'] && { allowUnkeyed: true }),
+    ...(values['allow-unanchored'] && { allowUnanchored: true }),
     ...(expect.length > 0 && { expect }),
   };
 }

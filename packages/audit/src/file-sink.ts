@@ -21,7 +21,8 @@ export interface FileSinkOptions {
    * turn: a few µs to the page cache, where handing the write to libuv's thread pool and back costs
    * tens of µs of CPU (measured: 1.2-2 µs against 23-37 µs for a 900-byte append). Larger batches
    * go to the thread pool, so the event loop never waits on one long write. 0: every batch on the
-   * thread pool (a network filesystem, where any write may stall). @default 65536
+   * thread pool (a network filesystem, where any write may stall). A named pipe, socket or device is
+   * always written on the thread pool (a write there blocks until someone reads). @default 65536
    */
   syncWriteMaxBytes?: number;
 }
@@ -53,6 +54,10 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
     throw new RangeError('createFileSink: syncWriteMaxBytes must be a non-negative integer');
   }
   let handle: FileHandle | undefined;
+  // Synchronous writes go to a regular file only. A write to a named pipe, socket or device can block
+  // until someone reads: on the writer's thread it would stop that thread's event loop (and with it
+  // close()'s deadline) for as long as nobody does.
+  let syncLimit = 0;
   let tornTail = false;
   let partial: { batch: AuditBatch; bytes: Uint8Array; offset: number } | undefined;
   // The last line head() found, when it belongs to another chain: the record a new chain names.
@@ -65,11 +70,20 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
   const sink = doneWithBytesWhenSettled({
     async head(chainId: string): Promise<ChainHead | undefined> {
       // head() is retried after a failure: open once, not once per attempt.
-      handle ??= await open(
-        path,
-        constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT,
-        settings.mode ?? 0o600,
-      );
+      if (handle === undefined) {
+        const opened = await open(
+          path,
+          constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT,
+          settings.mode ?? 0o600,
+        );
+        try {
+          syncLimit = (await opened.stat()).isFile() ? syncWriteMaxBytes : 0;
+        } catch (error) {
+          await opened.close().catch(() => {});
+          throw error;
+        }
+        handle = opened;
+      }
       const tail = await readLastLine(path);
       tornTail = tail.torn;
       if (tail.line === undefined) return undefined;
@@ -104,7 +118,7 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
       const current = partial;
       try {
         // A small batch: written now, synchronously (a partial write resumes below, on the pool).
-        if (current.bytes.length - current.offset <= syncWriteMaxBytes) {
+        if (current.bytes.length - current.offset <= syncLimit) {
           current.offset += writeSync(
             handle.fd,
             current.bytes,

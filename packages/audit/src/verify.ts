@@ -37,6 +37,15 @@ export interface VerifyOptions {
    * @default none
    */
   expect?: AuditHead | readonly AuditHead[];
+  /**
+   * `verifyAuditFile` only: accept a chain that starts mid-file without `after`, before the file's first
+   * record that has one: a file written before the file sink linked chains (it has named the record
+   * before each new chain since `after` was introduced). Records after the first `after` must follow
+   * the file sink's rules all the same, and with this option records spliced in from another file at
+   * a chain's start before that record go unnoticed: use it for such older files only.
+   * @default false
+   */
+  allowUnanchored?: boolean;
 }
 
 /** What the verifier found about one chain: intact, or its first broken link. */
@@ -106,6 +115,7 @@ interface Anchors {
 interface Checks {
   readonly keys: ReadonlyMap<string, ChainKey> | undefined;
   readonly allowUnkeyed: boolean;
+  readonly allowUnanchored: boolean;
   readonly expect: readonly AuditHead[];
 }
 
@@ -115,6 +125,16 @@ interface Pass {
   readonly checks: Checks;
   /** The expected heads' state, undefined when none are expected. */
   readonly expected: ExpectedHeads | undefined;
+  /** A file the file sink wrote: where each record may stand (see `checkPlacement`); undefined for other lines. */
+  readonly file: FilePlacement | undefined;
+}
+
+/** What a pass over a file knows of the records before the current line (see `checkPlacement`). */
+interface FilePlacement {
+  /** The last record read (lines cut short passed over), and its line. */
+  last: { chain: string; seq: number; hash: string; line: number } | undefined;
+  /** Whether a record with `after` was read: from there on every chain starting mid-file must have one. */
+  linked: boolean;
 }
 
 function checksOf(options: VerifyOptions | undefined, caller: string): Checks {
@@ -130,15 +150,17 @@ function checksOf(options: VerifyOptions | undefined, caller: string): Checks {
   return {
     keys: options?.keys === undefined ? undefined : chainKeysOf(options.keys, `${caller}: keys`),
     allowUnkeyed: options?.allowUnkeyed ?? false,
+    allowUnanchored: options?.allowUnanchored ?? false,
     expect: heads,
   };
 }
 
-function passOf(anchors: Anchors, checks: Checks): Pass {
+function passOf(anchors: Anchors, checks: Checks, file = false): Pass {
   return {
     anchors,
     checks,
     expected: checks.expect.length === 0 ? undefined : new ExpectedHeads(checks.expect),
+    file: file ? { last: undefined, linked: false } : undefined,
   };
 }
 
@@ -207,9 +229,9 @@ async function verifyPass(
 export async function verifyAuditFile(path: string, options?: VerifyOptions): Promise<VerifyResult> {
   const checks = checksOf(options, 'verifyAuditFile');
   const unresolved = new Map<string, Set<number>>();
-  const first = await verifyFilePass(path, passOf({ keep: undefined, unresolved }, checks));
+  const first = await verifyFilePass(path, passOf({ keep: undefined, unresolved }, checks, true));
   if (unresolved.size === 0) return first;
-  return verifyFilePass(path, passOf({ keep: unresolved, unresolved: new Map() }, checks));
+  return verifyFilePass(path, passOf({ keep: unresolved, unresolved: new Map() }, checks, true));
 }
 
 async function verifyFilePass(path: string, pass: Pass): Promise<VerifyResult> {
@@ -593,6 +615,10 @@ function checkLine(
     }
     return `record ${number} (seq ${record.seq}) does not link to the previous record of its chain: its prevHash differs (a record was inserted or replaced)`;
   }
+  if (pass.file !== undefined) {
+    const misplaced = checkPlacement(record, chain, number, !previous || restart, state, chains, pass);
+    if (misplaced !== undefined) return misplaced;
+  }
   state.previous = record;
   if (key !== undefined) state.keyed = true;
   state.line = number;
@@ -627,6 +653,71 @@ function restartOf(
 }
 
 const UNRESOLVED = Symbol('unresolved');
+
+/**
+ * Whether a record stands where the file sink would have written it; undefined when it does, else why
+ * not. The sink appends one process's records at a time, and a chain goes on only while its last
+ * record is the file's last line (see `createFileSink`'s head()), so in a file every record follows
+ * the record right before it (lines cut short by a crash passed over): the previous record of its
+ * own chain, or, starting a chain, the record its `after` names (the sink names the file's last
+ * record whenever the file has one). Another file's records spliced in, a chain's records moved among
+ * another's, or a chain started from nothing mid-file are reported here.
+ */
+function checkPlacement(
+  record: AuditRecord,
+  chain: string,
+  number: number,
+  starts: boolean,
+  state: ChainState,
+  chains: Map<string, ChainState>,
+  pass: Pass,
+): string | undefined {
+  const file = pass.file!;
+  const misplaced = misplacement(record, chain, number, starts, state, chains, pass, file);
+  if (misplaced !== undefined) return misplaced;
+  const last = file.last;
+  if (last === undefined) file.last = { chain, seq: record.seq, hash: record.hash, line: number };
+  else {
+    last.chain = chain;
+    last.seq = record.seq;
+    last.hash = record.hash;
+    last.line = number;
+  }
+  if (record.after !== undefined) file.linked = true;
+  return undefined;
+}
+
+/** Why a record does not stand where the file sink would have written it (see `checkPlacement`). */
+function misplacement(
+  record: AuditRecord,
+  chain: string,
+  number: number,
+  starts: boolean,
+  state: ChainState,
+  chains: Map<string, ChainState>,
+  pass: Pass,
+  file: FilePlacement,
+): string | undefined {
+  const last = file.last;
+  // The file's first record: nothing to follow (an `after` there was reported as missing).
+  if (last === undefined) return undefined;
+  if (!starts) {
+    if (last.line === state.line) return undefined;
+    return `record ${number} (seq ${record.seq}) follows record ${last.seq} of chain ${last.chain} (record ${last.line}), not record ${record.seq - 1} of its own chain ${chain} (record ${state.line}): the file sink writes a chain's records one after another, so records were moved or inserted between them`;
+  }
+  const after = record.after;
+  if (after === undefined) {
+    if (pass.checks.allowUnanchored && !file.linked) return undefined;
+    return `record ${number} (seq 1) starts chain ${chain} mid-file without naming the record before it (after), which the file sink always does: it was written to another file and moved here (a file written before chains were linked verifies with allowUnanchored)`;
+  }
+  if (after.chainId === last.chain && after.seq === last.seq) {
+    return after.hash === last.hash ? undefined : `record ${number} (seq 1) ${anchorReplaced(after)}`;
+  }
+  // It names another record. Whether that one is there with that hash was checked; a first pass
+  // that could not tell (the record's chain went past it) leaves it to the second.
+  if (namedRecord(after, chains, pass.anchors) === UNRESOLVED) return undefined;
+  return `record ${number} (seq 1) starts after record ${after.seq} of chain ${after.chainId}, but follows record ${last.seq} of chain ${last.chain} (record ${last.line}): the file sink starts a chain right after the record it names, so records were moved, inserted or deleted between them`;
+}
 
 /**
  * The line of the record a first record names (`after`), or why it is not in the lines read before

@@ -86,6 +86,8 @@ export class AuditWriter {
   readonly #waiters: Waiter[] = [];
   #inFlight = 0;
   #inFlightBytes = 0;
+  /** The batch being written (or refused), so close() can answer its durable calls when it gives up on it. */
+  #inFlightEntries: readonly CapturedRecord[] | undefined;
   #head: ChainHead | undefined;
   /** A new chain's `after` (canonical JSON), sealed into its record with seq 1. */
   #after: string | undefined;
@@ -228,29 +230,49 @@ export class AuditWriter {
     }
   }
 
-  /** Refuses new records, flushes (retrying a failing sink until `closeTimeoutMs`), closes the sink. */
+  /**
+   * Refuses new records, flushes (retrying a failing sink until `closeTimeoutMs`), closes the sink.
+   * Returns within `closeTimeoutMs` and HUNG_WRITE_GRACE_MS whatever the sink does: a write still
+   * running then is abandoned (its records counted as lost, its durable calls told), and so is a sink
+   * close that does not finish by then (it goes on in the background).
+   */
   async close(): Promise<void> {
     this.#closing = true;
-    this.#closeDeadline = Date.now() + this.#settings.closeTimeoutMs;
+    const started = Date.now();
+    this.#closeDeadline = started + this.#settings.closeTimeoutMs;
+    const hardDeadline = this.#closeDeadline + HUNG_WRITE_GRACE_MS;
     // A sink whose write never settles must not hold shutdown hostage: past the deadline (and a
     // grace for the retry in progress) whatever is unwritten is counted as lost.
-    let timer: NodeJS.Timeout | undefined;
-    const hung = new Promise<true>((resolve) => {
-      timer = setTimeout(() => resolve(true), this.#settings.closeTimeoutMs + HUNG_WRITE_GRACE_MS);
-    });
-    const stuck = await Promise.race([this.flush().then(() => false as const), hung]);
-    clearTimeout(timer);
+    const stuck = await stillRunningAt(this.flush(), hardDeadline);
     if (stuck) {
       this.#abandoned = true;
+      // The batch in flight is lost with the rest: its durable calls answer now, not when (if ever)
+      // the write returns (the drain then sees #abandoned and counts nothing more).
+      const inFlight = this.#inFlightEntries;
+      this.#inFlightEntries = undefined;
+      if (inFlight !== undefined) for (const entry of inFlight) entry.ack?.(false);
       this.#loseAll(this.#inFlight);
     }
     this.#dropLog.close();
     this.#transientLog.close();
     this.#permanentLog.close();
-    try {
-      await this.#sink.close?.();
-    } catch (error) {
-      this.#settings.logger.error({ err: error }, 'audit sink failed to close');
+    const closing = (async (): Promise<void> => {
+      try {
+        await this.#sink.close?.();
+      } catch (error) {
+        this.#settings.logger.error({ err: error }, 'audit sink failed to close');
+      }
+    })();
+    if (this.#sink.close === undefined) return;
+    // A write stuck in the kernel (a pipe nobody reads, a hung network filesystem) holds its file
+    // handle: closing it waits for that write, which may never return. Shutdown does not.
+    if (stuck || (await stillRunningAt(closing, hardDeadline))) {
+      this.#settings.logger.error(
+        { closeTimeoutMs: this.#settings.closeTimeoutMs, graceMs: HUNG_WRITE_GRACE_MS },
+        stuck
+          ? 'audit sink abandoned: a write to it never returned, so its close goes on in the background (a file stays open until that write returns)'
+          : 'audit sink abandoned: its close did not finish in time and goes on in the background',
+      );
     }
   }
 
@@ -347,6 +369,7 @@ export class AuditWriter {
           // Measured: a quarter of the records promoted, and scavenges 2.5 times as long. Likewise
           // the batch's hashes.
           entries.length = 0;
+          if (this.#inFlightEntries === entries) this.#inFlightEntries = undefined;
           if (sealedHashes !== undefined) sealedHashes.length = 0;
           // The batch's bytes are free now: a call waiting for room that did not fit beside them
           // gets in (were the buffer empty, no next batch would let it in, and it would be dropped
@@ -358,6 +381,7 @@ export class AuditWriter {
     } finally {
       this.#inFlight = 0;
       this.#inFlightBytes = 0;
+      this.#inFlightEntries = undefined;
       this.#draining = undefined;
       this.#settings.onSettled?.();
     }
@@ -372,6 +396,7 @@ export class AuditWriter {
     this.#bufferBytes -= bytes;
     this.#inFlight = entries.length;
     this.#inFlightBytes = bytes;
+    this.#inFlightEntries = entries;
     this.#admitWaiters();
     return entries;
   }
@@ -459,7 +484,7 @@ export class AuditWriter {
     for (let failures = 0; ; failures += 1) {
       try {
         const value = await attempt();
-        if (this.#failingSince !== undefined) {
+        if (this.#failingSince !== undefined && !this.#abandoned) {
           this.#transientLog.reset();
           this.#settings.logger.warn(
             { failures: this.#failures, outageMs: Date.now() - this.#failingSince },
@@ -470,6 +495,9 @@ export class AuditWriter {
         }
         return value;
       } catch (error) {
+        // A write close() gave up on, failing now (a pipe's reader went: EPIPE): its records are
+        // counted as lost already, and the sink is closed or closing.
+        if (this.#abandoned) return GIVE_UP;
         if (isPermanentSinkError(error)) {
           this.#permanentLog.note(records, { err: error, totalRejected: this.#rejected + records });
           return REFUSED;
@@ -489,6 +517,7 @@ export class AuditWriter {
   #refuse(entries: readonly CapturedRecord[]): void {
     this.#inFlight = 0;
     this.#inFlightBytes = 0;
+    this.#inFlightEntries = undefined;
     this.#rejected += entries.length;
     this.#dropped += entries.length;
     for (const entry of entries) entry.ack?.(false);
@@ -523,6 +552,22 @@ export class AuditWriter {
       maxBufferBytes: this.#settings.maxBufferBytes,
       maxWaitMs: this.#settings.maxWaitMs,
     });
+  }
+}
+
+/**
+ * Whether `work` was still running at `deadline` (a Date.now() time): true when it was (it goes on,
+ * unwatched), false once it settled before.
+ */
+async function stillRunningAt(work: Promise<unknown>, deadline: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<true>((resolve) => {
+    timer = setTimeout(() => resolve(true), Math.max(0, deadline - Date.now()));
+  });
+  try {
+    return await Promise.race([work.then(() => false as const), late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
