@@ -522,7 +522,7 @@ function malformedAs(field: string, expected: string): Malformed {
 const malformedMessages = new WeakMap<ArgumentVerdict, string>();
 
 const MALFORMED = {
-  name: malformedAs('name', 'a non-empty string'),
+  name: malformedAs('name', 'a string'),
   arguments: malformedAs('arguments', 'an object'),
   meta: malformedAs('_meta', 'an object'),
   task: malformedAs('task', 'an object with an optional number `ttl`'),
@@ -537,7 +537,8 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 function malformedParams(params: unknown): Malformed | undefined {
   if (!isPlainObject(params)) return MALFORMED.name;
   const name = params.name;
-  if (typeof name !== 'string' || name.length === 0) return MALFORMED.name;
+  // An empty name is a name the schema accepts: an unknown tool, answered as every other one.
+  if (typeof name !== 'string') return MALFORMED.name;
   const args = params.arguments;
   if (args !== undefined && !isPlainObject(args)) return MALFORMED.arguments;
   const meta = params._meta;
