@@ -240,7 +240,8 @@ const PROSE_CHAR = '[^\\s\'"`\\\\]';
 const PROSE_TRAIL = '[.,;:!?)\\]}]';
 const PROSE_VALUE_END = `(?=${PROSE_TRAIL}*(?:[\\s'"\`\\\\]|$))`;
 const PROSE_NOT_SECRET = `(?:(?:sha|md|base|utf-?|aes|rsa|hs|rs|es|ps|pbkdf|argon|oauth|x|ipv|crc|ed|blake|tls|ssl|v)\\d+[A-Za-z]*|v\\d+(?:\\.\\d+)+(?:[-+.][A-Za-z0-9]+)*|(?:[A-Za-z0-9]+-)+[a-z]{2,}|\\d{4}-\\d{2}-\\d{2}${PROSE_CHAR}*)${PROSE_VALUE_END}`;
-const PROSE_SECRET = `(?!\\[REDACTED\\]|${PROSE_NOT_SECRET})(?=${PROSE_CHAR}*?[A-Za-z])(?=${PROSE_CHAR}*?[0-9@#$%^&*+=~|])${PROSE_CHAR}{6,}(?<!${PROSE_TRAIL})${PROSE_VALUE_END}`;
+// A value opening a bracket is an aside or an example (`password (user@host)`), not a password.
+const PROSE_SECRET = `(?!\\[REDACTED\\]|[([{<]|${PROSE_NOT_SECRET})(?=${PROSE_CHAR}*?[A-Za-z])(?=${PROSE_CHAR}*?[0-9@#$%^&*+=~|])${PROSE_CHAR}{6,}(?<!${PROSE_TRAIL})${PROSE_VALUE_END}`;
 // Base64 and the line breaks of a key body: real ones, or `\n` written inside JSON text (`\\n` when
 // that JSON is itself quoted in a JSON string).
 const B64 = '[A-Za-z0-9+/]';
