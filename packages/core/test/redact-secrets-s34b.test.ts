@@ -180,7 +180,10 @@ describe('a password, token or API key named in prose', () => {
     ['an api key setting in words', 'api key rotation-policy2; api key ABCDEFGHIJKL'],
     ['a date', 'api key 2026-12-07T10:00:00Z'],
     // url-allowlist's own refusal (CI caught the first version of the rule garbling it).
-    ['an aside in brackets', 'URLs with a user name or password (user@host) are not accepted; password [see docs#4]'],
+    [
+      'an aside in brackets',
+      'URLs with a user name or password (user@host) are not accepted; password [see docs#4]',
+    ],
   ])('%s stays', (_name, text) => {
     expect(redactSecretsInText(text)).toBe(text);
   });
