@@ -36,7 +36,11 @@ export function sanitise(text: string): string {
  * nothing for the later pass to take.
  */
 function safeLine(line: string): string {
-  return redactSecretsInText(sanitise(line));
+  const clean = sanitise(line);
+  const redacted = redactSecretsInText(clean);
+  // A secret found only once escapes are decoded (`\u0070assword=x`) comes back in decoded text, which
+  // undoes the line's own `\u005b`/`\u003c` escaping: made inert again, markdown stays as typed.
+  return redacted === clean ? clean : inert(redacted, true);
 }
 
 // What a markdown renderer would turn into a link, an image, HTML, an entity, a code span or a
@@ -49,13 +53,42 @@ const MARKDOWN_ACTIVE = /[[\]<>&`~]/g;
  * Markdown's active characters written as JSON's `\u` escapes: the exact text still reads off the
  * prompt, and a client that renders it as markdown shows it as typed.
  */
-function inert(text: string): string {
+function inert(text: string, keepRedacted = false): string {
+  if (keepRedacted) {
+    // The marker stays readable, unless a `(` or `:` after it would make it a link's text.
+    return text.replace(REDACTED_OR_ACTIVE, (match) =>
+      match.length > 1 ? match : `\\u${match.charCodeAt(0).toString(16).padStart(4, '0')}`,
+    );
+  }
   return text.replace(MARKDOWN_ACTIVE, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+const REDACTED_OR_ACTIVE = /\[REDACTED\](?![(:[])|[[\]<>&`~]/g;
+
+/**
+ * Letters of the right-to-left scripts (Hebrew, Arabic, Syriac, Thaana, N'Ko, their presentation forms,
+ * and the historic ones above U+10800). A renderer lays out digits that follow such a letter right to
+ * left with it: `\u0640` before `1111 2222 3333` displays as `3333 2222 1111`, no control character
+ * needed. In a value that holds a digit they are written as escapes, so every number reads in the order
+ * that runs; a value without digits keeps its letters.
+ */
+// Format and control characters in these blocks (U+061C, U+06DD) are left to `sanitise`, which shows them.
+const RIGHT_TO_LEFT =
+  /(?![\p{Cf}\p{Cc}])[\u0590-\u08FF\uFB1D-\uFDFF\uFE70-\uFEFF\u{10800}-\u{10FFF}\u{1E800}-\u{1EFFF}]/gu;
+const DIGIT = /\p{Nd}/u;
+
+/** `text` with its right-to-left letters as escapes when it also holds a digit (see RIGHT_TO_LEFT). */
+function ordered(text: string): string {
+  if (!DIGIT.test(text)) return text;
+  return text.replace(RIGHT_TO_LEFT, (char) => {
+    const code = char.codePointAt(0)!;
+    return code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
 }
 
 /** A value as JSON (quotes and escapes visible), inert to markdown. */
 function valueText(value: unknown): string {
-  return inert(JSON.stringify(value) ?? 'undefined');
+  return ordered(inert(JSON.stringify(value) ?? 'undefined'));
 }
 
 const MAX_VALUE_CHARS = 300;
@@ -80,7 +113,7 @@ export function renderPrompt(
     // to a value's length, so a long one cannot push the tool and the arguments out of the prompt.
     describe === undefined
       ? `Run "${tool.title ?? tool.name}"?`
-      : cut(inert(String(describe(args))), MAX_VALUE_CHARS),
+      : cut(ordered(inert(String(describe(args)))), MAX_VALUE_CHARS),
     `Tool: ${tool.name}`,
   ];
   const names = Object.keys(args);

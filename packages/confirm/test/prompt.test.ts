@@ -115,3 +115,36 @@ describe('confirm: the prompt shows what runs, and only that', () => {
     expect(lines).toHaveLength(6);
   });
 });
+
+describe('confirm: red team round 6 (session 34)', () => {
+  it('a line holding an escaped secret stays inert to markdown after its secret is redacted', async () => {
+    // Redaction decodes `\u0070assword=x` to find it and hands back decoded text: before, that undid the
+    // line's own escaping, and the comment opened in one value hid the amount below it.
+    const message = await promptFor({
+      order_id: 'A-1 \\u0070assword=x <!--',
+      amount: 99999,
+      note: '\\u0070assword=y --> refund [details](https://evil.example/phish) `code` ~~old~~',
+    });
+    expect(message).not.toMatch(/[<>`~]|\[(?!REDACTED\])|(?<!\[REDACTED)\]/);
+    expect(message).not.toContain('x <!--');
+    expect(message).toContain('[REDACTED]');
+    expect(message.split('\n')[4]).toBe('  amount: 99999');
+    expect(message).toContain('\\u005bdetails\\u005d(https://evil.example/phish)');
+  });
+
+  it('right-to-left letters beside digits are written as escapes, so digit groups read in the order that runs', async () => {
+    // Rendered, `\u0640` (Arabic tatweel) before the digits displays them as "3333 2222 1111".
+    const message = await promptFor(
+      { order_id: '\u06401111 2222 3333', amount: 25 },
+      { describe: (args) => `Refund ${args.amount} EUR on order ${args.order_id}` },
+    );
+    expect(message).not.toMatch(/[\u0590-\u08FF]/);
+    expect(message.split('\n')[0]).toBe('Refund 25 EUR on order \\u06401111 2222 3333');
+    expect(message.split('\n')[3]).toBe('  order_id: "\\u06401111 2222 3333"');
+  });
+
+  it('right-to-left text without digits keeps its letters', async () => {
+    const message = await promptFor({ order_id: 'A-1', amount: 25, note: 'תודה רבה' });
+    expect(message.split('\n')[5]).toBe('  note: "תודה רבה"');
+  });
+});
