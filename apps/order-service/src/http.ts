@@ -139,7 +139,17 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const url = new URL(req.url ?? '/', 'http://placeholder');
+    // A request-target no URL can be made of (`//`, `http://[`) is the client's error: 400, not a 500
+    // and an error-level log line that anyone could fill without a token.
+    const url = URL.canParse(req.url ?? '/', 'http://placeholder')
+      ? new URL(req.url ?? '/', 'http://placeholder')
+      : undefined;
+    if (url === undefined) {
+      res
+        .writeHead(400, { 'content-type': 'application/json', connection: 'close' })
+        .end('{"error":"bad request target"}');
+      return;
+    }
     // Probes for a load balancer: no auth, no Host check (they come from the balancer's own address).
     if (url.pathname === '/health') {
       sendJson(res, 200, { status: 'ok' });

@@ -167,6 +167,25 @@ describe('Streamable HTTP with bearer auth', () => {
     }
   });
 
+  it('400 for a request-target no URL can be made of (`//`, `http://[`), without a token: never a 500', async () => {
+    const port = Number(new URL(http.url).port);
+    for (const target of ['//', 'http://[']) {
+      const answer = await new Promise<string>((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1');
+        let text = '';
+        socket.setEncoding('utf8');
+        socket.on('data', (chunk: string) => {
+          text += chunk;
+        });
+        socket.on('close', () => resolve(text));
+        socket.on('error', reject);
+        socket.end(`GET ${target} HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n`);
+      });
+      expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+      expect(answer).toContain('{"error":"bad request target"}');
+    }
+  });
+
   it('a token in the query string is not accepted; a client-chosen session id is not adopted; a batch of 400 calls runs none', async () => {
     const url = new URL(http.url);
     const viaQuery = await new Promise<number>((resolve, reject) => {
