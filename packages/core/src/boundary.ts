@@ -269,9 +269,7 @@ export function cutFailureText(text: string, dropped = false): string {
       break;
     }
   }
-  const code = text.charCodeAt(end - 1);
-  if (code >= 0xd800 && code <= 0xdbff) end -= 1;
-  return `${text.slice(0, end).trimEnd()}${CUT_MARKER}`;
+  return `${headOf(text, end).trimEnd()}${CUT_MARKER}`;
 }
 
 // Whitespace, and what ends a value in JSON, SQL or a list: `"`, `'`, `,`, `;` and brackets.

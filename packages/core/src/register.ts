@@ -44,6 +44,7 @@ import {
   ARGUMENTS_OK,
   argumentVerdict,
   invalidArgumentsResult,
+  isRecord,
   publishedTexts,
   safeParseFast,
 } from './validate.js';
@@ -529,20 +530,16 @@ const MALFORMED = {
   params: malformedAs('params', 'an object as MCP defines for tools/call'),
 } as const;
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /** What is wrong with tools/call params, or undefined when their shape is what dispatch needs. */
 function malformedParams(params: unknown): Malformed | undefined {
-  if (!isPlainObject(params)) return MALFORMED.name;
+  if (!isRecord(params)) return MALFORMED.name;
   const name = params.name;
   // An empty name is a name the schema accepts: an unknown tool, answered as every other one.
   if (typeof name !== 'string') return MALFORMED.name;
   const args = params.arguments;
-  if (args !== undefined && !isPlainObject(args)) return MALFORMED.arguments;
+  if (args !== undefined && !isRecord(args)) return MALFORMED.arguments;
   const meta = params._meta;
-  if (meta !== undefined && !isPlainObject(meta)) return MALFORMED.meta;
+  if (meta !== undefined && !isRecord(meta)) return MALFORMED.meta;
   return undefined;
 }
 
@@ -574,15 +571,15 @@ function refuseMalformed(
   malformed: Malformed,
 ): Promise<ToolResult> {
   try {
-    const sent = isPlainObject(params) ? params : {};
+    const sent = isRecord(params) ? params : {};
     const args = sent.arguments;
     const meta = sent._meta;
     return dispatch(
       registry,
       {
         name: nameAsSent(sent.name),
-        arguments: args === undefined ? {} : isPlainObject(args) ? args : { arguments: args },
-        _meta: isPlainObject(meta) ? meta : undefined,
+        arguments: args === undefined ? {} : isRecord(args) ? args : { arguments: args },
+        _meta: isRecord(meta) ? meta : undefined,
       },
       extra,
       malformed,

@@ -442,6 +442,7 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
   return value;
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
+/** A non-null object that is not an array (JSON's object, as the SDK's schemas read it). */
+export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
