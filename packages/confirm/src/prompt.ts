@@ -56,11 +56,14 @@ const MARKDOWN_ACTIVE = /[[\]<>&`~]/g;
 function inert(text: string, keepRedacted = false): string {
   if (keepRedacted) {
     // The marker stays readable, unless a `(` or `:` after it would make it a link's text.
-    return text.replace(REDACTED_OR_ACTIVE, (match) =>
-      match.length > 1 ? match : `\\u${match.charCodeAt(0).toString(16).padStart(4, '0')}`,
-    );
+    return text.replace(REDACTED_OR_ACTIVE, (match) => (match.length > 1 ? match : escaped(match)));
   }
-  return text.replace(MARKDOWN_ACTIVE, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return text.replace(MARKDOWN_ACTIVE, escaped);
+}
+
+/** One character of the Basic Multilingual Plane as JSON's `\u` escape. */
+function escaped(char: string): string {
+  return `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`;
 }
 
 const REDACTED_OR_ACTIVE = /\[REDACTED\](?![(:[])|[[\]<>&`~]/g;
@@ -82,7 +85,7 @@ function ordered(text: string): string {
   if (!DIGIT.test(text)) return text;
   return text.replace(RIGHT_TO_LEFT, (char) => {
     const code = char.codePointAt(0)!;
-    return code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, '0')}`;
+    return code > 0xffff ? `\\u{${code.toString(16)}}` : escaped(char);
   });
 }
 
