@@ -270,7 +270,11 @@ describe('the process group', () => {
     // The zombie leads a group of its own; its parent (the shell, now `sleep`) never waits for it, as
     // an init that does not reap orphans (Node as PID 1 in a container) never does. kill(-pgid, 0)
     // still finds it.
-    const helper = await shell('setsid sh -c "exit 0" & echo $!; exec sleep 300');
+    // The child ends only once its parent has become `sleep`: ended earlier, the shell could reap it
+    // before its exec, and there would be no zombie to count.
+    const helper = await shell(
+      'setsid sh -c \'until [ "$(cat /proc/$PPID/comm)" = sleep ]; do sleep 0.02; done\' & echo $!; exec sleep 300',
+    );
     const zombie = Number(helper.line);
     try {
       await until(() => stateOf(zombie) === 'Z', 'the zombie');
