@@ -1,4 +1,4 @@
-import { fail, type ToolResult } from '@toolgate/core';
+import { cancelledResult, fail, type ToolResult } from '@toolgate/core';
 
 // What the model sees when the breaker answers instead of the handler. Messages name the tool the
 // model called, never the dependency behind it (the model sees the contract, not the implementation).
@@ -47,11 +47,8 @@ export function timeoutAnswer(toolName: string, timeoutMs: number): ToolResult {
   return fail('timeout', `${toolName} did not finish within ${timeoutMs} ms and was cancelled.`);
 }
 
-export function cancelledAnswer(toolName: string): ToolResult {
-  return fail('timeout', `${toolName} was cancelled before it finished.`, {
-    hint: 'The request was cancelled. Call again only if the answer is still needed.',
-  });
-}
+/** Core's answer to a cancelled call, so the breaker and the boundary say the same. */
+export const cancelledAnswer: (toolName: string) => ToolResult = cancelledResult;
 
 export function shutdownAnswer(toolName: string): ToolResult {
   return fail('unavailable', `${toolName} is unavailable: the server is shutting down.`, {

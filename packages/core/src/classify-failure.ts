@@ -1,5 +1,6 @@
 import type { ErrorCode } from './codes.js';
 import { isToolError } from './errors.js';
+import { fail, type ToolResult } from './result.js';
 
 /** What a known dependency failure means for the model. */
 export interface FailureClass {
@@ -202,4 +203,38 @@ function errorChain(error: unknown): object[] {
     }
   }
   return chain;
+}
+
+/**
+ * True when the caller cancelled the call (its request signal aborted) and `error` is what that cancel
+ * made: the signal's own reason (an MCP client's `notifications/cancelled` reason is a string the client
+ * chose, and libraries such as fetch reject with it as it is), an error it caused, or an `AbortError`.
+ * Such a failure is the caller's doing, not an incident: answer it with `cancelledResult`, log it below
+ * error level, and keep the client's reason text out of the log.
+ */
+export function isCallerCancel(
+  ctx: { readonly request: { readonly signal: AbortSignal } },
+  error: unknown,
+): boolean {
+  const signal = ctx.request.signal;
+  if (!signal.aborted) return false;
+  const reason: unknown = signal.reason;
+  if (error === reason) return true;
+  for (const item of errorChain(error)) {
+    if (item === reason) return true;
+    try {
+      const name = (item as { name?: unknown }).name;
+      if (name === 'AbortError') return true;
+    } catch {
+      // A hostile getter: not a cancel we can recognise.
+    }
+  }
+  return false;
+}
+
+/** The answer to a call its caller cancelled: `timeout`, naming the tool the model called. */
+export function cancelledResult(toolName: string): ToolResult {
+  return fail('timeout', `${toolName} was cancelled before it finished.`, {
+    hint: 'The request was cancelled. Call again only if the answer is still needed.',
+  });
 }

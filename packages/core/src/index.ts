@@ -2,7 +2,12 @@ export { isWellFormedResult, type ScrubText } from './boundary.js';
 export { type BoundedStore, boundStore } from './bounded-store.js';
 export { callerScope, callerTag, callKey } from './call-key.js';
 export { canonicalJson } from './canonical-json.js';
-export { classifyFailure, type FailureClass } from './classify-failure.js';
+export {
+  cancelledResult,
+  classifyFailure,
+  type FailureClass,
+  isCallerCancel,
+} from './classify-failure.js';
 export { ERROR_CODE_DEFAULTS, ERROR_CODES, type ErrorCode, isErrorCode } from './codes.js';
 export { afterSettled, callNext, compose } from './compose.js';
 export {

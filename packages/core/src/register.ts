@@ -13,6 +13,7 @@ import * as z from 'zod';
 import { markCoreWritten, type ScrubText, scrubFailureText, toModelFacing } from './boundary.js';
 import { CALL_KEY_SLOT, NO_BINDINGS, SCOPE_KEY_SLOT } from './call-key.js';
 import { type CauseLog, createCauseLog } from './cause-log.js';
+import { cancelledResult, isCallerCancel } from './classify-failure.js';
 import { compose } from './compose.js';
 import { isToolError, ToolError } from './errors.js';
 import { type CallerIdentity, type IdentifyCaller, identifyCaller } from './identity.js';
@@ -1146,7 +1147,22 @@ function lastResort(ctx: ToolContext, error: unknown, registry: Registry): ToolR
   } catch (unreadable) {
     return internalError(ctx, unreadable);
   }
+  if (isCallerCancel(ctx, error)) return cancelledAnswer(ctx);
   return internalError(ctx, error);
+}
+
+/**
+ * The caller cancelled and the chain failed with what its cancel made: not an incident. Logged at info
+ * without the error (a client's cancel reason is text it chose, never an error-level line of ours).
+ */
+function cancelledAnswer(ctx: ToolContext): ToolResult {
+  logSafely(
+    ctx.logger,
+    { tool: ctx.toolName, requestId: ctx.request.id },
+    'tool call cancelled by the client',
+    'info',
+  );
+  return cancelledResult(ctx.toolName);
 }
 
 /** `internal` with an incident id; the full error goes to the log under it (if the logger can take it). */
@@ -1167,7 +1183,7 @@ function logSafely(
   logger: Logger,
   fields: Record<string, unknown>,
   message: string,
-  level: 'warn' | 'error' = 'error',
+  level: 'info' | 'warn' | 'error' = 'error',
 ): void {
   try {
     logger[level](fields, message);

@@ -5,7 +5,7 @@ export interface FailureLine {
   /** The failure class: repeats of the same key within an interval are only counted. */
   key: string;
   logger: Logger;
-  level: 'warn' | 'error';
+  level: 'info' | 'warn' | 'error';
   message: string;
   /** The whole line (call fields, incident id, the error with its stack), built only when it is written. */
   fields: () => Record<string, unknown>;

@@ -1,9 +1,11 @@
 import {
   callNext,
+  cancelledResult,
   classifyFailure,
   createSecretRedactor,
   type ErrorCode,
   fail,
+  isCallerCancel,
   isPassThrough,
   isToolError,
   type Logger,
@@ -186,6 +188,21 @@ function thrownResult(ctx: ToolContext, error: unknown, settings: Settings): Too
       });
     }
     return scrubbedFailure(ctx, toolErrorResult(error, incidentId), settings, 'thrown');
+  }
+  if (isCallerCancel(ctx, error)) {
+    // The caller's own cancel, not an incident: no incident id, and the client's reason text (it
+    // chose it) stays out of the log.
+    settings.log({
+      key: `${ctx.toolName}:cancelled`,
+      logger,
+      level: 'info',
+      message: 'tool call cancelled by the client',
+      fields: () => callFields(ctx),
+      common: { tool: ctx.toolName, outcome: 'timeout' },
+      incidentId: undefined,
+    });
+    ctx.decisions.push({ by: BY, action: 'cancelled', reason: 'the caller cancelled the call' });
+    return cancelledResult(ctx.toolName);
   }
   const incidentId = incidentOf(ctx);
   const known = classifyGuarded(error, settings, logger, ctx);
