@@ -3,6 +3,12 @@ import type { AddressInfo } from 'node:net';
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import {
+  isJSONRPCErrorResponse,
+  isJSONRPCRequest,
+  isJSONRPCResultResponse,
+  type RequestId,
+} from '@modelcontextprotocol/sdk/types.js';
 import { isAccessTokenError, type ProtectedResource } from '@toolgate/authz';
 import { type Logger, withDeadline } from '@toolgate/core';
 
@@ -96,6 +102,8 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
   // A server on loopback also accepts loopback Host and Origin values (any port): a page on this
   // machine may talk to it, a rebinding name (evil.example resolving to 127.0.0.1) may not.
   const loopbackServer = LOOPBACK.has(host);
+  const allowedHost = (authority: string): boolean =>
+    allowedHosts.has(authority) || (loopbackServer && isLoopbackAuthority(authority));
 
   let draining = false;
   let inFlight = 0;
@@ -169,9 +177,21 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not found"}');
       return;
     }
+    // Node keeps the first of two Host headers, a proxy in front may route by the last: the two would
+    // disagree on which site this is (RFC 9112 answers such a request 400).
+    if (countHeader(req, 'host') > 1) {
+      sendJsonRpcError(res, 400, -32600, 'Bad Request: send exactly one Host header');
+      return;
+    }
     const hostHeader = (req.headers.host ?? '').toLowerCase();
-    if (!allowedHosts.has(hostHeader) && !(loopbackServer && isLoopbackAuthority(hostHeader))) {
+    if (!allowedHost(hostHeader)) {
       sendJsonRpcError(res, 403, -32000, 'Forbidden: Host header not allowed');
+      return;
+    }
+    // An absolute-form target (`POST http://other.example/mcp`) names the site itself, and a server
+    // must take its authority over the Host header (RFC 9112 3.2.2): it passes the same check.
+    if (!(req.url ?? '/').startsWith('/') && !allowedHost(url.host.toLowerCase())) {
+      sendJsonRpcError(res, 403, -32000, 'Forbidden: request target host not allowed');
       return;
     }
     const origin = req.headers.origin;
@@ -182,6 +202,23 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
     ) {
       sendJsonRpcError(res, 403, -32000, 'Forbidden: Origin not allowed');
       return;
+    }
+    // A browser page on an allowed origin may call: its preflight is answered here, before auth (a
+    // preflight never carries credentials), and every answer names the origin that may read it.
+    if (origin !== undefined) {
+      res.setHeader('access-control-allow-origin', origin);
+      res.setHeader('vary', 'Origin');
+      res.setHeader('access-control-expose-headers', EXPOSED_HEADERS);
+      if (req.method === 'OPTIONS') {
+        res
+          .writeHead(204, {
+            'access-control-allow-methods': 'POST',
+            'access-control-allow-headers': ALLOWED_REQUEST_HEADERS,
+            'access-control-max-age': '600',
+          })
+          .end();
+        return;
+      }
     }
     // Node keeps the first of two Authorization headers, a proxy in front may use the last (or join
     // them with a comma): the two would disagree on who calls. Such a request names no one caller.
@@ -248,6 +285,11 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
       sendJsonRpcError(res, 400, -32700, 'Parse error: the body is not JSON');
       return;
     }
+    // Two requests of one batch with one id would both run (a change made twice) and share one answer.
+    if (hasDuplicateRequestIds(parsed)) {
+      sendJsonRpcError(res, 400, -32600, 'Invalid Request: two requests in one batch share an id');
+      return;
+    }
     const mcp = options.createServer();
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
     res.on('close', () => {
@@ -255,6 +297,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
       void mcp.close();
     });
     await mcp.connect(transport);
+    endOnceAnsweredOrCancelled(transport, parsed);
     (req as IncomingMessage & { auth?: AuthInfo }).auth = authInfo;
     await transport.handleRequest(req, res, parsed);
   }
@@ -309,14 +352,83 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
 function hasAmbiguousAuthorization(req: IncomingMessage): boolean {
   const value = req.headers.authorization;
   if (value === undefined) return false;
-  if (value.includes(',')) return true;
+  return value.includes(',') || countHeader(req, 'authorization') > 1;
+}
+
+/** How many times the request carries the header `name` (lower case); Node's `headers` keep one. */
+function countHeader(req: IncomingMessage, name: string): number {
   const raw = req.rawHeaders;
   let seen = 0;
   for (let index = 0; index < raw.length; index += 2) {
-    const name = raw[index]!;
-    if (name.length === 13 && name.toLowerCase() === 'authorization' && ++seen > 1) return true;
+    const key = raw[index]!;
+    if (key.length === name.length && key.toLowerCase() === name) seen += 1;
+  }
+  return seen;
+}
+
+/** What a browser page on an allowed origin may send, and read, besides the CORS-safelisted headers. */
+const ALLOWED_REQUEST_HEADERS = 'authorization, content-type, accept, mcp-protocol-version, last-event-id';
+const EXPOSED_HEADERS = 'www-authenticate, retry-after';
+
+/** A batch (array) holding two requests with one id. */
+function hasDuplicateRequestIds(parsed: unknown): boolean {
+  if (!Array.isArray(parsed)) return false;
+  const ids = new Set<unknown>();
+  for (const message of parsed) {
+    if (!isJSONRPCRequest(message)) continue;
+    if (ids.has(message.id)) return true;
+    ids.add(message.id);
   }
   return false;
+}
+
+/**
+ * The SDK sends no answer to a request its client cancelled (the protocol says the receiver should not),
+ * and the stateless transport ends a POST's response only once every request in it is answered. So a
+ * batch holding a request and its own `notifications/cancelled` kept its response open for good: a
+ * descriptor each, and a drain waiting its whole grace at shutdown. Here the response ends once every
+ * request of the POST is answered or cancelled. (Outside its batch a cancel reaches no one: each POST
+ * has a server of its own.) A cancelled tool call still runs its chain to its end: the service's drain
+ * waits for it, and audit records it.
+ */
+function endOnceAnsweredOrCancelled(transport: StreamableHTTPServerTransport, parsed: unknown): void {
+  if (!Array.isArray(parsed)) return;
+  const waiting = new Set<RequestId>();
+  for (const message of parsed) if (isJSONRPCRequest(message)) waiting.add(message.id);
+  const cancelled = parsed
+    .map(cancelledIdOf)
+    .filter((id): id is RequestId => id !== undefined && waiting.has(id));
+  if (cancelled.length === 0) return;
+  const stream = cancelled[0]!;
+  let ended = false;
+  const settle = (id: RequestId): void => {
+    waiting.delete(id);
+    if (waiting.size > 0 || ended) return;
+    ended = true;
+    // Any request id of this POST names its stream; closing the stream ends the response.
+    transport.closeSSEStream(stream);
+  };
+  const send = transport.send.bind(transport);
+  transport.send = async (message, sendOptions) => {
+    await send(message, sendOptions);
+    const answered = isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message);
+    if (answered && message.id !== undefined) settle(message.id);
+  };
+  const deliver = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    deliver?.(message, extra);
+    const id = cancelledIdOf(message);
+    if (id !== undefined && waiting.has(id)) settle(id);
+  };
+}
+
+/** The request id a `notifications/cancelled` message names, if it is one. */
+function cancelledIdOf(message: unknown): RequestId | undefined {
+  if (typeof message !== 'object' || message === null) return undefined;
+  const { method, params } = message as { method?: unknown; params?: { requestId?: unknown } };
+  if (method !== 'notifications/cancelled' || typeof params !== 'object' || params === null) return undefined;
+  const id = params.requestId;
+  return typeof id === 'string' || typeof id === 'number' ? id : undefined;
 }
 
 function sendJson(res: ServerResponse, status: number, body: Record<string, unknown>): void {
