@@ -1,4 +1,4 @@
-import { redactSecretsInText } from '@toolgate/core';
+import { createSecretKeyMatcher, REDACTED, redactSecretsInText } from '@toolgate/core';
 
 /**
  * Characters that could make a prompt say something other than what it shows: every control (the
@@ -111,12 +111,8 @@ export function renderPrompt(
   maxChars: number,
 ): string {
   const lines = [
-    // describe() interpolates values the model chose: inert as they are on their own lines, so no
-    // comment, tag, entity or link it copies can hide the lines below or say more than runs; and held
-    // to a value's length, so a long one cannot push the tool and the arguments out of the prompt.
-    describe === undefined
-      ? `Run "${tool.title ?? tool.name}"?`
-      : cut(ordered(inert(String(describe(args)))), MAX_VALUE_CHARS),
+    (describe === undefined ? undefined : describeLine(describe, args)) ??
+      `Run "${tool.title ?? tool.name}"?`,
     `Tool: ${tool.name}`,
   ];
   const names = Object.keys(args);
@@ -130,6 +126,57 @@ export function renderPrompt(
   const limit = valueLimit(values, maxChars - fixed);
   for (let i = 0; i < names.length; i += 1) lines.push(`  ${names[i]}: ${cut(values[i]!, limit)}`);
   return cut(lines.map(safeLine).join('\n'), maxChars);
+}
+
+/**
+ * The describe() sentence interpolates values the MODEL chose. Redacted as one line, a value could take
+ * words it did not write: a payee `ACME Ltd password:` before the amount made core's `key: value` rule
+ * take the amount (`Pay ACME Ltd password: [REDACTED] EUR`), a payee ending in `Bearer` the account
+ * number after it. So describe() gets a redacted view of the arguments (every string, at any depth,
+ * redacted on its own; a string under a secret-named key replaced whole, as core does for what it sends a
+ * client; numbers, booleans and null as they are): a secret in an argument never reaches the sentence.
+ * And a sentence that redaction would still change is not shown at all: its words were not all the ones
+ * it was written with (a value reaching past its end, or a secret describe() added itself), and a
+ * sentence that says less than what runs must not stand above the arguments. The prompt then opens with
+ * the tool's title; the argument lines below show every value, each redacted on its own line.
+ * @returns the line, or undefined when it cannot be shown whole
+ */
+function describeLine(
+  describe: (args: Readonly<Record<string, unknown>>) => string,
+  args: Readonly<Record<string, unknown>>,
+): string | undefined {
+  // Inert, so no comment, tag, entity or link it copies can hide the lines below or say more than runs
+  // (the view's markers stay readable); held to a value's length, so a long one cannot push the tool and
+  // the arguments out of the prompt.
+  const line = sanitise(cut(ordered(inert(String(describe(redactedView(args))), true)), MAX_VALUE_CHARS));
+  return redactSecretsInText(line) === line ? line : undefined;
+}
+
+const isSecretKey = createSecretKeyMatcher();
+const MAX_VIEW_DEPTH = 32;
+
+/** The arguments as describe() sees them: see describeLine. */
+function redactedView(args: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  const walk = (value: unknown, depth: number): unknown => {
+    if (typeof value === 'string') return redactSecretsInText(value);
+    if (typeof value !== 'object' || value === null || depth >= MAX_VIEW_DEPTH) return value;
+    if (Array.isArray(value)) return value.map((item) => walk(item, depth + 1));
+    const prototype = Object.getPrototypeOf(value);
+    // A date or class instance stays as it is (describe may call its methods).
+    if (prototype !== Object.prototype && prototype !== null) return value;
+    const copy: Record<string, unknown> = {};
+    for (const [key, item] of Object.entries(value)) {
+      // A data property of its own: a `__proto__` key stays a key.
+      Object.defineProperty(copy, key, {
+        value: typeof item === 'string' && item !== '' && isSecretKey(key) ? REDACTED : walk(item, depth + 1),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    }
+    return copy;
+  };
+  return walk(args, 0) as Record<string, unknown>;
 }
 
 /**

@@ -809,7 +809,7 @@ describe('the prompt cannot be made to hide an argument', () => {
     expect(runs.count).toBe(0);
   });
 
-  it('a value describe() interpolates that looks like a key hides the rest of that line only, never the arguments', async () => {
+  it('a value describe() interpolates that looks like a key hides itself only: the amount after it stays in the sentence', async () => {
     const { tool, runs } = refundTool();
     const asked: string[] = [];
     const client = await serve([tool], {
@@ -828,7 +828,7 @@ describe('the prompt cannot be made to hide an argument', () => {
     });
     await client.callTool('create_refund', { order_id: '-----BEGIN RSA PRIVATE KEY-----', amount: 99999 });
     expect(asked).toEqual([
-      'Refund order [REDACTED]\nTool: create_refund\nArguments:\n  order_id: "[REDACTED]\n  amount: 99999',
+      'Refund order \\u005bREDACTED\\u005d: 99999 EUR\nTool: create_refund\nArguments:\n  order_id: "[REDACTED]\n  amount: 99999',
     ]);
     expect(runs.count).toBe(0);
   });
