@@ -1,8 +1,10 @@
 import { performance } from 'node:perf_hooks';
 import {
+  cancelledResult,
   errorOf,
   fail,
   incidentOfThrow,
+  isCallerCancel,
   isToolError,
   type PolicyDecision,
   principalOf,
@@ -35,9 +37,11 @@ export interface RecordSettings {
  * The result core's dispatch will answer for an error that escapes the chain, so the record holds
  * what the client gets. A ToolError keeps its code (one with a cause is answered under an incident id,
  * its cause logged under it); anything else is `internal` under an incident id. Such an id is set on
- * the context now, so core's answer carries the same id as the record.
+ * the context now, so core's answer carries the same id as the record. What the caller's own cancel made
+ * (core's `isCallerCancel`) is `timeout` without one, as core answers it.
  */
 export function resultOfThrow(ctx: ToolContext, error: unknown): ToolResult {
+  if (!isToolError(error) && isCallerCancel(ctx, error)) return cancelledResult(ctx.toolName);
   const incidentId = incidentOfThrow(ctx, error);
   return isToolError(error)
     ? toolErrorResult(error, incidentId)

@@ -16,24 +16,27 @@ afterEach(async () => {
 function stubbornRefund(): {
   tool: ToolDefinition;
   started: Promise<void>;
-  settle: (how: 'ok' | 'throw') => void;
+  settle: (how: 'ok' | 'throw' | 'cancelled') => void;
 } {
   let started: () => void = () => {};
   const running = new Promise<void>((resolve) => {
     started = resolve;
   });
-  let settle: (how: 'ok' | 'throw') => void = () => {};
+  let settle: (how: 'ok' | 'throw' | 'cancelled') => void = () => {};
   const tool = defineTool({
     name: 'create_refund',
     description: 'Refund an order (test).',
     input: { order_id: z.string() },
-    handler: () =>
+    handler: (_args, ctx) =>
       new Promise<ToolResult>((resolve, reject) => {
         started();
         settle = (how) =>
           how === 'ok'
             ? resolve(ok({ refund_id: 'R-1' }))
-            : reject(new Error('connect ECONNRESET 10.0.3.7:443'));
+            : how === 'cancelled'
+              ? // What `signal.throwIfAborted()` throws once the work looks at its signal: the reason.
+                reject(ctx.signal.reason)
+              : reject(new Error('connect ECONNRESET 10.0.3.7:443'));
       }),
   }) as ToolDefinition;
   return { tool, started: running, settle: (how) => settle(how) };
@@ -52,7 +55,7 @@ async function abandonedRefund(durable: boolean) {
   const controller = new AbortController();
   const call = client.callTool('create_refund', { order_id: 'A-1' }, { signal: controller.signal });
   await refund.started;
-  controller.abort('the user pressed stop');
+  controller.abort('ALERT: the user pressed stop');
   await expect(call).rejects.toThrow();
   await vi.waitFor(async () => {
     await audit.flush();
@@ -94,5 +97,19 @@ describe('audit: the late outcome of a call answered timeout', () => {
     expect(late.outcome).toBe('internal');
     expect(late.incidentId).toMatch(/^inc_/);
     expect(JSON.stringify(late)).not.toContain('10.0.3.7');
+  });
+
+  it('records a late throw of the cancel itself (the client’s reason) as timeout, no new incident, no reason text', async () => {
+    const { memory, audit, refund } = await abandonedRefund(false);
+    refund.settle('cancelled');
+    await vi.waitFor(async () => {
+      await audit.flush();
+      expect(memory.records).toHaveLength(2);
+    });
+    const [first, late] = memory.records as [(typeof memory.records)[0], (typeof memory.records)[0]];
+    expect(late.outcome).toBe('timeout');
+    // The one incident is core's abandonment (the handler outlived its cancel), not the late throw.
+    expect(late.incidentId).toBe(first.incidentId);
+    expect(JSON.stringify(memory.records)).not.toContain('ALERT');
   });
 });

@@ -196,7 +196,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     if (!fresh) {
       decide(ctx, 'refused', verdict.digest, 'used');
       return fail('permission_denied', 'This confirmation was already used.', {
-        hint: 'A confirmation is valid once. If the user wants this done again, call without it to ask them again.',
+        hint: 'A confirmation is valid once, and the call that used it may not have finished (it may have been cancelled or failed): check whether the change was made before calling without it to ask the user again.',
       });
     }
     decide(ctx, 'confirmed', verdict.digest);

@@ -72,7 +72,7 @@ describe('confirm: two steps for a client without elicitation', () => {
       ok: false,
       error: 'permission_denied',
       message: 'This confirmation was already used.',
-      hint: 'A confirmation is valid once. If the user wants this done again, call without it to ask them again.',
+      hint: 'A confirmation is valid once, and the call that used it may not have finished (it may have been cancelled or failed): check whether the change was made before calling without it to ask the user again.',
       retryable: false,
     });
   });

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { isCallerCancel } from './classify-failure.js';
 import { isErrorCode } from './codes.js';
 import { isToolError } from './errors.js';
 
@@ -24,13 +25,16 @@ export function isIncidentId(value: unknown): value is string {
  * cause goes to the log under it), and so is one whose code is none of core's (relayed from an
  * upstream: the boundary answers `internal` for it). A middleware that records the throw before core
  * answers it (audit, otel) gets the id the model will see. A ToolError without a cause: the call's id,
- * if it has one.
+ * if it has one; so does what the caller's own cancel made (`isCallerCancel`: not an incident).
  */
 export function incidentOfThrow(
-  ctx: { incidentId?: string | undefined },
+  ctx: { incidentId?: string | undefined; readonly request?: { readonly signal: AbortSignal } },
   error: unknown,
 ): string | undefined {
   if (isToolError(error) && error.cause === undefined && isErrorCode(error.code)) return ctx.incidentId;
+  if (!isToolError(error) && ctx.request !== undefined && isCallerCancel({ request: ctx.request }, error)) {
+    return ctx.incidentId;
+  }
   ctx.incidentId ??= newIncidentId();
   return ctx.incidentId;
 }

@@ -1075,11 +1075,21 @@ function settleHandler(
           else refuse(error);
         } else {
           if (lateSlotOf(ctx)?.listeners.length) handLate(ctx, registry, tool, { error }).catch(ignoreLate);
+          // Ended by the cancel itself (`signal.throwIfAborted()` throws the client's reason text): the
+          // call was cancelled, nothing failed, and the client's words stay out of the log.
+          const cancelled = isCallerCancel(ctx, error);
           logSafely(
             ctx.logger,
-            { incidentId: ctx.incidentId, tool: ctx.toolName, requestId: ctx.request.id, err: error },
-            'abandoned handler failed after its call was answered',
-            'warn',
+            {
+              incidentId: ctx.incidentId,
+              tool: ctx.toolName,
+              requestId: ctx.request.id,
+              ...(cancelled ? { cancelled: true } : { err: error }),
+            },
+            cancelled
+              ? 'abandoned handler stopped after its call was answered'
+              : 'abandoned handler failed after its call was answered',
+            cancelled ? 'info' : 'warn',
           );
         }
       },

@@ -103,4 +103,47 @@ describe('a call its caller cancelled', () => {
     expect(isCallerCancel(withError, new TypeError('x is not a function'))).toBe(false);
     expect(isCallerCancel(withError, 'some other string')).toBe(false);
   });
+
+  it('a handler that outlives its cancel and then throws the reason is logged at info, without it', async () => {
+    const logs: LogEntry[] = [];
+    let started: () => void = () => {};
+    const running = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    let stop: () => void = () => {};
+    const tool = defineTool({
+      name: 'write',
+      description: 'Waits for a lock, then looks at its signal (`throwIfAborted`).',
+      input: {},
+      handler: (_args, ctx) =>
+        new Promise<ToolResult>((_resolve, reject) => {
+          started();
+          stop = () => {
+            try {
+              ctx.signal.throwIfAborted();
+            } catch (error) {
+              reject(error);
+            }
+          };
+        }),
+    });
+    const server = new McpServer({ name: 'test', version: '1.0.0' });
+    registerTools(server, [tool], { logger: recordingLogger(logs), abandonAfterMs: 10 });
+    client = await connectTestClient(server);
+    const controller = new AbortController();
+    const call = client.callTool('write', {}, { signal: controller.signal });
+    await running;
+    controller.abort(REASON);
+    await expect(call).rejects.toThrow();
+    // Abandoned (answered timeout, a warn line of core's own), then the lock frees and the work stops.
+    await expect.poll(() => logs.length).toBe(1);
+    stop();
+    await expect.poll(() => logs.length).toBe(2);
+    expect(logs[1]).toMatchObject({
+      level: 'info',
+      message: 'abandoned handler stopped after its call was answered',
+      fields: { tool: 'write', cancelled: true },
+    });
+    expect(JSON.stringify(logs)).not.toContain('ALERT');
+  });
 });

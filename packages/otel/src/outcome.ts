@@ -1,10 +1,12 @@
 import { type Span, SpanStatusCode } from '@opentelemetry/api';
 import {
+  cancelledResult,
   ERROR_CODE_DEFAULTS,
   ERROR_META_KEY,
   type ErrorEnvelope,
   errorOf,
   incidentOfThrow,
+  isCallerCancel,
   isErrorCode,
   isIncidentId,
   isToolError,
@@ -108,6 +110,10 @@ export function recordThrownOutcome(
   recorder: TextRecorder,
   errorTypeOf: (error: unknown) => string,
 ): string {
+  // What the caller's own cancel made: core answers it `timeout` (not an incident), and so does the span.
+  if (!isToolError(error) && isCallerCancel(ctx, error)) {
+    return recordResultOutcome(span, ctx, cancelledResult(ctx.toolName), settings, recorder)!;
+  }
   // Core's rule for which throws it answers under an incident id, set now: the span carries the id the
   // model sees.
   const incidentId = incidentOfThrow(ctx, error);

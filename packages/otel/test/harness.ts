@@ -86,6 +86,13 @@ export const getOrder = defineTool({
     if (id === 'boom') {
       throw new TypeError('cannot read total of undefined at /srv/app/orders.js:12 password=hunter2');
     }
+    if (id === 'cancel-me') {
+      // Waits until the client cancels, then rejects with the signal's reason, as fetch does.
+      await new Promise((_resolve, reject) => {
+        if (ctx.signal.aborted) reject(ctx.signal.reason);
+        ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason));
+      });
+    }
     if (id === 'refused') {
       throw Object.assign(new Error('connect ECONNREFUSED 10.0.0.5:5432'), { code: 'ECONNREFUSED' });
     }

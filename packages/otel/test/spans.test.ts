@@ -210,6 +210,29 @@ describe('otel: the tool span', () => {
     expect((logged.fields.err as Error).message).toContain('password=hunter2');
   });
 
+  it('a call the client cancels, failing with its reason: timeout like core answers it, no incident, no reason', async () => {
+    const entries: LogEntry[] = [];
+    const c = await serve([traced()], { logger: recordingLogger(entries) });
+    const controller = new AbortController();
+    const call = c.callTool('get_order', { id: 'cancel-me' }, { signal: controller.signal });
+    // The handler has started (it notes what it saw first).
+    await expect.poll(() => seen.state).toBeDefined();
+    controller.abort('ALERT: database password rotated');
+    await expect(call).rejects.toThrow();
+    await expect.poll(() => toolSpans().length).toBe(1);
+    const span = onlyToolSpan();
+    expect(span.attributes).toEqual({
+      ...callAttributes,
+      [ATTR_ERROR_TYPE]: ERROR_TYPE_TOOL_ERROR,
+      [ATTR_TOOLGATE_ERROR_CODE]: 'timeout',
+    });
+    expect(span.status).toEqual({
+      code: SpanStatusCode.ERROR,
+      message: 'get_order was cancelled before it finished.',
+    });
+    expect(JSON.stringify([span.attributes, span.events, entries])).not.toContain('ALERT');
+  });
+
   it('a system error without a class name uses its code as error.type', async () => {
     const c = await serve([traced()]);
     await c.callTool('get_order', { id: 'refused' });
