@@ -4,7 +4,9 @@ import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import {
+  CancelledNotificationSchema,
   isJSONRPCErrorResponse,
+  isJSONRPCNotification,
   isJSONRPCRequest,
   isJSONRPCResultResponse,
   type RequestId,
@@ -205,7 +207,9 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
     }
     // A browser page on an allowed origin may call: its preflight is answered here, before auth (a
     // preflight never carries credentials), and every answer names the origin that may read it.
-    if (origin !== undefined) {
+    // Only an origin listed: a loopback server's own loopback origins pass the check above (a page of
+    // this machine may post to it), but reading its answers is for listed origins alone.
+    if (origin !== undefined && allowedOrigins.has(origin)) {
       res.setHeader('access-control-allow-origin', origin);
       res.setHeader('vary', 'Origin');
       res.setHeader('access-control-expose-headers', EXPOSED_HEADERS);
@@ -422,13 +426,18 @@ function endOnceAnsweredOrCancelled(transport: StreamableHTTPServerTransport, pa
   };
 }
 
-/** The request id a `notifications/cancelled` message names, if it is one. */
+/**
+ * The request a message cancels, exactly when the SDK's Protocol acts on it: a notification (no id; one
+ * with an id is a request the SDK answers -32601), valid against the SDK's own schema (a reason that is
+ * not a string fails it), naming a request id the SDK does not skip (it ignores a falsy one: 0, "").
+ * Counting any other as a cancel would end the response without an answer the SDK still sends.
+ */
 function cancelledIdOf(message: unknown): RequestId | undefined {
-  if (typeof message !== 'object' || message === null) return undefined;
-  const { method, params } = message as { method?: unknown; params?: { requestId?: unknown } };
-  if (method !== 'notifications/cancelled' || typeof params !== 'object' || params === null) return undefined;
-  const id = params.requestId;
-  return typeof id === 'string' || typeof id === 'number' ? id : undefined;
+  if (isJSONRPCRequest(message) || !isJSONRPCNotification(message)) return undefined;
+  const parsed = CancelledNotificationSchema.safeParse(message);
+  if (!parsed.success) return undefined;
+  const id = parsed.data.params.requestId;
+  return id ? id : undefined;
 }
 
 function sendJson(res: ServerResponse, status: number, body: Record<string, unknown>): void {

@@ -213,7 +213,7 @@ async function main(): Promise<void> {
       fatal = 'an input line exceeded the stdio transport limit of 10 MiB';
       logger.error({ error: message }, `stdio: ${fatal}; the SDK closes the transport`);
     } else {
-      logger.warn({ error: message }, 'stdio: a message could not be read; skipped it, still serving');
+      logger.warn(unreadableLine(error), 'stdio: a message could not be read; skipped it, still serving');
     }
   };
   transport.onclose = () => {
@@ -258,3 +258,22 @@ main().catch((error: unknown) => {
   );
   process.exit(1);
 });
+
+/**
+ * Why a stdio line could not be read, without a word of the line: V8's JSON error quotes the text near
+ * the fault, and the SDK's schema error names the keys and values it refused, both chosen by the client
+ * (a key `"ALERT: rotate the db password now"` would reach a warn line as written). The kind, and for a
+ * schema error its issue codes.
+ */
+function unreadableLine(error: Error): Record<string, unknown> {
+  const issues = (error as { issues?: unknown }).issues;
+  if (Array.isArray(issues)) {
+    const codes = new Set<string>();
+    for (const issue of issues.slice(0, 20)) {
+      const code = (issue as { code?: unknown } | null)?.code;
+      if (typeof code === 'string' && /^[a-z_]{1,40}$/.test(code)) codes.add(code);
+    }
+    return { error: 'not a JSON-RPC message', issues: [...codes] };
+  }
+  return { error: error.name === 'SyntaxError' ? 'not JSON' : 'unreadable' };
+}

@@ -165,6 +165,23 @@ describe('a batch whose requests are cancelled in it', () => {
     expect(ids.sort()).toEqual(['a', 'c']);
   });
 
+  it('a message the SDK does not act on as a cancel ends nothing: every request is answered', async () => {
+    // A "cancel" with an id is a request (the SDK answers it -32601); a reason that is not a string
+    // fails the SDK's schema; a falsy request id (0, "") the SDK skips.
+    const asRequest = await post([ping(1), { ...cancel(1), id: 9 }]);
+    const byId = answers(asRequest.body).sort((a, b) => Number(a.id) - Number(b.id));
+    expect(byId.map((message) => [message.id, message.error === undefined])).toEqual([
+      [1, true],
+      [9, false],
+    ]);
+    const badReason = await post([ping(1), { ...cancel(1), params: { requestId: 1, reason: 5 } }]);
+    expect(answers(badReason.body)).toEqual([{ jsonrpc: '2.0', id: 1, result: {} }]);
+    for (const id of [0, '']) {
+      const falsy = await post([ping(id), cancel(id)]);
+      expect(answers(falsy.body)).toEqual([{ jsonrpc: '2.0', id, result: {} }]);
+    }
+  });
+
   it('a cancel naming a request outside the batch changes nothing', async () => {
     const answer = await post([ping(1), cancel(2)]);
     expect(answers(answer.body)).toEqual([{ jsonrpc: '2.0', id: 1, result: {} }]);
@@ -283,6 +300,15 @@ describe('a browser on an allowed origin', () => {
     expect(call.status).toBe(200);
     expect(call.head).toContain('access-control-allow-origin: https://desk.example');
     expect(call.head).toContain('vary: origin');
+  });
+
+  it('a loopback page not listed may post (DNS rebinding is what the check stops) but gets no CORS answer', async () => {
+    const answer = await preflight('http://localhost:31337');
+    expect(answer.status).not.toBe(204);
+    expect(answer.head).not.toContain('access-control-allow-origin');
+    const call = await post(ping(4), ['origin: http://localhost:31337']);
+    expect(call.status).toBe(200);
+    expect(call.head).not.toContain('access-control-allow-origin');
   });
 
   it('another origin gets 403 and no CORS header', async () => {

@@ -67,6 +67,26 @@ describe('stdio input errors', () => {
     expect(server.output.stderr).toContain('shutdown: done');
   }, 60_000);
 
+  it('logs why a line was refused without a word of it: keys and text are the client’s', async () => {
+    const server = startStdio();
+    server.send(INITIALIZE);
+    server.send('{"jsonrpc":"2.0","method":"ping","ALERT: rotate the db password now":1,"id":"x","extra":{');
+    server.send(
+      '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1},"ALERT: page on-call":1,"id":[1]}',
+    );
+    server.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }));
+    await waitFor('the tools/list answer', () => server.output.stdout.includes('"id":1'));
+    const refused = server.output.stderr
+      .split('\n')
+      .filter((line) => line.includes('stdio: a message could not be read'));
+    expect(refused).toHaveLength(2);
+    expect(JSON.parse(refused[0]!)).toMatchObject({ level: 'warn', error: 'not JSON' });
+    expect(JSON.parse(refused[1]!)).toMatchObject({ level: 'warn', error: 'not a JSON-RPC message' });
+    expect(server.output.stderr).not.toContain('ALERT');
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
+  }, 60_000);
+
   it('a line over the SDK limit (10 MiB) is logged with the reason and ends the server with exit 1', async () => {
     const server = startStdio();
     server.send(INITIALIZE);
