@@ -4,6 +4,7 @@ import {
   classifyFailure,
   createSecretRedactor,
   type ErrorCode,
+  errorOf,
   fail,
   isCallerCancel,
   isPassThrough,
@@ -108,6 +109,11 @@ export function createRedactErrors(options: RedactErrorsOptions = {}): RedactErr
       (result) => {
         const boundary = endBoundaryScrubs(ctx);
         if (result.isError !== true) return result;
+        // A confirmation request shows the person the arguments as the model sent them, each line's
+        // secrets already redacted by @toolgate/confirm: as at core's boundary, no internal-detail
+        // scrubber runs over it (a reason `UPDATE the address` shown `[sql]` in two steps and whole by
+        // form would have the person approve words that are not the ones that run).
+        if (errorOf(result)?.error === 'confirmation_required') return result;
         return scrubbedFailure(ctx, result, settings, 'returned', boundary);
       },
       (error: unknown) => {
