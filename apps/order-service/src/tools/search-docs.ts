@@ -1,7 +1,7 @@
 import type { Dirent } from 'node:fs';
 import { readdir, realpath, stat } from 'node:fs/promises';
 import { isAbsolute, join, relative, resolve } from 'node:path';
-import { defineTool, fail, type Logger, ok, type ToolDefinition } from '@toolgate/core';
+import { defineTool, fail, type Logger, ok, redactSecretsInText, type ToolDefinition } from '@toolgate/core';
 import * as z from 'zod';
 import { isUnderRoot, readFileUnderRoot, SafeFileRefusal } from '../safe-file.js';
 
@@ -163,7 +163,14 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
       }
       hits.sort((a, b) => b.score - a.score || a.file.localeCompare(b.file) || a.line - b.line);
       const limit = Math.min(top_k, SEARCH_DOCS_MAX_TOP_K);
-      const items = hits.slice(0, limit);
+      // The documents' words reach the model as they are (a success passes core's boundary unscrubbed):
+      // a credential in a line or a file name (a pasted connection string, a token in a name) is
+      // redacted in what is returned.
+      const items = hits.slice(0, limit).map((hit) => ({
+        ...hit,
+        file: redactSecretsInText(hit.file),
+        text: redactSecretsInText(hit.text),
+      }));
       const notes: string[] = [];
       if (top_k > SEARCH_DOCS_MAX_TOP_K) notes.push(`top_k was cut to ${SEARCH_DOCS_MAX_TOP_K}.`);
       if (walk.stopped === 'files') {

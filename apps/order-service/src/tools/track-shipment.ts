@@ -1,4 +1,4 @@
-import { defineTool, fail, ok, type ToolDefinition, ToolError } from '@toolgate/core';
+import { defineTool, fail, ok, redactSecrets, type ToolDefinition, ToolError } from '@toolgate/core';
 import type { Queryable } from '@toolgate/sql';
 import { createUrlGuard, type UrlPolicy } from '@toolgate/url-allowlist';
 import * as z from 'zod';
@@ -22,11 +22,15 @@ export interface TrackShipmentOptions {
 const TRACKING_NUMBER = /^TRK\d{8}$/;
 const OWN_SHIPMENT = 'SELECT 1 FROM orders WHERE tracking_number = $1 AND customer_id = $2';
 
+// What the carrier may say, bounded: its text reaches the model as it is (a success passes core's
+// boundary unscrubbed), so an answer past these sizes is the carrier's bug, answered `internal`.
 const CarrierAnswer = z.object({
-  trackingNumber: z.string(),
-  carrier: z.string(),
-  status: z.string(),
-  events: z.array(z.object({ at: z.string(), where: z.string(), what: z.string() })),
+  trackingNumber: z.string().max(64),
+  carrier: z.string().max(200),
+  status: z.string().max(200),
+  events: z
+    .array(z.object({ at: z.string().max(64), where: z.string().max(500), what: z.string().max(500) }))
+    .max(200),
 });
 
 /**
@@ -99,7 +103,9 @@ export function trackShipmentTool(options: TrackShipmentOptions): ToolDefinition
       }
       // A malformed answer is the carrier's bug, not the model's: it surfaces as an internal error.
       const answer = CarrierAnswer.parse(JSON.parse(response.body));
-      return ok(answer);
+      // A third party's words: a credential or connection string in them (a carrier echoing its own
+      // error into an event) is redacted before the model reads it.
+      return ok(redactSecrets(answer) as typeof answer);
     },
   });
 }
