@@ -1,4 +1,10 @@
-import { createSecretKeyMatcher, REDACTED, redactSecretsInText } from '@toolgate/core';
+import {
+  createSecretKeyMatcher,
+  createSecretRedactor,
+  REDACTED,
+  redactSecretsInText,
+  SPLIT_SECRET_OPENER,
+} from '@toolgate/core';
 
 /**
  * Characters that could make a prompt say something other than what it shows: every control (the
@@ -103,6 +109,16 @@ const MIN_VALUE_CHARS = 48;
  * argument (as JSON, so a string's quotes and escapes are visible), sanitised and redacted line by line
  * (no value can start a line of its own, nor hide another's) and bounded. A cut says how much was not
  * shown, so nothing is hidden silently.
+ *
+ * The prompt is a fixed point of what core does to it before a person reads it (see `coreView`): core
+ * redacts the whole message again (the form and URL elicitation's message, the page's copy, the two-step
+ * answer's message and `_meta` prompt), and a pass that changed it could return it with every escape
+ * decoded (markdown and HTML live again) or take lines across a line break. So the joined prompt is
+ * read as core reads it; when core would change it, the changed text is made inert again and read once
+ * more (see `settle`), as long as every line keeps its place (the headline, `Tool:`, `Arguments:`, and
+ * each argument's name); otherwise the headline falls back to the title and the arguments are added
+ * one by one, a line that cannot be shown as it is replaced by its name and a marker (`NOT_SHOWN`).
+ * Nothing is cut after that: every argument keeps its line.
  */
 export function renderPrompt(
   tool: { name: string; title: string | undefined },
@@ -110,22 +126,190 @@ export function renderPrompt(
   describe: ((args: Readonly<Record<string, unknown>>) => string) | undefined,
   maxChars: number,
 ): string {
-  const lines = [
-    (describe === undefined ? undefined : describeLine(describe, args)) ??
-      `Run "${tool.title ?? tool.name}"?`,
-    `Tool: ${tool.name}`,
-  ];
+  const sentence = describe === undefined ? undefined : describeLine(describe, args);
+  const title = safeLine(cut(`Run "${tool.title ?? tool.name}"?`, MAX_VALUE_CHARS));
   const names = Object.keys(args);
-  lines.push(names.length === 0 ? 'Arguments: none' : 'Arguments:');
-  const values = names.map((name) => valueText(args[name]));
-  // The arguments share the room the prompt has left: a long value is cut to its share, so it cannot
-  // push the arguments after it (the amount after a long note) past maxChars, out of the person's sight.
+  const tail = [safeLine(`Tool: ${tool.name}`), names.length === 0 ? 'Arguments: none' : 'Arguments:'];
+  const head = [sentence === undefined ? title : safeLine(sentence), ...tail];
+  const prefixes = names.map((name) => `  ${inert(sanitise(name), true)}: `);
+  const argLines = argumentLines(names, prefixes, args, maxChars - lengthOf(head));
+  const whole = settle([...head, ...argLines], prefixes);
+  if (whole !== undefined) return whole.join('\n');
+  // Core would change what the lines say together: the title (not the model's words) heads the prompt,
+  // and each argument is added only as far as core leaves the prompt as it is.
+  let shown = settle([title, ...tail], prefixes) ?? [PLAIN_HEADLINE, ...tail];
+  for (let i = 0; i < argLines.length; i += 1) {
+    shown = settle([...shown, argLines[i]!], prefixes) ??
+      settle([...shown, prefixes[i] + NOT_SHOWN], prefixes) ?? [...shown, prefixes[i] + NOT_SHOWN];
+  }
+  if (coreView(shown.join('\n')) === shown.join('\n')) return shown.join('\n');
+  // Left only when the tool's or an argument's name is what core changes (names are the tool's own,
+  // never the model's): every argument's name, none of the values.
+  return [PLAIN_HEADLINE, ...tail.slice(1), ...prefixes.map((prefix) => prefix + NOT_SHOWN)].join('\n');
+}
+
+/** The headline when neither the sentence nor the title can be shown as written. */
+const PLAIN_HEADLINE = 'Run this tool?';
+
+/**
+ * An argument whose line core would change beside the others: its name stays in sight, its value does
+ * not (so no later pass decides what it says). `[REDACTED]` first, so no `key: value` rule takes the
+ * words after the name (`password: (`...).
+ */
+const NOT_SHOWN = '[REDACTED] (not shown: beside the other lines it would read as a secret)';
+
+function lengthOf(lines: readonly string[]): number {
+  let length = 0;
+  for (const line of lines) length += line.length + 1;
+  return length;
+}
+
+/**
+ * Each argument's line as the person sees it: the value as JSON, made inert, redacted in its line, and
+ * only then cut to its share of `room`. The share is reckoned from what redaction left (`pin=1,` shown
+ * as `pin=[REDACTED],` is longer), so no value can push the arguments after it out of the prompt; when
+ * even the least share does not fit, values keep only the cut's count, and the prompt runs past
+ * `maxPromptChars` by what the arguments' names need (they are the tool's own, bounded by its schema).
+ */
+function argumentLines(
+  names: readonly string[],
+  prefixes: readonly string[],
+  args: Readonly<Record<string, unknown>>,
+  room: number,
+): string[] {
+  // Read up to the prompt's own size (a longer value cannot be shown anyway); what lies past it counts.
+  const read = Math.max(room, MAX_VALUE_CHARS) + MAX_VALUE_CHARS;
+  const values: { text: string; hidden: number }[] = [];
   let fixed = 0;
-  for (const line of lines) fixed += line.length + 1;
-  for (const name of names) fixed += name.length + 5; // `  ${name}: ` and the line's newline
-  const limit = valueLimit(values, maxChars - fixed);
-  for (let i = 0; i < names.length; i += 1) lines.push(`  ${names[i]}: ${cut(values[i]!, limit)}`);
-  return cut(lines.map(safeLine).join('\n'), maxChars);
+  for (let i = 0; i < names.length; i += 1) {
+    const full = valueText(args[names[i]!]);
+    const end = full.length > read ? cutPoint(full, read) : full.length;
+    const line = safeLine(prefixes[i] + full.slice(0, end));
+    // A name that redaction took into a match (`token: ` before a value) keeps its value in that match.
+    const text = line.startsWith(prefixes[i]!) ? line.slice(prefixes[i]!.length) : NOT_SHOWN;
+    values.push({ text, hidden: text === NOT_SHOWN ? 0 : full.length - end });
+    fixed += prefixes[i]!.length + 1;
+  }
+  const sizes = values.map(({ text, hidden }) => text.length + hidden);
+  let limit = valueLimit(sizes, room - fixed, MIN_VALUE_CHARS);
+  let total = fixed;
+  for (const size of sizes) total += Math.min(size, limit);
+  // The least share did not fit: values keep their cut's count only, never an argument's line.
+  if (total > room) limit = valueLimit(sizes, room - fixed, 0);
+  return values.map(({ text, hidden }, i) => shownValue(prefixes[i]!, text, hidden, limit));
+}
+
+/**
+ * `prefix` and `text` (with `hidden` more characters never read) in at most `max` characters for the
+ * value, or with the cut's count. A cut that leaves the line reading differently to core (`pin=` just
+ * before ` … (`, which a `key=value` rule then takes) moves back a word, a few times at most.
+ */
+function shownValue(prefix: string, text: string, hidden: number, max: number): string {
+  if ((hidden === 0 && text.length <= max) || text === NOT_SHOWN) return prefix + text;
+  const note = (count: number): string => ` … (${count} more characters not shown)`;
+  let end = cutPoint(text, Math.max(0, Math.min(text.length, max - note(text.length + hidden).length)));
+  let line = '';
+  for (let tries = 0; tries < 4; tries += 1) {
+    line = prefix + text.slice(0, end) + note(text.length - end + hidden);
+    if (end === 0 || redactSecretsInText(line) === line) return line;
+    end = cutPoint(text, Math.max(0, ...WORD_END.map((char) => text.lastIndexOf(char, end - 2) + 1)));
+  }
+  return line;
+}
+
+const WORD_END = [' ', ',', ';', '&', '"'];
+
+/**
+ * Where to cut `text` at or before `end`: never inside a `[REDACTED]` marker, a `\u` escape or a
+ * surrogate pair (half of one reads as something else, or as a broken character).
+ */
+function cutPoint(text: string, end: number): number {
+  let at = end;
+  const from = Math.max(0, at - 12);
+  for (const match of text.slice(from, at + 12).matchAll(UNCUT)) {
+    const start = from + match.index;
+    if (start < at && at < start + match[0].length) {
+      at = start;
+      break;
+    }
+  }
+  if (at > 0 && isHighSurrogate(text.charCodeAt(at - 1))) at -= 1;
+  return at;
+}
+
+const UNCUT = /\[REDACTED\]|\\u\{[0-9a-f]{1,6}\}|\\u[0-9a-f]{4}/g;
+
+// What core prefixes the prompt with in a two-step answer's message (confirm.ts, `required`).
+const TWO_STEP_MESSAGE = 'Confirmation required. Show the user: ';
+// The rest of a two-step answer's `_meta` entry, in its order: core redacts the entry as one value,
+// whose strings it also reads joined across line breaks (a secret split over sibling strings).
+const META_STAND_IN = {
+  status: 'confirmation_required',
+  confirmation: `c1.${(2 ** 41).toString(36)}.${'0'.repeat(32)}.${'0'.repeat(64)}`,
+  expiresAt: new Date(0).toISOString(),
+};
+const redactValue = createSecretRedactor();
+
+/**
+ * What a person is shown of `prompt` after core, or undefined when that no longer holds the prompt.
+ * Mirrors core exactly: `redactSecretsInText` over an elicitation's message (form and URL mode, and the
+ * page's copy, which url-mode stores redacted the same way); over the two-step answer's message
+ * (`TWO_STEP_MESSAGE` + prompt); and `createSecretRedactor()` over the `_meta` entry, whose prompt is
+ * then redacted once more (the boundary's `scrubText`), which leaves a fixed point as it is.
+ */
+function coreView(prompt: string): string | undefined {
+  const redacted = redactSecretsInText(prompt);
+  if (redacted !== prompt) return redacted;
+  const message = TWO_STEP_MESSAGE + prompt;
+  const answered = redactSecretsInText(message);
+  if (answered !== message) {
+    return answered.startsWith(TWO_STEP_MESSAGE) ? answered.slice(TWO_STEP_MESSAGE.length) : undefined;
+  }
+  // Only a string that may open a split secret makes core read the entry's strings joined.
+  if (SPLIT_SECRET_OPENER.test(prompt)) {
+    const entry = redactValue({ ...META_STAND_IN, prompt }) as { prompt?: unknown };
+    if (entry.prompt !== prompt) return typeof entry.prompt === 'string' ? entry.prompt : undefined;
+  }
+  return prompt;
+}
+
+/** How often the prompt is made inert again after core's pass before it is given up as unsettled. */
+const SETTLE_ROUNDS = 3;
+
+/** The headline, `Tool:` and `Arguments:`: lines core's pass must leave exactly as written. */
+const HEADER_LINES = 3;
+
+/**
+ * `lines` (the three header lines, then argument lines, the j-th starting with `prefixes[j]`) as a
+ * fixed point of `coreView`, or undefined. When core would change the joined text, what it makes of it
+ * is taken (its redaction, with the escapes decoded when the redaction was found only decoded) and made
+ * inert again, line by line, then read once more, at most SETTLE_ROUNDS times. That holds only while
+ * every line keeps its place: as many lines, the header lines exactly as written, each argument's line
+ * starting with its name. A match across lines that eats one of them, or the start of one, gives
+ * undefined: the caller then shows less rather than let a later pass decide what a line says.
+ */
+function settle(lines: readonly string[], prefixes: readonly string[]): string[] | undefined {
+  let current = lines;
+  for (let round = 0; ; round += 1) {
+    const text = current.join('\n');
+    const seen = coreView(text);
+    if (seen === text) return [...current];
+    if (seen === undefined || round === SETTLE_ROUNDS) return undefined;
+    const next = seen.split('\n');
+    if (next.length !== lines.length) return undefined;
+    for (let i = 0; i < next.length; i += 1) {
+      const line = next[i]!;
+      if (i < HEADER_LINES) {
+        // Kept only as written: at most the escapes it was made inert with came back decoded.
+        if (line !== lines[i] && inert(line, true) !== lines[i]) return undefined;
+        next[i] = lines[i]!;
+      } else {
+        next[i] = inert(line, true);
+        if (!next[i]!.startsWith(prefixes[i - HEADER_LINES]!)) return undefined;
+      }
+    }
+    current = next;
+  }
 }
 
 /**
@@ -180,18 +364,18 @@ function redactedView(args: Readonly<Record<string, unknown>>): Record<string, u
 }
 
 /**
- * The longest a value is shown so that every argument fits in `room` characters: values that fit their
- * equal share are shown whole and leave the rest to the longer ones, which are cut to what is left,
- * shared equally (never past MAX_VALUE_CHARS; never under MIN_VALUE_CHARS, where then the whole
- * prompt's cut says what did not fit). Sorting is paid only when asking the person, never on a call
- * that carries its confirmation.
+ * The longest a value is shown so that every argument fits in `room` characters, from the lengths of
+ * the values as they are shown: values that fit their equal share are shown whole and leave the rest to
+ * the longer ones, which are cut to what is left, shared equally (never past MAX_VALUE_CHARS; never
+ * under `least`). Sorting is paid only when asking the person, never on a call that carries its
+ * confirmation.
  */
-function valueLimit(values: readonly string[], room: number): number {
-  const lengths = values.map((value) => value.length).sort((a, b) => a - b);
+function valueLimit(sizes: readonly number[], room: number, least: number): number {
+  const lengths = [...sizes].sort((a, b) => a - b);
   let left = room;
   for (let i = 0; i < lengths.length; i += 1) {
     const share = Math.floor(left / (lengths.length - i));
-    if (lengths[i]! > share) return Math.min(MAX_VALUE_CHARS, Math.max(MIN_VALUE_CHARS, share));
+    if (lengths[i]! > share) return Math.min(MAX_VALUE_CHARS, Math.max(least, share));
     left -= lengths[i]!;
   }
   return MAX_VALUE_CHARS;
