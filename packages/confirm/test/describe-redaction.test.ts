@@ -5,11 +5,11 @@
 // argument lines show every value. Every test reads the prompt through real round trips: by form, in
 // two steps (the message and _meta) and on the confirmation page.
 import { defineTool, ok, type ToolDefinition } from '@toolgate/core';
-import { expectFailure, serveTools } from '@toolgate/core/testing';
+import { serveTools } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { CONFIRM_META, type ConfirmToolOptions, confirmationArgument, createConfirm } from '../src/index.js';
-import { authAs, SECRET } from './fixtures.js';
+import { authAs, promptsShown, SECRET } from './fixtures.js';
 
 const closers: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -50,51 +50,10 @@ type Describe = NonNullable<ConfirmToolOptions['describe']>;
 
 /** What the person is shown for `args`: by form, in two steps (message and _meta) and on the page. */
 async function shownEverywhere(tool: ToolDefinition, args: Record<string, unknown>, describe: Describe) {
-  const tools = { [tool.name]: { describe } };
-  const asked: string[] = [];
-  const form = await serve([tool], {
-    middleware: [createConfirm({ secret: SECRET, tools })],
-    authInfo: authAs('alice'),
-    onElicit: (params) => {
-      asked.push((params as { message: string }).message);
-      return { action: 'decline' };
-    },
-  });
-  await form.callTool(tool.name, args);
-  const twoStep = await serve([tool], {
-    middleware: [createConfirm({ secret: SECRET, tools })],
-    authInfo: authAs('alice'),
-  });
-  const required = expectFailure(await twoStep.callTool(tool.name, args));
-  const meta = (await twoStep.callTool(tool.name, args))._meta?.[CONFIRM_META] as { prompt: string };
-  const onPage: (string | undefined)[] = [];
-  const confirm = createConfirm({
-    secret: SECRET,
-    tools,
-    url: { build: ({ id }) => `https://page.test/confirm/${id}`, pollMs: 10 },
-  });
-  const page = await serve([tool], {
-    middleware: [confirm],
-    authInfo: authAs('alice'),
-    elicitUrl: true,
-    onElicit: async (params) => {
-      asked.push((params as { message: string }).message);
-      const id = (params as { elicitationId: string }).elicitationId;
-      onPage.push((await confirm.pending(id, 'alice'))?.prompt);
-      return { action: 'decline' };
-    },
-  });
-  await page.callTool(tool.name, args);
-  const all = [
-    asked[0],
-    required.message.replace('Confirmation required. Show the user: ', ''),
-    meta.prompt,
-    asked[1],
-    onPage[0],
-  ];
+  const shown = await promptsShown(serve, tool, args, { describe });
   // Every way of showing it shows the same prompt.
-  for (const prompt of all) expect(prompt).toBe(all[0]);
-  return all[0]!;
+  for (const prompt of Object.values(shown)) expect(prompt).toBe(shown.form);
+  return shown.form;
 }
 
 const sentenceOf = (prompt: string): string => prompt.split('\n')[0]!;

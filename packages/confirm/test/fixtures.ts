@@ -9,8 +9,9 @@ import {
   type ToolDefinition,
   type ToolMiddleware,
 } from '@toolgate/core';
+import { expectFailure, type serveTools, type TestClient } from '@toolgate/core/testing';
 import * as z from 'zod';
-import { confirmationArgument } from '../src/index.js';
+import { CONFIRM_META, type ConfirmToolOptions, confirmationArgument, createConfirm } from '../src/index.js';
 
 export const SECRET = 'test-secret-of-at-least-32-bytes-0123456789';
 
@@ -96,4 +97,64 @@ export function watchedStore(options: MemoryStoreOptions = {}) {
       .sort();
   };
   return { store, written, held };
+}
+
+/** What a two-step answer's message says before the prompt. */
+export const TWO_STEP = 'Confirmation required. Show the user: ';
+
+/**
+ * Every way the prompt for `args` reaches a person (as alice): by form elicitation, in two steps (the
+ * answer's message and its _meta prompt), by URL (the elicitation's message and the page). `serve` is
+ * the test file's own (it closes what it opens).
+ */
+export async function promptsShown(
+  serve: (...args: Parameters<typeof serveTools>) => Promise<TestClient>,
+  tool: ToolDefinition,
+  args: Record<string, unknown>,
+  options: Partial<ConfirmToolOptions> = {},
+): Promise<{ form: string; twoStep: string; meta: string; urlMessage: string; page: string }> {
+  const tools = { [tool.name]: options };
+  const asked: string[] = [];
+  const form = await serve([tool], {
+    middleware: [createConfirm({ secret: SECRET, tools })],
+    authInfo: authAs('alice'),
+    onElicit: (params) => {
+      asked.push((params as { message: string }).message);
+      return { action: 'decline' };
+    },
+  });
+  await form.callTool(tool.name, args);
+  const twoStep = await serve([tool], {
+    middleware: [createConfirm({ secret: SECRET, tools })],
+    authInfo: authAs('alice'),
+  });
+  const first = await twoStep.callTool(tool.name, args);
+  const required = expectFailure(first);
+  if (!required.message.startsWith(TWO_STEP)) throw new Error(`not a two-step prompt: ${required.message}`);
+  const meta = first._meta?.[CONFIRM_META] as { prompt: string };
+  const onPage: (string | undefined)[] = [];
+  const confirm = createConfirm({
+    secret: SECRET,
+    tools,
+    url: { build: ({ id }) => `https://page.test/confirm/${id}`, pollMs: 10 },
+  });
+  const page = await serve([tool], {
+    middleware: [confirm],
+    authInfo: authAs('alice'),
+    elicitUrl: true,
+    onElicit: async (params) => {
+      asked.push((params as { message: string }).message);
+      const id = (params as { elicitationId: string }).elicitationId;
+      onPage.push((await confirm.pending(id, 'alice'))?.prompt);
+      return { action: 'decline' };
+    },
+  });
+  await page.callTool(tool.name, args);
+  return {
+    form: asked[0]!,
+    twoStep: required.message.slice(TWO_STEP.length),
+    meta: meta.prompt,
+    urlMessage: asked[1]!,
+    page: onPage[0]!,
+  };
 }

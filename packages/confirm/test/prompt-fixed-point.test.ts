@@ -6,11 +6,11 @@
 // redaction growth (`pin=1,` shown as `pin=[REDACTED],`) pushed the amount out of a prompt whose room
 // had been shared before redaction.
 import { defineTool, ok, redactSecretsInText, type ToolDefinition } from '@toolgate/core';
-import { expectFailure, serveTools } from '@toolgate/core/testing';
+import { serveTools } from '@toolgate/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
-import { CONFIRM_META, type ConfirmToolOptions, confirmationArgument, createConfirm } from '../src/index.js';
-import { authAs, SECRET } from './fixtures.js';
+import { type ConfirmToolOptions, confirmationArgument } from '../src/index.js';
+import { promptsShown, TWO_STEP } from './fixtures.js';
 
 const closers: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -43,59 +43,13 @@ function payTool(order: 'amount-first' | 'amount-last') {
   return { tool, runs };
 }
 
-const TWO_STEP = 'Confirmation required. Show the user: ';
-
 /** Every way the prompt reaches a person: by form, in two steps (message and _meta), by URL (message and page). */
 async function shownEverywhere(
   tool: ToolDefinition,
   args: Record<string, unknown>,
   options: Partial<ConfirmToolOptions> = {},
 ) {
-  const tools = { [tool.name]: options };
-  const asked: string[] = [];
-  const form = await serve([tool], {
-    middleware: [createConfirm({ secret: SECRET, tools })],
-    authInfo: authAs('alice'),
-    onElicit: (params) => {
-      asked.push((params as { message: string }).message);
-      return { action: 'decline' };
-    },
-  });
-  await form.callTool(tool.name, args);
-  const twoStep = await serve([tool], {
-    middleware: [createConfirm({ secret: SECRET, tools })],
-    authInfo: authAs('alice'),
-  });
-  const first = await twoStep.callTool(tool.name, args);
-  const required = expectFailure(first);
-  expect(required.message.startsWith(TWO_STEP)).toBe(true);
-  const meta = first._meta?.[CONFIRM_META] as { prompt: string };
-  const onPage: (string | undefined)[] = [];
-  const confirm = createConfirm({
-    secret: SECRET,
-    tools,
-    url: { build: ({ id }) => `https://page.test/confirm/${id}`, pollMs: 10 },
-  });
-  const page = await serve([tool], {
-    middleware: [confirm],
-    authInfo: authAs('alice'),
-    elicitUrl: true,
-    onElicit: async (params) => {
-      asked.push((params as { message: string }).message);
-      onPage.push(
-        (await confirm.pending((params as { elicitationId: string }).elicitationId, 'alice'))?.prompt,
-      );
-      return { action: 'decline' };
-    },
-  });
-  await page.callTool(tool.name, args);
-  const shown = {
-    form: asked[0]!,
-    twoStep: required.message.slice(TWO_STEP.length),
-    meta: meta.prompt,
-    urlMessage: asked[1]!,
-    page: onPage[0]!,
-  };
+  const shown = await promptsShown(serve, tool, args, options);
   // One prompt, whichever way it came, and nothing core would still change in it.
   for (const prompt of Object.values(shown)) {
     expect(prompt).toBe(shown.form);

@@ -14,7 +14,16 @@ import { expectFailure, type LogEntry, recordingLogger, serveTools } from '@tool
 import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { CONFIRM_META, type ConfirmMiddleware, confirmationArgument, createConfirm } from '../src/index.js';
-import { authAs, decisionsOf, kindOf, refundTool, SECRET, sleep, watchedStore } from './fixtures.js';
+import {
+  authAs,
+  decisionsOf,
+  kindOf,
+  promptsShown,
+  refundTool,
+  SECRET,
+  sleep,
+  watchedStore,
+} from './fixtures.js';
 
 const closers: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -739,54 +748,11 @@ describe('what the model and client see', () => {
 
 describe('the prompt cannot be made to hide an argument', () => {
   /** What the person is shown for `args`: by form, in two steps (the message and _meta) and on the page. */
-  async function shownEverywhere(
+  const shownEverywhere = (
     tool: ToolDefinition,
     args: Record<string, unknown>,
     options: { maxPromptChars?: number } = {},
-  ) {
-    const tools = { [tool.name]: options };
-    const asked: string[] = [];
-    const form = await serve([tool], {
-      middleware: [createConfirm({ secret: SECRET, tools })],
-      authInfo: authAs('alice'),
-      onElicit: (params) => {
-        asked.push((params as { message: string }).message);
-        return { action: 'decline' };
-      },
-    });
-    await form.callTool(tool.name, args);
-    const twoStep = await serve([tool], {
-      middleware: [createConfirm({ secret: SECRET, tools })],
-      authInfo: authAs('alice'),
-    });
-    const required = expectFailure(await twoStep.callTool(tool.name, args));
-    const meta = (await twoStep.callTool(tool.name, args))._meta?.[CONFIRM_META] as { prompt: string };
-    const onPage: (string | undefined)[] = [];
-    const confirm = createConfirm({
-      secret: SECRET,
-      tools,
-      url: { build: ({ id }) => `https://page.test/confirm/${id}`, pollMs: 10 },
-    });
-    const page = await serve([tool], {
-      middleware: [confirm],
-      authInfo: authAs('alice'),
-      elicitUrl: true,
-      onElicit: async (params) => {
-        asked.push((params as { message: string }).message);
-        const id = (params as { elicitationId: string }).elicitationId;
-        onPage.push((await confirm.pending(id, 'alice'))?.prompt);
-        return { action: 'decline' };
-      },
-    });
-    await page.callTool(tool.name, args);
-    return {
-      form: asked[0],
-      twoStep: required.message.replace('Confirmation required. Show the user: ', ''),
-      meta: meta.prompt,
-      urlMessage: asked[1],
-      page: onPage[0],
-    };
-  }
+  ) => promptsShown(serve, tool, args, options);
 
   it('a value shaped like the start of a private key hides only itself: every argument after it is shown, by form, in two steps and on the page', async () => {
     // Core redacts the message a client or page shows; a BEGIN line without its END ran to the end of
