@@ -203,34 +203,54 @@ function sortKeys(keys: string[]): string[] {
 export function createPatternPretest(patterns: readonly SecretPattern[]): (text: string) => boolean {
   const tests: { readonly pattern: RegExp; readonly requires: RegExp | undefined }[] = [];
   const joined = new Map<string, string[]>();
+  const gates = new Map<string, string[]>();
   const stateless = (expression: RegExp): RegExp =>
     expression.global || expression.sticky
       ? new RegExp(expression.source, expression.flags.replace(/[gy]/g, ''))
       : expression;
+  const join = (groups: Map<string, string[]>, expression: RegExp): void => {
+    const flags = expression.flags.replace(/[gy]/g, '');
+    const sources = groups.get(flags) ?? [];
+    sources.push(expression.source);
+    groups.set(flags, sources);
+  };
+  const numbered = (expression: RegExp): boolean => /\\[1-9]|\\k<|\(\?<[A-Za-z_$]/.test(expression.source);
+  let gated = 0;
   for (const { pattern, requires } of patterns) {
-    const flags = pattern.flags.replace(/[gy]/g, '');
     // A pattern with a cheaper necessary test keeps its own expression behind it: joined, its costly
     // scan would run on every text (two such patterns were most of this test's time on ordinary text).
-    if (requires !== undefined || /\\[1-9]|\\k<|\(\?<[A-Za-z_$]/.test(pattern.source)) {
+    if (requires !== undefined || numbered(pattern)) {
       tests.push({
-        pattern: new RegExp(pattern.source, flags),
+        pattern: new RegExp(pattern.source, pattern.flags.replace(/[gy]/g, '')),
         requires: requires === undefined ? undefined : stateless(requires),
       });
+      if (requires === undefined || numbered(requires)) gated = Number.NaN;
+      else {
+        join(gates, requires);
+        gated += 1;
+      }
       continue;
     }
-    const sources = joined.get(flags) ?? [];
-    sources.push(pattern.source);
-    joined.set(flags, sources);
+    join(joined, pattern);
   }
-  for (const [flags, sources] of joined) {
-    tests.unshift({
-      pattern: new RegExp(sources.map((source) => `(?:${source})`).join('|'), flags),
-      requires: undefined,
-    });
-  }
+  const alternation = (groups: Map<string, string[]>): RegExp[] =>
+    [...groups].map(
+      ([flags, sources]) => new RegExp(sources.map((source) => `(?:${source})`).join('|'), flags),
+    );
+  for (const pattern of alternation(joined)) tests.unshift({ pattern, requires: undefined });
+  // Every gated pattern's necessary test in one alternation per flag set: on ordinary text none holds,
+  // and one scan says so where each gate scanned it on its own (44 gates were most of the cost of a
+  // short argument, growing with every pattern core added). Only when every pattern past the joined
+  // ones has a gate that can be joined.
+  const anyGate = Number.isNaN(gated) || gated === 0 ? undefined : alternation(gates);
+  const ungated = anyGate === undefined ? tests : tests.filter((test) => test.requires === undefined);
   return (text) => {
-    for (const { pattern, requires } of tests) {
+    for (const { pattern, requires } of anyGate === undefined ? tests : ungated) {
       if ((requires === undefined || requires.test(text)) && pattern.test(text)) return true;
+    }
+    if (anyGate === undefined || !anyGate.some((gate) => gate.test(text))) return false;
+    for (const { pattern, requires } of tests) {
+      if (requires?.test(text) && pattern.test(text)) return true;
     }
     return false;
   };
