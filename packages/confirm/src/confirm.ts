@@ -31,7 +31,7 @@ import {
   keyPrefix,
   TOOL_DEFAULTS,
 } from './options.js';
-import { renderPrompt } from './prompt.js';
+import { renderPrompt, TWO_STEP_MESSAGE } from './prompt.js';
 import {
   createUrlConfirmations,
   type OpenPage,
@@ -221,7 +221,7 @@ export function createConfirm(options: ConfirmOptions): ConfirmMiddleware {
     const carry = declared
       ? `the argument ${CONFIRMATION_ARGUMENT}="${issued.token}"`
       : `"${CONFIRMATION_META}": "${issued.token}" in the request _meta`;
-    const result = fail('confirmation_required', `Confirmation required. Show the user: ${prompt}`, {
+    const result = fail('confirmation_required', `${TWO_STEP_MESSAGE}${prompt}`, {
       hint: `Show the user exactly this request and ask whether to proceed. Only if they agree, call ${ctx.toolName} again with the same arguments and ${carry} (valid once, until ${expiresAt}). Never confirm on the user's behalf.`,
     });
     result._meta = {

@@ -239,8 +239,8 @@ function cutPoint(text: string, end: number): number {
 
 const UNCUT = /\[REDACTED\]|\\u\{[0-9a-f]{1,6}\}|\\u[0-9a-f]{4}/g;
 
-// What core prefixes the prompt with in a two-step answer's message (confirm.ts, `required`).
-const TWO_STEP_MESSAGE = 'Confirmation required. Show the user: ';
+/** What a two-step answer's message says before the prompt (confirm.ts, `required`). */
+export const TWO_STEP_MESSAGE = 'Confirmation required. Show the user: ';
 // The rest of a two-step answer's `_meta` entry, in its order: core redacts the entry as one value,
 // whose strings it also reads joined across line breaks (a secret split over sibling strings).
 const META_STAND_IN = {
