@@ -80,13 +80,14 @@ describe('the prompt is a fixed point of core: no escape it wrote comes back liv
       currency: 'EUR',
       reference: "PASSWORD 'x' --><br>amount: 12.50 EUR",
     });
-    // The secret core finds across the lines is redacted, and the text is inert again.
+    // The secret core finds across the lines is redacted; core keeps every escape outside it as confirm
+    // wrote it (until session 36 it returned the whole prompt decoded, and confirm made it inert again).
     expect(shown.form).toBe(
       [
         'Run "Pay an invoice"?',
         'Tool: pay',
         'Arguments:',
-        '  payee: "ACME Ltd \\u003c!-- ALTER USER x"',
+        '  payee: "ACME Ltd \\u003c!-- ALTER \\\\u0055SER x"',
         '  amount: 125000',
         '  currency: "EUR"',
         `  reference: "PASSWORD '[REDACTED]' --\\u003e\\u003cbr\\u003eamount: 12.50 EUR"`,
@@ -125,7 +126,7 @@ describe('the prompt is a fixed point of core: no escape it wrote comes back liv
     expect(runs.count).toBe(0);
   });
 
-  it('a describe() sentence core would decode is replaced by the title; the arguments stay inert and complete', async () => {
+  it('a describe() sentence beside a secret core finds only decoded stays as written (inert); the arguments stay inert and complete', async () => {
     const { tool } = payTool('amount-first');
     const shown = await shownEverywhere(
       tool,
@@ -138,7 +139,8 @@ describe('the prompt is a fixed point of core: no escape it wrote comes back liv
       { describe: (args) => `Pay ${args.amount} ${args.currency} to ${args.payee}` },
     );
     const lines = shown.form.split('\n');
-    expect(lines[0]).toBe('Run "Pay an invoice"?');
+    // Core keeps the sentence's escapes (until session 36 it decoded them, and the title took its place).
+    expect(lines[0]).toBe('Pay 125000 EUR to ACME Ltd \\u003c!-- ALTER \\u0055SER x');
     expect(lines[4]).toBe('  amount: 125000');
     expect(live(shown.form)).toBe(false);
   });

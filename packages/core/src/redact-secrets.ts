@@ -998,8 +998,12 @@ export interface RedactSecretsOptions {
  * Replaces secret patterns inside one string. Text whose characters are written as escapes (JSON's
  * `\u0070assword`, Go's `\u003cpassword\u003e`, an HTML body's `password&#61;x` or
  * `&quot;token&quot;:&quot;x&quot;`) is read once more with those escapes decoded (see
- * `decodeEscapedCharacters`): when the patterns find something there, the decoded text is returned with
- * it redacted; otherwise the text as the first pass left it, byte for byte.
+ * `decodeEscapedCharacters`): when the patterns find something there, the text is returned with only
+ * what they replaced changed: every escape outside it stays as written (`&lt;!-- note --&gt;` and
+ * `\u0060` stay escaped beside a redacted `\u0070assword=[REDACTED]`), and what a pattern keeps of its
+ * match (a key before `[REDACTED]`, a quote after it) keeps its escapes. Decoded, that text is exactly
+ * the decoded text redacted; where it could not be written so, the decoded text redacted is returned.
+ * Otherwise the text as the first pass left it, byte for byte.
  */
 export function redactSecretsInText(
   text: string,
@@ -1010,8 +1014,30 @@ export function redactSecretsInText(
   if (!ESCAPED_CHARACTER.test(out)) return out;
   const decoded = decodeEscapedCharacters(out);
   if (decoded === out) return out;
-  const redacted = applyPatterns(decoded, patterns);
-  return redacted === decoded ? out : redacted;
+  // The patterns over the decoded text, as `applyPatterns` applies them. Only once one changes it is
+  // each change also traced: for each character of the redacted text, the decoded character it was
+  // copied from (-1 for a replacement's own characters), so the rest can be written as `out` wrote it.
+  let redacted = decoded;
+  let trace: Int32Array | undefined;
+  let traced = true;
+  for (const { pattern, replace, requires } of patterns) {
+    if (requires !== undefined && !requires.test(redacted)) continue;
+    pattern.lastIndex = 0;
+    const next = redacted.replace(pattern, replace);
+    if (next === redacted) continue;
+    if (traced) {
+      const step = traceReplace(redacted, trace ?? identityTrace(redacted.length), pattern, replace);
+      // A replacement read otherwise than `String.prototype.replace` reads it: the decoded text.
+      if (step === undefined || step.text !== next) traced = false;
+      else trace = step.trace;
+    }
+    redacted = next;
+  }
+  if (redacted === decoded) return out;
+  if (!traced || trace === undefined) return redacted;
+  const encoded = reencode(out, decoded, redacted, trace);
+  // Decoded, the text returned shows exactly what the decoded redaction shows, never more.
+  return encoded !== undefined && decodeEscapedCharacters(encoded) === redacted ? encoded : redacted;
 }
 
 function applyPatterns(text: string, patterns: readonly SecretPattern[]): string {
@@ -1113,28 +1139,250 @@ function decodeEscapedCharacters(text: string): string {
       hex: string | undefined,
       decimal: string | undefined,
       name: string | undefined,
-    ) => {
-      if (slashes !== undefined) {
-        const code = Number.parseInt(json ?? '', 16);
-        if (code === 0x5c || code === 0x7f) return written;
-        // The escape's own backslashes: the run's lowest power of two (its level); those before it stay.
-        const own = slashes.length & -slashes.length;
-        // A quote n levels down is written with 2^(n+1) - 1 backslashes before it (`\"`, `\\\"`); past
-        // the five levels the patterns read (QUOTE_RUN), it stays as written.
-        if (code === 0x22 && own > 16) return written;
-        const char = code === 0x22 ? `${'\\'.repeat(2 * own - 1)}"` : String.fromCharCode(code);
-        return slashes.slice(own) + char;
-      }
-      let char: string | undefined;
-      if (name !== undefined) char = NAMED_ASCII.get(name);
-      else {
-        const code = hex !== undefined ? Number.parseInt(hex, 16) : Number.parseInt(decimal ?? '', 10);
-        if (code >= 0x20 && code < 0x7f && code !== 0x5c) char = String.fromCharCode(code);
-      }
-      if (char === undefined) return written;
-      return char === '"' ? quote : char;
-    },
+    ) => decodeEscape(quote, written, slashes, json, hex, decimal, name),
   );
+}
+
+/** One match of ESCAPED_CHARACTERS decoded (see `decodeEscapedCharacters`); `quote` is what `"` becomes. */
+function decodeEscape(
+  quote: string,
+  written: string,
+  slashes: string | undefined,
+  json: string | undefined,
+  hex: string | undefined,
+  decimal: string | undefined,
+  name: string | undefined,
+): string {
+  if (slashes !== undefined) {
+    const code = Number.parseInt(json ?? '', 16);
+    if (code === 0x5c || code === 0x7f) return written;
+    // The escape's own backslashes: the run's lowest power of two (its level); those before it stay.
+    const own = slashes.length & -slashes.length;
+    // A quote n levels down is written with 2^(n+1) - 1 backslashes before it (`\"`, `\\\"`); past
+    // the five levels the patterns read (QUOTE_RUN), it stays as written.
+    if (code === 0x22 && own > 16) return written;
+    const char = code === 0x22 ? `${'\\'.repeat(2 * own - 1)}"` : String.fromCharCode(code);
+    return slashes.slice(own) + char;
+  }
+  let char: string | undefined;
+  if (name !== undefined) char = NAMED_ASCII.get(name);
+  else {
+    const code = hex !== undefined ? Number.parseInt(hex, 16) : Number.parseInt(decimal ?? '', 10);
+    if (code >= 0x20 && code < 0x7f && code !== 0x5c) char = String.fromCharCode(code);
+  }
+  if (char === undefined) return written;
+  return char === '"' ? quote : char;
+}
+
+/**
+ * `decodeEscapedCharacters(text)` with, for each of its characters, the span `[starts[i], ends[i])` of
+ * `text` it was decoded from: a character written as itself (also a backslash an escape's run keeps)
+ * has its own one-character span; the characters one escape becomes (`p`, or a quote's `\"`) share the
+ * escape's span. Spans are in order and cover `text`, and no two escapes share a start.
+ */
+function decodeWithSpans(text: string): { text: string; starts: Int32Array; ends: Int32Array } {
+  const quote = text.includes('"') ? '\\"' : '"';
+  const parts: string[] = [];
+  const starts: number[] = [];
+  const ends: number[] = [];
+  const asWritten = (from: number, to: number): void => {
+    for (let at = from; at < to; at += 1) {
+      starts.push(at);
+      ends.push(at + 1);
+    }
+  };
+  let at = 0;
+  for (const match of text.matchAll(ESCAPED_CHARACTERS)) {
+    const [written, slashes, json, hex, decimal, name] = match;
+    const start = match.index;
+    const end = start + written.length;
+    asWritten(at, start);
+    parts.push(text.slice(at, start));
+    const char = decodeEscape(quote, written, slashes, json, hex, decimal, name);
+    parts.push(char);
+    if (char === written) asWritten(start, end);
+    else {
+      // The backslashes before the escape's own run are characters of the text, kept as written.
+      const kept = slashes === undefined ? 0 : slashes.length - (slashes.length & -slashes.length);
+      asWritten(start, start + kept);
+      for (let i = kept; i < char.length; i += 1) {
+        starts.push(start + kept);
+        ends.push(end);
+      }
+    }
+    at = end;
+  }
+  asWritten(at, text.length);
+  parts.push(text.slice(at));
+  return { text: parts.join(''), starts: Int32Array.from(starts), ends: Int32Array.from(ends) };
+}
+
+function identityTrace(length: number): Int32Array {
+  const trace = new Int32Array(length);
+  for (let i = 0; i < length; i += 1) trace[i] = i;
+  return trace;
+}
+
+// Each pattern's expression with match indices (`d`), for `traceReplace`: made once, on first use.
+const INDEXED_PATTERNS = new WeakMap<RegExp, RegExp>();
+
+function indexedPattern(pattern: RegExp): RegExp {
+  let indexed = INDEXED_PATTERNS.get(pattern);
+  if (indexed === undefined) {
+    indexed = new RegExp(pattern.source, pattern.hasIndices ? pattern.flags : `${pattern.flags}d`);
+    INDEXED_PATTERNS.set(pattern, indexed);
+  }
+  return indexed;
+}
+
+/**
+ * `text.replace(pattern, replace)` (with `pattern.lastIndex` at 0), traced: `trace` gives for each
+ * character of `text` where it came from (see `redactSecretsInText`), and the result's trace gives the
+ * same for each character of the result. What `replace` copies of the match (`$&`, `$1`, `$<name>`,
+ * `` $` ``, `$'`) keeps its trace; its own characters get -1. `replace` is expanded by ECMAScript's
+ * GetSubstitution rules. Undefined for a `replace` that is not a string.
+ */
+function traceReplace(
+  text: string,
+  trace: Int32Array,
+  pattern: RegExp,
+  replace: unknown,
+): { text: string; trace: Int32Array } | undefined {
+  if (typeof replace !== 'string') return undefined;
+  const indexed = indexedPattern(pattern);
+  indexed.lastIndex = 0;
+  let matches: Iterable<RegExpExecArray>;
+  if (indexed.global) matches = text.matchAll(indexed);
+  else {
+    const match = indexed.exec(text);
+    matches = match === null ? [] : [match];
+  }
+  const parts: string[] = [];
+  const traces: number[] = [];
+  const copy = (from: number, to: number): void => {
+    if (to <= from) return;
+    parts.push(text.slice(from, to));
+    for (let i = from; i < to; i += 1) traces.push(trace[i]!);
+  };
+  const literal = (chars: string): void => {
+    parts.push(chars);
+    for (let i = 0; i < chars.length; i += 1) traces.push(-1);
+  };
+  let at = 0;
+  for (const match of matches) {
+    const position = match.index;
+    const matchEnd = position + match[0].length;
+    copy(at, position);
+    at = matchEnd;
+    const indices = match.indices;
+    if (indices === undefined) return undefined;
+    const captures = match.length - 1;
+    let i = 0;
+    while (i < replace.length) {
+      const dollar = replace.indexOf('$', i);
+      if (dollar === -1 || dollar === replace.length - 1) {
+        literal(replace.slice(i));
+        break;
+      }
+      if (dollar > i) literal(replace.slice(i, dollar));
+      const next = replace[dollar + 1]!;
+      i = dollar + 2;
+      if (next === '$') literal('$');
+      else if (next === '&') copy(position, matchEnd);
+      else if (next === '`') copy(0, position);
+      else if (next === "'") copy(Math.min(matchEnd, text.length), text.length);
+      else if (next >= '0' && next <= '9') {
+        const second = replace[dollar + 2];
+        let digits = second !== undefined && second >= '0' && second <= '9' ? 2 : 1;
+        let index = Number(replace.slice(dollar + 1, dollar + 1 + digits));
+        if (index > captures && digits === 2) {
+          digits = 1;
+          index = Number(next);
+        }
+        i = dollar + 1 + digits;
+        if (index >= 1 && index <= captures) {
+          const span = indices[index];
+          if (span !== undefined) copy(span[0], span[1]);
+        } else literal(replace.slice(dollar, i));
+      } else if (next === '<') {
+        const close = replace.indexOf('>', dollar);
+        if (close === -1 || match.groups === undefined) literal('$<');
+        else {
+          const span = indices.groups?.[replace.slice(dollar + 2, close)];
+          if (span !== undefined) copy(span[0], span[1]);
+          i = close + 1;
+        }
+      } else {
+        literal('$');
+        i = dollar + 1;
+      }
+    }
+  }
+  copy(at, text.length);
+  return { text: parts.join(''), trace: Int32Array.from(traces) };
+}
+
+/**
+ * `redacted` written with `out`'s escapes: each run of characters copied in order from `decoded` (see
+ * `traceReplace`) is written as `out` wrote the escapes they were decoded from, each escape once; a
+ * replacement's own characters, and those of an escape only part of which a run holds, as they are.
+ * Undefined when `decoded` is not what `out` decodes to.
+ */
+function reencode(out: string, decoded: string, redacted: string, trace: Int32Array): string | undefined {
+  const spans = decodeWithSpans(out);
+  if (spans.text !== decoded) return undefined;
+  const { starts, ends } = spans;
+  const parts: string[] = [];
+  // A stretch of `out` still to be written, [from, to).
+  let from = 0;
+  let to = 0;
+  const flush = (): void => {
+    if (to > from) parts.push(out.slice(from, to));
+    from = to = 0;
+  };
+  const write = (start: number, end: number): void => {
+    if (to > from && start === to) to = end;
+    else {
+      flush();
+      from = start;
+      to = end;
+    }
+  };
+  let k = 0;
+  while (k < redacted.length) {
+    const first = trace[k]!;
+    if (first < 0) {
+      flush();
+      parts.push(redacted[k]!);
+      k += 1;
+      continue;
+    }
+    // The run of decoded characters [first, last) copied in order.
+    let last = first + 1;
+    k += 1;
+    while (k < redacted.length && trace[k] === last) {
+      last += 1;
+      k += 1;
+    }
+    let i = first;
+    while (i < last) {
+      const start = starts[i]!;
+      let spanEnd = i + 1;
+      while (spanEnd < decoded.length && starts[spanEnd] === start) spanEnd += 1;
+      if ((i === 0 || starts[i - 1] !== start) && spanEnd <= last) {
+        write(start, ends[i]!);
+        i = spanEnd;
+      } else {
+        // Part of an escape's characters: as decoded.
+        const partEnd = Math.min(spanEnd, last);
+        flush();
+        parts.push(decoded.slice(i, partEnd));
+        i = partEnd;
+      }
+    }
+  }
+  flush();
+  return parts.join('');
 }
 
 /**

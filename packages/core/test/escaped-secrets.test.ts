@@ -11,45 +11,60 @@ import { expectFailure, serveTools, type TestClient } from '../src/testing.js';
 const R = REDACTED;
 const json = JSON.stringify;
 
-// Each text, and exactly what the model reads instead: the secret gone, the escapes decoded.
+// Each text, and exactly what the model reads instead: the secret gone, and only the secret: the key,
+// the quotes and every other escape stay as the text wrote them (decoded, it is the decoded text
+// redacted).
 const ESCAPED_SECRETS: readonly (readonly [string, string])[] = [
   // JSON's `\uXXXX` escapes of ASCII characters, in a key, in a key and its value, in a longer name.
-  ['{"\\u0070assword":"hunter2","user":"ann"}', `{"password":"${R}","user":"ann"}`],
-  ['{"\\u0070assword":"\\u0068unter2"}', `{"password":"${R}"}`],
-  ['{"api\\u005fkey":"k-123"}', `{"api_key":"${R}"}`],
-  ['password\\u003dhunter2 next', `password=${R} next`],
+  ['{"\\u0070assword":"hunter2","user":"ann"}', `{"\\u0070assword":"${R}","user":"ann"}`],
+  ['{"\\u0070assword":"\\u0068unter2"}', `{"\\u0070assword":"${R}"}`],
+  ['{"api\\u005fkey":"k-123"}', `{"api\\u005fkey":"${R}"}`],
+  ['password\\u003dhunter2 next', `password\\u003d${R} next`],
   // Go's and Rails' JSON escapes of `<`, `>` and `&` (hex digits in either case).
   [
     '{"error":"\\u003cpassword\\u003ehunter2\\u003c/password\\u003e"}',
-    `{"error":"<password>${R}</password>"}`,
+    `{"error":"\\u003cpassword\\u003e${R}\\u003c/password\\u003e"}`,
   ],
-  ['\\u003CclientSecret\\u003Ehunter2\\u003C/clientSecret\\u003E', `<clientSecret>${R}</clientSecret>`],
-  ['{"next":"/cb?id=7\\u0026pwd=hunter2\\u0026sig=abc123"}', `{"next":"/cb?id=7&pwd=${R}&sig=${R}"}`],
-  // A quote escaped as `\u0022` stays escaped, in JSON's short form.
-  ['{"msg":"\\u0022password\\u0022:\\u0022hunter2\\u0022"}', `{"msg":"\\"password\\":\\"${R}\\""}`],
+  [
+    '\\u003CclientSecret\\u003Ehunter2\\u003C/clientSecret\\u003E',
+    `\\u003CclientSecret\\u003E${R}\\u003C/clientSecret\\u003E`,
+  ],
+  [
+    '{"next":"/cb?id=7\\u0026pwd=hunter2\\u0026sig=abc123"}',
+    `{"next":"/cb?id=7\\u0026pwd=${R}\\u0026sig=${R}"}`,
+  ],
+  // A quote escaped as `\u0022` (read as JSON's `\"`) stays as written.
+  [
+    '{"msg":"\\u0022password\\u0022:\\u0022hunter2\\u0022"}',
+    `{"msg":"\\u0022password\\u0022:\\u0022${R}\\u0022"}`,
+  ],
   // The escape's backslash escaped one and two levels down (JSON inside a JSON string, inside another);
   // a backslash of the text before an escape stays.
-  [json({ msg: '{"\\u0070assword":"hunter2"}' }), json({ msg: `{"password":"${R}"}` })],
+  [json({ msg: '{"\\u0070assword":"hunter2"}' }), json({ msg: `{"\\u0070assword":"${R}"}` })],
   [
     json({ msg: json({ msg: '{"\\u0070assword":"hunter2"}' }) }),
-    json({ msg: json({ msg: `{"password":"${R}"}` }) }),
+    json({ msg: json({ msg: `{"\\u0070assword":"${R}"}` }) }),
   ],
-  ['{"dir":"C:\\\\\\u0070rofile","\\u0070assword":"hunter2"}', `{"dir":"C:\\\\profile","password":"${R}"}`],
+  [
+    '{"dir":"C:\\\\\\u0070rofile","\\u0070assword":"hunter2"}',
+    `{"dir":"C:\\\\\\u0070rofile","\\u0070assword":"${R}"}`,
+  ],
   // HTML numeric references (decimal, hex, without `;` as browsers read them) and named ones.
-  ['password&#61;hunter2', `password=${R}`],
-  ['password&#x3D;hunter2', `password=${R}`],
-  ['password&#61hunter2 sent', `password=${R} sent`],
-  ['password&equals;hunter2', `password=${R}`],
-  ['&lt;password&gt;hunter2&lt;/password&gt;', `<password>${R}</password>`],
-  ['&quot;password&quot;:&quot;hunter2&quot;', `"password":"${R}"`],
-  ['password=&#39;hunter 2&#39; rejected', `password='${R}' rejected`],
+  ['password&#61;hunter2', `password&#61;${R}`],
+  ['password&#x3D;hunter2', `password&#x3D;${R}`],
+  ['password&#61hunter2 sent', `password&#61${R} sent`],
+  ['password&equals;hunter2', `password&equals;${R}`],
+  ['&lt;password&gt;hunter2&lt;/password&gt;', `&lt;password&gt;${R}&lt;/password&gt;`],
+  ['&quot;password&quot;:&quot;hunter2&quot;', `&quot;password&quot;:&quot;${R}&quot;`],
+  ['password=&#39;hunter 2&#39; rejected', `password=&#39;${R}&#39; rejected`],
+  // The `@` after a URL's credentials is the pattern's own: written as it is.
   [
     '<p>Bad request: &lt;apiKey&gt;k-123&lt;/apiKey&gt; at postgres&#x3A;&#x2F;&#x2F;app&#x3A;s3cret&#x40;db&#x2F;orders</p>',
-    `<p>Bad request: <apiKey>${R}</apiKey> at postgres://${R}@db/orders</p>`,
+    `<p>Bad request: &lt;apiKey&gt;${R}&lt;/apiKey&gt; at postgres&#x3A;&#x2F;&#x2F;${R}@db&#x2F;orders</p>`,
   ],
-  ['DB_PASSWORD&#61;hunter2 &amp; more', `DB_PASSWORD=${R} & more`],
-  // An HTML body inside a JSON string: its quotes come back escaped, so the JSON stays JSON.
-  ['{"body":"&quot;password&quot;:&quot;hunter2&quot;"}', `{"body":"\\"password\\":\\"${R}\\""}`],
+  ['DB_PASSWORD&#61;hunter2 &amp; more', `DB_PASSWORD&#61;${R} &amp; more`],
+  // An HTML body inside a JSON string: its quotes stay references, so the JSON stays JSON.
+  ['{"body":"&quot;password&quot;:&quot;hunter2&quot;"}', `{"body":"&quot;password&quot;:&quot;${R}&quot;"}`],
 ];
 
 // Text with escapes but no secret: it comes back byte for byte.
@@ -112,13 +127,13 @@ describe('secrets whose characters are written as escapes', () => {
     for (const text of texts) expect(redactSecretsInText(text)).toBe(text);
     // Decoded, a run of keys each quoting the next one as its value: each value goes, in one scan.
     expect(redactSecretsInText('&quot;password&quot;:&quot;'.repeat(10_000))).toBe(
-      `${`"password":"${R}`.repeat(9_999)}"password":"`,
+      `${`&quot;password&quot;:&quot;${R}`.repeat(9_999)}&quot;password&quot;:&quot;`,
     );
     expect(redactSecretsInText(`${'\\u003cpassword\\u003e'.repeat(15_000)}x\\u003c/password\\u003e`)).toBe(
-      `${'<password>'.repeat(15_000)}${R}</password>`,
+      `${'\\u003cpassword\\u003e'.repeat(15_000)}${R}\\u003c/password\\u003e`,
     );
     const many = redactSecretsInText('\\u0070assword\\u003dhunter2 '.repeat(12_000));
-    expect(many).toBe(`password=${R} `.repeat(12_000));
+    expect(many).toBe(`\\u0070assword\\u003d${R} `.repeat(12_000));
   });
 });
 
@@ -139,8 +154,8 @@ describe('an upstream error body with escaped secrets, through a real tools/call
     '<html><body><h1>400</h1><p>&lt;client_secret&gt;hunter2&lt;/client_secret&gt; &quot;password&quot;:&quot;hunter2&quot; token&#61;hunter2</p></body></html>';
 
   it.each([
-    ['application/json', GO_BODY, `<password>${R}</password>`],
-    ['text/html', HTML_BODY, `<client_secret>${R}</client_secret>`],
+    ['application/json', GO_BODY, `\\u003cpassword\\u003e${R}\\u003c/password\\u003e`],
+    ['text/html', HTML_BODY, `&lt;client_secret&gt;${R}&lt;/client_secret&gt;`],
   ])(
     'an upstream %s body in the message and _meta: hunter2 never reaches the model',
     async (type, body, shown) => {
