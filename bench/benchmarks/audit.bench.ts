@@ -8,9 +8,12 @@
 // (the writer cannot write during it), and the measure would be of the garbage collector copying
 // tens of thousands of queued records. The bound is measured with event-loop arrival; the burst is
 // shown beside it.
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import {
   type AuditSink,
   createAudit,
@@ -69,9 +72,11 @@ async function measure(
   sink: AuditSink,
   verify: () => Promise<{ intact: boolean; records: number }>,
   arrival: Arrival,
+  thread = false,
 ): Promise<SinkRun> {
   const turn = arrival === 'event loop';
-  const audit = createAudit({ sink, logger });
+  const audit = createAudit({ sink, logger, thread });
+  await audit.ready();
   const chain = compose([audit]);
   const handler = (): Promise<typeof answer> => Promise.resolve(answer);
   let peakRss = 0;
@@ -116,53 +121,118 @@ async function measure(
   };
 }
 
+/** The sinks section 4 measures, in the order of a round. */
+const SINKS = {
+  file: "file sink (append-only JSON lines), writer on the calls' thread",
+  'file-thread': 'file sink (append-only JSON lines), writer on a thread (`thread: true`)',
+  postgres: 'PostgreSQL sink (one COPY per batch)',
+} as const;
+type SinkName = keyof typeof SINKS;
+const ARRIVALS: readonly Arrival[] = ['event loop', 'microtask burst'];
+/** Rounds of every case; each case runs in a process of its own, the cases in a rotated order each round. */
+const ROUNDS = Number(process.env.BENCH_AUDIT_ROUNDS ?? 3);
+
+interface AuditCase {
+  readonly sink: SinkName;
+  readonly arrival: Arrival;
+  readonly round: number;
+  readonly dir: string;
+  readonly url: string;
+}
+
+/** One case, in this process (the child side of `runCase`). */
+async function measureCase(spec: AuditCase): Promise<SinkRun> {
+  const tag = `${spec.sink}-${spec.arrival === 'event loop' ? 'loop' : 'burst'}-${spec.round}`;
+  if (spec.sink !== 'postgres') {
+    const file = join(spec.dir, `audit-${tag}.jsonl`);
+    return measure(
+      createFileSink(file),
+      () => verifyAuditFile(file),
+      spec.arrival,
+      spec.sink === 'file-thread',
+    );
+  }
+  const pool = new pg.Pool({ connectionString: spec.url, max: 2 });
+  try {
+    const table = `toolgate_bench_audit.records_${tag.replaceAll('-', '_').replace(' ', '_')}`;
+    return await measure(
+      createPostgresSink({ client: pool, table }),
+      () => verifyAuditTable({ client: pool, table }),
+      spec.arrival,
+    );
+  } finally {
+    await pool.end();
+  }
+}
+
+/**
+ * Runs one case in a fresh process: a case measured after another in one process paid for the heap and
+ * the thread the earlier one left (each sink's peak memory is then its own, too).
+ */
+async function runCase(spec: AuditCase): Promise<SinkRun> {
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url)], {
+    env: { ...process.env, BENCH_AUDIT_CASE: JSON.stringify(spec) },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const chunks: Buffer[] = [];
+  child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
+  const [code, signal] = (await once(child, 'close')) as [number | null, NodeJS.Signals | null];
+  if (code !== 0)
+    throw new Error(`bench: audit case ${JSON.stringify(spec)} failed (${signal ?? `exit ${code}`})`);
+  return JSON.parse(Buffer.concat(chunks).toString('utf8')) as SinkRun;
+}
+
+/** Records per second over all windows of a run (windows are equal in records). */
+const overall = (run: SinkRun): number =>
+  (PER_WINDOW * WINDOWS) / run.windows.reduce((sum, rate) => sum + PER_WINDOW / rate, 0);
+
 export async function auditBench(): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'toolgate-bench-audit-'));
   const url = await benchDatabaseUrl();
-  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  const pool = new pg.Pool({ connectionString: url, max: 1 });
   try {
     await pool.query('DROP SCHEMA IF EXISTS toolgate_bench_audit CASCADE');
-    // BENCH_AUDIT_SINKS=file or =postgres measures one sink only (profiling).
+    // BENCH_AUDIT_SINKS=file or =postgres (comma-separated) measures those sinks only (profiling).
     const only = process.env.BENCH_AUDIT_SINKS?.split(',');
-    const runs: [string, Arrival, SinkRun][] = [];
-    const arrivals: Arrival[] = ['event loop', 'microtask burst'];
-    for (const arrival of arrivals) {
-      const tag = arrival === 'event loop' ? '' : '-burst';
-      if (!only || only.includes('file')) {
-        const file = join(dir, `audit${tag}.jsonl`);
-        runs.push([
-          'file sink (append-only JSON lines)',
-          arrival,
-          await measure(createFileSink(file), () => verifyAuditFile(file), arrival),
-        ]);
-      }
-      if (!only || only.includes('postgres')) {
-        const table = `toolgate_bench_audit.records${tag.replace('-', '_')}`;
-        runs.push([
-          'PostgreSQL sink (one COPY per batch)',
-          arrival,
-          await measure(
-            createPostgresSink({ client: pool, table }),
-            () => verifyAuditTable({ client: pool, table }),
-            arrival,
-          ),
-        ]);
+    const sinks = (Object.keys(SINKS) as SinkName[]).filter((name) => !only || only.includes(name));
+    const runs = new Map<string, SinkRun[]>();
+    for (let round = 0; round < ROUNDS; round += 1) {
+      for (const arrival of ARRIVALS) {
+        // Rotated each round, so no sink always runs first (or right after another) in a slow stretch.
+        const order = sinks.map((_, index) => sinks[(index + round) % sinks.length]!);
+        for (const sink of order) {
+          const run = await runCase({ sink, arrival, round, dir, url });
+          const key = `${sink}|${arrival}`;
+          runs.set(key, [...(runs.get(key) ?? []), run]);
+        }
       }
     }
     const lines = [
-      `| sink | calls arrive | records/s (all) | first window | last window | last/first | peak RSS MB | peak heap MB | chain |`,
-      '|---|---|---:|---:|---:|---:|---:|---:|---|',
-      ...runs.map(([name, arrival, run]) => {
-        const all = (PER_WINDOW * WINDOWS) / run.windows.reduce((sum, rate) => sum + PER_WINDOW / rate, 0);
-        return `| ${name} | ${arrival} | ${all.toFixed(0)} | ${run.windows[0]!.toFixed(0)} | ${run.windows.at(-1)!.toFixed(0)} | ${(run.windows.at(-1)! / run.windows[0]!).toFixed(3)}x | ${run.peakRssMb.toFixed(0)} | ${run.peakHeapMb.toFixed(0)} | ${run.verified} |`;
-      }),
+      `| sink | calls arrive | records/s (median of rounds) | each round | last/first window | peak RSS MB | peak heap MB | chain |`,
+      '|---|---|---:|---|---:|---:|---:|---|',
+      ...ARRIVALS.flatMap((arrival) =>
+        sinks.map((sink) => {
+          const all = runs.get(`${sink}|${arrival}`) ?? [];
+          const rates = all.map(overall);
+          const sorted = [...rates].sort((a, b) => a - b);
+          const median = sorted[Math.floor(sorted.length / 2)]!;
+          const middle = all[rates.indexOf(median)]!;
+          const broken = all.find((run) => !run.verified.startsWith('intact'));
+          return `| ${SINKS[sink]} | ${arrival} | ${median.toFixed(0)} | ${rates.map((rate) => rate.toFixed(0)).join(', ')} | ${(middle.windows.at(-1)! / middle.windows[0]!).toFixed(3)}x | ${Math.max(...all.map((run) => run.peakRssMb)).toFixed(0)} | ${Math.max(...all.map((run) => run.peakHeapMb)).toFixed(0)} | ${broken?.verified ?? `intact (${all.length} runs), ${middle.verified.replace('intact, ', '')} each`} |`;
+        }),
+      ),
     ];
     return [
       '## 4. Audit throughput',
       '',
-      `${(PER_WINDOW * WINDOWS).toLocaleString('en')} records per sink in ${WINDOWS} windows after a warm-up window, ${IN_FLIGHT} calls in flight, through the audit`,
+      `${(PER_WINDOW * WINDOWS).toLocaleString('en')} records per run in ${WINDOWS} windows after a warm-up window, ${IN_FLIGHT} calls in flight, through the audit`,
       'middleware (args redacted, canonical JSON, SHA-256 chain, batched writes of up to 4096 records); a window ends when',
-      'the sink has stored all its records. Peak memory of the whole bench process while the sink ran. The chain',
+      "the sink has stored all its records. The file sink runs twice: with the writer on the calls' thread, and on a",
+      "thread of its own (`thread: true`, as the order service runs it: the calls' thread captures each record and",
+      'copies it into shared memory; the writer thread seals, hashes and writes it; a window ends when the thread has',
+      `stored its records). Each case runs in a process of its own, ${ROUNDS} rounds of every case, the sinks in a rotated`,
+      'order each round (until session 36 one process ran each case once, after the cases before it; single runs',
+      "to a file read from 82k to 203k records/s on this machine kind within a day). Peak memory: of the case's process, the highest of its rounds. The chain",
       'is verified afterwards (`verifyAuditFile` / `verifyAuditTable`). _Event loop_: each call starts in a turn of',
       'the event loop of its own, as a transport hands calls over (the bound is measured so). _Microtask burst_: the',
       'calls only await promises, so a window runs as one burst during which the writer cannot write (every record',
@@ -177,4 +247,11 @@ export async function auditBench(): Promise<string> {
     await pool.end();
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+// The child side of runCase: one case, its run as JSON on stdout.
+const caseSpec = process.env.BENCH_AUDIT_CASE;
+if (caseSpec !== undefined) {
+  process.stdout.write(JSON.stringify(await measureCase(JSON.parse(caseSpec) as AuditCase)));
+  process.exit(0);
 }
