@@ -21,3 +21,18 @@ export function customerIdOf(request: Parameters<BindCaller>[0]): number {
   }
   return customerId as number;
 }
+
+/**
+ * The `bind` of a tool that reads no customer's data but shares the customer-scoped tools' per-caller
+ * budget (search_docs): the caller's customer id when its token names a valid one, else nothing (the
+ * tool still serves it). Per-caller keys are the identity plus the bindings, so a tool binding nothing
+ * would count the same person's calls apart from the scoped tools', and give each person the budget
+ * twice (rate-limit's README: tools under one `caller` limit bind the same values).
+ */
+export function bindCustomerIdIfAny(customerScoped: boolean): BindCaller | undefined {
+  if (!customerScoped) return undefined;
+  return (request) => {
+    const customerId = request.authInfo?.extra?.customerId;
+    return Number.isSafeInteger(customerId) && (customerId as number) >= 1 ? { customerId } : {};
+  };
+}

@@ -215,6 +215,33 @@ describe('write tools: confirmed by a person, run once', () => {
     }
   });
 
+  it.each([
+    ['NUL characters', '\u0000\u0000\u0000'],
+    ['an unpaired surrogate', 'damaged \ud800 parcel'],
+  ])(
+    'a reason with %s is the model’s mistake (invalid_argument, before anyone is asked), not internal',
+    async (_what, reason) => {
+      // Session 36's red team: `\u0000\u0000\u0000` passed the schema, the person confirmed, and the
+      // write failed in PostgreSQL (22021), answered `internal`, "Do not retry".
+      let asked = 0;
+      const client = await connectTestClient(running.service.createServer(), {
+        authInfo: desk,
+        onElicit: () => {
+          asked += 1;
+          return { action: 'accept' };
+        },
+      });
+      try {
+        const result = await client.callTool('request_refund', { order_id: PAID, amount_cents: 100, reason });
+        expect(expectFailure(result)).toMatchObject({ error: 'invalid_argument' });
+        expect(asked).toBe(0);
+        expect(await refunds(PAID)).toBe(1);
+      } finally {
+        await client.close();
+      }
+    },
+  );
+
   it('without elicitation: confirmation_required with a single-use confirmation; the second call runs once', async () => {
     const client = await connectTestClient(running.service.createServer(), { authInfo: desk });
     try {

@@ -308,6 +308,27 @@ describe('customer-scoped portal tokens that may write (two customers, one clien
     expect(await changesOf(order)).toBe(before);
   });
 
+  it('a customer’s per-minute budget counts every tool together, search_docs with the scoped tools', async () => {
+    // Session 36's red team: search_docs bound nothing while the scoped tools bound the customer, so
+    // its calls counted in a budget of their own: 4 + 4 calls accepted under a limit of 4.
+    const small = await startPortal({ callsPerMinute: 4 });
+    try {
+      const outcomes: (string | undefined)[] = [];
+      for (let call = 0; call < 4; call++) {
+        outcomes.push(envelope(await small.c42.call('search_orders', { days: 30 + call })).error);
+      }
+      for (let call = 0; call < 4; call++) {
+        outcomes.push(envelope(await small.c42.call('search_docs', { query: `refund ${call}` })).error);
+      }
+      expect(outcomes.slice(0, 4)).toEqual([undefined, undefined, undefined, undefined]);
+      expect(outcomes.slice(4)).toEqual(['rate_limited', 'rate_limited', 'rate_limited', 'rate_limited']);
+      // The other customer's budget is its own.
+      expect(envelope(await small.c43.call('search_docs', { query: 'refund' })).error).toBeUndefined();
+    } finally {
+      await small.close();
+    }
+  });
+
   it('one customer spending its write budget leaves the other’s whole', async () => {
     const small = await startPortal({ writesPerMinute: 3 });
     try {

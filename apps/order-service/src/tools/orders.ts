@@ -29,8 +29,10 @@ export interface OrderToolsOptions {
 }
 
 // Bound by core before the chain (the tool's `bind`), so the customer is part of every key of the call.
+// Named `customerId` as every other scoped tool binds it: per-caller keys (the rate limit's budget) are
+// the identity plus the bindings, and a name of its own would count these tools' calls apart.
 const customerBinding = {
-  customer_id: {
+  customerId: {
     column: 'customer_id',
     value: ({ request }: BindSource) => customerIdOf(request),
   },

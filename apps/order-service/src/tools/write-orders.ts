@@ -23,11 +23,15 @@ const ORDER_ID = z
   .string()
   .regex(/^\d{16}$/)
   .describe('The 16-digit order id.');
+// PostgreSQL text holds no NUL (the write failed as an internal error), and a surrogate without its
+// pair is no character (the driver would store U+FFFD): both are the model's mistake, refused as such.
 const REASON = z
   .string()
   .trim()
   .min(3)
   .max(300)
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is the character refused.
+  .regex(/^[^\u0000\p{Cs}]*$/u, 'text without NUL characters or unpaired surrogates')
   .describe('Why, in the customer’s words (3 to 300 characters); recorded with the change.');
 
 // Only orders that were paid can be refunded; only orders that have not left can be cancelled.
