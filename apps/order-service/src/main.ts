@@ -113,6 +113,7 @@ async function main(): Promise<void> {
         if (service.inFlight > 0) {
           const running = service.inFlight;
           const { abandoned: left } = await service.drain(CLOSE_STEP_MS);
+          await new Promise((done) => setImmediate(done));
           logger.info({ running, left }, 'shutdown: aborted calls returned');
         }
       }
@@ -124,11 +125,34 @@ async function main(): Promise<void> {
         // The SDK writes an answer in the promise callbacks after the chain settles: let them run.
         await new Promise((done) => setImmediate(done));
         logger.info({ inFlight, abandoned }, 'shutdown: in-flight stdio calls drained');
+        if (abandoned > 0) {
+          // Past the grace, as over HTTP: closing the transport aborts every call still running (and
+          // rejects what they asked the client, an elicitation nobody answered); each returns through
+          // the chain, and audit records it, before audit is flushed.
+          await stopStdio();
+          const { abandoned: left } = await service.drain(CLOSE_STEP_MS);
+          // A late outcome reaches audit in a promise reaction after its handler settled.
+          await new Promise((done) => setImmediate(done));
+          if (left > 0) {
+            logger.error(
+              { running: abandoned, left },
+              'shutdown: calls did not return once aborted; their records may be lost',
+            );
+            exitCode = 1;
+          } else logger.warn({ running: abandoned }, 'shutdown: calls past the grace aborted and returned');
+        }
       }
       await stopStdio?.();
       // Audit alone first (service.close() closes it again: a no-op), so a stuck pool cannot keep the
       // records from their sink; then each step within its deadline, a step past it left behind.
       const auditClosed = await closeWithin('audit flush', AUDIT_CLOSE_MS, () => service.audit.close());
+      // A record audit could not keep (a failing sink, a call that ended after it closed) is a shutdown
+      // that lost something: the exit status says so.
+      const { dropped } = service.audit.stats();
+      if (dropped > 0) {
+        logger.error({ dropped }, 'shutdown: audit dropped records (see the errors above)');
+        exitCode = 1;
+      }
       const restClosed = await closeWithin('breakers, stores and database', CLOSE_STEP_MS, () =>
         service.close(),
       );

@@ -23,6 +23,7 @@ import {
   registerTools,
   type ToolDefinition,
   type ToolMiddleware,
+  type ToolResult,
 } from '@toolgate/core';
 import { createIdempotency } from '@toolgate/idempotency';
 import { createOtel } from '@toolgate/otel';
@@ -328,6 +329,8 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
     currencyOfRefund,
     confirm,
     breakers,
+    // Innermost: what runs inside the chain, until it settles (see createDrainGate).
+    gate.work,
   ];
   // One JSON Schema validator (Ajv) for every server this service makes: over stateless HTTP that is a
   // server per request, and building Ajv is about a third of a trivial request's CPU (bench/RESULTS.md).
@@ -381,17 +384,29 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
  * Counts the calls in flight (`count`, first in the chain) and, once draining, refuses new ones
  * (`refuse`, after audit, so a refused call has its record like every other): the app's shutdown waits
  * for what is running (over stdio too, where no HTTP server counts requests) before it flushes audit
- * and closes.
+ * and closes. `work`, last in the chain, counts what runs inside it (the tool's own middleware and
+ * handler) until it settles, also after a step outside answered without it (a breaker's deadline, a
+ * cancel): what it comes to then is a late outcome audit records as a second record, so the drain waits
+ * for it too.
  */
 function createDrainGate(): {
   count: ToolMiddleware;
   refuse: ToolMiddleware;
+  work: ToolMiddleware;
   inFlight(): number;
   drain(graceMs: number): Promise<{ abandoned: number }>;
 } {
   let running = 0;
+  let working = 0;
   let draining = false;
   const idle = new Set<() => void>();
+  const settled = (): void => {
+    if (running === 0 && working === 0) for (const wake of idle) wake();
+  };
+  const workDone = (): void => {
+    working -= 1;
+    settled();
+  };
   const refuse: ToolMiddleware = (_ctx, next) =>
     draining
       ? Promise.resolve(
@@ -407,16 +422,29 @@ function createDrainGate(): {
       return await next();
     } finally {
       running -= 1;
-      if (running === 0) for (const wake of idle) wake();
+      settled();
     }
+  };
+  const work: ToolMiddleware = (_ctx, next) => {
+    working += 1;
+    let pending: Promise<ToolResult>;
+    try {
+      pending = next();
+    } catch (error) {
+      workDone();
+      throw error;
+    }
+    pending.then(workDone, workDone);
+    return pending;
   };
   return {
     count,
     refuse,
-    inFlight: () => running,
+    work,
+    inFlight: () => Math.max(running, working),
     async drain(graceMs) {
       draining = true;
-      if (running > 0) {
+      if (running > 0 || working > 0) {
         await new Promise<void>((done) => {
           const timer = setTimeout(finish, graceMs);
           function finish(): void {
@@ -427,7 +455,7 @@ function createDrainGate(): {
           idle.add(finish);
         });
       }
-      return { abandoned: running };
+      return { abandoned: Math.max(running, working) };
     },
   };
 }

@@ -227,4 +227,55 @@ describe('shutdown over stdio (SIGTERM)', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 90_000);
+  it('aborts the calls still running past the grace, audits each of them, and exits 0', async () => {
+    // Session 36's red team: past the grace, calls still running (a carrier that never answers, an
+    // elicitation nobody answers) were cut off by audit's close: no answer and no record, exit 0.
+    const held: ServerResponse[] = [];
+    const carrier = createServer((_req, res) => {
+      held.push(res);
+    });
+    await new Promise<void>((done) => carrier.listen(0, '127.0.0.1', done));
+    const carrierUrl = `http://127.0.0.1:${(carrier.address() as AddressInfo).port}`;
+    const dir = mkdtempSync(join(tmpdir(), 'order-service-abort-'));
+    const auditFile = join(dir, 'audit.jsonl');
+    try {
+      const server = startStdio({
+        CARRIER_URL: carrierUrl,
+        AUDIT_FILE: auditFile,
+        TOOLGATE_SHUTDOWN_GRACE_MS: '300',
+      });
+      server.send(INITIALIZE);
+      await waitFor('the initialize answer', () => server.output.stdout.includes('"id":0'));
+      server.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      const CALLS = 4;
+      for (let id = 1; id <= CALLS; id++) {
+        server.send(
+          JSON.stringify({
+            jsonrpc: '2.0',
+            id,
+            method: 'tools/call',
+            params: { name: 'track_shipment', arguments: { tracking_number: `TRK0000000${id}` } },
+          }),
+        );
+      }
+      await waitFor('the calls to reach the carrier', () => held.length === CALLS);
+      server.child.kill('SIGTERM');
+      expect(await server.exited).toBe(0);
+      expect(server.output.stderr).toContain('shutdown: calls past the grace aborted and returned');
+      expect(server.output.stderr).not.toContain('audit records dropped');
+      const records = readFileSync(auditFile, 'utf8')
+        .split('\n')
+        .filter((line) => line !== '')
+        .map((line) => JSON.parse(line) as { requestId: unknown; tool: string; outcome: string });
+      const byRequest = new Map(records.map((record) => [record.requestId, record]));
+      for (let id = 1; id <= CALLS; id++) {
+        expect(byRequest.get(id)?.tool, `call ${id} has its record`).toBe('track_shipment');
+        expect(byRequest.get(id)?.outcome).not.toBe('ok');
+      }
+    } finally {
+      carrier.closeAllConnections();
+      carrier.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 90_000);
 });
