@@ -346,8 +346,17 @@ const keyQuotedValue = (key: string): string =>
 const keyEscapedQuoteValue = (key: string): string =>
   `(${key})((?<!\\\\)\\\\+u002[27])(?!\\[REDACTED\\])(?:(?!\\2)(?:[^\\\\"\\r\\n]|\\\\+[^\\\\\\r\\n]))+(\\2)?`;
 const ESCAPED_QUOTE = /\\u002[27]/i;
+// In a bare value, `&` ends it only where a query's next parameter starts (`&user=`, HTML-escaped
+// `&amp;user=`): a password holding `&` (`Tr0ub4dor&3`, `ab&amp;cd` in an HTML page, `&#71;` an entity
+// inside it) is removed whole, not cut at the `&` with its tail left for the model to read (until
+// session 36 it was cut there).
+// An `&amp;` or a numeric character reference in it is read whole (its `;` would end the value).
+// A reference of a quote or an angle bracket (`&#39;`, `&#x22;`, `&#60;`) ends it, as the character would:
+// the value is then read with its quotes decoded.
+const VALUE_AMPERSAND =
+  '&(?!(?:amp;)?[A-Za-z0-9_.%\\[\\]-]{1,64}=|#(?:0*(?:3[49]|6[02])|[xX]0*(?:2[27]|3[cCeE]));?)(?:amp;|#(?:[xX][0-9A-Fa-f]{1,6}|\\d{1,7});)?';
 const keyBareValue = (key: string): string =>
-  `(${key})(?!\\[REDACTED\\]|${YAML_INDICATOR_ALONE}|(?:null|true|false|undefined)\\b|(?:OLD_)?PASSWORD\\s*\\(\\s*(?:'|\\\\*")?\\[REDACTED\\]|[a-z][a-z0-9+.-]*:\\/\\/\\[REDACTED\\]@|\\\\+u002[27])(?!\\\\*["'\\s])${bareChar(`\\s&;,'"<>)}\\]`)}+`;
+  `(${key})(?!\\[REDACTED\\]|${YAML_INDICATOR_ALONE}|(?:null|true|false|undefined)\\b|(?:OLD_)?PASSWORD\\s*\\(\\s*(?:'|\\\\*")?\\[REDACTED\\]|[a-z][a-z0-9+.-]*:\\/\\/\\[REDACTED\\]@|\\\\+u002[27])(?!\\\\*["'\\s])(?:${bareChar(`\\s&;,'"<>)}\\]`)}|${VALUE_AMPERSAND})+`;
 const CAMEL_SECRET_WORD = /[a-z0-9]P(?:[wW][dD]|ass|A[sS])/;
 
 /**
@@ -1021,7 +1030,8 @@ export function redactSecretsInText(
   let trace: Int32Array | undefined;
   let traced = true;
   for (const { pattern, replace, requires } of patterns) {
-    if (requires !== undefined && !requires.test(redacted)) continue;
+    // A caller's `requires` may be global or sticky: `test` then starts at its `lastIndex`.
+    if (requires !== undefined && ((requires.lastIndex = 0), !requires.test(redacted))) continue;
     pattern.lastIndex = 0;
     const next = redacted.replace(pattern, replace);
     if (next === redacted) continue;
@@ -1043,7 +1053,7 @@ export function redactSecretsInText(
 function applyPatterns(text: string, patterns: readonly SecretPattern[]): string {
   let out = text;
   for (const { pattern, replace, requires } of patterns) {
-    if (requires !== undefined && !requires.test(out)) continue;
+    if (requires !== undefined && ((requires.lastIndex = 0), !requires.test(out))) continue;
     pattern.lastIndex = 0;
     out = out.replace(pattern, replace);
   }
@@ -1057,13 +1067,15 @@ function applyPatterns(text: string, patterns: readonly SecretPattern[]): string
  * caller that skips `redactSecretsInText` for text no pattern matches (a combined pre-test) must not
  * skip text this matches.
  */
-export const ESCAPED_CHARACTER: RegExp = /\\u00[2-7]|&(?:#|[A-Za-z]{2,31};)/;
+export const ESCAPED_CHARACTER: RegExp = /\\u00[2-7]|&(?:#|[A-Za-z]{2,31};|lt|gt|amp|quot|LT|GT|AMP|QUOT)/;
 
 // The escapes decoded, in one pass: a JSON `\uXXXX` after its backslash run (read from the run's start
 // only, so a long run is read once), and an HTML character reference: decimal or hex (`;` optional, as
-// browsers read them), or named.
+// browsers read them; leading zeros skipped, as they do: `&#00000119;` is `w`), named, or one of the
+// legacy names browsers read without `;` (`&ltpassword&gt` is `<password>`; session 36's red team found
+// both read as written, the secret behind them unrecognised).
 const ESCAPED_CHARACTERS =
-  /(?<!\\)(\\+)u00([2-7][0-9A-Fa-f])|&(?:#(?:[xX]([0-9A-Fa-f]{1,6})|(\d{1,7}));?|([A-Za-z]{2,31});)/g;
+  /(?<!\\)(\\+)u00([2-7][0-9A-Fa-f])|&(?:#(?:[xX]0*([0-9A-Fa-f]{1,6})|0*(\d{1,7}));?|([A-Za-z]{2,31});|(lt|gt|amp|quot|LT|GT|AMP|QUOT))/g;
 
 // HTML's named references of printable ASCII characters (names are case-sensitive: `&Lt;` is `≪`).
 const NAMED_ASCII: ReadonlyMap<string, string> = new Map(
@@ -1139,7 +1151,8 @@ function decodeEscapedCharacters(text: string): string {
       hex: string | undefined,
       decimal: string | undefined,
       name: string | undefined,
-    ) => decodeEscape(quote, written, slashes, json, hex, decimal, name),
+      legacy: string | undefined,
+    ) => decodeEscape(quote, written, slashes, json, hex, decimal, name ?? legacy),
   );
 }
 
@@ -1193,12 +1206,12 @@ function decodeWithSpans(text: string): { text: string; starts: Int32Array; ends
   };
   let at = 0;
   for (const match of text.matchAll(ESCAPED_CHARACTERS)) {
-    const [written, slashes, json, hex, decimal, name] = match;
+    const [written, slashes, json, hex, decimal, name, legacy] = match;
     const start = match.index;
     const end = start + written.length;
     asWritten(at, start);
     parts.push(text.slice(at, start));
-    const char = decodeEscape(quote, written, slashes, json, hex, decimal, name);
+    const char = decodeEscape(quote, written, slashes, json, hex, decimal, name ?? legacy);
     parts.push(char);
     if (char === written) asWritten(start, end);
     else {
