@@ -1030,8 +1030,7 @@ export function redactSecretsInText(
   let trace: Int32Array | undefined;
   let traced = true;
   for (const { pattern, replace, requires } of patterns) {
-    // A caller's `requires` may be global or sticky: `test` then starts at its `lastIndex`.
-    if (requires !== undefined && ((requires.lastIndex = 0), !requires.test(redacted))) continue;
+    if (!meetsRequires(requires, redacted)) continue;
     pattern.lastIndex = 0;
     const next = redacted.replace(pattern, replace);
     if (next === redacted) continue;
@@ -1050,10 +1049,17 @@ export function redactSecretsInText(
   return encoded !== undefined && decodeEscapedCharacters(encoded) === redacted ? encoded : redacted;
 }
 
+/** A pattern's `requires` holds for `text` (a caller's may be global or sticky: read from the start). */
+function meetsRequires(requires: RegExp | undefined, text: string): boolean {
+  if (requires === undefined) return true;
+  requires.lastIndex = 0;
+  return requires.test(text);
+}
+
 function applyPatterns(text: string, patterns: readonly SecretPattern[]): string {
   let out = text;
   for (const { pattern, replace, requires } of patterns) {
-    if (requires !== undefined && ((requires.lastIndex = 0), !requires.test(out))) continue;
+    if (!meetsRequires(requires, out)) continue;
     pattern.lastIndex = 0;
     out = out.replace(pattern, replace);
   }
