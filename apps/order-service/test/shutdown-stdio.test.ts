@@ -43,6 +43,23 @@ async function waitFor(what: string, check: () => boolean, timeoutMs = 60_000): 
   }
 }
 
+/** A carrier that holds every answer until the test releases it: the tracking calls stay in flight. */
+async function heldCarrier(): Promise<{ held: ServerResponse[]; carrierUrl: string; close(): void }> {
+  const held: ServerResponse[] = [];
+  const carrier = createServer((_req, res) => {
+    held.push(res);
+  });
+  await new Promise<void>((done) => carrier.listen(0, '127.0.0.1', done));
+  return {
+    held,
+    carrierUrl: `http://127.0.0.1:${(carrier.address() as AddressInfo).port}`,
+    close() {
+      carrier.closeAllConnections();
+      carrier.close();
+    },
+  };
+}
+
 const INITIALIZE = JSON.stringify({
   jsonrpc: '2.0',
   id: 0,
@@ -102,13 +119,7 @@ describe('stdio input errors', () => {
 
 describe('shutdown over stdio (SIGTERM)', () => {
   it('answers every call in flight before it flushes audit and exits 0', async () => {
-    // A carrier that holds every answer until released: the tracking calls stay in flight.
-    const held: ServerResponse[] = [];
-    const carrier = createServer((_req, res) => {
-      held.push(res);
-    });
-    await new Promise<void>((done) => carrier.listen(0, '127.0.0.1', done));
-    const carrierUrl = `http://127.0.0.1:${(carrier.address() as AddressInfo).port}`;
+    const { held, carrierUrl, close: closeCarrier } = await heldCarrier();
     try {
       const server = startStdio({ CARRIER_URL: carrierUrl, TOOLGATE_SHUTDOWN_GRACE_MS: '20000' });
       server.send(INITIALIZE);
@@ -150,19 +161,13 @@ describe('shutdown over stdio (SIGTERM)', () => {
       );
       expect(server.output.stderr).toContain('shutdown: in-flight stdio calls drained');
     } finally {
-      carrier.closeAllConnections();
-      carrier.close();
+      closeCarrier();
     }
   }, 90_000);
 
   it('refuses the calls that arrive while it drains, and audits each of them', async () => {
     // The red team's finding: the drain gate sat before audit, so its refusals left no record.
-    const held: ServerResponse[] = [];
-    const carrier = createServer((_req, res) => {
-      held.push(res);
-    });
-    await new Promise<void>((done) => carrier.listen(0, '127.0.0.1', done));
-    const carrierUrl = `http://127.0.0.1:${(carrier.address() as AddressInfo).port}`;
+    const { held, carrierUrl, close: closeCarrier } = await heldCarrier();
     const dir = mkdtempSync(join(tmpdir(), 'order-service-drain-'));
     const auditFile = join(dir, 'audit.jsonl');
     try {
@@ -222,20 +227,14 @@ describe('shutdown over stdio (SIGTERM)', () => {
       expect(byRequest.get(3)).toMatchObject({ tool: 'search_docs', outcome: 'unavailable' });
       expect(byRequest.get(4)?.tool).toBe('no_such_tool');
     } finally {
-      carrier.closeAllConnections();
-      carrier.close();
+      closeCarrier();
       rmSync(dir, { recursive: true, force: true });
     }
   }, 90_000);
   it('aborts the calls still running past the grace, audits each of them, and exits 0', async () => {
     // Session 36's red team: past the grace, calls still running (a carrier that never answers, an
     // elicitation nobody answers) were cut off by audit's close: no answer and no record, exit 0.
-    const held: ServerResponse[] = [];
-    const carrier = createServer((_req, res) => {
-      held.push(res);
-    });
-    await new Promise<void>((done) => carrier.listen(0, '127.0.0.1', done));
-    const carrierUrl = `http://127.0.0.1:${(carrier.address() as AddressInfo).port}`;
+    const { held, carrierUrl, close: closeCarrier } = await heldCarrier();
     const dir = mkdtempSync(join(tmpdir(), 'order-service-abort-'));
     const auditFile = join(dir, 'audit.jsonl');
     try {
@@ -273,8 +272,7 @@ describe('shutdown over stdio (SIGTERM)', () => {
         expect(byRequest.get(id)?.outcome).not.toBe('ok');
       }
     } finally {
-      carrier.closeAllConnections();
-      carrier.close();
+      closeCarrier();
       rmSync(dir, { recursive: true, force: true });
     }
   }, 90_000);
