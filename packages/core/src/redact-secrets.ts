@@ -1023,25 +1023,18 @@ export function redactSecretsInText(
   if (!ESCAPED_CHARACTER.test(out)) return out;
   const decoded = decodeEscapedCharacters(out);
   if (decoded === out) return out;
-  // The patterns over the decoded text, as `applyPatterns` applies them. Only once one changes it is
-  // each change also traced: for each character of the redacted text, the decoded character it was
-  // copied from (-1 for a replacement's own characters), so the rest can be written as `out` wrote it.
-  let redacted = decoded;
+  // The patterns over the decoded text. Only once one changes it is each change also traced: for each
+  // character of the redacted text, the decoded character it was copied from (-1 for a replacement's
+  // own characters), so the rest can be written as `out` wrote it.
   let trace: Int32Array | undefined;
   let traced = true;
-  for (const { pattern, replace, requires } of patterns) {
-    if (!meetsRequires(requires, redacted)) continue;
-    pattern.lastIndex = 0;
-    const next = redacted.replace(pattern, replace);
-    if (next === redacted) continue;
-    if (traced) {
-      const step = traceReplace(redacted, trace ?? identityTrace(redacted.length), pattern, replace);
-      // A replacement read otherwise than `String.prototype.replace` reads it: the decoded text.
-      if (step === undefined || step.text !== next) traced = false;
-      else trace = step.trace;
-    }
-    redacted = next;
-  }
+  const redacted = applyPatterns(decoded, patterns, (before, after, pattern, replace) => {
+    if (!traced) return;
+    const step = traceReplace(before, trace ?? identityTrace(before.length), pattern, replace);
+    // A replacement read otherwise than `String.prototype.replace` reads it: the decoded text.
+    if (step === undefined || step.text !== after) traced = false;
+    else trace = step.trace;
+  });
   if (redacted === decoded) return out;
   if (!traced || trace === undefined) return redacted;
   const encoded = reencode(out, decoded, redacted, trace);
@@ -1056,12 +1049,19 @@ function meetsRequires(requires: RegExp | undefined, text: string): boolean {
   return requires.test(text);
 }
 
-function applyPatterns(text: string, patterns: readonly SecretPattern[]): string {
+/** `text` with each pattern applied in turn; `changed` sees each pattern that changed it, and how. */
+function applyPatterns(
+  text: string,
+  patterns: readonly SecretPattern[],
+  changed?: (before: string, after: string, pattern: RegExp, replace: string) => void,
+): string {
   let out = text;
   for (const { pattern, replace, requires } of patterns) {
     if (!meetsRequires(requires, out)) continue;
     pattern.lastIndex = 0;
-    out = out.replace(pattern, replace);
+    const next = out.replace(pattern, replace);
+    if (changed !== undefined && next !== out) changed(out, next, pattern, replace);
+    out = next;
   }
   return out;
 }
