@@ -34,7 +34,6 @@ import { createRedisRepeatStore, createRepeatGuard } from '@toolgate/repeat-guar
 import { pgliteQueryable, pgQueryable, type Queryable } from '@toolgate/sql';
 import { createUrlPolicy } from '@toolgate/url-allowlist';
 import pg from 'pg';
-import { bindCustomerIdIfAny } from './customer-scope.js';
 import { ORDER_FIELDS, ORDER_STATUSES, type OrderDatabase, openDatabase } from './db.js';
 import { getOrderStatusTool, searchOrdersTool } from './tools/orders.js';
 import { renderInvoiceTool } from './tools/render-invoice.js';
@@ -164,11 +163,7 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
       db: queryable,
       customerScoped,
     }),
-    // Bound as the scoped tools are, so a person's calls to it count in the same per-caller budget.
-    Object.freeze({
-      ...searchDocsTool({ root: config.docsRoot ?? resolve(APP_DIR, 'docs'), logger }),
-      bind: bindCustomerIdIfAny(customerScoped),
-    }),
+    searchDocsTool({ root: config.docsRoot ?? resolve(APP_DIR, 'docs'), logger, customerScoped }),
     renderInvoiceTool({
       db: queryable,
       invoiceCli: resolve(APP_DIR, 'dist', 'invoice-cli.js'),

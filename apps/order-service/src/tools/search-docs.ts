@@ -3,6 +3,7 @@ import { isAbsolute, join, relative, resolve } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { defineTool, fail, type Logger, ok, redactSecretsInText, type ToolDefinition } from '@toolgate/core';
 import * as z from 'zod';
+import { bindCustomerIdIfAny } from '../customer-scope.js';
 import { isUnderRoot, readFileUnderRoot, SafeFileRefusal } from '../safe-file.js';
 
 export const SEARCH_DOCS_MAX_TOP_K = 5;
@@ -41,6 +42,12 @@ export interface SearchDocsOptions {
    */
   maxBytes?: number;
   logger?: Logger;
+  /**
+   * The service binds every tool to the caller's customer: this tool reads no customer's data, but it
+   * binds the customer too when the token names one, so a person's calls to it count in the same
+   * per-caller budget as the scoped tools'. @default false
+   */
+  customerScoped?: boolean;
 }
 
 /** What one call's listing may still take, and whether it had to stop. */
@@ -144,6 +151,7 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
         .describe('Documents and folders skipped because the server may not read them (absent when none).'),
     },
     annotations: { readOnlyHint: true, openWorldHint: false },
+    bind: bindCustomerIdIfAny(options.customerScoped ?? false),
     handler: async ({ query, top_k, path }, ctx) => {
       const refusePath = () =>
         fail('invalid_argument', 'That path is not a document under the docs root.', {
