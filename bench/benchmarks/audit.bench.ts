@@ -8,8 +8,6 @@
 // (the writer cannot write during it), and the measure would be of the garbage collector copying
 // tens of thousands of queued records. The bound is measured with event-loop arrival; the burst is
 // shown beside it.
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -34,6 +32,7 @@ import { createTestContext } from '@toolgate/core/testing';
 import pg from 'pg';
 import * as z from 'zod';
 import { benchDatabaseUrl } from '../src/bench-database.js';
+import { runInOwnProcess } from '../src/own-process.js';
 
 const WINDOWS = 5;
 const PER_WINDOW = Number(process.env.BENCH_AUDIT_RECORDS ?? 200_000) / WINDOWS;
@@ -170,16 +169,12 @@ async function measureCase(spec: AuditCase): Promise<SinkRun> {
  * the thread the earlier one left (each sink's peak memory is then its own, too).
  */
 async function runCase(spec: AuditCase): Promise<SinkRun> {
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url)], {
-    env: { ...process.env, BENCH_AUDIT_CASE: JSON.stringify(spec) },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const chunks: Buffer[] = [];
-  child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
-  const [code, signal] = (await once(child, 'close')) as [number | null, NodeJS.Signals | null];
-  if (code !== 0)
-    throw new Error(`bench: audit case ${JSON.stringify(spec)} failed (${signal ?? `exit ${code}`})`);
-  return JSON.parse(Buffer.concat(chunks).toString('utf8')) as SinkRun;
+  const out = await runInOwnProcess(
+    fileURLToPath(import.meta.url),
+    { BENCH_AUDIT_CASE: JSON.stringify(spec) },
+    `audit case ${JSON.stringify(spec)}`,
+  );
+  return JSON.parse(out) as SinkRun;
 }
 
 /** Records per second over all windows of a run (windows are equal in records). */

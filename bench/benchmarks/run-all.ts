@@ -1,12 +1,11 @@
 // `pnpm bench`: runs the end-to-end benchmarks one after the other, each in a process of its own, and
 // writes bench/RESULTS.md.
 // BENCH_ONLY=middleware,instructions,http,http-trivial,search,audit runs a subset (RESULTS.md is then written with that subset).
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { cpus, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { runInOwnProcess } from '../src/own-process.js';
 import { auditBench } from './audit.bench.js';
 import { httpBench } from './http.bench.js';
 import { httpTrivialBench } from './http-trivial.bench.js';
@@ -29,16 +28,8 @@ const benches: [string, () => Promise<string>][] = [
  * process: audit throughput, run after the others in their process, paid for their heap (peak heap
  * 150 MB there against 55 alone, and 129k records/s to a file against 150-166k in the same hour).
  */
-async function inOwnProcess(name: string): Promise<string> {
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url)], {
-    env: { ...process.env, BENCH_SECTION: name },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const chunks: Buffer[] = [];
-  child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
-  const [code, signal] = (await once(child, 'close')) as [number | null, NodeJS.Signals | null];
-  if (code !== 0) throw new Error(`bench: section ${name} failed (${signal ?? `exit ${code}`})`);
-  return Buffer.concat(chunks).toString('utf8');
+function inOwnProcess(name: string): Promise<string> {
+  return runInOwnProcess(fileURLToPath(import.meta.url), { BENCH_SECTION: name }, `section ${name}`);
 }
 
 // The child side of inOwnProcess: one section, its text on stdout, nothing else.
