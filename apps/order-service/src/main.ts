@@ -1,7 +1,13 @@
 #!/usr/bin/env node
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { createJwtVerifier, createProtectedResource } from '@toolgate/authz';
-import { createStderrLogger, isAbortError, type Logger, withDeadline } from '@toolgate/core';
+import {
+  createStderrLogger,
+  isAbortError,
+  type Logger,
+  withDeadline,
+  withdrawClientRequests,
+} from '@toolgate/core';
 import { createTokenVerifier } from './auth.js';
 import { readConfig, USAGE, UsageError } from './config.js';
 import { type FakeCarrier, startFakeCarrier } from './fake-carrier.js';
@@ -95,6 +101,8 @@ async function main(): Promise<void> {
 
   let http: Awaited<ReturnType<typeof startHttpServer>> | undefined;
   let stopStdio: (() => Promise<void>) | undefined;
+  /** Withdraws the stdio server's questions to the person: nobody can answer once stdin or stdout closed. */
+  let withdrawQuestions: (() => number) | undefined;
   let stopping = false;
   /** The app owns shutdown order: stop accepting, drain, flush audit / breakers / database, tracing. */
   const shutdown = async (reason: string, exitCode: number): Promise<never> => {
@@ -118,6 +126,13 @@ async function main(): Promise<void> {
         }
       }
       if (stopStdio) {
+        // The client closed stdin (or stdout): no answer to a question (a refund's confirmation) can
+        // arrive any more. Each waiting call is told so now and runs nothing, instead of waiting out
+        // the grace. After SIGTERM the client is still there and may answer within the grace.
+        if (reason === 'stdin closed' || reason === 'stdout closed') {
+          const withdrawn = withdrawQuestions?.() ?? 0;
+          if (withdrawn > 0) logger.info({ withdrawn }, 'shutdown: questions to the person withdrawn');
+        }
         // stdio has no HTTP server counting requests: the service's own gate refuses new calls and
         // waits for the ones in flight before audit is flushed.
         const inFlight = service.inFlight;
@@ -246,6 +261,7 @@ async function main(): Promise<void> {
     void shutdown(fatal ?? 'stdio transport closed', fatal ? 1 : 0);
   };
   stopStdio = () => server.close();
+  withdrawQuestions = () => withdrawClientRequests(server);
   // A client that goes away closes our stdout: the next answer meets EPIPE, which Node throws as an
   // uncaught error (audit records still buffered were lost with it). It ends the session, as EOF does.
   process.stdout.on('error', (error: NodeJS.ErrnoException) => {

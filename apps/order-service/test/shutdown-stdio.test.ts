@@ -276,4 +276,64 @@ describe('shutdown over stdio (SIGTERM)', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 90_000);
+
+  it('withdraws a question to the person once stdin closes: the call is answered and audited at once, not after the grace', async () => {
+    // Session 36 left it: over stdio, a refund waiting for the person's answer when the client closed
+    // stdin waited out the whole grace, though nobody could answer any more.
+    const dir = mkdtempSync(join(tmpdir(), 'order-service-withdraw-'));
+    const auditFile = join(dir, 'audit.jsonl');
+    try {
+      const server = startStdio({ AUDIT_FILE: auditFile, TOOLGATE_SHUTDOWN_GRACE_MS: '120000' });
+      server.send(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          id: 0,
+          method: 'initialize',
+          params: {
+            protocolVersion: '2025-06-18',
+            capabilities: { elicitation: {} },
+            clientInfo: { name: 'raw', version: '1' },
+          },
+        }),
+      );
+      await waitFor('the initialize answer', () => server.output.stdout.includes('"id":0'));
+      server.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      server.send(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'tools/call',
+          params: {
+            name: 'cancel_order',
+            arguments: { order_id: '4000000000047514', reason: 'ordered twice' },
+          },
+        }),
+      );
+      await waitFor('the question to the person', () => server.output.stdout.includes('elicitation/create'));
+      const closedAt = Date.now();
+      server.child.stdin.end();
+      expect(await server.exited).toBe(0);
+      // Well inside the 120 s grace (the old code waited all of it).
+      expect(Date.now() - closedAt).toBeLessThan(30_000);
+      expect(server.output.stderr).toContain('shutdown: questions to the person withdrawn');
+      const answers = server.output.stdout
+        .split('\n')
+        .filter((line) => line !== '')
+        .map(
+          (line) =>
+            JSON.parse(line) as { id?: unknown; result?: { isError?: boolean; content: { text: string }[] } },
+        );
+      const answer = answers.find((line) => line.id === 1 && line.result !== undefined);
+      expect(answer?.result?.isError).toBe(true);
+      const records = readFileSync(auditFile, 'utf8')
+        .split('\n')
+        .filter((line) => line !== '')
+        .map((line) => JSON.parse(line) as { requestId: unknown; tool: string; outcome: string });
+      const record = records.find((entry) => entry.requestId === 1);
+      expect(record?.tool).toBe('cancel_order');
+      expect(record?.outcome).not.toBe('ok');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 90_000);
 });

@@ -57,7 +57,7 @@ export {
   WHOLE_SECRET_KEYS,
 } from './redact-secrets.js';
 export { closesSilentRedisConnections, type RedisClientOptionsView } from './redis-options.js';
-export { type RegisterToolsOptions, registerTools } from './register.js';
+export { type RegisterToolsOptions, registerTools, withdrawClientRequests } from './register.js';
 export {
   type ArgumentIssue,
   ERROR_META_KEY,

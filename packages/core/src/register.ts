@@ -31,7 +31,12 @@ import { isLocalTransport, type LocalTransportRule } from './local-transport.js'
 import { createStderrLogger } from './logger.js';
 import { mapStrings } from './map-strings.js';
 import { fail, isToolResult, type ToolResult, toolErrorResult } from './result.js';
-import { createServerAccess } from './server-access.js';
+import {
+  createPendingClientRequests,
+  createServerAccess,
+  type PendingClientRequests,
+  withdrawPending,
+} from './server-access.js';
 import { DEFER_SIGNAL, type SignalSource } from './signal-slot.js';
 import type {
   ArgumentVerdict,
@@ -112,6 +117,8 @@ interface Registry {
   /** `logging/setLevel` per session (the key `undefined` for a transport without sessions). */
   readonly logLevels: Map<string | undefined, LoggingLevel>;
   readonly causeLog: CauseLog;
+  /** Requests to the client waiting for an answer (`withdrawClientRequests`). */
+  readonly pendingRequests: PendingClientRequests;
 }
 
 // Each server's registry, on the server itself under a private symbol: a stateless HTTP server builds an
@@ -269,6 +276,20 @@ function jsonSchemasOf(tool: ToolDefinition): JsonSchemas {
   return schemas;
 }
 
+/**
+ * Withdraws every request the server's calls are waiting on from the client (a question to the person,
+ * a sampling request), and fails every later one at once: for the end of a session in which nobody can
+ * answer any more, such as a stdio client that closed the server's stdin. Each waiting call gets a
+ * ToolError `unavailable` ("the client can no longer answer") from `ctx.server.elicit`/`sample`, goes
+ * on from there (@toolgate/confirm runs nothing) and returns through the chain, so it is answered and
+ * audited within the app's drain instead of waiting out its question's timeout. The calls themselves
+ * are not aborted. Returns how many requests were waiting; 0 for a server `registerTools` never saw.
+ */
+export function withdrawClientRequests(server: McpServer): number {
+  const registry = (server as WithRegistry)[REGISTRY];
+  return registry === undefined ? 0 : withdrawPending(registry.pendingRequests);
+}
+
 function newRegistry(server: McpServer, prepared: Prepared, options: RegisterToolsOptions): Registry {
   const registry: Registry = {
     server,
@@ -286,6 +307,7 @@ function newRegistry(server: McpServer, prepared: Prepared, options: RegisterToo
     abandonAfterMs: abandonAfterMsOf(options.abandonAfterMs),
     logLevels: new Map(),
     causeLog: prepared.causeLog,
+    pendingRequests: createPendingClientRequests(),
   };
   flushOnClose(server, prepared);
   return registry;
@@ -829,6 +851,7 @@ function serverAccessFor(registry: Registry, extra: CallExtra, ctx: ToolContext)
   const progressToken = (request.meta?.progressToken ?? undefined) as string | number | undefined;
   return createServerAccess({
     signal: () => extra.signal,
+    pendingRequests: registry.pendingRequests,
     progressToken,
     sendNotification: extra.sendNotification as never,
     sendRequest: extra.sendRequest as never,

@@ -51,7 +51,8 @@ export interface ServerAccess {
    * redacted (core's secret patterns, and string values under secret-named keys; not the page's `url`,
    * `elicitationId` or `mode`); the `scrubText` hooks do not apply, as to a confirmation prompt, which
    * renders the model's own arguments. Throws a ToolError `unavailable` at once when
-   * the client or the transport cannot carry it, `timeout` when the person took too long.
+   * the client or the transport cannot carry it, or when the app withdrew the server's requests
+   * (`withdrawClientRequests`: nobody can answer any more), and `timeout` when the person took too long.
    */
   elicit(
     params: ElicitRequestFormParams | ElicitRequestURLParams,
@@ -77,9 +78,42 @@ export interface ServerAccess {
   closeStream(): boolean;
 }
 
+/**
+ * A server's requests to the client that are waiting for an answer, so that the app can withdraw them
+ * when nobody can answer any more (`withdrawClientRequests`: the client closed stdin).
+ */
+export interface PendingClientRequests {
+  /** Set once withdrawn: every later request fails at once. */
+  withdrawn: boolean;
+  readonly pending: Set<AbortController>;
+}
+
+export function createPendingClientRequests(): PendingClientRequests {
+  return { withdrawn: false, pending: new Set() };
+}
+
+/** Aborts every pending request (each call sees `withdrawnError`); returns how many there were. */
+export function withdrawPending(requests: PendingClientRequests): number {
+  requests.withdrawn = true;
+  const count = requests.pending.size;
+  for (const controller of [...requests.pending]) controller.abort();
+  requests.pending.clear();
+  return count;
+}
+
+function withdrawnError(cause?: unknown): ToolError {
+  return new ToolError('unavailable', 'The client can no longer answer: its session is ending.', {
+    hint: 'Do not retry; the session with the user is over.',
+    retryable: false,
+    cause,
+  });
+}
+
 /** The pieces of the SDK's per-request `extra` and server state that server access needs. */
 export interface ServerAccessSource {
   readonly signal: () => AbortSignal;
+  /** The server's pending requests to the client (withdrawn by the app at the end of a session). */
+  readonly pendingRequests?: PendingClientRequests;
   readonly progressToken: string | number | undefined;
   readonly sendNotification: (notification: {
     method: string;
@@ -184,12 +218,17 @@ export function createServerAccess(source: ServerAccessSource): ServerAccess {
         retryable: false,
       });
     }
+    const requests = source.pendingRequests;
+    if (requests?.withdrawn) throw withdrawnError();
+    const own = requests === undefined ? undefined : new AbortController();
+    if (own !== undefined) requests!.pending.add(own);
     try {
       return await source.sendRequest<T>({ method, params }, schema, {
-        signal: source.signal(),
+        signal: own === undefined ? source.signal() : AbortSignal.any([source.signal(), own.signal]),
         timeout: timeoutMs,
       });
     } catch (error) {
+      if (own?.signal.aborted && !source.signal().aborted) throw withdrawnError(error);
       if (isRequestTimeout(error)) {
         throw new ToolError('timeout', `No answer from the client within ${timeoutMs} ms.`, {
           hint: 'The user did not answer in time. Ask them whether to try again before calling again.',
@@ -198,6 +237,8 @@ export function createServerAccess(source: ServerAccessSource): ServerAccess {
         });
       }
       throw error;
+    } finally {
+      if (own !== undefined) requests!.pending.delete(own);
     }
   };
   return {

@@ -1,4 +1,5 @@
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import {
@@ -22,6 +23,7 @@ import {
   type ToolMiddleware,
   type ToolRequest,
   withDeadline,
+  withdrawClientRequests,
 } from '../src/index.js';
 import {
   expectFailure,
@@ -556,6 +558,25 @@ describe('server access from a call', () => {
     },
   });
 
+  const askLong = defineTool({
+    name: 'ask_long',
+    description: 'Asks the person, waiting up to a minute.',
+    input: {},
+    handler: async (_args, ctx) => {
+      const answer = await ctx.server.elicit(
+        { message: 'Proceed?', requestedSchema: { type: 'object', properties: {} } },
+        { timeoutMs: 60_000 },
+      );
+      return ok({ action: answer.action });
+    },
+  });
+  const plain = defineTool({
+    name: 'plain',
+    description: 'Asks nothing.',
+    input: {},
+    handler: async () => ok({ plain: true }),
+  });
+
   it('asks the person through elicitation when the client supports it', async () => {
     const asked: unknown[] = [];
     client = await serveTools([ask], {
@@ -576,6 +597,39 @@ describe('server access from a call', () => {
         requestedSchema: { type: 'object', properties: { yes: { type: 'boolean' } }, required: ['yes'] },
       },
     ]);
+  });
+
+  it('withdraws a question nobody can answer any more (withdrawClientRequests), and every later one at once', async () => {
+    const askedAt: number[] = [];
+    // The client never answers: the person is gone (a stdio client that closed the server's stdin).
+    const served = await serveTools([askLong, plain], {
+      onElicit: () => {
+        askedAt.push(Date.now());
+        return new Promise<never>(() => undefined);
+      },
+    });
+    client = served;
+    const started = Date.now();
+    const call = client.callTool('ask_long', {});
+    while (askedAt.length === 0) await new Promise((done) => setTimeout(done, 5));
+    expect(withdrawClientRequests(served.server)).toBe(1);
+    expect(expectFailure(await call)).toMatchObject({
+      error: 'unavailable',
+      message: 'The client can no longer answer: its session is ending.',
+      retryable: false,
+    });
+    // Answered now, not after the question's 60 s timeout.
+    expect(Date.now() - started).toBeLessThan(30_000);
+    // A later question fails before it is sent.
+    expect(expectFailure(await client.callTool('ask_long', {}))).toMatchObject({ error: 'unavailable' });
+    expect(askedAt).toHaveLength(1);
+    expect(withdrawClientRequests(served.server)).toBe(0);
+    // A call that asks nothing still runs.
+    expect(parseResultText(await client.callTool('plain', {}))).toEqual({ ok: true, plain: true });
+  });
+
+  it('withdrawClientRequests is 0 for a server registerTools never saw', () => {
+    expect(withdrawClientRequests(new McpServer({ name: 'x', version: '1' }))).toBe(0);
   });
 
   it('answers unavailable at once when the client lacks elicitation', async () => {
