@@ -11,7 +11,7 @@ import {
   isJSONRPCResultResponse,
   type RequestId,
 } from '@modelcontextprotocol/sdk/types.js';
-import { isAccessTokenError, type ProtectedResource } from '@toolgate/authz';
+import { AccessTokenScopeError, isAccessTokenError, type ProtectedResource } from '@toolgate/authz';
 import { type Logger, withDeadline } from '@toolgate/core';
 
 /** Checks a bearer token: the static tokens file, or a JWT verifier (`@toolgate/authz`). */
@@ -259,6 +259,14 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
         return;
       }
       if (!authInfo.scopes.includes(requiredScope)) {
+        // With protected resource metadata, the 403 points to it as the 401 does (RFC 9728 §5.1).
+        if (options.protectedResource) {
+          const answer = options.protectedResource.challenge(
+            new AccessTokenScopeError(`The token lacks the ${requiredScope} scope.`, [requiredScope]),
+          );
+          res.writeHead(answer.status, answer.headers).end(answer.body);
+          return;
+        }
         res.setHeader('www-authenticate', `Bearer error="insufficient_scope", scope="${requiredScope}"`);
         sendJsonRpcError(res, 403, -32001, `Forbidden: the token lacks the ${requiredScope} scope`);
         return;

@@ -335,3 +335,49 @@ describe('Authorization that names more than one caller', () => {
     }
   });
 });
+
+describe('with protected resource metadata (RFC 9728)', () => {
+  it('points the 403 for a missing scope to the metadata, as the 401 does', async () => {
+    // Session 37's red team: in JWT mode the 403 came from the server's own check, without
+    // `resource_metadata`, so a client could not find where to ask for the scope.
+    const { createProtectedResource } = await import('@toolgate/authz');
+    const protectedResource = createProtectedResource({
+      resource: 'https://orders.example.com/mcp',
+      authorizationServers: ['https://auth.example.com'],
+    });
+    const withMetadata = await startHttpServer({
+      port: 0,
+      verifier: createTokenVerifier({
+        tokens: [{ token: NO_SCOPE, clientId: 'other-app', scopes: ['profile'] }],
+      }),
+      protectedResource,
+      createServer: () => running.service.createServer(),
+      logger: createSilentLogger(),
+    });
+    try {
+      const send = (headers: Record<string, string>) =>
+        fetch(withMetadata.url, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+            ...headers,
+          },
+          body: INITIALIZE,
+        });
+      const missing = await send({});
+      expect(missing.status).toBe(401);
+      expect(missing.headers.get('www-authenticate')).toContain(
+        `resource_metadata="${protectedResource.url}"`,
+      );
+      const lacking = await send({ authorization: `Bearer ${NO_SCOPE}` });
+      expect(lacking.status).toBe(403);
+      expect(lacking.headers.get('www-authenticate')).toBe(
+        `Bearer error="insufficient_scope", scope="orders:read", resource_metadata="${protectedResource.url}"`,
+      );
+      expect(await lacking.json()).toMatchObject({ error: 'insufficient_scope' });
+    } finally {
+      await withMetadata.close();
+    }
+  });
+});

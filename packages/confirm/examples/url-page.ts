@@ -18,6 +18,14 @@ const escapeHtml = (text: string): string =>
   text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`).replaceAll('\n', '<br>');
 
 createServer(async (request, response) => {
+  // Never inside another page's frame (a client that shows it framed could trick a click onto
+  // Approve), never cached, and nothing loaded or posted anywhere else.
+  response.setHeader(
+    'content-security-policy',
+    "default-src 'none'; form-action 'self'; frame-ancestors 'none'",
+  );
+  response.setHeader('x-frame-options', 'DENY');
+  response.setHeader('cache-control', 'no-store');
   const id = new URL(request.url ?? '/', 'https://orders.example.com').pathname.split('/')[2] ?? '';
   const person = await signedIn(request);
   if (person === undefined) return void response.writeHead(302, { location: '/login' }).end();
