@@ -74,8 +74,9 @@ Environment:
                                 newline, as toolgate-audit verify --key-file reads it)
   TOOLGATE_CONFIRM_SECRET       HMAC key of two-step confirmations (>= 32 bytes; the same on every replica;
                                 default: random per process)
-  TOOLGATE_CONFIRM_AUDIENCE     this deployment's name in every confirmation (default order-service): give
-                                staging and production each their own when they share the secret or Redis
+  TOOLGATE_CONFIRM_AUDIENCE     this deployment's name in every confirmation and Redis key (default
+                                order-service): give staging and production each their own when they
+                                share the secret or Redis
   TOOLGATE_WRITES_PER_MINUTE    request_refund/cancel_order calls per caller and tool per minute (default 10)
   TOOLGATE_CALLS_PER_MINUTE     calls per caller per minute, all tools together (default 120)
   TOOLGATE_ALLOWED_HOSTS        extra Host header values accepted over HTTP (comma separated)

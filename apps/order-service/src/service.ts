@@ -208,8 +208,12 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
   // that goes silent without a reset is closed and made again after 2 s, see DEPLOYMENT.md).
   const redis = config.redisUrl ? createRedisClient(config.redisUrl, { logger }) : undefined;
   if (redis) await redisReady(redis);
+  // Every key of the shared state names the deployment (TOOLGATE_CONFIRM_AUDIENCE): staging and
+  // production sharing one Redis share no cached answer, idempotent result or rate budget.
+  const deployment = config.confirmAudience ?? 'order-service';
+  const redisPrefix = `orders:${deployment}:`;
   const stateStore: KeyValueStore = redis
-    ? createRedisStore(redis, { prefix: 'orders:' })
+    ? createRedisStore(redis, { prefix: redisPrefix })
     : createMemoryStore();
   const auditPool = config.auditDatabaseUrl
     ? new pg.Pool({ connectionString: config.auditDatabaseUrl, max: 2, connectionTimeoutMillis: 2000 })
@@ -260,10 +264,10 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
       request_refund: { limits: [perCaller, writesPerCaller] },
       cancel_order: { limits: [perCaller, writesPerCaller] },
     },
-    ...(redis ? { store: { redis } } : {}),
+    ...(redis ? { store: { redis }, keyPrefix: `${redisPrefix}rl` } : {}),
   });
   const repeat = createRepeatGuard({
-    ...(redis ? { store: createRedisRepeatStore(redis, { prefix: 'orders:repeat:' }) } : {}),
+    ...(redis ? { store: createRedisRepeatStore(redis, { prefix: `${redisPrefix}repeat:` }) } : {}),
     // A write must never be answered from the read cache: idempotency and confirmation own repeats there.
     tools: { request_refund: false, cancel_order: false },
   });
@@ -284,7 +288,7 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
   const currencyOfRefund = refundCurrencyLookup(queryable, customerScoped, refundCurrency);
   const confirm = createConfirm({
     secret: config.confirmSecret ?? randomBytes(32).toString('base64url'),
-    audience: config.confirmAudience ?? 'order-service',
+    audience: deployment,
     store: stateStore,
     tools: {
       request_refund: {

@@ -54,7 +54,17 @@ export function createCircuitBreaker(options: CircuitBreakerOptions = {}): Circu
     // Unknown tools and refused arguments never reach a dependency: nothing to guard or count, and
     // no breaker is ever made for a name a client invents.
     if (isPassThrough(ctx)) return next();
-    if (shut) return Promise.resolve(shutdownAnswer(ctx.toolName));
+    if (shut) {
+      // A policy's answer, not the tool's outcome: recorded, so audit shows why and idempotency
+      // (storeFailures) never keeps it for the retry after the restart.
+      ctx.decisions.push({
+        by: 'circuit-breaker',
+        action: 'shut-down',
+        reason: 'the breakers were closed: the server is shutting down',
+        detail: {},
+      });
+      return Promise.resolve(shutdownAnswer(ctx.toolName));
+    }
     const breaker = breakerFor(ctx);
     return breaker === null ? next() : breaker.run(ctx, next);
   };

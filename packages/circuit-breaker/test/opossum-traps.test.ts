@@ -263,6 +263,15 @@ describe('opossum traps, each guarded', () => {
       retryable: true,
     });
     expect(track.calls).toBe(1);
+    // A policy's answer, recorded as such (audit shows why; idempotency never keeps it as the outcome).
+    expect(h.decisions.at(-1)).toEqual([
+      {
+        by: 'circuit-breaker',
+        action: 'shut-down',
+        reason: 'the breakers were closed: the server is shutting down',
+        detail: {},
+      },
+    ]);
   });
 });
 

@@ -16,6 +16,7 @@ import {
   onLateOutcome,
   optInTools,
   outcomeOf,
+  type PolicyDecision,
   raceAbort,
   resolveToolOptions,
   runDetached,
@@ -166,6 +167,8 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
       action: 'claimed',
       detail: { key: keys.digest, explicit: keys.explicit },
     });
+    // What the policies inside decide from here on tells whether a failure is the tool's own.
+    const inside = ctx.decisions.length;
     let result: ToolResult;
     try {
       result = await next();
@@ -179,7 +182,9 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
       // the handler came to, should it settle later, and that replaces the timeout (kept or held).
       onLateOutcome(ctx, (late) => keepLate(ctx, keys, opts, token, running, claimExpires, late));
     }
-    return keepOutcome(ctx, keys, opts, token, running, claimExpires, result);
+    // Read only for a failure: a success costs nothing more.
+    const own = result.isError !== true || isToolsOwn(ctx.decisions, inside);
+    return keepOutcome(ctx, keys, opts, token, running, claimExpires, result, own);
   };
 
   /** What a finished call leaves in the store: its result, a marker, or nothing (its claim released). */
@@ -191,8 +196,10 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     running: string,
     claimExpires: number,
     result: ToolResult,
+    // The handler's own outcome, not a policy inside that answered for it (see `isToolsOwn`).
+    own: boolean,
   ): Promise<ToolResult> => {
-    if (result.isError === true && !(opts.storeFailures && isOutcome(result))) {
+    if (result.isError === true && !(opts.storeFailures && own && isOutcome(result))) {
       // A timed-out call's claim stays until claimTtlMs (or its handler's late outcome), so a retry
       // never runs beside a handler that may still be doing its side effect.
       if (outcomeOf(result) === 'timeout') {
@@ -282,7 +289,7 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
     const kept =
       late.result === undefined
         ? release(ctx, keys, opts, running, claimExpires)
-        : keepOutcome(ctx, keys, opts, token, running, claimExpires, late.result);
+        : keepOutcome(ctx, keys, opts, token, running, claimExpires, late.result, true);
     kept.then(
       () =>
         ctx.logger.info(
@@ -613,6 +620,40 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
  */
 function isOutcome(result: ToolResult): boolean {
   return outcomeOf(result) !== 'confirmation_required';
+}
+
+/**
+ * The decisions a policy inside idempotency records while it lets a call through to the handler, or
+ * about the handler's run once it ran (a breaker opening on its failure, redact-errors mapping its
+ * throw). Every other decision is a policy answering for the call: confirm refusing a token that does
+ * not match (`refused`), a person declining (`declined`), an open circuit (`short-circuit`), a limit.
+ */
+const LETS_THROUGH: ReadonlyMap<string, ReadonlySet<string>> = new Map([
+  ['authz', new Set(['allow'])],
+  ['rate-limit', new Set(['allow'])],
+  ['url-allowlist', new Set(['allow'])],
+  ['confirm', new Set(['confirmed'])],
+  ['circuit-breaker', new Set(['half-open', 'timeout', 'open', 'open-caller', 'close'])],
+  ['redact-errors', new Set(['map', 'internal', 'scrub', 'cancelled'])],
+  ['audit', new Set(['late-outcome'])],
+  // exec's decisions are its handler's own (an argument it refuses, a process it kills).
+  ['exec', new Set(['refuse', 'kill'])],
+]);
+
+/**
+ * Whether a failure is the tool's own: every decision made inside idempotency since its claim (from
+ * `from` on) let the call through or followed its handler's run. A refusal by a policy inside (confirm,
+ * a circuit breaker, one of the app's own) is not the call's outcome: kept under `storeFailures` it
+ * would be replayed for `windowMs` to the retry it asks for (a correctly confirmed call, a call after
+ * the circuit closed), which then never runs. An unknown decision counts as a refusal: a failure not
+ * kept only runs again, as without `storeFailures`.
+ */
+function isToolsOwn(decisions: readonly PolicyDecision[], from: number): boolean {
+  for (let index = from; index < decisions.length; index += 1) {
+    const decision = decisions[index]!;
+    if (LETS_THROUGH.get(decision.by)?.has(decision.action) !== true) return false;
+  }
+  return true;
 }
 
 /** The flight's outcome, or undefined at `until` (its claim's expiry, or maxWaitMs); follows the waiting call's own signal. */

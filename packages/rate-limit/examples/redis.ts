@@ -17,4 +17,5 @@ redis.on('error', (error) => logger.warn({ err: error }, 'redis'));
 export const rateLimit = createRateLimit({
   limits: [{ name: 'per-caller', per: 'caller', points: 120, duration: '1m' }],
   store: { redis }, // every replica on the same Redis shares the counters
+  keyPrefix: 'orders-prod:rl', // this server's own: required with Redis
 });

@@ -48,11 +48,17 @@ export function createRateLimit(options: RateLimitOptions = {}): RateLimitMiddle
   if (onStoreError !== 'open' && onStoreError !== 'closed') {
     throw new TypeError(`${WHERE}: onStoreError must be 'open' or 'closed'`);
   }
+  const store = options.store ?? 'memory';
+  // Required with Redis: with a default, two servers sharing one Redis would share every budget.
+  if (store !== 'memory' && (options.keyPrefix === undefined || options.keyPrefix === '')) {
+    throw new TypeError(
+      `${WHERE}: keyPrefix is required with store { redis }: name this server's counters (e.g. keyPrefix: 'orders-prod:rl'), the same on all its replicas and another on every other server sharing the Redis; under one prefix, two servers spend one budget`,
+    );
+  }
   const keyPrefix = options.keyPrefix ?? 'tg:rl';
   if (typeof keyPrefix !== 'string' || /[{}]/.test(keyPrefix)) {
     throw new TypeError(`${WHERE}: keyPrefix must be a string without braces`);
   }
-  const store = options.store ?? 'memory';
   const redis = store === 'memory' ? undefined : checkRedisClient(store);
   const countRefusedCalls = options.countRefusedCalls ?? true;
   const maxMemoryKeys = options.maxMemoryKeys ?? 100_000;

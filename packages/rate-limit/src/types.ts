@@ -78,7 +78,12 @@ export interface RateLimitOptions extends Partial<ToolRateLimits> {
    * window; nobody is refused for it) and one line per interval is logged. @default 100000
    */
   maxMemoryKeys?: number;
-  /** First part of every key; no braces (they mark the Redis Cluster hash tag). @default 'tg:rl' */
+  /**
+   * First part of every key; no braces (they mark the Redis Cluster hash tag). Required with
+   * `store: { redis }`: the namespace of this server's counters, e.g. `'orders-prod:rl'`, the same on
+   * every replica and another on every other server sharing the Redis (under one prefix, two servers
+   * spend one budget). @default 'tg:rl' with the memory store; none (required) with Redis
+   */
   keyPrefix?: string;
   /** How long a store incident logs only one line (then one line with the count), in ms. @default 60000 */
   logIntervalMs?: number;

@@ -94,6 +94,7 @@ describe('rate-limit red team: the memory store stays bounded', () => {
     const client = await serveMany({
       limits: [perCaller],
       maxMemoryKeys: 20,
+      keyPrefix: 'test:rl',
       store: { redis: await closedPortRedis() },
       onStoreError: 'open',
     });

@@ -268,13 +268,34 @@ describe('configuration errors', () => {
     expect(() => createRateLimit(options as never)).toThrow(message);
   });
 
+  it('requires keyPrefix with Redis: two servers sharing it under a default prefix would spend one budget', () => {
+    const limits = [{ per: 'caller', points: 1, duration: 60 }] as const;
+    const redis = { options: { enableOfflineQueue: false, protocol: 2, socketTimeout: 2000 } };
+    const missing = new TypeError(
+      "createRateLimit: keyPrefix is required with store { redis }: name this server's counters (e.g. keyPrefix: 'orders-prod:rl'), the same on all its replicas and another on every other server sharing the Redis; under one prefix, two servers spend one budget",
+    );
+    expect(() => createRateLimit({ limits, store: { redis } })).toThrow(missing);
+    expect(() => createRateLimit({ limits, keyPrefix: '', store: { redis } })).toThrow(missing);
+    expect(() => createRateLimit({ limits, keyPrefix: 'orders-prod:rl', store: { redis } })).not.toThrow();
+    // The memory store is this process's alone: its default prefix shares nothing.
+    expect(() => createRateLimit({ limits })).not.toThrow();
+  });
+
   it('refuses an ioredis client that would queue offline or speak RESP3', () => {
     const limits = [{ per: 'caller', points: 1, duration: 60 }] as const;
     expect(() =>
-      createRateLimit({ limits, store: { redis: { options: { enableOfflineQueue: true, protocol: 2 } } } }),
+      createRateLimit({
+        limits,
+        keyPrefix: 'test:rl',
+        store: { redis: { options: { enableOfflineQueue: true, protocol: 2 } } },
+      }),
     ).toThrow('create the ioredis client with enableOfflineQueue: false');
     expect(() =>
-      createRateLimit({ limits, store: { redis: { options: { enableOfflineQueue: false, protocol: 3 } } } }),
+      createRateLimit({
+        limits,
+        keyPrefix: 'test:rl',
+        store: { redis: { options: { enableOfflineQueue: false, protocol: 3 } } },
+      }),
     ).toThrow('create the ioredis client with protocol: 2');
   });
 
@@ -283,17 +304,17 @@ describe('configuration errors', () => {
     // ioredis' own options as new Redis(url, { enableOfflineQueue: false, protocol: 2 }) shows them.
     for (const socketTimeout of [undefined, 0, Number.POSITIVE_INFINITY, '2000']) {
       const options = { enableOfflineQueue: false, protocol: 2, socketTimeout };
-      expect(() => createRateLimit({ limits, store: { redis: { options } as never } })).toThrow(
-        'create the ioredis client with socketTimeout',
-      );
+      expect(() =>
+        createRateLimit({ limits, keyPrefix: 'test:rl', store: { redis: { options } as never } }),
+      ).toThrow('create the ioredis client with socketTimeout');
     }
     const single = { options: { enableOfflineQueue: false, protocol: 2, socketTimeout: 2000 } };
-    expect(() => createRateLimit({ limits, store: { redis: single } })).not.toThrow();
+    expect(() => createRateLimit({ limits, keyPrefix: 'test:rl', store: { redis: single } })).not.toThrow();
     // A Cluster carries each node's options under redisOptions.
     const cluster = {
       options: { enableOfflineQueue: false, redisOptions: { protocol: 2, socketTimeout: 2000 } },
     };
-    expect(() => createRateLimit({ limits, store: { redis: cluster } })).not.toThrow();
+    expect(() => createRateLimit({ limits, keyPrefix: 'test:rl', store: { redis: cluster } })).not.toThrow();
   });
 });
 

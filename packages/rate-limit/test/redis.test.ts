@@ -54,6 +54,7 @@ describe('Redis down (a closed loopback port: needs no Redis)', () => {
     const recorder = decisionRecorder();
     const limiter = createRateLimit({
       limits: [{ name: 'per-caller', per: 'caller', points: 3, duration: '1m' }],
+      keyPrefix: 'test:rl',
       store: { redis: redisClient(`redis://127.0.0.1:${await closedPort()}`) },
       onStoreError: 'open',
     });
@@ -85,6 +86,7 @@ describe('Redis down (a closed loopback port: needs no Redis)', () => {
     const recorder = decisionRecorder();
     const limiter = createRateLimit({
       limits: [{ per: 'caller', points: 3, duration: '1m' }],
+      keyPrefix: 'test:rl',
       store: { redis: redisClient(`redis://127.0.0.1:${await closedPort()}`) },
       onStoreError: 'closed',
       unavailableRetryAfterMs: 2000,
@@ -152,6 +154,26 @@ if (REDIS_URL === undefined) {
         { authInfo: token('portal', { customerId: 42 }) },
       );
       expect((await other.callTool('search_orders')).isError).toBeUndefined();
+    });
+
+    it('two servers on one Redis, each with its own keyPrefix, spend their own budgets', async () => {
+      const limits = [{ name: 'per-caller', per: 'caller', points: 2, duration: '1m' }] as const;
+      const server = async (prefix: string) =>
+        serve(
+          [createRateLimit({ limits, keyPrefix: prefix, store: { redis: await ready(redisClient(url)) } })],
+          { authInfo: alice },
+        );
+      const staging = await server(`${keyPrefix}:staging`);
+      const prod = await server(`${keyPrefix}:prod`);
+      // The same person spends staging's budget...
+      for (const q of ['a', 'b'])
+        expect((await staging.callTool('search_orders', { q })).isError).toBeUndefined();
+      expect(errorOf(await staging.callTool('search_orders', { q: 'c' }))?.error).toBe('rate_limited');
+      // ...and prod's is whole; a server under staging's prefix would share staging's.
+      for (const q of ['a', 'b'])
+        expect((await prod.callTool('search_orders', { q })).isError).toBeUndefined();
+      const sharing = await server(`${keyPrefix}:staging`);
+      expect(errorOf(await sharing.callTool('search_orders', { q: 'd' }))?.error).toBe('rate_limited');
     });
 
     it('keys a caller limit under a hash tag of the caller and a tool limit without one', async () => {

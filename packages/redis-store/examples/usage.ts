@@ -7,7 +7,7 @@ declare const logger: Logger;
 
 const redis = createRedisClient(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { logger });
 await redisReady(redis); // without an offline queue, commands sent before this fail
-export const store = createRedisStore(redis, { prefix: 'orders:' });
+export const store = createRedisStore(redis, { prefix: 'orders-prod:' }); // this server's own namespace
 // createIdempotency({ store, ... }), createConfirm({ store, audience: 'orders-prod', ... })
 
 // On shutdown, after the stores' users are closed.

@@ -67,8 +67,13 @@ export interface RedisWritePipeline {
 
 /** Options of `createRedisStore`. */
 export interface RedisStoreOptions {
-  /** Prepended to every key to namespace a server's state; no `{` or `}` (the hash tag is the caller's). @default 'toolgate:' */
-  prefix?: string;
+  /**
+   * Prepended to every key: the namespace of this server's state, e.g. `'orders-prod:'`. The same on
+   * every replica of a server, and another on every other server or environment sharing the Redis
+   * (under one prefix they share their state: one replays the other's results). No `{` or `}` (the hash
+   * tag is the caller's). @default none: required
+   */
+  prefix: string;
   /** Longest any one operation may take before it rejects (the call's own signal also ends it), in ms. @default 200 */
   timeoutMs?: number;
   /**
@@ -112,8 +117,8 @@ const DELETE_IF_EQUALS =
  * that is not. A write unanswered at `timeoutMs` (or at the client's own `commandTimeout`, when that is
  * shorter) resets its connection, so it is never applied late.
  */
-export function createRedisStore(client: RedisStoreClient, options: RedisStoreOptions = {}): RedisStore {
-  const prefix = options.prefix ?? 'toolgate:';
+export function createRedisStore(client: RedisStoreClient, options: RedisStoreOptions): RedisStore {
+  const prefix = checkPrefix(options?.prefix);
   const timeoutMs = options.timeoutMs ?? 200;
   if (/[{}]/.test(prefix)) {
     // A brace in the prefix would become the Redis Cluster hash tag of every key, putting all of them in one slot.
@@ -569,4 +574,17 @@ function checkTtl(ttlMs: number): void {
       `RedisStore: ttlMs must be a whole number of milliseconds from 1 to 2^53 - 1, got ${ttlMs}`,
     );
   }
+}
+
+/**
+ * The prefix, required: with a default, two servers (production and staging, two apps) sharing one
+ * Redis would share every key, and one would replay the other's results.
+ */
+function checkPrefix(prefix: unknown): string {
+  if (typeof prefix === 'string' && prefix !== '') return prefix;
+  throw new TypeError(
+    prefix === undefined
+      ? "createRedisStore: prefix is required: name this server's state (e.g. { prefix: 'orders-prod:' }), the same on all its replicas and another on every other server sharing the Redis; under one prefix, two servers share their state and one replays the other's results"
+      : "createRedisStore: prefix must be a non-empty string (e.g. 'orders-prod:')",
+  );
 }

@@ -40,13 +40,18 @@ const fake = { set: async () => 'OK', get: async () => null, del: async () => 0 
 
 describe('createRedisStore: deleteIfEquals without a server', () => {
   it('is there only with a client that runs scripts (eval)', () => {
-    expect(createRedisStore(fake).deleteIfEquals).toBeUndefined();
-    expect(typeof createRedisStore({ ...fake, eval: async () => 0 }).deleteIfEquals).toBe('function');
+    expect(createRedisStore(fake, { prefix: 'test:' }).deleteIfEquals).toBeUndefined();
+    expect(
+      typeof createRedisStore({ ...fake, eval: async () => 0 }, { prefix: 'test:' }).deleteIfEquals,
+    ).toBe('function');
   });
 
   it('refuses a key or an expected value it could not compare as given, before sending anything', () => {
     const sent: unknown[] = [];
-    const store = createRedisStore({ ...fake, eval: async (...args) => sent.push(args) });
+    const store = createRedisStore(
+      { ...fake, eval: async (...args) => sent.push(args) },
+      { prefix: 'test:' },
+    );
     expect(() => store.deleteIfEquals!('{c}:\uD800', 'v')).toThrow(
       new TypeError(
         'RedisStore: a key may not hold a lone UTF-16 surrogate (Redis would store U+FFFD: two keys would be one)',
@@ -67,7 +72,7 @@ describe('createRedisStore: deleteIfEquals without a server', () => {
     const stream = { destroyed: false, resetAndDestroy: () => resets.push('reset'), destroy: () => {} };
     const store = createRedisStore(
       { ...fake, eval: () => new Promise<never>(() => {}), stream },
-      { timeoutMs: 30 },
+      { prefix: 'test:', timeoutMs: 30 },
     );
     await expect(store.deleteIfEquals!('k', 'v')).rejects.toMatchObject({ name: 'TimeoutError' });
     expect(resets).toEqual(['reset']);
@@ -101,12 +106,15 @@ describe('createRedisStore: deleteIfEquals without a server', () => {
           throw new Error('sent through the pipeline, never alone');
         },
       };
-      return { store: createRedisStore(client, { minReplicas: 2, replicaTimeoutMs: 40 }), queued };
+      return {
+        store: createRedisStore(client, { prefix: 'test:', minReplicas: 2, replicaTimeoutMs: 40 }),
+        queued,
+      };
     };
     const held = answering(1, 2);
     expect(await held.store.deleteIfEquals!(`{c}:${KEY_TEXT}`, SECRET)).toBe(true);
     expect(held.queued).toEqual([
-      ['eval', 1, `toolgate:{c}:${KEY_TEXT}`, SECRET],
+      ['eval', 1, `test:{c}:${KEY_TEXT}`, SECRET],
       ['wait', 2, 40],
     ]);
     const error = await rejection(answering(1, 1).store.deleteIfEquals!(`{c}:${KEY_TEXT}`, SECRET));

@@ -12,12 +12,15 @@ describe('createRedisStore: a Redis out of memory is a full store', () => {
 
   it("an OOM reply to a write rejects with core's StoreFullError (the reply, summarised, as its cause)", async () => {
     const reply = new ReplyError(OOM);
-    const store = createRedisStore({
-      ...fake,
-      set: async () => {
-        throw reply;
+    const store = createRedisStore(
+      {
+        ...fake,
+        set: async () => {
+          throw reply;
+        },
       },
-    });
+      { prefix: 'test:' },
+    );
     for (const write of [() => store.set('{c}:k', 'v', 1000), () => store.setIfAbsent('{c}:k', 'v', 1000)]) {
       const error = await write().then(
         () => undefined,
@@ -45,12 +48,15 @@ describe('createRedisStore: a Redis out of memory is a full store', () => {
 
   it('any other error keeps its name, code and message, with the command summarised', async () => {
     const other = new ReplyError('WRONGTYPE Operation against a key holding the wrong kind of value');
-    const store = createRedisStore({
-      ...fake,
-      set: async () => {
-        throw other;
+    const store = createRedisStore(
+      {
+        ...fake,
+        set: async () => {
+          throw other;
+        },
       },
-    });
+      { prefix: 'test:' },
+    );
     const error = await store.set('k', 'v', 1000).then(
       () => undefined,
       (rejected: unknown) => rejected,

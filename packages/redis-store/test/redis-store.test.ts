@@ -12,28 +12,47 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('createRedisStore: options', () => {
   const fake = { set: async () => 'OK', get: async () => null, del: async () => 0 };
+  it('requires a prefix: two servers sharing a Redis under a default one would share their state', () => {
+    const missing =
+      "createRedisStore: prefix is required: name this server's state (e.g. { prefix: 'orders-prod:' }), the same on all its replicas and another on every other server sharing the Redis; under one prefix, two servers share their state and one replays the other's results";
+    expect(() => createRedisStore(fake, undefined as never)).toThrow(new TypeError(missing));
+    expect(() => createRedisStore(fake, {} as never)).toThrow(new TypeError(missing));
+    expect(() => createRedisStore(fake, { timeoutMs: 100 } as never)).toThrow(new TypeError(missing));
+    for (const prefix of ['', 42, null]) {
+      expect(() => createRedisStore(fake, { prefix } as never)).toThrow(
+        new TypeError("createRedisStore: prefix must be a non-empty string (e.g. 'orders-prod:')"),
+      );
+    }
+    expect(createRedisStore(fake, { prefix: 'orders-prod:' }).prefix).toBe('orders-prod:');
+  });
   it('refuses a prefix with a brace (it would become every key hash tag)', () => {
     expect(() => createRedisStore(fake, { prefix: 'app:{x}:' })).toThrow(
       'createRedisStore: prefix may not contain { or } (keys carry their own hash tag)',
     );
   });
   it('refuses a ttl that is not a positive integer', async () => {
-    const store = createRedisStore(fake);
+    const store = createRedisStore(fake, { prefix: 'test:' });
     expect(() => store.set('k', 'v', 0.5)).toThrow(
       'RedisStore: ttlMs must be a whole number of milliseconds from 1 to 2^53 - 1, got 0.5',
     );
   });
   it('rejects with TimeoutError when the client never answers, after timeoutMs', async () => {
-    const store = createRedisStore({ ...fake, get: () => new Promise(() => {}) }, { timeoutMs: 30 });
+    const store = createRedisStore(
+      { ...fake, get: () => new Promise(() => {}) },
+      { prefix: 'test:', timeoutMs: 30 },
+    );
     await expect(store.get('k')).rejects.toMatchObject({ name: 'TimeoutError' });
   });
   it('refuses an ioredis client that sends again, after a reconnect, the commands whose replies were lost', () => {
     const message =
       'createRedisStore: create the ioredis client with autoResendUnfulfilledCommands: false (createRedisClient does): a write whose reply a dropped connection lost may have been applied, and sent again after the reconnect it can undo what other replicas did since';
     const resending = new Redis({ lazyConnect: true });
-    expect(() => createRedisStore(resending)).toThrow(message);
+    expect(() => createRedisStore(resending, { prefix: 'test:' })).toThrow(message);
     expect(() =>
-      createRedisStore({ ...fake, options: { redisOptions: { autoResendUnfulfilledCommands: true } } }),
+      createRedisStore(
+        { ...fake, options: { redisOptions: { autoResendUnfulfilledCommands: true } } },
+        { prefix: 'test:' },
+      ),
     ).toThrow(message);
     // The shared client, a client set up by hand the same way, and a Cluster's node options are taken.
     const shared = createRedisClient('redis://127.0.0.1:1', { redis: { lazyConnect: true } });
@@ -43,18 +62,21 @@ describe('createRedisStore: options', () => {
       enableOfflineQueue: false,
       socketTimeout: 2000,
     });
-    expect(createRedisStore(shared).prefix).toBe('toolgate:');
-    expect(createRedisStore(byHand).prefix).toBe('toolgate:');
+    expect(createRedisStore(shared, { prefix: 'test:' }).prefix).toBe('test:');
+    expect(createRedisStore(byHand, { prefix: 'test:' }).prefix).toBe('test:');
     expect(
-      createRedisStore({
-        ...fake,
-        options: {
-          enableOfflineQueue: false,
-          retryDelayOnFailover: 0,
-          redisOptions: { autoResendUnfulfilledCommands: false, socketTimeout: 2000 },
+      createRedisStore(
+        {
+          ...fake,
+          options: {
+            enableOfflineQueue: false,
+            retryDelayOnFailover: 0,
+            redisOptions: { autoResendUnfulfilledCommands: false, socketTimeout: 2000 },
+          },
         },
-      }).prefix,
-    ).toBe('toolgate:');
+        { prefix: 'test:' },
+      ).prefix,
+    ).toBe('test:');
     for (const client of [resending, shared, byHand]) client.disconnect();
   });
   it('refuses an ioredis client that would keep a connection gone silent for good (no socketTimeout)', () => {
@@ -67,7 +89,7 @@ describe('createRedisStore: options', () => {
       enableOfflineQueue: false,
     });
     try {
-      expect(() => createRedisStore(noTimeout)).toThrow(new TypeError(message));
+      expect(() => createRedisStore(noTimeout, { prefix: 'test:' })).toThrow(new TypeError(message));
     } finally {
       noTimeout.disconnect();
     }
@@ -79,25 +101,31 @@ describe('createRedisStore: options', () => {
         enableOfflineQueue: false,
         socketTimeout,
       } as never;
-      expect(() => createRedisStore({ ...fake, options })).toThrow(message);
+      expect(() => createRedisStore({ ...fake, options }, { prefix: 'test:' })).toThrow(message);
       const cluster = {
         enableOfflineQueue: false,
         retryDelayOnFailover: 0,
         redisOptions: { autoResendUnfulfilledCommands: false, socketTimeout },
       } as never;
-      expect(() => createRedisStore({ ...fake, options: cluster })).toThrow(message);
+      expect(() => createRedisStore({ ...fake, options: cluster }, { prefix: 'test:' })).toThrow(message);
     }
     // A structural client that shows no options is taken as it is (it may not be ioredis at all).
-    expect(createRedisStore(fake).prefix).toBe('toolgate:');
+    expect(createRedisStore(fake, { prefix: 'test:' }).prefix).toBe('test:');
     expect(
-      createRedisStore({
-        ...fake,
-        options: { autoResendUnfulfilledCommands: false, enableOfflineQueue: false, socketTimeout: 1 },
-      }).prefix,
-    ).toBe('toolgate:');
+      createRedisStore(
+        {
+          ...fake,
+          options: { autoResendUnfulfilledCommands: false, enableOfflineQueue: false, socketTimeout: 1 },
+        },
+        { prefix: 'test:' },
+      ).prefix,
+    ).toBe('test:');
   });
   it("follows the caller's signal", async () => {
-    const store = createRedisStore({ ...fake, get: () => new Promise(() => {}) }, { timeoutMs: 10_000 });
+    const store = createRedisStore(
+      { ...fake, get: () => new Promise(() => {}) },
+      { prefix: 'test:', timeoutMs: 10_000 },
+    );
     const controller = new AbortController();
     const pending = store.get('k', { signal: controller.signal });
     controller.abort(new Error('call cancelled'));
@@ -116,7 +144,7 @@ describe('createRedisClient: Redis is not there', () => {
     await new Promise<void>((resolve) => probe.close(() => resolve()));
     const entries: LogEntry[] = [];
     const client = createRedisClient(`redis://127.0.0.1:${port}`, { logger: recordingLogger(entries) });
-    const store = createRedisStore(client);
+    const store = createRedisStore(client, { prefix: 'test:' });
     try {
       for (let i = 0; i < 5; i += 1) {
         await expect(store.setIfAbsent('k', 'v', 1000)).rejects.toThrow(
@@ -136,7 +164,7 @@ describe('createRedisClient: Redis is not there', () => {
     await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as AddressInfo;
     const client = createRedisClient(`redis://127.0.0.1:${port}`, { logger: recordingLogger([]) });
-    const store = createRedisStore(client, { timeoutMs: 100 });
+    const store = createRedisStore(client, { prefix: 'test:', timeoutMs: 100 });
     try {
       await expect(store.get('k')).rejects.toThrow();
       await expect(store.set('k', 'v', 1000)).rejects.toThrow();

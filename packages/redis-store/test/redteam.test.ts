@@ -20,8 +20,8 @@ describe('createRedisStore: clients that would send a command late', () => {
       redis: { lazyConnect: true, enableOfflineQueue: true },
     });
     try {
-      expect(() => createRedisStore(byHand)).toThrow(new TypeError(OFFLINE_QUEUE));
-      expect(() => createRedisStore(overridden)).toThrow(new TypeError(OFFLINE_QUEUE));
+      expect(() => createRedisStore(byHand, { prefix: 'test:' })).toThrow(new TypeError(OFFLINE_QUEUE));
+      expect(() => createRedisStore(overridden, { prefix: 'test:' })).toThrow(new TypeError(OFFLINE_QUEUE));
     } finally {
       byHand.disconnect();
       overridden.disconnect();
@@ -40,9 +40,13 @@ describe('createRedisStore: clients that would send a command late', () => {
       redisOptions,
     });
     try {
-      expect(() => createRedisStore(queueing as never)).toThrow(new TypeError(OFFLINE_QUEUE));
-      expect(() => createRedisStore(resending as never)).toThrow(new TypeError(CLUSTER_RESEND));
-      expect(createRedisStore(safe as never).prefix).toBe('toolgate:');
+      expect(() => createRedisStore(queueing as never, { prefix: 'test:' })).toThrow(
+        new TypeError(OFFLINE_QUEUE),
+      );
+      expect(() => createRedisStore(resending as never, { prefix: 'test:' })).toThrow(
+        new TypeError(CLUSTER_RESEND),
+      );
+      expect(createRedisStore(safe as never, { prefix: 'test:' }).prefix).toBe('test:');
     } finally {
       for (const cluster of [queueing, resending, safe]) cluster.disconnect();
     }
@@ -65,7 +69,10 @@ describe('createRedisStore: a write left unanswered at the deadline', () => {
 
   it('resets the connection it went out on; a read, or a write its caller cancelled, does not', async () => {
     const { resets, stream } = connection();
-    const store = createRedisStore({ set: never, get: never, del: never, stream }, { timeoutMs: 30 });
+    const store = createRedisStore(
+      { set: never, get: never, del: never, stream },
+      { prefix: 'test:', timeoutMs: 30 },
+    );
     await expect(store.get('k')).rejects.toMatchObject({ name: 'TimeoutError' });
     expect(resets).toEqual([]);
     const controller = new AbortController();
@@ -88,7 +95,7 @@ describe('createRedisStore: a write left unanswered at the deadline', () => {
       Promise.reject(Object.assign(new Error('READONLY replica'), { code: 'READONLY' }));
     const plain = createRedisStore(
       { set: timedOut, get: timedOut, del: refused, eval: timedOut, stream },
-      { timeoutMs: 5000 },
+      { prefix: 'test:', timeoutMs: 5000 },
     );
     await expect(plain.get('k')).rejects.toThrow('Command timed out');
     await expect(plain.delete('k')).rejects.toThrow('READONLY replica');
@@ -110,7 +117,7 @@ describe('createRedisStore: a write left unanswered at the deadline', () => {
     };
     const replicated = createRedisStore(
       { set: never, get: never, del: never, eval: timedOut, pipeline: () => pipeline, stream },
-      { timeoutMs: 5000, minReplicas: 1 },
+      { prefix: 'test:', timeoutMs: 5000, minReplicas: 1 },
     );
     await expect(replicated.set('k', 'v', 1000)).rejects.toThrow('Command timed out');
     expect(resets).toEqual(['reset', 'reset', 'reset', 'reset']);
@@ -124,12 +131,15 @@ describe('createRedisStore: a write left unanswered at the deadline', () => {
         throw new TypeError('not a TCP handle');
       },
     };
-    const store = createRedisStore({ set: never, get: never, del: never, stream: tls }, { timeoutMs: 30 });
+    const store = createRedisStore(
+      { set: never, get: never, del: never, stream: tls },
+      { prefix: 'test:', timeoutMs: 30 },
+    );
     await expect(store.delete('k')).rejects.toMatchObject({ name: 'TimeoutError' });
     expect(resets).toEqual(['destroy']);
     const gone = createRedisStore(
       { set: never, get: never, del: never, stream: { ...stream, destroyed: true } },
-      { timeoutMs: 30 },
+      { prefix: 'test:', timeoutMs: 30 },
     );
     await expect(gone.delete('k')).rejects.toMatchObject({ name: 'TimeoutError' });
     expect(resets).toEqual(['destroy']);
@@ -138,7 +148,7 @@ describe('createRedisStore: a write left unanswered at the deadline', () => {
 
 describe('createRedisStore: keys, values and ttls it cannot keep as given', () => {
   const fake = { set: async () => 'OK', get: async () => null, del: async () => 0 };
-  const store = createRedisStore(fake);
+  const store = createRedisStore(fake, { prefix: 'test:' });
 
   it('refuses a key or a value that is not a string', () => {
     for (const key of [42, null, undefined, { toString: () => 'k' }]) {

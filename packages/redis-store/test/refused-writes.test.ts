@@ -56,13 +56,16 @@ describe('createRedisStore: a reply that echoes what was sent', () => {
       `ERR unknown command 'set', with args beginning with: 'toolgate:{c}:${KEY_TEXT}' '${value.slice(0, 80)}' `,
     );
     Object.assign(reply, { command: { name: 'set', args: [`toolgate:{c}:${KEY_TEXT}`, value] } });
-    const store = createRedisStore({
-      set: async () => {
-        throw reply;
+    const store = createRedisStore(
+      {
+        set: async () => {
+          throw reply;
+        },
+        get: async () => null,
+        del: async () => 0,
       },
-      get: async () => null,
-      del: async () => 0,
-    });
+      { prefix: 'test:' },
+    );
     const error = await rejection(store.setIfAbsent(`{c}:${KEY_TEXT}`, value, 1000));
     expect(error).toMatchObject({
       name: 'ReplyError',
@@ -73,13 +76,16 @@ describe('createRedisStore: a reply that echoes what was sent', () => {
   });
 
   it('a client that throws something not an Error: the store still throws an Error naming the command', async () => {
-    const store = createRedisStore({
-      set: async () => 'OK',
-      get: async () => {
-        throw { detail: SECRET };
+    const store = createRedisStore(
+      {
+        set: async () => 'OK',
+        get: async () => {
+          throw { detail: SECRET };
+        },
+        del: async () => 0,
       },
-      del: async () => 0,
-    });
+      { prefix: 'test:' },
+    );
     const error = await rejection(store.get(`{c}:${KEY_TEXT}`));
     expect(error).toBeInstanceOf(Error);
     expect(error).toMatchObject({ name: 'Error', command: { name: 'get', keyDigest: KEY_DIGEST } });

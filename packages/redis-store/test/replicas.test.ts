@@ -88,20 +88,22 @@ describe('createRedisStore: minReplicas and replicaTimeoutMs', () => {
       ],
     ];
     for (const [options, kind, message] of refusals) {
-      expect(() => createRedisStore(pipelined, options)).toThrow(kind);
-      expect(() => createRedisStore(pipelined, options)).toThrow(message);
+      expect(() => createRedisStore(pipelined, { prefix: 'test:', ...options })).toThrow(kind);
+      expect(() => createRedisStore(pipelined, { prefix: 'test:', ...options })).toThrow(message);
     }
-    expect(createRedisStore(pipelined, { minReplicas: 2, replicaTimeoutMs: 150 }).prefix).toBe('toolgate:');
-    expect(createRedisStore(pipelined, { minReplicas: 0 }).prefix).toBe('toolgate:');
+    expect(
+      createRedisStore(pipelined, { prefix: 'test:', minReplicas: 2, replicaTimeoutMs: 150 }).prefix,
+    ).toBe('test:');
+    expect(createRedisStore(pipelined, { prefix: 'test:', minReplicas: 0 }).prefix).toBe('test:');
   });
 
   it('needs pipeline() and eval() only when a write waits for replicas', () => {
-    expect(() => createRedisStore(fake, { minReplicas: 1 })).toThrow(
+    expect(() => createRedisStore(fake, { prefix: 'test:', minReplicas: 1 })).toThrow(
       new TypeError(
         'createRedisStore: minReplicas needs a client with pipeline() and eval() (an ioredis client, as createRedisClient makes)',
       ),
     );
-    expect(createRedisStore(fake).prefix).toBe('toolgate:');
+    expect(createRedisStore(fake, { prefix: 'test:' }).prefix).toBe('test:');
   });
 
   it("refuses a replicaTimeoutMs the client's own commandTimeout would cut short", () => {
@@ -111,13 +113,17 @@ describe('createRedisStore: minReplicas and replicaTimeoutMs', () => {
     });
     const shared = createRedisClient('redis://127.0.0.1:1', { redis: { lazyConnect: true } });
     try {
-      expect(() => createRedisStore(short, { minReplicas: 1 })).toThrow(
+      expect(() => createRedisStore(short, { prefix: 'test:', minReplicas: 1 })).toThrow(
         new RangeError(
           "createRedisStore: replicaTimeoutMs (50) must be below the client's commandTimeout (40), or the client gives up on every WAIT",
         ),
       );
-      expect(createRedisStore(short, { minReplicas: 1, replicaTimeoutMs: 30 }).prefix).toBe('toolgate:');
-      expect(createRedisStore(shared, { minReplicas: 1, timeoutMs: 400 }).prefix).toBe('toolgate:');
+      expect(createRedisStore(short, { prefix: 'test:', minReplicas: 1, replicaTimeoutMs: 30 }).prefix).toBe(
+        'test:',
+      );
+      expect(createRedisStore(shared, { prefix: 'test:', minReplicas: 1, timeoutMs: 400 }).prefix).toBe(
+        'test:',
+      );
     } finally {
       short.disconnect();
       shared.disconnect();
@@ -146,8 +152,8 @@ describe('createRedisStore: minReplicas and replicaTimeoutMs', () => {
       },
       eval: async () => 0,
     };
-    await createRedisStore(client, { minReplicas: 3 }).set('k', 'v', 1000);
-    await createRedisStore(client, { minReplicas: 2, timeoutMs: 500 }).set('k', 'v', 1000);
+    await createRedisStore(client, { prefix: 'test:', minReplicas: 3 }).set('k', 'v', 1000);
+    await createRedisStore(client, { prefix: 'test:', minReplicas: 2, timeoutMs: 500 }).set('k', 'v', 1000);
     expect(waits).toEqual([
       [3, 50],
       [2, 125],
@@ -188,7 +194,7 @@ describe('createRedisStore: a claim too few replicas acknowledged', () => {
         Object.assign(new Error(`NOPERM no permission to run 'eval' on ${KEY_TEXT}`), { name: 'ReplyError' }),
       ),
     );
-    const store = createRedisStore(client, { minReplicas: 2, replicaTimeoutMs: 40 });
+    const store = createRedisStore(client, { prefix: 'test:', minReplicas: 2, replicaTimeoutMs: 40 });
     const error = await rejection(store.setIfAbsent(`{c}:${KEY_TEXT}`, SECRET, 1000));
     expect(error).toMatchObject({
       name: 'NotReplicatedError',
@@ -198,12 +204,12 @@ describe('createRedisStore: a claim too few replicas acknowledged', () => {
     });
     expectNothingSent(error);
     expect(withdrawals).toHaveLength(1);
-    expect(withdrawals[0]!.slice(1)).toEqual([1, `toolgate:{c}:${KEY_TEXT}`, SECRET]);
+    expect(withdrawals[0]!.slice(1)).toEqual([1, `test:{c}:${KEY_TEXT}`, SECRET]);
   });
 
   it('a SET NX that did not claim is not withdrawn (the key is not its own), and still rejects', async () => {
     const { client, withdrawals } = answering(null, 0, async () => 1);
-    const store = createRedisStore(client, { minReplicas: 1 });
+    const store = createRedisStore(client, { prefix: 'test:', minReplicas: 1 });
     await expect(store.setIfAbsent('{c}:k', 'v', 1000)).rejects.toMatchObject({
       code: 'NOT_REPLICATED',
       message:

@@ -9,10 +9,10 @@ import type { RedisRepeatClient, RedisRepeatStore, RedisRepeatStoreOptions } fro
  */
 export function createRedisRepeatStore(
   redis: RedisRepeatClient,
-  options: RedisRepeatStoreOptions = {},
+  options: RedisRepeatStoreOptions,
 ): RedisRepeatStore {
+  const prefix = checkPrefix(options?.prefix);
   checkSocketTimeout(redis);
-  const prefix = options.prefix ?? 'toolgate:repeat:';
   return {
     prefix,
     async get(key) {
@@ -57,4 +57,17 @@ function checkSocketTimeout(redis: RedisRepeatClient): void {
       "createRedisRepeatStore: create the ioredis client with socketTimeout (e.g. 2000 ms, as @toolgate/redis-store's createRedisClient does): without it a connection that goes silent without a reset is never closed, every call waits storeTimeoutMs and finds the store failed (onStoreFailure) for the life of the process, and every command sent stays queued in the client",
     );
   }
+}
+
+/**
+ * The prefix, required: with a default, two servers (production and staging, two apps) sharing one
+ * Redis would share every entry, and one would answer the other's calls with its results.
+ */
+function checkPrefix(prefix: unknown): string {
+  if (typeof prefix === 'string' && prefix !== '') return prefix;
+  throw new TypeError(
+    prefix === undefined
+      ? "createRedisRepeatStore: prefix is required: name this server's entries (e.g. { prefix: 'orders-prod:repeat:' }), the same on all its replicas and another on every other server sharing the Redis; under one prefix, one server's cached results answer the other's calls"
+      : "createRedisRepeatStore: prefix must be a non-empty string (e.g. 'orders-prod:repeat:')",
+  );
 }

@@ -102,8 +102,12 @@ export interface RedisRepeatClient {
 }
 
 export interface RedisRepeatStoreOptions {
-  /** Prepended to every key, so one Redis serves several servers or environments. @default 'toolgate:repeat:' */
-  prefix?: string;
+  /**
+   * Prepended to every key: the namespace of this server's entries, e.g. `'orders-prod:repeat:'`. The
+   * same on every replica of a server, and another on every other server or environment sharing the
+   * Redis (under one prefix, one server's cached results answer the other's calls). @default none: required
+   */
+  prefix: string;
 }
 
 /** Options of `createRepeatGuard()`: global rules, the store, and per-tool overrides or opt-outs. */

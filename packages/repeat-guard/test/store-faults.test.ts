@@ -363,8 +363,8 @@ describe('Redis connection gone silent without a reset (real Redis behind the fa
     if (unreachable !== undefined) skip(unreachable);
     // The client of the test above, given as it is, is refused: ioredis shows its options.
     const without = await readmeClient(viaProxy);
-    expect(() => createRedisRepeatStore(without)).toThrow(TypeError);
-    expect(() => createRedisRepeatStore(without)).toThrow(
+    expect(() => createRedisRepeatStore(without, { prefix: 'test:repeat:' })).toThrow(TypeError);
+    expect(() => createRedisRepeatStore(without, { prefix: 'test:repeat:' })).toThrow(
       /^createRedisRepeatStore: create the ioredis client with socketTimeout/,
     );
     const redis = await readmeClient(viaProxy, { socketTimeout: 300 });

@@ -160,6 +160,23 @@ describe('Redis store: the client', () => {
   const message =
     "createRedisRepeatStore: create the ioredis client with socketTimeout (e.g. 2000 ms, as @toolgate/redis-store's createRedisClient does): without it a connection that goes silent without a reset is never closed, every call waits storeTimeoutMs and finds the store failed (onStoreFailure) for the life of the process, and every command sent stays queued in the client";
 
+  it('requires a prefix: two servers sharing a Redis under a default one would answer each other’s calls', () => {
+    const missing =
+      "createRedisRepeatStore: prefix is required: name this server's entries (e.g. { prefix: 'orders-prod:repeat:' }), the same on all its replicas and another on every other server sharing the Redis; under one prefix, one server's cached results answer the other's calls";
+    expect(() => createRedisRepeatStore(commands, undefined as never)).toThrow(new TypeError(missing));
+    expect(() => createRedisRepeatStore(commands, {} as never)).toThrow(new TypeError(missing));
+    for (const prefix of ['', 7, null]) {
+      expect(() => createRedisRepeatStore(commands, { prefix } as never)).toThrow(
+        new TypeError(
+          "createRedisRepeatStore: prefix must be a non-empty string (e.g. 'orders-prod:repeat:')",
+        ),
+      );
+    }
+    expect(createRedisRepeatStore(commands, { prefix: 'orders-prod:repeat:' }).prefix).toBe(
+      'orders-prod:repeat:',
+    );
+  });
+
   it('refuses an ioredis client that would keep a connection gone silent for good (no socketTimeout)', () => {
     // The client this README showed before: no socketTimeout.
     const before = new Redis({
@@ -176,8 +193,10 @@ describe('Redis store: the client', () => {
       socketTimeout: 2000,
     });
     try {
-      expect(() => createRedisRepeatStore(before)).toThrow(new TypeError(message));
-      expect(createRedisRepeatStore(now).prefix).toBe('toolgate:repeat:');
+      expect(() => createRedisRepeatStore(before, { prefix: 'test:repeat:' })).toThrow(
+        new TypeError(message),
+      );
+      expect(createRedisRepeatStore(now, { prefix: 'test:repeat:' }).prefix).toBe('test:repeat:');
     } finally {
       before.disconnect();
       now.disconnect();
@@ -185,17 +204,24 @@ describe('Redis store: the client', () => {
     // Not a time limit: 0, and past 2^31 - 1 ms, Node fires the timer after 1 ms (every wait cuts the
     // connection); NaN and a string are not numbers of milliseconds.
     for (const socketTimeout of [undefined, 0, -1, Number.NaN, Number.POSITIVE_INFINITY, '2000']) {
-      expect(() => createRedisRepeatStore({ ...commands, options: { socketTimeout } as never })).toThrow(
-        message,
-      );
+      expect(() =>
+        createRedisRepeatStore(
+          { ...commands, options: { socketTimeout } as never },
+          { prefix: 'test:repeat:' },
+        ),
+      ).toThrow(message);
       // A Cluster carries each node's options under redisOptions.
       const cluster = { redisOptions: { socketTimeout } } as never;
-      expect(() => createRedisRepeatStore({ ...commands, options: cluster })).toThrow(message);
+      expect(() =>
+        createRedisRepeatStore({ ...commands, options: cluster }, { prefix: 'test:repeat:' }),
+      ).toThrow(message);
     }
     const cluster = { options: { redisOptions: { socketTimeout: 2000 } } };
-    expect(createRedisRepeatStore({ ...commands, ...cluster }).prefix).toBe('toolgate:repeat:');
+    expect(createRedisRepeatStore({ ...commands, ...cluster }, { prefix: 'test:repeat:' }).prefix).toBe(
+      'test:repeat:',
+    );
     // A client that shows no options is taken as it is (it may not be ioredis at all).
-    expect(createRedisRepeatStore(commands).prefix).toBe('toolgate:repeat:');
+    expect(createRedisRepeatStore(commands, { prefix: 'test:repeat:' }).prefix).toBe('test:repeat:');
   });
 });
 
@@ -280,6 +306,44 @@ describe('Redis store (real Redis)', () => {
     const keys = await client.keys(`${PREFIX}c:*`);
     expect(keys).toHaveLength(1);
     expect(await client.pttl(keys[0]!)).toBeLessThanOrEqual(60_000);
+  });
+
+  it('two servers on one Redis, each with its own prefix, never answer each other’s calls', async ({
+    skip,
+  }) => {
+    const client = connected(skip);
+    const staging = createFixture();
+    const prod = createFixture();
+    const servers = await Promise.all(
+      [
+        [staging, `${PREFIX}staging:`],
+        [prod, `${PREFIX}prod:`],
+      ].map(([fixture, prefix]) =>
+        serve(
+          (fixture as ReturnType<typeof createFixture>).tools,
+          [createRepeatGuard({ store: createRedisRepeatStore(client, { prefix: prefix as string }) })],
+          { sessionId: 'shared-session' },
+        ),
+      ),
+    );
+    await servers[0]!.callTool('get_order_status', { id: 'redis-2' });
+    const fromProd = await servers[1]!.callTool('get_order_status', { id: 'redis-2' });
+    // Prod ran its own call: no note saying it repeats staging's.
+    expect(fromProd.structuredContent).toEqual({ ok: true, id: 'redis-2', status: 'shipped' });
+    expect(staging.invocations.get_order_status).toBe(1);
+    expect(prod.invocations.get_order_status).toBe(1);
+    expect(await client.keys(`${PREFIX}staging:c:*`)).toHaveLength(1);
+    expect(await client.keys(`${PREFIX}prod:c:*`)).toHaveLength(1);
+    // What the prefix keeps apart: a server under staging's prefix is answered staging's result.
+    const underStagings = createFixture();
+    const sharing = await serve(
+      underStagings.tools,
+      [createRepeatGuard({ store: createRedisRepeatStore(client, { prefix: `${PREFIX}staging:` }) })],
+      { sessionId: 'shared-session' },
+    );
+    const shared = await sharing.callTool('get_order_status', { id: 'redis-2' });
+    expect((shared.structuredContent as { note: string }).note).toMatch(/^Repeated call: /);
+    expect(underStagings.invocations.get_order_status ?? 0).toBe(0);
   });
 
   it('runs the call when the entry under its key in Redis was damaged or forged, never answering from it', async ({
