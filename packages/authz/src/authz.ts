@@ -9,7 +9,15 @@ import {
   type ToolRequest,
   type ToolResult,
 } from '@toolgate/core';
-import { type CheckedRequirement, checkRequirement, evaluate, type Verdict } from './requirement.js';
+import {
+  type CheckedRequirement,
+  checkRequirement,
+  DEFAULT_CLOCK_TOLERANCE_SEC,
+  EXPIRED,
+  evaluate,
+  MAX_CLOCK_TOLERANCE_SEC,
+  type Verdict,
+} from './requirement.js';
 import type { AuthzMiddleware, AuthzOptions, AuthzRules } from './types.js';
 
 /** The `_meta` key of a refusal that lists the missing scopes, for clients that can step up. */
@@ -57,6 +65,17 @@ export function createAuthz(options: AuthzOptions): AuthzMiddleware {
       mode: rules.mode,
       local: rules.local,
     });
+  const toleranceSec = options.clockToleranceSec ?? DEFAULT_CLOCK_TOLERANCE_SEC;
+  if (
+    typeof toleranceSec !== 'number' ||
+    !Number.isFinite(toleranceSec) ||
+    toleranceSec < 0 ||
+    toleranceSec > MAX_CLOCK_TOLERANCE_SEC
+  ) {
+    throw new RangeError(
+      `createAuthz: clockToleranceSec must be between 0 and ${MAX_CLOCK_TOLERANCE_SEC} seconds`,
+    );
+  }
   const global = compile(resolver.global, 'createAuthz');
   const perTool = new Map<string, CompiledRules | undefined>();
   for (const name of Object.keys(options.tools ?? {})) {
@@ -69,14 +88,17 @@ export function createAuthz(options: AuthzOptions): AuthzMiddleware {
   // this is how the middleware still records that authz hid it.
   const known = new Map<string, ToolDefinition>();
 
+  // `expiry` false: what the token's rights alone allow (what `tools/list` shows: an expired token sees
+  // the tools a fresh one would, and a call to one is answered as expired, not as an unknown tool).
   const decide = (
     rules: CompiledRules,
     tool: ToolDefinition,
     caller: CallerIdentity,
     request: ToolRequest,
+    expiry = true,
   ): Verdict => {
     if (rules.local === 'allow' && isLocalCaller(caller, request)) return LOCAL_ALLOWED;
-    return evaluate(rules.requirement, tool, caller, request);
+    return evaluate(rules.requirement, tool, caller, request, expiry ? toleranceSec : null);
   };
 
   const allows = (tool: ToolDefinition, caller: CallerIdentity, request: ToolRequest): boolean => {
@@ -92,7 +114,7 @@ export function createAuthz(options: AuthzOptions): AuthzMiddleware {
       const hidden = known.get(ctx.toolName);
       const rules = hidden === undefined ? undefined : rulesOf(hidden.name);
       if (hidden !== undefined && rules !== undefined && rules.mode === 'hidden') {
-        const verdict = decide(rules, hidden, ctx.caller, ctx.request);
+        const verdict = decide(rules, hidden, ctx.caller, ctx.request, false);
         if (!verdict.allow) ctx.decisions.push({ by: 'authz', action: 'hide', reason: verdict.reason });
       }
       return next();
@@ -110,6 +132,8 @@ export function createAuthz(options: AuthzOptions): AuthzMiddleware {
       reason: verdict.reason,
       ...(verdict.missingScopes.length > 0 ? { detail: { missingScopes: [...verdict.missingScopes] } } : {}),
     });
+    // An expired token is told so in either mode: canSee showed it the tools its rights allow.
+    if (verdict === EXPIRED) return Promise.resolve(expiredRefusal(tool.name));
     // In hidden mode canSee already answered this call as unknown; reaching here means authz runs
     // outside the global chain (no canSee) or a check changed its mind: refuse without naming anything.
     return Promise.resolve(refusal(tool.name, rules.mode === 'refuse' ? verdict.missingScopes : []));
@@ -119,7 +143,9 @@ export function createAuthz(options: AuthzOptions): AuthzMiddleware {
     canSee(tool: ToolDefinition, caller: CallerIdentity, request: ToolRequest): boolean {
       if (known.get(tool.name) !== tool) known.set(tool.name, tool);
       const rules = rulesOf(tool.name);
-      return rules === undefined || rules.mode === 'refuse' || decide(rules, tool, caller, request).allow;
+      return (
+        rules === undefined || rules.mode === 'refuse' || decide(rules, tool, caller, request, false).allow
+      );
     },
     allows,
   });
@@ -156,6 +182,13 @@ function refusal(toolName: string, missingScopes: readonly string[]): ToolResult
   );
   result._meta = { ...result._meta, [AUTHZ_META_KEY]: { missingScopes: [...missingScopes] } };
   return result;
+}
+
+function expiredRefusal(toolName: string): ToolResult {
+  return fail('permission_denied', `The access token has expired; calling ${toolName} needs a fresh one.`, {
+    hint: 'Do not retry with this token. The client must obtain a fresh one (refresh it, or have the user sign in again); the call can succeed then.',
+    retryable: false,
+  });
 }
 
 // An allowed call's decision is one of a few fixed texts: one frozen record per text, shared by every

@@ -9,6 +9,7 @@ import {
   type JWTVerifyGetKey,
   jwtVerify,
 } from 'jose';
+import { CLOCK_TOLERANCE, DEFAULT_CLOCK_TOLERANCE_SEC, MAX_CLOCK_TOLERANCE_SEC } from './requirement.js';
 import {
   AccessTokenInvalidError,
   AccessTokenScopeError,
@@ -27,7 +28,10 @@ export interface JwtVerifierOptions {
   audiences?: readonly string[];
   /** Accepted signature algorithms (asymmetric only; never `none`). @default ['RS256', 'ES256'] */
   algorithms?: readonly string[];
-  /** Allowed clock skew for `exp`, `nbf` and `iat`, in seconds. @default 5 */
+  /**
+   * Allowed clock skew for `exp`, `nbf` and `iat`, in seconds. Noted on each AuthInfo (non-enumerable),
+   * so `createAuthz` judges the token's expiry with the same tolerance. @default 5
+   */
   clockToleranceSec?: number;
   /** Scopes every token must carry to reach the server at all (403 `insufficient_scope` otherwise). @default [] */
   requiredScopes?: readonly string[];
@@ -110,7 +114,13 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
     } catch (error) {
       throw tokenError(error);
     }
+    // Signed or not, a claim nested thousands of levels deep (a 16 KB token holds ~5,500) is nothing an
+    // authorization server issues, and every reader of the claims would have to guard its recursion.
+    if (nestedPast(payload, MAX_CLAIM_DEPTH))
+      throw new AccessTokenInvalidError('The token holds a claim nested too deeply.', 'malformed');
     const auth = authInfoOf(token, payload, settings.resource);
+    // createAuthz judges expiry with the tolerance the token was accepted with, not a second one.
+    Object.defineProperty(auth, CLOCK_TOLERANCE, { value: settings.clockTolerance });
     const missing = settings.requiredScopes.filter((scope) => !auth.scopes.includes(scope));
     if (missing.length > 0) {
       throw new AccessTokenScopeError(
@@ -178,8 +188,8 @@ function checkOptions(options: JwtVerifierOptions): Settings {
       `createJwtVerifier: algorithms must be a non-empty list of asymmetric algorithms (${[...ASYMMETRIC].join(', ')}); never none`,
     );
   }
-  const clockTolerance = options.clockToleranceSec ?? 5;
-  if (!Number.isFinite(clockTolerance) || clockTolerance < 0 || clockTolerance > 300) {
+  const clockTolerance = options.clockToleranceSec ?? DEFAULT_CLOCK_TOLERANCE_SEC;
+  if (!Number.isFinite(clockTolerance) || clockTolerance < 0 || clockTolerance > MAX_CLOCK_TOLERANCE_SEC) {
     throw new RangeError('createJwtVerifier: clockToleranceSec must be between 0 and 300 seconds');
   }
   const requiredScopes = options.requiredScopes ?? [];
@@ -346,6 +356,21 @@ function withFailureCooldown(
     // A failed fetch inside records itself (boundedFetch); any other error is this token's alone.
     return keys(header, token);
   };
+}
+
+/**
+ * How deeply arrays and objects may nest inside the claims (the payload object is the first level): real
+ * tokens nest two or three levels (`realm_access.roles`, RFC 9396's `authorization_details`).
+ */
+const MAX_CLAIM_DEPTH = 32;
+
+/** Whether a value nests arrays or objects more than `levels` deep; reads at most `levels` levels down. */
+function nestedPast(value: object, levels: number): boolean {
+  if (levels <= 0) return true;
+  for (const item of Array.isArray(value) ? value : Object.values(value)) {
+    if (typeof item === 'object' && item !== null && nestedPast(item, levels - 1)) return true;
+  }
+  return false;
 }
 
 function authInfoOf(token: string, payload: JWTPayload, resource: string): AuthInfo {

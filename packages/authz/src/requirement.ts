@@ -16,9 +16,22 @@ export interface CheckedRequirement {
 const REQUIREMENT_KEYS = new Set(['scopes', 'anyOf', 'claims', 'check']);
 const NO_SCOPES: readonly string[] = Object.freeze([]);
 const MET: Verdict = Object.freeze({ allow: true, reason: 'requirement met' });
-const EXPIRED: Verdict = Object.freeze({ allow: false, reason: 'token expired', missingScopes: NO_SCOPES });
-// The JWT verifier's default clock tolerance: a token it has just accepted is not refused here.
-const EXPIRY_SKEW_SEC = 5;
+/** The verdict on a token whose `expiresAt` has passed (past the clock tolerance): one object, compared by identity. */
+export const EXPIRED: Verdict = Object.freeze({
+  allow: false,
+  reason: 'token expired',
+  missingScopes: NO_SCOPES,
+});
+/** The JWT verifier's default clock tolerance, and authz's: a token the verifier has just accepted is not refused here. */
+export const DEFAULT_CLOCK_TOLERANCE_SEC = 5;
+/**
+ * Where `createJwtVerifier` notes, on each AuthInfo it returns, the clock tolerance it accepted the token
+ * with (a non-enumerable property: not a claim, not copied, not serialised). `Symbol.for`, so a verifier
+ * from another copy of this package is read too.
+ */
+export const CLOCK_TOLERANCE = Symbol.for('@toolgate/authz/clockToleranceSec');
+/** The largest clock tolerance either side takes, in seconds. */
+export const MAX_CLOCK_TOLERANCE_SEC = 300;
 
 /** Validates a requirement where it is configured, so a typo fails at startup, not as an open door. */
 export function checkRequirement(value: unknown, where: string): CheckedRequirement {
@@ -75,19 +88,22 @@ function scopeList(value: unknown, where: string): readonly string[] {
 /**
  * Checks a requirement against a caller's token (expiry, scopes, then anyOf, then claims, then check;
  * the first failure decides). A caller without a token has no scopes and no claims; an expired token
- * passes no requirement, not even `{}`. Runs twice per call (canSee, then the middleware), so the
- * allowed path allocates nothing.
+ * passes no requirement, not even `{}` (`EXPIRED`). `toleranceSec` is the clock tolerance on `expiresAt`
+ * for a token without the verifier's own (`CLOCK_TOLERANCE`); null skips the expiry check (what the
+ * token's rights alone allow). Runs twice per call (canSee, then the middleware), so the allowed path
+ * allocates nothing.
  */
 export function evaluate(
   requirement: CheckedRequirement,
   tool: AccessRequest['tool'],
   caller: AccessRequest['caller'],
   request: AccessRequest['request'],
+  toleranceSec: number | null = DEFAULT_CLOCK_TOLERANCE_SEC,
 ): Verdict {
   const auth = request.authInfo;
   // Nothing in the SDK's transports or core checks expiry after the verifier; a verifier that skips it
   // or caches its answers would otherwise keep a dead token's rights alive.
-  if (auth != null && isExpired(auth.expiresAt)) return EXPIRED;
+  if (auth != null && toleranceSec !== null && isExpired(auth, toleranceSec)) return EXPIRED;
   // Only an array counts: a raw `scope` string from another verifier would match by substring
   // (`orders:readonly` would hold `orders:read`).
   const held = Array.isArray(auth?.scopes) ? auth.scopes : NO_SCOPES;
@@ -120,11 +136,21 @@ export function evaluate(
 }
 
 // `expiresAt` is in seconds; absent (or null) means the token does not expire (static tokens). Present
-// but not a number (NaN, a string) fails closed.
-function isExpired(expiresAt: unknown): boolean {
-  return (
-    expiresAt != null && !(typeof expiresAt === 'number' && expiresAt + EXPIRY_SKEW_SEC >= Date.now() / 1000)
-  );
+// but not a number (NaN, a string) fails closed. The tolerance is read only for a token past its
+// `expiresAt`: a live token's check is one comparison.
+function isExpired(auth: NonNullable<AccessRequest['auth']>, toleranceSec: number): boolean {
+  const expiresAt: unknown = auth.expiresAt;
+  if (expiresAt == null) return false;
+  if (typeof expiresAt !== 'number') return true;
+  const now = Date.now() / 1000;
+  if (expiresAt >= now) return false;
+  return !(expiresAt + toleranceOf(auth, toleranceSec) >= now);
+}
+
+/** The verifier's tolerance noted on the token (`CLOCK_TOLERANCE`), else `fallback`. */
+function toleranceOf(auth: object, fallback: number): number {
+  const noted = (auth as Record<symbol, unknown>)[CLOCK_TOLERANCE];
+  return typeof noted === 'number' && noted >= 0 && noted <= MAX_CLOCK_TOLERANCE_SEC ? noted : fallback;
 }
 
 // Own claims only: a token without a `constructor` claim must read undefined, not Object's.

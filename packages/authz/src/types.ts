@@ -53,6 +53,12 @@ export interface AuthzRules {
 export interface AuthzOptions extends Partial<Omit<AuthzRules, 'require'>>, PerToolOptions<AuthzRules> {
   /** What a caller must hold to use a tool that declares nothing. Required: `{}` lets every caller through. */
   require: ToolRequirement;
+  /**
+   * Clock skew allowed on a token's `expiresAt`, in seconds (0 to 300), for tokens that do not carry the
+   * tolerance `createJwtVerifier` accepted them with (that one is used for its own tokens). Set it to your
+   * verifier's when that is another. @default 5 (createJwtVerifier's default)
+   */
+  clockToleranceSec?: number;
 }
 
 /** The middleware `createAuthz` returns: place it globally, after redact-errors and before rate-limit. */

@@ -1,3 +1,4 @@
+import { createSign, KeyObject } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import {
@@ -33,6 +34,11 @@ export interface Issuer {
       header?: Partial<JWSHeaderParameters>;
     },
   ): Promise<string>;
+  /**
+   * A token whose payload is `payloadJson` as written (RS256, `rsa-1`), signed by hand: for payloads
+   * JSON.stringify cannot write (thousands of levels deep).
+   */
+  signText(payloadJson: string): string;
   close(): Promise<void>;
 }
 
@@ -82,6 +88,12 @@ export async function startIssuer(): Promise<Issuer> {
       // jose refuses to sign a `crit` it does not know unless told the extensions are understood.
       const crit = Object.fromEntries((options.header?.crit ?? []).map((name) => [name, true]));
       return jwt.sign(key, { crit });
+    },
+    signText(payloadJson) {
+      const part = (text: string) => Buffer.from(text).toString('base64url');
+      const signingInput = `${part(JSON.stringify({ alg: 'RS256', kid: 'rsa-1' }))}.${part(payloadJson)}`;
+      const signature = createSign('RSA-SHA256').update(signingInput).sign(KeyObject.from(rsa.privateKey));
+      return `${signingInput}.${signature.toString('base64url')}`;
     },
     close: () =>
       new Promise<void>((resolve, reject) => server.close((error) => (error ? reject(error) : resolve()))),

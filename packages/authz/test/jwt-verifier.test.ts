@@ -388,6 +388,35 @@ describe('createJwtVerifier against hostile tokens', () => {
   });
 });
 
+describe('createJwtVerifier: claims nested past 32 levels', () => {
+  /** `depth` arrays one inside the other, as a token's JSON payload parses them. */
+  const nested = (depth: number): unknown => JSON.parse(`${'['.repeat(depth)}${']'.repeat(depth)}`);
+
+  it('refuses a validly signed token whose claim nests 5,500 arrays deep as malformed (401)', async () => {
+    const exp = now() + 300;
+    const token = issuer.signText(
+      `{"iss":"${ISSUER}","aud":"${RESOURCE}","exp":${exp},"client_id":"c1","x":${'['.repeat(5_500)}${']'.repeat(5_500)}}`,
+    );
+    expect(token.length).toBeLessThan(16_384);
+    expect(await refusal(verifierFor().verify(token))).toEqual({
+      name: 'AccessTokenInvalidError',
+      kind: 'invalid_token',
+      status: 401,
+      reason: 'malformed',
+      errorCode: 'invalid_token',
+      message: 'The token holds a claim nested too deeply.',
+    });
+  });
+
+  it('refuses one level past the limit, accepts the limit (the payload is the first level)', async () => {
+    // payload (1) > x (2) > 31 more arrays: 33 levels.
+    const over = await issuer.sign({ sub: 'u', x: nested(32) });
+    expect(await refusal(verifierFor().verify(over))).toMatchObject({ status: 401, reason: 'malformed' });
+    const deepest = await issuer.sign({ sub: 'u', x: nested(31), realm_access: { roles: ['a'] } });
+    expect((await verifierFor().verify(deepest)).extra?.sub).toBe('u');
+  });
+});
+
 describe('createJwtVerifier: only a failed fetch starts the failure cooldown', () => {
   const part = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
 

@@ -256,6 +256,15 @@ describe('tool names a client chooses', () => {
   });
 });
 
+/** What a call with an expired token is answered, in either mode: the expiry, nothing else. */
+const EXPIRED_ANSWER = (tool: string) => ({
+  ok: false,
+  error: 'permission_denied',
+  message: `The access token has expired; calling ${tool} needs a fresh one.`,
+  hint: 'Do not retry with this token. The client must obtain a fresh one (refresh it, or have the user sign in again); the call can succeed then.',
+  retryable: false,
+});
+
 describe('expired tokens', () => {
   const now = () => Math.floor(Date.now() / 1000);
   /** A token holding every scope, as a verifier that does not check expiry (or caches answers) hands it on. */
@@ -264,37 +273,31 @@ describe('expired tokens', () => {
     expiresAt: expiresAt as number,
   });
 
-  it('a token whose expiresAt has passed opens no tool, not even one that requires nothing', async () => {
+  it('a token whose expiresAt has passed opens no tool, not even one that requires nothing, and is told it expired', async () => {
     const options: AuthzOptions = {
       ...OPTIONS,
       tools: { ...OPTIONS.tools, get_order_status: { require: {} } },
     };
     for (const expiresAt of [now() - 3600, now() - 60, Number.NaN, String(now() + 3600)]) {
       const client = await serve(options, writer(expiresAt));
-      expect(await listed(client)).toEqual([]);
-      expect(await callError(client, 'refund', { orderId: 1 })).toBe(
-        'McpError: MCP error -32602: Unknown tool: refund',
-      );
-      expect(await callError(client, 'get_order_status', { orderId: 1 })).toBe(
-        'McpError: MCP error -32602: Unknown tool: get_order_status',
-      );
+      // Listed as for a fresh token of the same rights: a call is answered as expired, not as unknown.
+      expect(await listed(client)).toEqual(['refund', 'get_order_status']);
+      for (const tool of ['refund', 'get_order_status']) {
+        const result = await client.callTool(tool, { orderId: 1 });
+        expect(expectFailure(result)).toEqual(EXPIRED_ANSWER(tool));
+        expect(result._meta?.[AUTHZ_META_KEY]).toBeUndefined();
+      }
       expect(client.decisions).toEqual([
-        [{ by: 'authz', action: 'hide', reason: 'token expired' }],
-        [{ by: 'authz', action: 'hide', reason: 'token expired' }],
+        [{ by: 'authz', action: 'deny', reason: 'token expired' }],
+        [{ by: 'authz', action: 'deny', reason: 'token expired' }],
       ]);
     }
     expect(refund.runs.count + read.runs.count).toBe(0);
 
-    // Refuse mode keeps the tool listed and refuses naming nothing: no scope would help.
+    // Refuse mode: the same answer, naming no scope (none would help).
     const refusing = await serve({ ...OPTIONS, mode: 'refuse' }, writer(now() - 3600));
     const result = await refusing.callTool('refund', { orderId: 1 });
-    expect(expectFailure(result)).toEqual({
-      ok: false,
-      error: 'permission_denied',
-      message: 'You may not call refund.',
-      hint: 'This call is not allowed for this user. Do not retry; tell the user it cannot be done here.',
-      retryable: false,
-    });
+    expect(expectFailure(result)).toEqual(EXPIRED_ANSWER('refund'));
     expect(result._meta?.[AUTHZ_META_KEY]).toBeUndefined();
     expect(refusing.decisions).toEqual([[{ by: 'authz', action: 'deny', reason: 'token expired' }]]);
     expect(refund.runs.count).toBe(0);
@@ -311,15 +314,98 @@ describe('expired tokens', () => {
     }
   });
 
+  it('an expired token still sees only what its rights allow: a tool they do not is hidden as unknown', async () => {
+    const client = await serve(OPTIONS, { ...token(['orders:read']), expiresAt: now() - 3600 });
+    expect(await listed(client)).toEqual(['get_order_status']);
+    expect(await callError(client, 'refund', { orderId: 1 })).toBe(
+      'McpError: MCP error -32602: Unknown tool: refund',
+    );
+    expect(await callError(client, 'refunds', { orderId: 1 })).toBe(
+      'McpError: MCP error -32602: Unknown tool: refunds',
+    );
+    expect(expectFailure(await client.callTool('get_order_status', { orderId: 1 }))).toEqual(
+      EXPIRED_ANSWER('get_order_status'),
+    );
+    expect(client.decisions[0]).toEqual([
+      { by: 'authz', action: 'hide', reason: 'missing scope(s): orders:write payments' },
+    ]);
+    expect(refund.runs.count + read.runs.count).toBe(0);
+  });
+
   it('allows the verifier’s default 5 s of clock skew past expiresAt, and not a second more', async () => {
     vi.useFakeTimers({ toFake: ['Date'] });
     try {
       vi.setSystemTime(new Date('2026-12-01T12:00:00Z'));
       const nowSec = Date.parse('2026-12-01T12:00:00Z') / 1000;
       const withinSkew = await serve(OPTIONS, writer(nowSec - 5));
-      expect(await listed(withinSkew)).toEqual(['refund', 'get_order_status']);
+      expect(await withinSkew.callToolJson('refund', { orderId: 3 })).toMatchObject({ ok: true });
       const pastSkew = await serve(OPTIONS, writer(nowSec - 6));
-      expect(await listed(pastSkew)).toEqual([]);
+      expect(expectFailure(await pastSkew.callTool('refund', { orderId: 3 }))).toEqual(
+        EXPIRED_ANSWER('refund'),
+      );
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('clockToleranceSec sets the skew for tokens from another verifier (0 to 300 s)', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(new Date('2026-12-01T12:00:00Z'));
+      const nowSec = Date.parse('2026-12-01T12:00:00Z') / 1000;
+      const lenient = await serve({ ...OPTIONS, clockToleranceSec: 60 }, writer(nowSec - 30));
+      expect(await lenient.callToolJson('refund', { orderId: 4 })).toMatchObject({ ok: true });
+      const strict = await serve({ ...OPTIONS, clockToleranceSec: 0 }, writer(nowSec - 1));
+      expect(expectFailure(await strict.callTool('refund', { orderId: 4 }))).toEqual(
+        EXPIRED_ANSWER('refund'),
+      );
+    } finally {
+      vi.useRealTimers();
+    }
+    for (const clockToleranceSec of [-1, 301, Number.NaN, '5' as unknown as number]) {
+      expect(() => createAuthz({ ...OPTIONS, clockToleranceSec })).toThrow(/clockToleranceSec/);
+    }
+  });
+});
+
+describe('one clock tolerance: createJwtVerifier and createAuthz', () => {
+  let issuer: Issuer;
+  beforeAll(async () => {
+    issuer = await startIssuer();
+  });
+  afterAll(() => issuer.close());
+  const now = () => Math.floor(Date.now() / 1000);
+  const verifier = (clockToleranceSec?: number) =>
+    createJwtVerifier({ jwksUrl: issuer.jwksUrl, issuer: ISSUER, resource: RESOURCE, clockToleranceSec });
+
+  it('a token the verifier accepts within its 60 s tolerance is served by authz (default options), not hidden', async () => {
+    const auth = await verifier(60).verify(
+      await issuer.sign({ sub: 'alice', scope: 'orders:read orders:write payments' }, { exp: now() - 30 }),
+    );
+    const client = await serve(OPTIONS, auth);
+    expect(await listed(client)).toEqual(['refund', 'get_order_status']);
+    expect(await client.callToolJson('refund', { orderId: 5 })).toEqual({
+      ok: true,
+      tool: 'refund',
+      orderId: 5,
+    });
+    // The tolerance travels beside the claims, not among them.
+    expect(Object.keys(auth)).not.toContain('clockToleranceSec');
+    expect(JSON.stringify(auth)).not.toContain('clockTolerance');
+  });
+
+  it('once past the verifier’s tolerance too, a call is answered as expired', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      const auth = await verifier(60).verify(
+        await issuer.sign({ sub: 'alice', scope: 'orders:read' }, { exp: now() - 30 }),
+      );
+      vi.setSystemTime(Date.now() + 40_000);
+      const client = await serve(OPTIONS, auth);
+      expect(await listed(client)).toEqual(['get_order_status']);
+      expect(expectFailure(await client.callTool('get_order_status', { orderId: 6 }))).toEqual(
+        EXPIRED_ANSWER('get_order_status'),
+      );
     } finally {
       vi.useRealTimers();
     }

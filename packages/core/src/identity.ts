@@ -54,7 +54,11 @@ const ANONYMOUS: CallerIdentity = Object.freeze({ id: 'anonymous', kind: 'anonym
  * Core's identity rule. With a verified token: issuer + subject when there is a subject that names
  * someone (stable across refreshes); otherwise the client id plus a digest of the token's stable claims,
  * scopes and resource, so two tokens that differ in a meaningful claim never share an identity, and of
- * the token itself unless a person claim (`PERSON_CLAIMS`) singles out who holds it. Without auth: `local` over a local transport (`request.local`: stdio,
+ * the token itself unless a person claim (`PERSON_CLAIMS`) singles out who holds it. A claim nested
+ * past 32 levels of arrays and objects is not digested (it is written as a mark) and the token itself
+ * then joins the digest, also beside a person claim; an issuer so nested makes the token a `client:`
+ * caller, never a `sub:` one. Such a token is thus its own caller, and deriving its identity never
+ * overflows the stack (authz's verifier refuses such tokens outright). Without auth: `local` over a local transport (`request.local`: stdio,
  * in-memory, or one the app declared local), else the transport's session id, else `anonymous`.
  */
 export function identifyCaller(request: ToolRequest): CallerIdentity {
@@ -87,11 +91,20 @@ function deriveIdentity(auth: AuthInfo): CallerIdentity {
   // `__proto__` claim the object's prototype, and `sub` or `iss` read through it would be the token's
   // invented identity.
   const iss = ownClaim(extra, 'iss');
-  const subject = subjectOf(extra);
+  // A claim nested past MAX_CLAIM_DEPTH (a signed token can hold thousands of levels) is never written
+  // out: canonical JSON would overflow the stack, and every call of the token would answer `internal`.
+  const issTooDeep = typeof iss === 'object' && iss !== null && nestedPast(iss, MAX_CLAIM_DEPTH);
+  const subject = issTooDeep ? undefined : subjectOf(extra);
   // An issuer that is not a string (an array, a number) is written as its canonical JSON: dropped, it
   // would make `alice` at `["https://a"]` the same caller as `alice` at no issuer.
   const issuer =
-    typeof iss === 'string' ? (iss === '' ? undefined : iss) : iss == null ? undefined : canonicalJson(iss);
+    typeof iss === 'string'
+      ? iss === ''
+        ? undefined
+        : iss
+      : iss == null || issTooDeep
+        ? undefined
+        : canonicalJson(iss);
   const clientId = auth.clientId || undefined;
   if (subject !== undefined) {
     return Object.freeze({
@@ -106,8 +119,16 @@ function deriveIdentity(auth: AuthInfo): CallerIdentity {
   // assignment to a plain object would set its prototype and leave the claim out of the digest.
   const stable: Record<string, unknown> = Object.create(null);
   let person = false;
+  let tooDeep = issTooDeep;
   for (const [claim, value] of Object.entries(extra)) {
     if (VOLATILE_CLAIMS.has(claim)) continue;
+    if (typeof value === 'object' && value !== null && nestedPast(value, MAX_CLAIM_DEPTH)) {
+      // Not digested: written as a mark, and the token itself joins the digest (below), so two tokens
+      // that differ only deep inside such a claim are never one caller.
+      stable[claim] = TOO_DEEP;
+      tooDeep = true;
+      continue;
+    }
     stable[claim] = value;
     if (PERSON_CLAIMS.has(claim) && namesSomeone(value)) person = true;
   }
@@ -121,7 +142,7 @@ function deriveIdentity(auth: AuthInfo): CallerIdentity {
       claims: stable,
       scopes: [...(auth.scopes ?? [])].sort(),
       resource: auth.resource?.href,
-      token: person ? undefined : auth.token,
+      token: person && !tooDeep ? undefined : auth.token,
     }),
     'base64url',
   ).slice(0, 22);
@@ -131,6 +152,33 @@ function deriveIdentity(auth: AuthInfo): CallerIdentity {
     ...(issuer === undefined ? {} : { issuer }),
     ...(clientId === undefined ? {} : { clientId }),
   });
+}
+
+/**
+ * How deeply a claim's value may nest arrays and objects and still be digested (a real token's claims
+ * nest two or three levels; authz's verifier refuses tokens nested past 32).
+ */
+const MAX_CLAIM_DEPTH = 32;
+
+/** What stands in the digest for a claim nested past MAX_CLAIM_DEPTH. */
+const TOO_DEEP = '[nested too deeply]';
+
+/**
+ * Whether a value nests arrays or objects more than `levels` deep (the value itself is the first level).
+ * Reads at most `levels` levels down, so it cannot overflow the stack; a cycle counts as too deep. A
+ * getter or proxy trap that throws counts as too deep too: what cannot be read is not digested.
+ */
+function nestedPast(value: object, levels: number): boolean {
+  if (levels <= 0) return true;
+  try {
+    const items = Array.isArray(value) ? value : Object.values(value);
+    for (const item of items) {
+      if (typeof item === 'object' && item !== null && nestedPast(item, levels - 1)) return true;
+    }
+    return false;
+  } catch {
+    return true;
+  }
 }
 
 /**

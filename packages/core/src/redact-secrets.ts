@@ -499,30 +499,34 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     replace: `$1${REDACTED}`,
   },
   {
-    // A JWT. A start after a `-` that another start earlier in the same run covers is skipped (that one
-    // reads through it to the same dot): without it, a run like `eyJx-eyJx-…` was scanned to its end again
-    // from each `eyJ` (quadratic: 30 s on 160 KB). The nearest earlier start is looked for, so each
-    // stretch is read back once. Matches exactly what `\beyJ…` matched.
+    // A JWT, after any character but a letter or digit (`id_eyJ…`, `token=eyJ…`: `\b` would not start after
+    // `_`, a word character, and a token glued to a name passed). A start after a `-` or `_` that another
+    // start earlier in the same run covers is skipped (that one reads through it to the same dot): without
+    // it, a run like `eyJx-eyJx-…` or `eyJx_eyJx_…` was scanned to its end again from each `eyJ`
+    // (quadratic: 30 s on 160 KB). The nearest earlier start is looked for, so each stretch is read back
+    // once. Matches exactly what starting at every such `eyJ` would.
     name: 'jwt',
-    pattern: /\beyJ(?<!\beyJ[A-Za-z0-9_-]*?-eyJ)[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/g,
+    pattern:
+      /(?<![A-Za-z0-9])eyJ(?<!(?<![A-Za-z0-9])eyJ[A-Za-z0-9_-]*?[-_]eyJ)[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/g,
     replace: REDACTED,
   },
   {
     // An access key id with its secret after it (`id:secret`, a credentials line): both go.
     name: 'aws-key-pair',
-    pattern: /\b(?:AKIA|ASIA)[0-9A-Z]{16}[:\s,;]+[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])/g,
+    pattern: /(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}[:\s,;]+[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])/g,
     replace: REDACTED,
   },
   {
     // 16 characters after the prefix make a full key id; 12 or more is one cut short in a message.
     name: 'aws-access-key-id',
-    pattern: /\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|ABIA|ACCA)[0-9A-Z]{12,16}(?![0-9A-Za-z])/g,
+    pattern:
+      /(?<![A-Za-z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|ABIA|ACCA)[0-9A-Z]{12,16}(?![0-9A-Za-z])/g,
     replace: REDACTED,
   },
   {
     name: 'api-key-prefix',
     pattern:
-      /\b(?:(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{10,}|whsec_[A-Za-z0-9]{16,}|sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}|xox[abposre]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,}|AIza[0-9A-Za-z_-]{20,}|ya29\.[0-9A-Za-z_-]{20,}|glpat-[A-Za-z0-9_-]{16,}|npm_[A-Za-z0-9]{20,}|hf_[A-Za-z0-9]{20,}|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,})/g,
+      /(?<![A-Za-z0-9])(?:(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{10,}|whsec_[A-Za-z0-9]{16,}|sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}|xox[abposre]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,}|AIza[0-9A-Za-z_-]{20,}|ya29\.[0-9A-Za-z_-]{20,}|glpat-[A-Za-z0-9_-]{16,}|npm_[A-Za-z0-9]{20,}|hf_[A-Za-z0-9]{20,}|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,})/g,
     replace: REDACTED,
   },
   {
@@ -532,7 +536,7 @@ export const SECRET_PATTERNS: readonly SecretPattern[] = [
     // keys, Telegram bot tokens, Mailgun, and Azure AD client secrets (`…8Q~…`).
     name: 'api-key-prefix',
     pattern:
-      /\b(?:do[opr]_v1_[a-f0-9]{64}|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}|AGE-SECRET-KEY-1[0-9A-Z]{58}|PMAK-[a-f0-9]{24}-[a-f0-9]{34}|sq0(?:atp|csp)-[0-9A-Za-z_-]{22,}|gl(?:sa|c)_[A-Za-z0-9_=+/-]{20,}|gl(?:oas|rt|dt|ptt|ft|imt|agent|cbt|soat)-[A-Za-z0-9_-]{16,}|hv[sbr]\.[A-Za-z0-9_-]{24,}|GOCSPX-[A-Za-z0-9_-]{20,}|pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{32,}|dapi[a-f0-9]{32}|sntr[yu]s_[A-Za-z0-9+/=_-]{20,}|lin_api_[A-Za-z0-9]{32,}|ATATT3[A-Za-z0-9_=-]{20,}|NRAK-[A-Z0-9]{27}|HRKU-[A-Za-z0-9_-]{20,}|sbp_[a-f0-9]{40}|dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{20,}|ntn_[A-Za-z0-9]{40,}|SK[0-9a-fA-F]{32}|\d{8,10}:AA[0-9A-Za-z_-]{33}|key-[0-9a-f]{32}|[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34})(?![A-Za-z0-9_-])/g,
+      /(?<![A-Za-z0-9])(?:do[opr]_v1_[a-f0-9]{64}|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}|AGE-SECRET-KEY-1[0-9A-Z]{58}|PMAK-[a-f0-9]{24}-[a-f0-9]{34}|sq0(?:atp|csp)-[0-9A-Za-z_-]{22,}|gl(?:sa|c)_[A-Za-z0-9_=+/-]{20,}|gl(?:oas|rt|dt|ptt|ft|imt|agent|cbt|soat)-[A-Za-z0-9_-]{16,}|hv[sbr]\.[A-Za-z0-9_-]{24,}|GOCSPX-[A-Za-z0-9_-]{20,}|pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{32,}|dapi[a-f0-9]{32}|sntr[yu]s_[A-Za-z0-9+/=_-]{20,}|lin_api_[A-Za-z0-9]{32,}|ATATT3[A-Za-z0-9_=-]{20,}|NRAK-[A-Z0-9]{27}|HRKU-[A-Za-z0-9_-]{20,}|sbp_[a-f0-9]{40}|dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{20,}|ntn_[A-Za-z0-9]{40,}|SK[0-9a-fA-F]{32}|\d{8,10}:AA[0-9A-Za-z_-]{33}|key-[0-9a-f]{32}|[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34})(?![A-Za-z0-9_-])/g,
     replace: REDACTED,
   },
   {
@@ -1678,7 +1682,7 @@ function normaliseKey(key: string): string {
 // arrays cost that test per string and nothing more. A command's argument array is read item by item
 // instead (see `cutArgvSecrets`): joined, a value with spaces would be cut at its first space.
 const JOINED_SECRET_OPENER =
-  /-----(?:BEGIN|END) |(?<![A-Za-z0-9+/])(?:MII|MIG|MHcCAQEE|MC4CAQAw)[A-Za-z0-9+/]{20}|\b(?:[Bb]earer|BEARER|[Bb]asic|BASIC)[ \t]*$|\b(?:AKIA|ASIA)[0-9A-Z]{16}[ \t:,;]*$/;
+  /-----(?:BEGIN|END) |(?<![A-Za-z0-9+/])(?:MII|MIG|MHcCAQEE|MC4CAQAw)[A-Za-z0-9+/]{20}|\b(?:[Bb]earer|BEARER|[Bb]asic|BASIC)[ \t]*$|(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}[ \t:,;]*$/;
 // Whole arguments after which the next one may be a secret: a long option named like a secret key
 // (`--password`, `--client-secret`; not `--password-file`, `--max-tokens`), `--user`, `--proxy-user`,
 // `--auth`, a bare `-u`/`-U` (an array of a program's arguments without its name, as Node's `spawnargs`),

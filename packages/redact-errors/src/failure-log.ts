@@ -103,13 +103,26 @@ export function createFailureLog(intervalMs: number): FailureLog {
 
 /**
  * What makes two failures "the same" for the log: the error's own `code` (`ECONNREFUSED`, a SQLSTATE),
- * else its name and the frame that threw it (two different bugs keep their own stacks).
+ * else its name and the frame that threw it (two different bugs keep their own stacks). Each field is
+ * read on its own and a getter or proxy trap that throws reads as absent: the class is then made of what
+ * could be read, and the failure is still logged (and decided) as itself, not as the getter's error.
  */
 export function failureClass(error: unknown): string {
   if (typeof error !== 'object' || error === null) return typeof error;
-  const e = error as { code?: unknown; name?: unknown; stack?: unknown };
-  if (typeof e.code === 'string' || typeof e.code === 'number') return String(e.code);
-  const name = typeof e.name === 'string' ? e.name : 'Error';
-  const frame = typeof e.stack === 'string' ? /\n\s*(at [^\n]*)/.exec(e.stack)?.[1] : undefined;
-  return frame === undefined ? name : `${name} ${frame}`;
+  const code = readField(error, 'code');
+  if (typeof code === 'string' || typeof code === 'number') return String(code);
+  const name = readField(error, 'name');
+  const stack = readField(error, 'stack');
+  const label = typeof name === 'string' ? name : 'Error';
+  const frame = typeof stack === 'string' ? /\n\s*(at [^\n]*)/.exec(stack)?.[1] : undefined;
+  return frame === undefined ? label : `${label} ${frame}`;
+}
+
+/** A field of a thrown value, or undefined when reading it throws (a getter, a proxy trap). */
+function readField(error: object, field: 'code' | 'name' | 'stack'): unknown {
+  try {
+    return (error as Record<string, unknown>)[field];
+  } catch {
+    return undefined;
+  }
 }
