@@ -111,7 +111,8 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
       // A retry of a batch that was partly written resumes where the kernel stopped: no record
       // is written twice. The writer retries the same batch object.
       if (partial?.batch !== batch) {
-        // A torn last line (a crash mid-write) is closed first, so it cannot swallow the next record.
+        // A last line without its newline (a crash mid-write, or one that cut only the newline) is
+        // closed first, so it cannot swallow the next record.
         const bytes = tornTail ? Buffer.concat([NEWLINE, batch.bytes]) : batch.bytes;
         partial = { batch, bytes, offset: 0 };
       }
@@ -171,8 +172,11 @@ export function createFileSink(options: FileSinkOptions | string): AuditSink {
 }
 
 /**
- * The last complete line of a file that no crash cut short (read backwards in chunks), and whether a
- * partial line follows it.
+ * The last record of a file that no crash cut short (read backwards in chunks), and whether the file
+ * does not end in a newline (`torn`: the next write must close the last line first). That last line is
+ * either partial (a crash mid-write: passed over, the record before it is the last) or a whole record
+ * whose newline a crash cut off (the write stopped one byte short): that record is the last, as the
+ * verifier reads it, and the chain goes on after it.
  */
 async function readLastLine(path: string): Promise<{ line: string | undefined; torn: boolean }> {
   const file = await open(path, 'r');
@@ -182,6 +186,8 @@ async function readLastLine(path: string): Promise<{ line: string | undefined; t
     let end = size;
     let tail = Buffer.alloc(0);
     let torn: boolean | undefined;
+    // Whether the unterminated last line was read whole (and tested for a record).
+    let tornChecked = false;
     while (end > 0) {
       const start = Math.max(0, end - TAIL_CHUNK);
       const chunk = Buffer.alloc(end - start);
@@ -191,8 +197,13 @@ async function readLastLine(path: string): Promise<{ line: string | undefined; t
       torn ??= tail[tail.length - 1] !== 0x0a;
       const text = tail.toString('utf8');
       const lines = text.split('\n');
-      // Complete lines end in '\n'; with a torn tail the last element is the partial line.
-      lines.pop();
+      // Complete lines end in '\n'; with a torn tail the last element is the unterminated line.
+      const last = lines.pop()!;
+      // Once its start is read (a newline before it, or the file's start): a whole record is the last.
+      if (torn && !tornChecked && (lines.length > 0 || end === 0)) {
+        tornChecked = true;
+        if (parseRecordLine(last) !== undefined) return { line: last, torn };
+      }
       // The first element is whole only once the file's start is read. Lines an earlier crash cut
       // short (closed off by the writer after it) are passed over: the chain goes on from the last
       // whole record, as the writer after the first crash did, rather than refusing every later record.

@@ -40,13 +40,14 @@ export interface PostgresSinkOptions {
  * writer's chain id, so replicas sharing a table never touch each other's rows.
  *
  * With node-postgres a batch is one `COPY ... FROM STDIN` (text format, built from the batch's
- * bytes); COPY is one statement, so a batch is stored whole or not at all. When it fails because a
- * row is already there (a retry after a lost reply), the batch goes through the INSERT below, which
- * tells the two cases apart. Other clients use that INSERT for every batch: `unnest`ed arrays and
- * newline-joined texts (one round trip, ten parameters, whatever the batch size) with ON CONFLICT DO
- * NOTHING. When it finds rows already there (the batch committed but its reply was lost), it compares
- * their hashes with the batch's: equal means the batch is stored and the writer moves on; different
- * means another writer holds this chain, a permanent error.
+ * bytes). Other clients use one INSERT for every batch: `unnest`ed arrays and newline-joined texts
+ * (one round trip, ten parameters, whatever the batch size). Either is one statement, so a batch is
+ * stored whole or not at all: a row of it already there fails the whole statement (a unique
+ * violation), which leaves none of its rows. The sink then reads the hashes stored at the batch's
+ * seqs: all equal to the batch's means the batch committed before but its reply was lost (the writer
+ * moves on); any other means another writer holds this chain, a permanent error, and its chain keeps
+ * every row it had (an ON CONFLICT DO NOTHING here once stored the rows that did not collide, breaking
+ * the chain of both writers).
  * Grant the writer INSERT and SELECT only.
  */
 export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
@@ -77,7 +78,6 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
       FROM unnest(string_to_array($3::text, E'\\n'), $4::text[], $5::text[], $6::text[], $7::text[],
                   $8::text[], string_to_array($9::text, E'\\n'), string_to_array($10::text, E'\\n')) WITH ORDINALITY
         AS u(t, tl, o, p, c, i, h, r, n)
-    ON CONFLICT (chain, seq) DO NOTHING
     RETURNING 1`;
   // Done with a batch's bytes once write() settles: COPY's payload and the INSERT's text are copies.
   return doneWithBytesWhenSettled({
@@ -117,71 +117,82 @@ export function createPostgresSink(options: PostgresSinkOptions): AuditSink {
       return row === undefined ? undefined : { chainId: row.chain, seq: Number(row.seq), hash: row.hash };
     },
     async write(batch: AuditBatch) {
-      if (copyTarget !== undefined && batch.rows.length > 0) {
-        try {
-          if ((await copyBatch(copyTarget, lending, copy, batch)) === batch.rows.length) return undefined;
-        } catch (error) {
-          // 23505: a row of the batch is there already. The INSERT below says whether it is this
-          // batch (stored before its reply was lost) or another writer's.
-          if ((error as { code?: unknown }).code !== '23505') throw error;
-        }
+      if (batch.rows.length === 0) return undefined;
+      try {
+        const copied = copyTarget === undefined ? 0 : await copyBatch(copyTarget, lending, copy, batch);
+        if (copied !== batch.rows.length) await insertBatch(batch);
+        return undefined;
+      } catch (error) {
+        // 23505: a row of the batch is there already, so the statement stored none of them. The rows
+        // stored at its seqs say whether it is this batch (stored before its reply was lost) or
+        // another writer's.
+        if ((error as { code?: unknown }).code !== '23505') throw error;
       }
-      const { rows: batchRows } = batch;
-      const n = batchRows.length;
-      const seqs = new Array<string>(n);
-      const tools = new Array<string>(n);
-      const principals = new Array<string | null>(n);
-      const callers = new Array<string | null>(n);
-      const incidents = new Array<string | null>(n);
-      let times = '';
-      const outcomes = new Array<string>(n);
-      let hashes = '';
-      for (let index = 0; index < n; index += 1) {
-        const row = batchRows[index]!;
-        const separator = index === 0 ? '' : '\n';
-        seqs[index] = String(row.seq);
-        times += separator + row.time;
-        tools[index] = textColumn(row.tool);
-        outcomes[index] = textColumn(row.outcome);
-        principals[index] = row.principal === undefined ? null : textColumn(row.principal);
-        callers[index] = textColumn(row.caller);
-        incidents[index] = row.incidentId === undefined ? null : textColumn(row.incidentId);
-        hashes += separator + row.hash;
-      }
-      const { rows } = await query(insert, [
-        batch.chainId,
-        seqs[0],
-        times,
-        tools,
-        outcomes,
-        principals,
-        callers,
-        incidents,
-        hashes,
-        linesText(batch.bytes),
-      ]);
-      if (rows.length === n) return undefined;
-      // Some rows were there already: this batch committed before (a lost reply), or another writer
-      // is using this chain id.
-      const stored = await query(
-        `SELECT seq::text AS seq, hash FROM ${table.sql} WHERE chain = $1 AND seq = ANY($2::bigint[])`,
-        [batch.chainId, seqs],
-      );
-      const found = new Map(
-        (stored.rows as { seq: string; hash: string }[]).map((row) => [row.seq, row.hash]),
-      );
-      for (let index = 0; index < n; index += 1) {
-        const hash = found.get(seqs[index]!);
-        if (hash !== batchRows[index]!.hash) {
-          throw new AuditSinkError(
-            `audit table ${table.sql}: chain ${batch.chainId} seq ${seqs[index]} holds another record (hash ${hash ?? 'none'}); another writer uses this chain id`,
-            { permanent: true },
-          );
-        }
-      }
-      return { alreadyStored: true };
+      return storedBefore(batch);
     },
   });
+
+  /** One INSERT of the whole batch: every row, or (an error) none. */
+  async function insertBatch(batch: AuditBatch): Promise<void> {
+    const { rows: batchRows } = batch;
+    const n = batchRows.length;
+    const seqs = new Array<string>(n);
+    const tools = new Array<string>(n);
+    const principals = new Array<string | null>(n);
+    const callers = new Array<string | null>(n);
+    const incidents = new Array<string | null>(n);
+    let times = '';
+    const outcomes = new Array<string>(n);
+    let hashes = '';
+    for (let index = 0; index < n; index += 1) {
+      const row = batchRows[index]!;
+      const separator = index === 0 ? '' : '\n';
+      seqs[index] = String(row.seq);
+      times += separator + row.time;
+      tools[index] = textColumn(row.tool);
+      outcomes[index] = textColumn(row.outcome);
+      principals[index] = row.principal === undefined ? null : textColumn(row.principal);
+      callers[index] = textColumn(row.caller);
+      incidents[index] = row.incidentId === undefined ? null : textColumn(row.incidentId);
+      hashes += separator + row.hash;
+    }
+    await query(insert, [
+      batch.chainId,
+      seqs[0],
+      times,
+      tools,
+      outcomes,
+      principals,
+      callers,
+      incidents,
+      hashes,
+      linesText(batch.bytes),
+    ]);
+  }
+
+  /**
+   * After a unique violation: whether every row of the batch is stored already, each with the batch's
+   * hash (it committed, its reply was lost), or another writer holds this chain (a permanent error).
+   */
+  async function storedBefore(batch: AuditBatch): Promise<{ alreadyStored: true }> {
+    const { rows: batchRows } = batch;
+    const seqs = batchRows.map((row) => String(row.seq));
+    const stored = await query(
+      `SELECT seq::text AS seq, hash FROM ${table.sql} WHERE chain = $1 AND seq = ANY($2::bigint[])`,
+      [batch.chainId, seqs],
+    );
+    const found = new Map((stored.rows as { seq: string; hash: string }[]).map((row) => [row.seq, row.hash]));
+    for (let index = 0; index < batchRows.length; index += 1) {
+      const hash = found.get(seqs[index]!);
+      if (hash !== batchRows[index]!.hash) {
+        throw new AuditSinkError(
+          `audit table ${table.sql}: chain ${batch.chainId} seq ${seqs[index]} holds another record (hash ${hash ?? 'none'}); another writer uses this chain id`,
+          { permanent: true },
+        );
+      }
+    }
+    return { alreadyStored: true };
+  }
 }
 
 async function ensureTable(query: AuditQueryable['query'], table: AuditTableName): Promise<void> {

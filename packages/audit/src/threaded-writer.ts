@@ -1,7 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import type { FileSinkOptions } from './file-sink.js';
 import { IncidentLog } from './incident-log.js';
-import type { CapturedRecord } from './record.js';
+import { type CapturedRecord, flattenCaptured } from './record.js';
 import { revivedFields } from './thread-log.js';
 import {
   createRingMemory,
@@ -245,6 +245,9 @@ export class ThreadedWriter {
       this.#ack(ackId, false);
       return stored ?? Promise.resolve(false);
     }
+    // Waiting for room in a full ring: flat, so it holds what its bytes count (see flattenCaptured; the
+    // thread's writer counts a two-byte text twice once it holds the record).
+    flattenCaptured(captured);
     return new Promise<boolean>((resolve) => {
       const waiter: Waiter = {
         captured,

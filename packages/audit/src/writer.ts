@@ -12,7 +12,7 @@ import {
 } from './chain.js';
 import type { ChainKey } from './chain-key.js';
 import { IncidentLog } from './incident-log.js';
-import type { CapturedRecord } from './record.js';
+import { type CapturedRecord, flattenCaptured } from './record.js';
 import { isPermanentSinkError } from './sink-errors.js';
 import type {
   AuditBatch,
@@ -83,6 +83,13 @@ export class AuditWriter {
   readonly #reusesBytes: boolean;
   #buffer: CapturedRecord[] = [];
   #bufferBytes = 0;
+  /**
+   * Records queued when, with them, more than this many bytes wait get their texts flattened
+   * (`flattenCaptured`) so they hold what they count. Below it they are left as built (a record sealed within the
+   * millisecond pays nothing more); such records hold at most about 32 bytes per counted character
+   * (two-byte text twice what it counts), so past the bound by at most 3% of it.
+   */
+  readonly #flattenAbove: number;
   readonly #waiters: Waiter[] = [];
   #inFlight = 0;
   #inFlightBytes = 0;
@@ -115,6 +122,7 @@ export class AuditWriter {
     this.#chainField = chainIdField(settings.chainId);
     this.#key = settings.key;
     this.#reusesBytes = isDoneWithBytesWhenSettled(sink);
+    this.#flattenAbove = settings.maxBufferBytes / 1024;
     const { logger } = settings;
     this.#dropLog = new IncidentLog(logger, 'warn', 'audit records dropped', LOG_INTERVAL_MS);
     this.#transientLog = new IncidentLog(
@@ -169,6 +177,8 @@ export class AuditWriter {
       ack?.(false);
       return stored ?? Promise.resolve(false);
     }
+    // Waiting for room: the buffer is full, so the record waits as long as the others.
+    entry.bytes += flattenCaptured(entry);
     return new Promise<boolean>((resolve) => {
       const waiter: Waiter = {
         entry,
@@ -305,6 +315,9 @@ export class AuditWriter {
   }
 
   #enqueue(entry: CapturedRecord): void {
+    if (this.#bufferBytes + this.#inFlightBytes + entry.bytes > this.#flattenAbove) {
+      entry.bytes += flattenCaptured(entry);
+    }
     this.#buffer.push(entry);
     this.#bufferBytes += entry.bytes;
     this.#kick();

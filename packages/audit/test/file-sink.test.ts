@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { type LogEntry, recordingLogger } from '@toolgate/core/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { type AuditBatch, createAudit, createFileSink, GENESIS_HASH, verifyAuditFile } from '../src/index.js';
-import { closeConnections, serve } from './helpers.js';
+import { cli, closeConnections, serve } from './helpers.js';
 
 let dir: string;
 beforeEach(async () => {
@@ -226,6 +226,45 @@ describe('file sink', () => {
       reason: 'record 2 is not an audit record (not JSON, or no seq, hash and prevHash)',
     });
   });
+
+  it.each([
+    ['a short record', 'small', 65_536],
+    ['a record longer than the 64 KiB read from the end', 'x'.repeat(100_000), 200_000],
+  ])(
+    'a crash that cut only the final newline (%s): the record stays the last, the restarted writer closes its line and goes on; verify passes',
+    async (_, value, maxArgsChars) => {
+      const path = join(dir, 'audit.jsonl');
+      const first = createAudit({ sink: createFileSink(path), chainId: 'pod-a', maxArgsChars });
+      const client = await serve([first]);
+      for (const id of ['one', 'two']) await client.callTool('echo', { value: { id, pad: value } });
+      await first.close();
+      const whole = await readFile(path, 'utf8');
+      // The crash: the last record is in the file whole, its newline never reached it.
+      await writeFile(path, whole.slice(0, -1));
+      await expect(verifyAuditFile(path)).resolves.toMatchObject({ intact: true, records: 2 });
+      const second = createAudit({ sink: createFileSink(path), chainId: 'pod-a', maxArgsChars });
+      const restarted = await serve([second]);
+      for (const id of ['three', 'four']) await restarted.callTool('echo', { value: { id, pad: value } });
+      await second.close();
+      expect(second.stats()).toMatchObject({ written: 2, rejected: 0, dropped: 0 });
+      const text = await readFile(path, 'utf8');
+      expect(text.startsWith(whole)).toBe(true);
+      const records = await lines(path);
+      expect(
+        records.map((record) => [record.seq, (record.args as { value: { id: string } }).value.id]),
+      ).toEqual([
+        [1, 'one'],
+        [2, 'two'],
+        [3, 'three'],
+        [4, 'four'],
+      ]);
+      expect(records[2]!.prevHash).toBe(records[1]!.hash);
+      await expect(verifyAuditFile(path)).resolves.toMatchObject({ intact: true, records: 4 });
+      const verified = await cli('verify', path);
+      expect(verified).toMatchObject({ code: 0, stderr: '' });
+      expect(verified.stdout).toMatch(/4 records/);
+    },
+  );
 
   it('refuses to append after a line that is not an audit record: a permanent error, counted, not retried', async () => {
     const path = join(dir, 'not-audit.log');
