@@ -616,10 +616,14 @@ export function createIdempotency(options: IdempotencyOptions = {}): Idempotency
 
 /**
  * Whether a failure is the call's outcome, kept under `storeFailures`. A request for confirmation is a
- * question: kept, it would be replayed to the confirmed retry, which then could never run.
+ * question: kept, it would be replayed to the confirmed retry, which then could never run. A timeout (or
+ * a cancelled call) is no outcome either: the handler may still be doing its side effect, so its claim
+ * is held until claimTtlMs or the handler's late outcome, as without `storeFailures`; kept, it would be
+ * replayed for windowMs to every retry, though it tells the model to retry.
  */
 function isOutcome(result: ToolResult): boolean {
-  return outcomeOf(result) !== 'confirmation_required';
+  const outcome = outcomeOf(result);
+  return outcome !== 'confirmation_required' && outcome !== 'timeout';
 }
 
 /**

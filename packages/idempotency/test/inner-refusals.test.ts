@@ -109,4 +109,43 @@ describe('idempotency with storeFailures: only the tool’s own failures are kep
     expect(runs).toEqual(['C-3']);
     expect(decisions).toEqual([['idempotency:claimed', 'maintenance:refuse'], ['idempotency:claimed']]);
   });
+
+  it('a timeout is never kept: its claim is held as without storeFailures, and the retry after it runs', async () => {
+    // Session 37's red team: with storeFailures a timed-out (or cancelled) call's answer was kept and
+    // replayed to every retry for windowMs, though it said retryable and the handler may not have
+    // finished its side effect.
+    const runs: string[] = [];
+    const tool = defineTool({
+      name: 'create_refund',
+      description: 'Refund an amount on an order through the payment service.',
+      input: { order_id: z.string(), amount: z.number().positive() },
+      handler: async ({ order_id }): Promise<ToolResult> => {
+        runs.push(order_id);
+        if (runs.length === 1) return fail('timeout', 'The payment service did not answer in time.');
+        return ok({ refund_id: `R-${runs.length}`, order_id });
+      },
+    }) as ToolDefinition;
+    const decisions: string[][] = [];
+    const recorder: ToolMiddleware = async (ctx, next) => {
+      try {
+        return await next();
+      } finally {
+        decisions.push(ctx.decisions.map((decision) => `${decision.by}:${decision.action}`));
+      }
+    };
+    const client = await serve([tool], {
+      middleware: [
+        recorder,
+        createIdempotency({ claimTtlMs: 200, tools: { create_refund: { storeFailures: true } } }),
+      ],
+    });
+    const refund = { order_id: 'D-4', amount: 3 };
+    expect(expectFailure(await client.callTool('create_refund', refund)).error).toBe('timeout');
+    expect(decisions[0]).toEqual(['idempotency:claimed', 'idempotency:held']);
+    await sleep(300);
+    const retried = await client.callTool('create_refund', refund);
+    expect(replayedOf(retried)).toBe(false);
+    expect(retried.structuredContent).toEqual({ ok: true, refund_id: 'R-2', order_id: 'D-4' });
+    expect(runs).toEqual(['D-4', 'D-4']);
+  });
 });
