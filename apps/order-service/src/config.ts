@@ -109,6 +109,13 @@ export function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Cli
   const readyTimeoutMs = readyText ? Number(readyText) : 2000;
   if (!Number.isSafeInteger(readyTimeoutMs) || readyTimeoutMs < 1)
     throw new UsageError(`TOOLGATE_READY_TIMEOUT_MS must be a positive whole number of ms, got ${readyText}`);
+  // The deployment's name starts every Redis key and is in every confirmation: checked here, so a bad
+  // one is refused naming the variable (not as a Redis prefix or confirm option the user never set).
+  const audience = env.TOOLGATE_CONFIRM_AUDIENCE || undefined;
+  if (audience !== undefined && !/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(audience))
+    throw new UsageError(
+      "TOOLGATE_CONFIRM_AUDIENCE must be 1 to 64 letters, digits, '.', '_' or '-', the first a letter or digit (e.g. orders-prod)",
+    );
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new UsageError(`--port must be 0-65535, got ${values.port}`);
@@ -188,7 +195,7 @@ export function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Cli
     auditDatabaseUrl: env.AUDIT_DATABASE_URL || undefined,
     replicaId: env.TOOLGATE_REPLICA_ID || undefined,
     confirmSecret: env.TOOLGATE_CONFIRM_SECRET || undefined,
-    confirmAudience: env.TOOLGATE_CONFIRM_AUDIENCE || undefined,
+    confirmAudience: audience,
     durableAudit: env.TOOLGATE_DURABLE_AUDIT === '1',
     auditKey,
     writesPerMinute,

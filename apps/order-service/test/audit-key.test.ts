@@ -114,6 +114,15 @@ describe('order-service: a keyed audit chain (TOOLGATE_AUDIT_KEY_FILE)', () => {
     expect(stderr).not.toContain('too-short');
   }, 60_000);
 
+  it('readConfig: a deployment name (TOOLGATE_CONFIRM_AUDIENCE) that cannot start a Redis key is a usage error naming the variable', () => {
+    expect(readConfig([], { TOOLGATE_CONFIRM_AUDIENCE: 'orders-prod' }).confirmAudience).toBe('orders-prod');
+    for (const bad of ['prod{x}', 'prod:idem', 'prod\nx', '-prod', 'x'.repeat(65)]) {
+      expect(() => readConfig([], { TOOLGATE_CONFIRM_AUDIENCE: bad }), bad).toThrow(
+        /^TOOLGATE_CONFIRM_AUDIENCE must be 1 to 64 letters/,
+      );
+    }
+  });
+
   it('readConfig: the key is the file less its newline; a missing file is a usage error naming the variable, not the path', () => {
     dir = mkdtempSync(join(tmpdir(), 'order-service-audit-key-'));
     const keyFile = join(dir, 'audit.key');
