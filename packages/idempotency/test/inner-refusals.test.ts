@@ -32,6 +32,19 @@ function carrierRefund(failing: readonly string[]) {
   return { tool, runs };
 }
 
+/** A middleware that records each finished call's decisions as `by:action`. */
+function decisionRecorder(): { decisions: string[][]; recorder: ToolMiddleware } {
+  const decisions: string[][] = [];
+  const recorder: ToolMiddleware = async (ctx, next) => {
+    try {
+      return await next();
+    } finally {
+      decisions.push(ctx.decisions.map((decision) => `${decision.by}:${decision.action}`));
+    }
+  };
+  return { decisions, recorder };
+}
+
 describe('idempotency with storeFailures: only the tool’s own failures are kept', () => {
   it('an open circuit’s answer is not kept: once the circuit closes, the retry runs the handler', async () => {
     const { tool, runs } = carrierRefund(['A-1']);
@@ -86,14 +99,7 @@ describe('idempotency with storeFailures: only the tool’s own failures are kep
       }
       return next();
     };
-    const decisions: string[][] = [];
-    const recorder: ToolMiddleware = async (ctx, next) => {
-      try {
-        return await next();
-      } finally {
-        decisions.push(ctx.decisions.map((decision) => `${decision.by}:${decision.action}`));
-      }
-    };
+    const { decisions, recorder } = decisionRecorder();
     const client = await serve([tool], {
       middleware: [
         recorder,
@@ -125,14 +131,7 @@ describe('idempotency with storeFailures: only the tool’s own failures are kep
         return ok({ refund_id: `R-${runs.length}`, order_id });
       },
     }) as ToolDefinition;
-    const decisions: string[][] = [];
-    const recorder: ToolMiddleware = async (ctx, next) => {
-      try {
-        return await next();
-      } finally {
-        decisions.push(ctx.decisions.map((decision) => `${decision.by}:${decision.action}`));
-      }
-    };
+    const { decisions, recorder } = decisionRecorder();
     const client = await serve([tool], {
       middleware: [
         recorder,
