@@ -16,10 +16,22 @@ export function bindCustomerId(customerScoped: boolean): BindCaller | undefined 
  */
 export function customerIdOf(request: Parameters<BindCaller>[0]): number {
   const customerId = request.authInfo?.extra?.customerId;
-  if (!Number.isSafeInteger(customerId) || (customerId as number) < 1) {
+  if (!isCustomerId(customerId)) {
     throw new ToolError('permission_denied', 'This token is not tied to a customer.');
   }
-  return customerId as number;
+  return customerId;
+}
+
+/** The largest id the `customers.customer_id` column holds (a PostgreSQL integer). */
+const MAX_CUSTOMER_ID = 2_147_483_647;
+
+/**
+ * A customer id a token may name: a whole number the column can hold. A larger one (2^31, 2^53 - 1)
+ * would reach PostgreSQL and fail there, a different answer from each tool (`internal`, or
+ * `unavailable` "call again", which a model would retry forever) instead of this one refusal.
+ */
+function isCustomerId(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 1 && (value as number) <= MAX_CUSTOMER_ID;
 }
 
 /**
@@ -33,6 +45,6 @@ export function bindCustomerIdIfAny(customerScoped: boolean): BindCaller | undef
   if (!customerScoped) return undefined;
   return (request) => {
     const customerId = request.authInfo?.extra?.customerId;
-    return Number.isSafeInteger(customerId) && (customerId as number) >= 1 ? { customerId } : {};
+    return isCustomerId(customerId) ? { customerId } : {};
   };
 }

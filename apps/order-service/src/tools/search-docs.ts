@@ -5,6 +5,7 @@ import { defineTool, fail, type Logger, ok, redactSecretsInText, type ToolDefini
 import * as z from 'zod';
 import { bindCustomerIdIfAny } from '../customer-scope.js';
 import { isUnderRoot, readFileUnderRoot, SafeFileRefusal } from '../safe-file.js';
+import { visibleText } from '../visible-text.js';
 
 export const SEARCH_DOCS_MAX_TOP_K = 5;
 /** Longest `text` of one hit: a longer line is cut around its first match, `…` marking each cut. */
@@ -270,9 +271,9 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
       // redacted in what is returned, and control characters that would drive a terminal or reorder
       // the text shown are made visible.
       const items = search.best.map((hit) => ({
-        file: visible(redactSecretsInText(hit.file), false),
+        file: visibleText(redactSecretsInText(hit.file), false),
         line: hit.line,
-        text: visible(redactSecretsInText(excerpt(hit.text, hit.lowerAt)), true),
+        text: visibleText(redactSecretsInText(excerpt(hit.text, hit.lowerAt)), true),
         score: hit.score,
       }));
       const notes: string[] = [];
@@ -547,27 +548,6 @@ function textOffset(line: string, lowerAt: number): number {
 
 function isLowSurrogate(code: number): boolean {
   return code >= 0xdc00 && code <= 0xdfff;
-}
-
-// C0 controls but tab, DEL, C1 controls, and the bidirectional embeddings, overrides and isolates.
-// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
-const CONTROLS = /[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
-// The same and tab.
-// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
-const CONTROLS_AND_TAB = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
-
-/**
- * `text` with every control character (C0, DEL, C1) and every bidirectional embedding, override and
- * isolate (U+202A-U+202E, U+2066-U+2069) written as visible `\uXXXX` text: a document's name or line
- * may be shown to a person in a terminal, where an escape sequence would write the clipboard or
- * retitle the window, or in a client where an override shows `txt.exe` as `exe.txt`. A tab stays in a
- * line (`keepTab`): it only spaces.
- */
-function visible(text: string, keepTab: boolean): string {
-  return text.replace(
-    keepTab ? CONTROLS : CONTROLS_AND_TAB,
-    (character) => `\\u${character.charCodeAt(0).toString(16).padStart(4, '0')}`,
-  );
 }
 
 async function realpathOrUndefined(path: string): Promise<string | undefined> {

@@ -1,8 +1,17 @@
-import { defineTool, fail, ok, redactSecrets, type ToolDefinition, ToolError } from '@toolgate/core';
+import {
+  defineTool,
+  fail,
+  mapStrings,
+  ok,
+  redactSecrets,
+  type ToolDefinition,
+  ToolError,
+} from '@toolgate/core';
 import type { Queryable } from '@toolgate/sql';
 import { createUrlGuard, type UrlPolicy } from '@toolgate/url-allowlist';
 import * as z from 'zod';
 import { bindCustomerId } from '../customer-scope.js';
+import { visibleText } from '../visible-text.js';
 
 export interface TrackShipmentOptions {
   /** The carrier tracking API's base URL (its host is the only one allowlisted). */
@@ -104,8 +113,9 @@ export function trackShipmentTool(options: TrackShipmentOptions): ToolDefinition
       // A malformed answer is the carrier's bug, not the model's: it surfaces as an internal error.
       const answer = CarrierAnswer.parse(JSON.parse(response.body));
       // A third party's words: a credential or connection string in them (a carrier echoing its own
-      // error into an event) is redacted before the model reads it.
-      return ok(redactSecrets(answer) as typeof answer);
+      // error into an event) is redacted before the model reads it, and a terminal escape or a
+      // direction override in them is written out as visible text (the person may read it too).
+      return ok(mapStrings(redactSecrets(answer), (text) => visibleText(text, false)) as typeof answer);
     },
   });
 }

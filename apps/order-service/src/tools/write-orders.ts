@@ -187,6 +187,18 @@ export function cancelOrderTool(options: WriteToolsOptions): ToolDefinition {
             },
           );
         }
+        // A cancelled order is refunded in full (docs/refund-policy.md): one already refunded in part
+        // would be paid back twice. Its lock is held, so no refund can be added meanwhile.
+        const { refunded_cents } = await refundsOf(runner, order_id, null, window);
+        if (refunded_cents > 0) {
+          return fail(
+            'invalid_argument',
+            `Order ${order_id} was already refunded ${refunded_cents} of ${order.total_cents} cents; cancelling it would refund it again.`,
+            {
+              hint: 'Do not cancel it. If the user wants the rest back, refund what is left with request_refund (after their confirmation).',
+            },
+          );
+        }
         await updateExactlyOne(runner, `UPDATE orders SET status = 'cancelled' WHERE order_id = $1`, [
           order_id,
         ]);
