@@ -65,16 +65,16 @@ export interface CapturedRecord {
   /** Redacted canonical JSON of the decisions (`[]` when none). */
   readonly decisions: string;
   readonly aborted: boolean;
-  readonly caller: string;
-  readonly clientId: string | undefined;
+  caller: string;
+  clientId: string | undefined;
   /** Milliseconds, unrounded (rounded to the microsecond when sealed). */
   readonly durationMs: number;
   readonly incidentId: string | undefined;
   readonly outcome: string;
-  readonly principal: string | undefined;
+  principal: string | undefined;
   readonly requestId: string | number;
   readonly resultBytes: number;
-  readonly sessionId: string | undefined;
+  sessionId: string | undefined;
   readonly spanId: string | undefined;
   readonly traceId: string | undefined;
   /** Epoch milliseconds of the start; formatted as ISO time when sealed. */
@@ -285,7 +285,35 @@ export function flattenCaptured(record: CapturedRecord): number {
   const { args, bindings, decisions } = record;
   let extra = heapBytes(flat(args)) - args.length + heapBytes(flat(decisions)) - decisions.length;
   if (bindings !== undefined) extra += heapBytes(flat(bindings)) - bindings.length;
+  // The caller's strings come from the token and the app's verifier or `identify`: a slice of a request
+  // header would keep the whole header alive in every waiting record, and a long subject in CJK text
+  // takes two bytes a character. Each becomes a string of its own, counted as it is held.
+  record.caller = own(record.caller);
+  extra += heapBytes(record.caller) - record.caller.length;
+  if (record.principal !== undefined) {
+    record.principal = own(record.principal);
+    extra += heapBytes(record.principal) - record.principal.length;
+  }
+  if (record.clientId !== undefined) {
+    record.clientId = own(record.clientId);
+    extra += heapBytes(record.clientId) - record.clientId.length;
+  }
+  if (record.sessionId !== undefined) {
+    record.sessionId = own(record.sessionId);
+    extra += heapBytes(record.sessionId) - record.sessionId.length;
+  }
   return extra;
+}
+
+/**
+ * A copy of `text` that keeps nothing else alive: a slice (`header.slice(7)`) points to its whole
+ * parent, and stays a slice when read. Joined to one more character and flattened, its characters are
+ * copied into a string of their own, which the result is a slice of. V8 copies a string shorter than
+ * 13 characters instead of slicing it, so such a text is returned as it is.
+ */
+function own(text: string): string {
+  if (text.length < 13) return text;
+  return flat(`${text} `).slice(0, -1);
 }
 
 /** Where `flat` stores the character it reads, so the read is never optimised away. */

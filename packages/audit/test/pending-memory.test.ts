@@ -34,6 +34,7 @@ describe('maxBufferBytes bounds the heap the waiting records hold, not only thei
     ['cjk', '30,000 CJK characters per call (two bytes each on the heap)'],
     ['preview', 'args over maxArgsChars: the marker and the preview'],
     ['small', 'a 100-number array per call'],
+    ['caller-slice', "a caller id sliced from a fresh 16 KB string per call (an app's identify)"],
   ])('sink down, %s (%s): the heap grows by about the bytes counted', async (mode) => {
     const { calls, countedBytes, heldBytes } = await measure(mode);
     expect(calls).toBeGreaterThan(10);
