@@ -1,4 +1,5 @@
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
+import { MAX_CLAIM_DEPTH, nestedPast } from '@toolgate/core';
 import {
   createLocalJWKSet,
   createRemoteJWKSet,
@@ -356,21 +357,6 @@ function withFailureCooldown(
     // A failed fetch inside records itself (boundedFetch); any other error is this token's alone.
     return keys(header, token);
   };
-}
-
-/**
- * How deeply arrays and objects may nest inside the claims (the payload object is the first level): real
- * tokens nest two or three levels (`realm_access.roles`, RFC 9396's `authorization_details`).
- */
-const MAX_CLAIM_DEPTH = 32;
-
-/** Whether a value nests arrays or objects more than `levels` deep; reads at most `levels` levels down. */
-function nestedPast(value: object, levels: number): boolean {
-  if (levels <= 0) return true;
-  for (const item of Array.isArray(value) ? value : Object.values(value)) {
-    if (typeof item === 'object' && item !== null && nestedPast(item, levels - 1)) return true;
-  }
-  return false;
 }
 
 function authInfoOf(token: string, payload: JWTPayload, resource: string): AuthInfo {

@@ -155,10 +155,11 @@ function deriveIdentity(auth: AuthInfo): CallerIdentity {
 }
 
 /**
- * How deeply a claim's value may nest arrays and objects and still be digested (a real token's claims
- * nest two or three levels; authz's verifier refuses tokens nested past 32).
+ * How deeply a token's claims may nest arrays and objects: a claim's value nested deeper is not digested
+ * here, and authz's verifier refuses such a token (a real token's claims nest two or three levels:
+ * `realm_access.roles`, RFC 9396's `authorization_details`).
  */
-const MAX_CLAIM_DEPTH = 32;
+export const MAX_CLAIM_DEPTH = 32;
 
 /** What stands in the digest for a claim nested past MAX_CLAIM_DEPTH. */
 const TOO_DEEP = '[nested too deeply]';
@@ -168,7 +169,7 @@ const TOO_DEEP = '[nested too deeply]';
  * Reads at most `levels` levels down, so it cannot overflow the stack; a cycle counts as too deep. A
  * getter or proxy trap that throws counts as too deep too: what cannot be read is not digested.
  */
-function nestedPast(value: object, levels: number): boolean {
+export function nestedPast(value: object, levels: number): boolean {
   if (levels <= 0) return true;
   try {
     const items = Array.isArray(value) ? value : Object.values(value);

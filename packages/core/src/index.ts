@@ -22,7 +22,13 @@ export { defineTool } from './define-tool.js';
 export { runDetached } from './detached.js';
 export { isToolError, ToolError, type ToolErrorOptions } from './errors.js';
 export { FAILURE_WITHHELD, MAX_FAILURE_CHARS, MAX_FAILURE_VALUES } from './failure-bound.js';
-export { type CallerIdentity, type IdentifyCaller, identifyCaller } from './identity.js';
+export {
+  type CallerIdentity,
+  type IdentifyCaller,
+  identifyCaller,
+  MAX_CLAIM_DEPTH,
+  nestedPast,
+} from './identity.js';
 export { incidentOfThrow, isIncidentId, newIncidentId } from './incident.js';
 export {
   createMemoryStore,
