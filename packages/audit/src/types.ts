@@ -22,7 +22,7 @@ export interface AuditRecord {
   /** The OAuth client id of the verified token. */
   clientId?: string;
   /**
-   * Core's caller identity id (`ctx.caller.id`): `sub:<issuer>|<subject>`, `client:<clientId>#<digest of
+   * Core's caller identity id (`ctx.caller.id`): `sub:<issuer>|<subject>` (`sub:<issuer>%T<tenant>|<subject>` with a tenant claim), `client:<clientId>#<digest of
    * the stable claims>`, `local`, `session:<id>` or `anonymous`. Tells apart two tokens of one client
    * whose claims differ.
    */

@@ -7,7 +7,8 @@ import type { ToolRequest } from './types.js';
 export interface CallerIdentity {
   /**
    * The stable key every per-caller key starts with: `sub:<issuer>|<subject>` (`%` and `|` of the issuer
-   * percent-encoded), `client:<clientId>#<digest>`,
+   * percent-encoded; `sub:<issuer>%T<tenant>|<subject>` when the token names a tenant, see
+   * `TENANT_CLAIMS`), `client:<clientId>#<digest>`,
    * `local` (a local transport: stdio, in-memory), `session:<id>` or `anonymous` (any other transport
    * without auth).
    */
@@ -47,12 +48,35 @@ const PERSON_CLAIMS = new Set([
   'login',
 ]);
 
+// Claims that name the organisation a token acts for, where one person (one issuer and subject) may
+// hold tokens for several: Auth0 Organizations (`org_id`, `org_name`), Microsoft Entra (`tid`), and the
+// common spellings of a tenant claim. The same person acting for two organisations is two callers: a
+// tool that reads the organisation from the token (rather than binding it) must never be answered from
+// the other organisation's cached result, idempotency record or rate budget.
+export const TENANT_CLAIMS: readonly string[] = Object.freeze([
+  'org_id',
+  'org_name',
+  'organization',
+  'organization_id',
+  'org',
+  'tid',
+  'tenant',
+  'tenant_id',
+  'tenantId',
+]);
+
+/**
+ * Marks where a subject id's tenant part starts: an issuer part never holds `%T` (its `%` is always
+ * written `%25`), and the tenant part's own `%` and `|` are percent-encoded like the issuer's.
+ */
+const TENANT_MARK = '%T';
+
 const LOCAL: CallerIdentity = Object.freeze({ id: 'local', kind: 'local' });
 const ANONYMOUS: CallerIdentity = Object.freeze({ id: 'anonymous', kind: 'anonymous' });
 
 /**
  * Core's identity rule. With a verified token: issuer + subject when there is a subject that names
- * someone (stable across refreshes); otherwise the client id plus a digest of the token's stable claims,
+ * someone (stable across refreshes), plus the token's tenant claims when it has any (`TENANT_CLAIMS`); otherwise the client id plus a digest of the token's stable claims,
  * scopes and resource, so two tokens that differ in a meaningful claim never share an identity, and of
  * the token itself unless a person claim (`PERSON_CLAIMS`) singles out who holds it. A claim nested
  * past 32 levels of arrays and objects is not digested (it is written as a mark) and the token itself
@@ -106,9 +130,10 @@ function deriveIdentity(auth: AuthInfo): CallerIdentity {
         ? undefined
         : canonicalJson(iss);
   const clientId = auth.clientId || undefined;
-  if (subject !== undefined) {
+  const tenant = subject === undefined ? undefined : tenantOf(extra);
+  if (subject !== undefined && tenant !== TOO_DEEP) {
     return Object.freeze({
-      id: `sub:${iss != null && typeof iss !== 'string' ? NOT_STRING_ISSUER : ''}${issuerPart(issuer)}|${subject}`,
+      id: `sub:${iss != null && typeof iss !== 'string' ? NOT_STRING_ISSUER : ''}${issuerPart(issuer)}${tenant === undefined ? '' : `${TENANT_MARK}${escapePart(tenant)}`}|${subject}`,
       kind: 'subject',
       subject,
       ...(issuer === undefined ? {} : { issuer }),
@@ -243,5 +268,26 @@ export function ownClaim(extra: Readonly<Record<string, unknown>>, name: string)
  */
 function issuerPart(issuer: string | undefined): string {
   if (issuer === undefined) return '';
-  return /[%|]/.test(issuer) ? issuer.replaceAll('%', '%25').replaceAll('|', '%7C') : issuer;
+  return escapePart(issuer);
+}
+
+function escapePart(text: string): string {
+  return /[%|]/.test(text) ? text.replaceAll('%', '%25').replaceAll('|', '%7C') : text;
+}
+
+/**
+ * The token's tenant claims (`TENANT_CLAIMS`, own claims that are not null) as canonical JSON, or
+ * undefined when it holds none (the subject id then reads as it always did), or TOO_DEEP when one is
+ * nested past MAX_CLAIM_DEPTH (the token is then a `client:` caller, its token in the digest).
+ */
+function tenantOf(extra: Readonly<Record<string, unknown>>): string | undefined {
+  let tenant: Record<string, unknown> | undefined;
+  for (const claim of TENANT_CLAIMS) {
+    const value = ownClaim(extra, claim);
+    if (value == null) continue;
+    if (typeof value === 'object' && nestedPast(value, MAX_CLAIM_DEPTH)) return TOO_DEEP;
+    tenant ??= Object.create(null) as Record<string, unknown>;
+    tenant[claim] = value;
+  }
+  return tenant === undefined ? undefined : canonicalJson(tenant);
 }

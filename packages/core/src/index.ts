@@ -28,6 +28,7 @@ export {
   identifyCaller,
   MAX_CLAIM_DEPTH,
   nestedPast,
+  TENANT_CLAIMS,
 } from './identity.js';
 export { incidentOfThrow, isIncidentId, newIncidentId } from './incident.js';
 export {
