@@ -40,6 +40,13 @@ export interface FieldProbe {
   readonly extending: readonly boolean[];
   /** Per run: whether its variant filled a field the input left empty (`[]`, `{}`, absent). */
   readonly filling: readonly boolean[];
+  /** Per run: whether its variant wrote each of the field's strings `x` (nothing of the model's text left). */
+  readonly clean?: readonly boolean[];
+  /**
+   * The field's texts in the real input (`fieldTexts`): its strings when `values`, and the keys of
+   * its records; read only when a dash element is judged against them (`dashMayLeadFrom`).
+   */
+  readonly texts?: (values: boolean) => readonly string[];
   /**
    * For a number field: `-` and its value, an element a declaration may write itself (`` `-${input.n}` ``);
    * a probe of the number that changes it to no number (`all` for 0) is no evidence against it.
@@ -230,6 +237,12 @@ interface Evidence {
   readonly aligned: readonly AlignedProbe[];
   /** Fields holding a dash that no lined-up probe changed to a dashless form: any dash element may be theirs. */
   readonly unsettled: readonly UnsettledLeaf[];
+  /**
+   * Fields whose text no lined-up probe replaced whole (every `x` run threw or built another number
+   * of entries), with the texts a dash may still have come from: every probe that lined up kept their
+   * white space and punctuation, which a declaration may turn into `-` (`dashMayLeadFrom`).
+   */
+  readonly open: ReadonlyArray<{ readonly path: string; readonly texts: () => readonly string[] }>;
 }
 
 function evidenceOf(entries: readonly ArgEntry[], probes: ArgProbes): Evidence {
@@ -237,10 +250,14 @@ function evidenceOf(entries: readonly ArgEntry[], probes: ArgProbes): Evidence {
     Array.isArray(run) && run.length === entries.length;
   const aligned: AlignedProbe[] = [];
   const unsettled: UnsettledLeaf[] = [];
+  const open: Array<{ path: string; texts: () => readonly string[] }> = [];
   for (const field of probes.fields ?? []) {
     let settled = lines(probes.filled) && field.dash?.key !== true;
+    // The filled probe writes every string `x` (keys stay).
+    let cleared = lines(probes.filled);
     field.runs.forEach((run, index) => {
       if (!lines(run)) return;
+      if (field.clean?.[index] === true) cleared = true;
       aligned.push({
         entries: run,
         path: field.path,
@@ -253,12 +270,14 @@ function evidenceOf(entries: readonly ArgEntry[], probes: ArgProbes): Evidence {
     if (!settled && field.dash !== undefined) {
       unsettled.push({ ...field.dash, same: lines(field.same) ? field.same : undefined });
     }
+    const texts = field.texts;
+    if (texts !== undefined) open.push({ path: field.path, texts: () => texts(!cleared) });
   }
   // After the fields' own probes, so a refusal names the field when one is to blame.
   for (const run of [probes.filled, probes.dashless]) {
     if (lines(run)) aligned.push({ entries: run, path: undefined, extending: true, filling: false });
   }
-  return { aligned, unsettled };
+  return { aligned, unsettled, open };
 }
 
 function textOf(entry: ArgEntry | undefined): string | undefined {
@@ -300,7 +319,53 @@ function modelLedDash(element: string, index: number, evidence: Evidence): strin
     if (leaf.same !== undefined && textOf(leaf.same[index]) === element) continue;
     return leaf.path;
   }
+  // No probe showed the dash to be the model's, but none that lined up replaced every text it may have
+  // come from either: fail closed where such a text holds the element's words after a character a
+  // transform may have turned into the dash.
+  for (const field of evidence.open) {
+    if (dashMayLeadFrom(element, field.texts())) return field.path;
+  }
   return undefined;
+}
+
+/** Words of an element or a text: runs of letters and digits, lower-cased. */
+const WORD = /[\p{L}\p{N}]+/gu;
+const WORD_CHARACTER = /[\p{L}\p{N}]/u;
+/** How many of an element's words `dashMayLeadFrom` compares. */
+const COMPARED_WORDS = 16;
+
+/**
+ * Whether `element` (starting with `-`) may be one of `texts` after a transform that turned the
+ * character before its words into the dash (`' o/tmp/x'` slugged to `-o/tmp/x`, `'.hidden'` to
+ * `-hidden`): a text holds, right after a character that is neither a letter nor a digit, the
+ * element's first word, and then its next words (case aside, whatever separates them) until the text
+ * or the element ends. A declaration's own flag (`--format`) is refused too when such a text holds its
+ * name so (`json format`): the probes cannot tell the two apart there.
+ */
+function dashMayLeadFrom(element: string, texts: readonly string[]): boolean {
+  const words = element.toLowerCase().match(WORD)?.slice(0, COMPARED_WORDS);
+  if (words === undefined) return false;
+  const first = words[0]!;
+  for (const text of texts) {
+    const lower = text.toLowerCase();
+    for (let at = lower.indexOf(first, 1); at !== -1; at = lower.indexOf(first, at + 1)) {
+      if (WORD_CHARACTER.test(lower[at - 1]!) || WORD_CHARACTER.test(lower[at + first.length] ?? ''))
+        continue;
+      WORD.lastIndex = at;
+      let matched = 0;
+      let ended = false;
+      while (matched < words.length) {
+        const word = WORD.exec(lower);
+        ended = word === null;
+        if (word === null || word[0] !== words[matched]) break;
+        matched += 1;
+      }
+      WORD.lastIndex = 0;
+      // Every word of the element, or every word the text has from there (the element holds more).
+      if (matched === words.length || (ended && matched > 0)) return true;
+    }
+  }
+  return false;
 }
 
 /**
@@ -735,6 +800,8 @@ interface Variant {
   readonly settles: boolean;
   readonly extending: boolean;
   readonly filling: boolean;
+  /** Every string of the field written `x`. */
+  readonly clean: boolean;
 }
 
 const CHANGES: ReadonlyArray<{ change: Change; settles: boolean; extending: boolean }> = [
@@ -876,13 +943,40 @@ function dashLeafOf(field: Field, input: unknown): DashLeaf | undefined {
   return undefined;
 }
 
+/**
+ * The texts a field holds in `input`: its strings when `values` (a leaf's, or every one beneath an
+ * opaque field), and the keys of its records (a `keys` field's, an opaque field's), which no probe
+ * replaces when they start with a letter or digit.
+ */
+function fieldTexts(field: Field, input: unknown, values: boolean): string[] {
+  const texts: string[] = [];
+  const walk = (node: unknown, depth: number, deep: boolean): void => {
+    if (typeof node === 'string') {
+      if (values) texts.push(node);
+      return;
+    }
+    if (typeof node !== 'object' || node === null || depth > MAX_INPUT_DEPTH) return;
+    if (!Array.isArray(node) && (deep || field.kind === 'keys')) texts.push(...Object.keys(node));
+    if (deep) for (const child of Object.values(node)) walk(child, depth + 1, true);
+  };
+  if (field.kind === 'fill') return texts;
+  for (const { node } of nodesAt(input, field.segments)) walk(node, 0, field.kind === 'opaque');
+  return texts;
+}
+
 /** The probe inputs of a field (`CHANGES`, each only when it changes something), then its fill. */
 function fieldVariants(field: Field, input: unknown, unbounded: number): Variant[] {
   const variants: Variant[] = [];
   // Within the schema's bound (a declaration may loop over a count it bounds); a million in a value of unknown shape.
   const large = Math.min(unbounded, field.kind === 'opaque' ? 1e6 : (field.maximum ?? unbounded));
-  const add = (value: unknown, settles: boolean, extending: boolean, filling: boolean): void => {
-    if (value !== input) variants.push({ value, settles, extending, filling });
+  const add = (
+    value: unknown,
+    settles: boolean,
+    extending: boolean,
+    filling: boolean,
+    clean = false,
+  ): void => {
+    if (value !== input) variants.push({ value, settles, extending, filling, clean });
   };
   for (const { change, settles, extending } of CHANGES) {
     if (field.kind === 'leaf') {
@@ -891,6 +985,7 @@ function fieldVariants(field: Field, input: unknown, unbounded: number): Variant
         settles,
         extending,
         false,
+        change === 'x',
       );
     } else if (field.kind === 'opaque') {
       add(
@@ -898,6 +993,7 @@ function fieldVariants(field: Field, input: unknown, unbounded: number): Variant
         settles,
         extending,
         false,
+        change === 'x',
       );
     } else if (field.kind === 'keys' && (change === 'x' || change === 'neutral')) {
       add(
@@ -950,11 +1046,13 @@ export function probeDeclaration(
     const settling: boolean[] = [];
     const extending: boolean[] = [];
     const filling: boolean[] = [];
+    const clean: boolean[] = [];
     for (const variant of fieldVariants(field, input, large)) {
       runs.push(run(variant.value));
       settling.push(variant.settles);
       extending.push(variant.extending);
       filling.push(variant.filling);
+      clean.push(variant.clean);
     }
     const dash = dashLeafOf(field, input);
     let same: ProbeRun | undefined;
@@ -976,6 +1074,8 @@ export function probeDeclaration(
       settling,
       extending,
       filling,
+      clean,
+      texts: (values) => fieldTexts(field, input, values),
       ...(ownDash === undefined ? {} : { ownDash }),
       ...(dash === undefined ? {} : { dash }),
       ...(same === undefined ? {} : { same }),

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { createSecretKeyMatcher, redactSecretsInText } from '@toolgate/core';
+import { type EdgeForm, edgeForm, edgeFragmentRanges } from './cut-fragments.js';
 import { scrubHexDumps, secretRanges } from './hex-dumps.js';
 
 // Portable variable names only: `=` or NUL in a name would rewrite another variable.
@@ -140,10 +141,70 @@ export function secretValuesOf(
         values.add(value);
         for (const form of quotedForms(value)) values.add(form);
         values.add(JSON.stringify(value).slice(1, -1));
+        for (const form of reshapedForms(value)) values.add(form);
       }
     }
   }
   return Object.freeze([...values].sort((a, b) => b.length - a.length));
+}
+
+/**
+ * The forms of `value` that programs reshaping their input print, each a fixed text searched like the
+ * value: reversed (`rev`, `tac -rs ''`), and base64 (`base64`, `openssl base64`, also the URL-safe
+ * alphabet) and base32 (`base32`, `basenc --base32hex`) of its UTF-8 at each alignment (3 for base64,
+ * 5 for base32: where the value starts in the encoded input), the characters that only the value's
+ * bits decide (those shared with a neighbouring byte differ with it). A value of 6 bytes still gives 6
+ * characters or more each. The encoders' line breaks (76 columns) are read by `scrubBrokenLines`.
+ */
+function reshapedForms(value: string): string[] {
+  const forms = [[...value].reverse().join('')];
+  const bytes = Buffer.from(value);
+  for (let offset = 0; offset < 3; offset += 1) {
+    const base64 = alignedForm(
+      Buffer.concat([Buffer.alloc(offset), bytes]).toString('base64'),
+      6,
+      offset,
+      bytes.length,
+    );
+    forms.push(base64, base64.replaceAll('+', '-').replaceAll('/', '_'));
+  }
+  for (let offset = 0; offset < 5; offset += 1) {
+    const padded = Buffer.concat([Buffer.alloc(offset), bytes]);
+    forms.push(
+      alignedForm(base32(padded, BASE32), 5, offset, bytes.length),
+      alignedForm(base32(padded, BASE32_HEX), 5, offset, bytes.length),
+    );
+  }
+  return forms.filter((form) => form.length >= MIN_SECRET_VALUE && form !== value);
+}
+
+const BASE32 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+const BASE32_HEX = '0123456789ABCDEFGHIJKLMNOPQRSTUV';
+
+/** `bytes` in base32 (RFC 4648) with `alphabet`, without padding. */
+function base32(bytes: Buffer, alphabet: string): string {
+  let text = '';
+  let bits = 0;
+  let held = 0;
+  for (const byte of bytes) {
+    held = ((held << 8) | byte) & 0xffff;
+    bits += 8;
+    while (bits >= 5) {
+      bits -= 5;
+      text += alphabet[(held >> bits) & 31];
+    }
+  }
+  return bits > 0 ? text + alphabet[(held << (5 - bits)) & 31] : text;
+}
+
+/**
+ * The characters of `encoded` (`width` bits each) that only the value's bits decide: the value starts
+ * `offset` bytes into the encoded input and is `length` bytes long.
+ */
+function alignedForm(encoded: string, width: number, offset: number, length: number): string {
+  const first = Math.ceil((offset * 8) / width);
+  const last = Math.floor(((offset + length) * 8) / width);
+  return encoded.slice(first, last);
 }
 
 /**
@@ -253,9 +314,14 @@ export function scrubOutput(
   cutEnd = false,
 ): string {
   let scrubbed = stripTerminalControls(text);
-  if (scrubbed !== text && (cutStart || cutEnd) && secretValues.length > 0) {
+  const known = secretValues.length > 0;
+  if (scrubbed !== text && (cutStart || cutEnd) && known) {
     scrubbed = dropCutSecrets(scrubbed, secretValues, cutStart, cutEnd);
   }
+  const derived = known ? derivedForms(secretValues) : undefined;
+  // A program that cuts its own output (`head -c`, `tail -c`) leaves a value's beginning at the end, or
+  // its end at the start: a part of `MIN_CUT_FRAGMENT` characters or more goes, in each form below.
+  if (derived !== undefined) scrubbed = replaceRanges(scrubbed, edgeFragmentRanges(scrubbed, derived.edges));
   // Before the dumps: a UTF-16 run is no dump, and its NULs hide a secret from everything after.
   if (scrubbed.includes('\0')) scrubbed = scrubUtf16Runs(scrubbed, secretValues);
   // Before the values and patterns: one of them found in a dump's text column would leave its hex.
@@ -263,10 +329,95 @@ export function scrubOutput(
   for (const value of secretValues) {
     if (scrubbed.includes(value)) scrubbed = scrubbed.replaceAll(value, '[REDACTED]');
   }
-  if (secretValues.length > 0 && ESCAPE.test(scrubbed)) {
+  if (derived === undefined) return redactSecretsInText(scrubbed);
+  if (ESCAPE.test(scrubbed)) {
     scrubbed = replaceRanges(scrubbed, escapedValueRanges(scrubbed, secretValues));
   }
+  scrubbed = scrubBrokenLines(scrubbed, secretValues);
+  scrubbed = scrubFoldedCase(scrubbed, derived.folded);
   return redactSecretsInText(scrubbed);
+}
+
+/** Values at least this long are also found in any ASCII case (`dd conv=ucase`, `tr a-z A-Z`). */
+const MIN_FOLDED_VALUE = 8;
+
+/** What `scrubOutput` derives from a list of values, once per list (a tool's is built at definition). */
+interface DerivedForms {
+  /** Each form whose cut parts are replaced at the output's ends, with the length such a part needs. */
+  readonly edges: readonly EdgeForm[];
+  /** The values of `MIN_FOLDED_VALUE` characters or more that hold an ASCII letter, lower-cased. */
+  readonly folded: readonly string[];
+}
+
+const derivedCache = new WeakMap<readonly string[], DerivedForms>();
+
+function derivedForms(secretValues: readonly string[]): DerivedForms {
+  let derived = derivedCache.get(secretValues);
+  if (derived !== undefined) return derived;
+  const edges: EdgeForm[] = [];
+  for (const value of secretValues) {
+    edges.push(edgeForm(value, 1));
+    // As a file in UTF-16 or UTF-32 shows it, either byte order (see `scrubUtf16Runs`).
+    if (/[\u0100-\uffff]/.test(value)) continue;
+    const chars = [...value.replace(/[\u0080-\u00ff]/g, '\ufffd')];
+    for (const nuls of ['\0', '\0\0\0']) {
+      edges.push(edgeForm(chars.map((char) => char + nuls).join(''), nuls.length + 1));
+      edges.push(edgeForm(chars.map((char) => nuls + char).join(''), nuls.length + 1));
+    }
+  }
+  const folded = secretValues
+    .filter((value) => value.length >= MIN_FOLDED_VALUE && /[A-Za-z]/.test(value))
+    .map((value) => value.toLowerCase());
+  derived = { edges, folded: [...new Set(folded)] };
+  derivedCache.set(secretValues, derived);
+  return derived;
+}
+
+const LINE_BREAKS = /\r?\n/g;
+
+/**
+ * `text` with each known value that shows only once its line breaks (`\n`, `\r\n`) are removed
+ * replaced, breaks included: `fold -w5` prints a value five characters a line, `base64` wraps its
+ * encoding at 76 columns. Output with line breaks costs one copy without them and a search for each
+ * value; the map back to the text is built only when one is found.
+ */
+function scrubBrokenLines(text: string, secretValues: readonly string[]): string {
+  if (!text.includes('\n')) return text;
+  const joined = text.replace(LINE_BREAKS, '');
+  if (!secretValues.some((value) => value.length > 1 && joined.includes(value))) return text;
+  const origin = new Uint32Array(joined.length);
+  let length = 0;
+  for (let index = 0; index < text.length; index += 1) {
+    const code = text.charCodeAt(index);
+    if (code === 0x0a || (code === 0x0d && text.charCodeAt(index + 1) === 0x0a)) continue;
+    origin[length++] = index;
+  }
+  const ranges: Array<[number, number]> = [];
+  for (const value of secretValues) {
+    if (value.length < 2) continue;
+    for (let at = joined.indexOf(value); at !== -1; at = joined.indexOf(value, at + value.length)) {
+      ranges.push([origin[at]!, origin[at + value.length - 1]! + 1]);
+    }
+  }
+  return replaceRanges(text, ranges);
+}
+
+/**
+ * `text` with each of `folded` (long values, lower-cased) found in another case replaced: one
+ * lower-cased copy of the output and a search for each value. A text whose lower case changes its
+ * length (a few characters past ASCII, `İ`) is searched in a copy with only ASCII lower-cased.
+ */
+function scrubFoldedCase(text: string, folded: readonly string[]): string {
+  if (folded.length === 0) return text;
+  let lower = text.toLowerCase();
+  if (lower.length !== text.length) lower = text.replace(/[A-Z]+/g, (upper) => upper.toLowerCase());
+  const ranges: Array<[number, number]> = [];
+  for (const value of folded) {
+    for (let at = lower.indexOf(value); at !== -1; at = lower.indexOf(value, at + value.length)) {
+      ranges.push([at, at + value.length]);
+    }
+  }
+  return replaceRanges(text, ranges);
 }
 
 /** `text` with each of `ranges` (sorted or not, overlapping or not) replaced by one `[REDACTED]` a run. */
@@ -629,7 +780,11 @@ function scrubUtf16Runs(text: string, secretValues: readonly string[]): string {
   const values = secretValues.flatMap((value) => {
     // As the run shows them (see above); a value with a character past U+00FF breaks a run.
     const seen = value.replace(/[\u0080-\u00ff]/g, '\ufffd');
-    return /[\u0100-\uffff]/.test(value) ? [] : seen === value ? [value] : [value, seen];
+    if (/[\u0100-\uffff]/.test(value)) return [];
+    // UTF-32 (`iconv -t UTF-32LE`) reads as UTF-16 with a NUL after (or before) each character: the
+    // value with NULs between its characters, found in the view of either byte order.
+    const wide = [...seen].join('\0');
+    return seen === value ? [value, wide] : [value, seen, wide];
   });
   const ranges: Array<[number, number]> = [];
   for (const [from, to] of secretRanges(shown, values)) {

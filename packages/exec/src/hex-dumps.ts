@@ -1,4 +1,5 @@
 import { REDACTED, SECRET_PATTERNS } from '@toolgate/core';
+import { type EdgeForm, edgeForm, edgeFragmentRanges } from './cut-fragments.js';
 
 /**
  * Hex dumps in program output, scrubbed by what they encode. `xxd`, `hexdump -C`, `od` and their kin
@@ -113,10 +114,15 @@ export function scrubHexDumps(text: string, secretValues: readonly string[]): st
   let copied = 0;
   // The values as the decoded bytes hold them: their UTF-8, one character a byte.
   const values = secretValues.map((value) => Buffer.from(value).toString('latin1'));
+  let edges: EdgeForm[] | undefined;
   for (const dump of dumps) {
     if (dump.to === dump.from) continue;
     const decoded = bytes.toString('latin1', dump.from, dump.to);
     const found = secretRanges(decoded, values);
+    // A dump of a model-chosen length (`xxd -l`, `od -N`, `hexdump -n`) may end inside a value, or
+    // start inside one (`xxd -s`): a part of one at either end of its bytes goes too.
+    edges ??= values.map((value) => edgeForm(value, 1));
+    found.push(...edgeFragmentRanges(decoded, edges));
     // Words are read little-endian; `od --endian=big` (or a big-endian machine) prints them the other
     // way round, each word's bytes in the same line: those are searched as well.
     if (dump.kind === 'words') found.push(...secretRanges(swapWords(text, dump, decoded), values));

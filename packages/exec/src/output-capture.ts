@@ -10,7 +10,7 @@ const ESCAPED_UNIT_BYTES = 12;
 /**
  * Collects one output stream: keeps the first `limit` bytes, a rolling tail of the last `tailBytes`,
  * and the total written, plus a few bytes past each cut to tell whether it splits a character or one
- * of `secretValues` (as written, in UTF-16 either way round, or written with escapes). Memory stays
+ * of `secretValues` (as written, in UTF-16 or UTF-32 either way round, or written with escapes). Memory stays
  * bounded however much the program writes.
  */
 export class OutputCapture {
@@ -49,10 +49,13 @@ export class OutputCapture {
         .filter((secret) => secret.some((byte) => byte >= 0x80))
         .map((secret) => secret.toString('latin1')),
     ];
-    // A file in UTF-16 printed as it is holds a value as UTF-16 (`p\0a\0...`, `\0p\0a...`).
+    // A file in UTF-16 printed as it is holds a value as UTF-16 (`p\0a\0...`, `\0p\0a...`), one in
+    // UTF-32 as UTF-32 (`p\0\0\0a...`, `\0\0\0p...`).
     const utf16 = this.values.flatMap((value) => {
       const little = Buffer.from(value, 'utf16le');
-      return [little, Buffer.from(little).swap16()];
+      const wide = Buffer.alloc(little.length * 2);
+      for (let unit = 0; unit < little.length; unit += 2) little.copy(wide, unit * 2, unit, unit + 2);
+      return [little, Buffer.from(little).swap16(), wide, Buffer.from(wide).swap32()];
     });
     this.secrets = [...written, ...utf16];
     this.margin = Math.max(3, ...this.values.map((value) => value.length * ESCAPED_UNIT_BYTES));

@@ -1,11 +1,24 @@
-import { closeSync, openSync, readFileSync, readSync, type Stats, statSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import {
+  closeSync,
+  existsSync,
+  openSync,
+  readFileSync,
+  readSync,
+  realpathSync,
+  type Stats,
+  statSync,
+} from 'node:fs';
 import path from 'node:path';
 import type { RunAs } from './types.js';
 
 // Node's spawn takes an int32 uid and gid.
 const MAX_ID = 2 ** 31 - 1;
 const EXECUTE = 0o1;
+const WRITE = 0o2;
 const READ = 0o4;
+const SET_ID = 0o6000;
+const STICKY = 0o1000;
 // Linux capability bits (linux/capability.h).
 const CAP_SETGID = 6n;
 const CAP_SETUID = 7n;
@@ -37,6 +50,11 @@ export function resolveRunAs(
   if (uid === 0) throw new TypeError('exec: runAs.uid 0 is root; name an unprivileged user of its own');
   if (gid === 0)
     throw new TypeError("exec: runAs.gid 0 is root's group; name an unprivileged group of its own");
+  if (gid === process.getegid?.()) {
+    throw new TypeError(
+      `exec: runAs.gid ${gid} is the server's own group, which reads what the server's files let that group read; name a group of its own`,
+    );
+  }
   if (process.platform === 'win32') throw new TypeError('exec: runAs is not supported on Windows');
   if (uid === process.geteuid?.()) {
     throw new TypeError(
@@ -51,7 +69,7 @@ export function resolveRunAs(
   }
   const checked = Object.freeze({ uid, gid });
   const who = `runAs (uid ${uid}, gid ${gid})`;
-  const commandProblem = unusable(command, checked, true);
+  const commandProblem = unusable(command, checked, true) ?? unsafe(command, checked, 'it');
   if (commandProblem !== undefined) {
     throw new TypeError(`exec: command ${command} cannot be run by ${who}: ${commandProblem}`);
   }
@@ -121,6 +139,95 @@ function unusable(target: string, runAs: Readonly<RunAs>, command: boolean): str
   if (isScript(target) && !permits(stats, runAs, READ))
     return 'it may not read it (a #! script, which its interpreter opens)';
   return undefined;
+}
+
+/**
+ * Why running `command` as the user would not confine the program to that user's rights, or undefined:
+ * a set-user-ID or set-group-ID file or one with file capabilities (the kernel gives the program its
+ * owner's rights or those capabilities: a setuid-root `cat` reads `/proc/<server pid>/environ` again),
+ * or a file the user could change (it owns it, may write it, or may replace it in a directory on its
+ * way), so that a tool writing where the model says could rewrite the pinned program. A `#!` script's
+ * interpreter is held to the same (an interpreter named through `/usr/bin/env` is looked up in PATH at
+ * each run and is not checked).
+ */
+function unsafe(command: string, runAs: Readonly<RunAs>, what: string): string | undefined {
+  const stats = statSync(command);
+  if ((stats.mode & SET_ID) !== 0) {
+    return `${what} is set-user-ID or set-group-ID (${command}), so it would run with its owner's rights, not the user's`;
+  }
+  const capabilities = fileCapabilities(command, stats);
+  if (capabilities !== undefined) {
+    return `${what} has file capabilities (${command}: ${capabilities}), so it would run with them, not as the user alone`;
+  }
+  if (changeableBy(stats, runAs))
+    return `${what} can be changed by that user (${command}): a call could rewrite it`;
+  for (let dir = path.dirname(command); ; dir = path.dirname(dir)) {
+    const dirStats = statSync(dir);
+    // A sticky directory (/tmp) lets a user replace only its own entries, and those are refused above.
+    if (changeableBy(dirStats, runAs) && (dirStats.mode & STICKY) === 0) {
+      return `that user can replace files in ${dir}, on the way to ${command}`;
+    }
+    if (path.dirname(dir) === dir) break;
+  }
+  if (what === 'it' && isScript(command)) {
+    const interpreter = interpreterOf(command);
+    if (interpreter !== undefined) return unsafe(interpreter, runAs, 'its #! interpreter');
+  }
+  return undefined;
+}
+
+/** Owned by the user (who may chmod it), or writable by it as the kernel judges the mode bits. */
+function changeableBy(stats: Stats, runAs: Readonly<RunAs>): boolean {
+  return stats.uid === runAs.uid || permits(stats, runAs, WRITE);
+}
+
+/** A script's `#!` interpreter as a real path, or undefined (not absolute, or not there). */
+function interpreterOf(script: string): string | undefined {
+  const head = Buffer.alloc(256);
+  let fd: number | undefined;
+  let read = 0;
+  try {
+    fd = openSync(script, 'r');
+    read = readSync(fd, head, 0, head.length, 0);
+  } catch {
+    return undefined;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+  const line = head.subarray(2, read).toString('latin1').split('\n', 1)[0] ?? '';
+  const named = line.trim().split(/[ \t]+/, 1)[0] ?? '';
+  if (!named.startsWith('/')) return undefined;
+  try {
+    return realpathSync(named);
+  } catch {
+    return undefined;
+  }
+}
+
+// getcap's answers by file (device, inode and change time: setting capabilities changes the ctime), so
+// safeExec, which checks at every call, runs it once per file.
+const capabilitiesSeen = new Map<string, string | undefined>();
+const GETCAP = ['/usr/sbin/getcap', '/sbin/getcap', '/usr/bin/getcap', '/bin/getcap'];
+
+/**
+ * The file's capabilities as getcap (libcap) prints them, or undefined when it has none. Node cannot
+ * read the `security.capability` attribute itself: without getcap installed, none are found (README).
+ */
+function fileCapabilities(file: string, stats: Stats): string | undefined {
+  if (process.platform !== 'linux') return undefined;
+  const key = `${stats.dev}:${stats.ino}:${stats.ctimeMs}`;
+  if (capabilitiesSeen.has(key)) return capabilitiesSeen.get(key);
+  const getcap = GETCAP.find((candidate) => existsSync(candidate));
+  let found: string | undefined;
+  if (getcap !== undefined) {
+    const run = spawnSync(getcap, [file], { encoding: 'utf8', timeout: 5_000, env: {} });
+    const out = (run.stdout ?? '').trim();
+    // `<file> cap_x=ep` (libcap 2.4x), `<file> = cap_x+ep` (older).
+    if (out.startsWith(file)) found = out.slice(file.length).replace(/^\s*=?\s*/, '') || undefined;
+  }
+  if (capabilitiesSeen.size >= 1024) capabilitiesSeen.clear();
+  capabilitiesSeen.set(key, found);
+  return found;
 }
 
 function permits(stats: Stats, runAs: Readonly<RunAs>, bit: number): boolean {

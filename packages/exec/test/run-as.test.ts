@@ -1,10 +1,10 @@
 // runAs: the program runs as another user, with that user's group alone. Programs really start as
 // `nobody` here, so these tests need root (CI runs as root); elsewhere they say why they did not run.
 import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expectFailure, recordingLogger, type TestClient } from '@toolgate/core/testing';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import * as z from 'zod';
 import { type ExecToolOptions, execTool, type RunAs, safeExec, value } from '../src/index.js';
 import {
@@ -272,16 +272,113 @@ if (cannotSwitch !== undefined) {
       );
     });
 
-    it('accepts a command and cwd the user owns, by the owner bits', () => {
+    it('accepts a cwd the user owns, with a command it cannot change', () => {
       const own = path.join(sandbox, 'own');
       mkdirSync(own);
       chmodSync(own, 0o700);
-      const script = path.join(own, 'tool.sh');
-      writeFileSync(script, '#!/bin/sh\nid -u\n');
-      chmodSync(script, 0o500);
       chownSync(own, NOBODY.uid, NOBODY.gid);
-      chownSync(script, NOBODY.uid, NOBODY.gid);
+      const script = path.join(sandbox, 'root-tool.sh');
+      writeFileSync(script, '#!/bin/sh\nid -u\n');
+      chmodSync(script, 0o755);
       expect(() => define(NOBODY, { command: script, cwd: own })).not.toThrow();
+    });
+
+    // Red team R (session 38): a command the user could change was accepted, so a second tool that
+    // writes where the model says (tee, cp) running as the same user rewrote the "pinned" program.
+    it('refuses a command the user owns, may write, or may replace in a directory on its way', () => {
+      const who = 'runAs (uid 65534, gid 65534)';
+      const owned = path.join(sandbox, 'owned.sh');
+      writeFileSync(owned, '#!/bin/sh\nid -u\n');
+      chmodSync(owned, 0o500);
+      chownSync(owned, NOBODY.uid, NOBODY.gid);
+      expect(() => define(NOBODY, { command: owned })).toThrow(
+        new TypeError(
+          `exec: command ${owned} cannot be run by ${who}: it can be changed by that user (${owned}): a call could rewrite it`,
+        ),
+      );
+      const groupWritable = path.join(sandbox, 'group-writable.sh');
+      writeFileSync(groupWritable, '#!/bin/sh\nid -u\n');
+      chownSync(groupWritable, 0, NOBODY.gid);
+      chmodSync(groupWritable, 0o775);
+      expect(() => define(NOBODY, { command: groupWritable })).toThrow(/it can be changed by that user/);
+      const theirs = path.join(sandbox, 'theirs');
+      mkdirSync(theirs);
+      chmodSync(theirs, 0o755);
+      chownSync(theirs, NOBODY.uid, NOBODY.gid);
+      const inside = path.join(theirs, 'tool.sh');
+      writeFileSync(inside, '#!/bin/sh\nid -u\n');
+      chmodSync(inside, 0o755);
+      expect(() => define(NOBODY, { command: inside })).toThrow(
+        new TypeError(
+          `exec: command ${inside} cannot be run by ${who}: that user can replace files in ${theirs}, on the way to ${inside}`,
+        ),
+      );
+    });
+
+    it('refuses a script whose #! interpreter the user may change', () => {
+      const interpreter = path.join(sandbox, 'their-sh');
+      writeFileSync(interpreter, readFileSync('/bin/sh'));
+      chmodSync(interpreter, 0o755);
+      chownSync(interpreter, NOBODY.uid, NOBODY.gid);
+      const script = path.join(sandbox, 'via-their-sh.sh');
+      writeFileSync(script, `#!${interpreter} -e\nid -u\n`);
+      chmodSync(script, 0o755);
+      expect(() => define(NOBODY, { command: script })).toThrow(
+        new TypeError(
+          `exec: command ${script} cannot be run by runAs (uid 65534, gid 65534): its #! interpreter can be changed by that user (${interpreter}): a call could rewrite it`,
+        ),
+      );
+    });
+
+    // Red team R (session 38): a setuid-root (or capability-holding) program run as the user reads
+    // /proc/<server pid>/environ again: the kernel gives it its owner's rights.
+    it('refuses a set-user-ID or set-group-ID command', () => {
+      for (const mode of [0o4755, 0o2755]) {
+        const copy = path.join(sandbox, `cat-${mode.toString(8)}`);
+        writeFileSync(copy, readFileSync('/usr/bin/cat'));
+        chmodSync(copy, mode);
+        expect(() => define(NOBODY, { command: copy })).toThrow(
+          new TypeError(
+            `exec: command ${copy} cannot be run by runAs (uid 65534, gid 65534): it is set-user-ID or set-group-ID (${copy}), so it would run with its owner's rights, not the user's`,
+          ),
+        );
+      }
+    });
+
+    const SETCAP = ['/usr/sbin/setcap', '/sbin/setcap'].find((file) => existsSync(file));
+    const GETCAP = ['/usr/sbin/getcap', '/sbin/getcap'].find((file) => existsSync(file));
+    it.runIf(SETCAP !== undefined && GETCAP !== undefined)(
+      'refuses a command with file capabilities (needs libcap setcap and getcap)',
+      () => {
+        const copy = path.join(sandbox, 'cat-with-capabilities');
+        writeFileSync(copy, readFileSync('/usr/bin/cat'));
+        chmodSync(copy, 0o755);
+        expect(() => define(NOBODY, { command: copy })).not.toThrow();
+        const set = spawnSync(SETCAP!, ['cap_dac_read_search+ep', copy], { encoding: 'utf8' });
+        expect(set.status, set.stderr).toBe(0);
+        expect(() => define(NOBODY, { command: copy })).toThrow(
+          /^exec: command .*cat-with-capabilities cannot be run by runAs \(uid 65534, gid 65534\): it has file capabilities \(.*cat-with-capabilities: cap_dac_read_search[=+]ep\), so it would run with them, not as the user alone$/,
+        );
+      },
+    );
+    if (SETCAP === undefined || GETCAP === undefined) {
+      reportCannotRun(
+        'refuses a command with file capabilities',
+        'setcap or getcap (libcap2-bin) is not installed',
+      );
+    }
+
+    it("refuses the server's own group", () => {
+      const egid = vi.spyOn(process, 'getegid').mockReturnValue(4242);
+      try {
+        expect(() => define({ uid: NOBODY.uid, gid: 4242 })).toThrow(
+          new TypeError(
+            "exec: runAs.gid 4242 is the server's own group, which reads what the server's files let that group read; name a group of its own",
+          ),
+        );
+      } finally {
+        egid.mockRestore();
+      }
     });
   });
 }
