@@ -43,6 +43,19 @@ export function capacityAnswer(toolName: string, capacity: number, retryAfterMs:
   );
 }
 
+// One caller holds its whole share of the capacity while other callers are about.
+export function callerCapacityAnswer(toolName: string, share: number, retryAfterMs: number): ToolResult {
+  return fail(
+    'rate_limited',
+    `You already have ${share} ${toolName} calls running, your share of the server's capacity.`,
+    {
+      hint: `Wait for one of your running calls to finish. Retry after ${retryAfterMs} ms.`,
+      retryable: true,
+      retryAfterMs,
+    },
+  );
+}
+
 export function timeoutAnswer(toolName: string, timeoutMs: number): ToolResult {
   return fail('timeout', `${toolName} did not finish within ${timeoutMs} ms and was cancelled.`);
 }

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import {
-  callerTag,
+  type CallerIdentity,
   createLogThrottle,
   type Logger,
   type LogThrottle,
@@ -12,15 +12,16 @@ import {
 import CircuitBreaker from 'opossum';
 import {
   CAPACITY_RETRY_AFTER_MS,
+  callerCapacityAnswer,
   cancelledAnswer,
   capacityAnswer,
   openAnswer,
   probingAnswer,
   timeoutAnswer,
 } from './answers.js';
-import { CallerLedger } from './callers.js';
+import { CallerLedger, identityTag } from './callers.js';
 import { type Verdict, verdictOfResult, verdictOfThrow } from './classify.js';
-import { type CallOwner, type Ending, GuardedCall } from './deadline.js';
+import { type CallOwner, type Ending, GuardedCall, type SlotHolder } from './deadline.js';
 import { DeadlineQueue } from './deadline-queue.js';
 import type { CircuitEvents } from './events.js';
 import type { ResolvedSettings } from './settings.js';
@@ -35,6 +36,14 @@ interface Report {
 type Transition = 'open' | 'half-open' | 'close';
 
 const BY = 'circuit-breaker';
+
+/** Most callers whose slot counts a breaker keeps; past it, those holding no slot are dropped. */
+const MAX_HOLDERS = 1024;
+
+/** The slots one caller holds, keyed by its identity. */
+interface Holder extends SlotHolder {
+  readonly id: string;
+}
 
 // opossum's action: it only replays an outcome that already happened (see DependencyBreaker).
 const replay = (report: Report): Promise<Report> =>
@@ -93,6 +102,29 @@ export class DependencyBreaker implements CallOwner {
   #reporting: Report | undefined;
   /** Which callers the failures come from; undefined when `isolateCallers` is off. */
   readonly #callers: CallerLedger | undefined;
+  /** Window rotations so far, the clock of "another caller is about" (closing empties the window without moving it). */
+  #rotations = 0;
+  /** Set while closing empties the window: those rotations are no passing time. */
+  #emptying = false;
+  /** Slots one caller may hold while another caller is about (`callerShare` of `capacity`). */
+  readonly #callerSlots: number;
+  /** Slots held per caller identity. */
+  readonly #holders = new Map<string, Holder>();
+  // The caller of the last call (by reference) and its holder: a steady caller costs one comparison.
+  #lastCaller: CallerIdentity | undefined;
+  #lastHolder: Holder | undefined;
+  // The identity of the last call, and the last other identity before it with the rotation it was last
+  // seen at: another caller is about while that rotation is within the window.
+  #seenId: string | undefined;
+  #seenAt = 0;
+  #otherId: string | undefined;
+  #otherAt = 0;
+  /**
+   * The caller whose probe last ended without a success, and until when (performance.now()) it may not
+   * take the next probe while another caller is about: the probe goes to someone else.
+   */
+  #barredId: string | undefined;
+  #barredUntil = 0;
   readonly #totals: BreakerStats['totals'] = {
     successes: 0,
     failures: 0,
@@ -116,6 +148,7 @@ export class DependencyBreaker implements CallOwner {
     this.#callers = settings.isolateCallers
       ? new CallerLedger(settings.rollingCountBuckets, settings.minFailingCallers)
       : undefined;
+    this.#callerSlots = Math.max(1, Math.ceil(settings.capacity * settings.callerShare));
     // A fresh options object per breaker: opossum's constructor writes its defaults into the one it gets.
     this.#opossum = new CircuitBreaker(replay, {
       name,
@@ -138,7 +171,13 @@ export class DependencyBreaker implements CallOwner {
     // After opossum's own rotate listener (added in its constructor), which starts a new bucket.
     this.#rotator.on('rotate', () => {
       this.#bucket = undefined;
+      // Closing empties the window at once: that is no time passing. Rotating the ledger (or the
+      // presence clock) there aged out the very success that closed the breaker, so the next failures of
+      // one caller opened it for everyone again.
+      if (this.#emptying) return;
+      this.#rotations += 1;
       this.#callers?.rotate();
+      if (this.#holders.size > 1) this.#dropIdleHolders();
     });
     this.#opossum.on('failure', (_error, _latency, args) => {
       this.#reporting = args[0];
@@ -156,12 +195,22 @@ export class DependencyBreaker implements CallOwner {
 
   run(ctx: ToolContext, next: NextFn): Promise<ToolResult> {
     const breaker = this.#opossum;
+    // Who is calling: one reference comparison for the caller of the last call.
+    if (ctx.caller !== this.#lastCaller) this.#noteCaller(ctx.caller);
+    this.#seenAt = this.#rotations;
     let probe = false;
     if (!breaker.closed) {
       if (!breaker.halfOpen || this.#probing) return Promise.resolve(this.#shortCircuit(ctx));
       // Every slot is held by a call that began before the breaker opened (a dependency that swallows
       // requests): the outage goes on, so say so rather than "at capacity, retry in a second".
       if (this.#inFlight >= this.settings.capacity) return Promise.resolve(this.#shortCircuit(ctx, true));
+      // The last probe was this caller's and did not succeed (cancelled, a mistake, a failure): the next
+      // one goes to another caller, so that no caller can hold the breaker half-open or open by taking
+      // every probe. A caller alone probes again as before.
+      if (this.#barredId === this.#seenId && this.#othersAbout()) {
+        const barredMs = this.#barredUntil - performance.now();
+        if (barredMs > 0) return Promise.resolve(this.#shortCircuit(ctx, false, Math.ceil(barredMs)));
+      }
       probe = true;
     }
     // Nothing per call unless some caller is refused on its own (see CallerLedger).
@@ -171,17 +220,25 @@ export class DependencyBreaker implements CallOwner {
       if (retryAfterMs !== undefined) return Promise.resolve(this.#refuseCaller(ctx, retryAfterMs));
     }
     if (this.#inFlight >= this.settings.capacity) return Promise.resolve(this.#rejectCapacity(ctx));
+    const holder = this.#lastHolder as Holder;
+    // One caller's share: it cannot take every slot from callers who are about (nor hold them with
+    // slow calls it cancels, which count as nothing).
+    if (holder.held >= this.#callerSlots && this.#othersAbout()) {
+      return Promise.resolve(this.#rejectCapacity(ctx, true));
+    }
     if (probe) {
       this.#probing = true;
       this.#decide(ctx, 'half-open', 'probe call after the reset timeout');
     }
     this.#inFlight += 1;
-    return new GuardedCall(this, ctx, this.#deadlines, this.#generation, probe).run(next);
+    holder.held += 1;
+    return new GuardedCall(this, ctx, this.#deadlines, this.#generation, probe, holder).run(next);
   }
 
   /** A call's own work settled: its slot is free (CallOwner). */
-  release(): void {
+  release(call: GuardedCall): void {
     this.#inFlight -= 1;
+    call.holder.held -= 1;
   }
 
   /**
@@ -201,15 +258,19 @@ export class DependencyBreaker implements CallOwner {
 
   async #concludeCounted(call: GuardedCall, ending: Ending, value: unknown): Promise<ToolResult> {
     const { ctx, generation, probe } = call;
+    // Only a probe that succeeded leaves its caller free to take the next probe at once.
+    let verdict: Verdict = 'ignored';
     try {
       switch (ending) {
         case 'returned': {
           const result = value as ToolResult;
-          await this.#record(ctx, generation, verdictOfResult(result), probe);
+          verdict = verdictOfResult(result);
+          await this.#record(ctx, generation, verdict, probe);
           return result;
         }
         case 'threw':
-          await this.#record(ctx, generation, verdictOfThrow(value), probe);
+          verdict = verdictOfThrow(value);
+          await this.#record(ctx, generation, verdict, probe);
           throw value;
         case 'timed-out': {
           const timeoutMs = this.settings.timeout as number;
@@ -228,7 +289,55 @@ export class DependencyBreaker implements CallOwner {
       }
     } finally {
       // Only after the probe's outcome reached opossum, so no second probe slips in meanwhile.
-      if (probe) this.#probing = false;
+      if (probe) this.#endProbe(ctx, verdict === 'success');
+    }
+  }
+
+  /**
+   * The probe ended. One that did not succeed bars its caller from the next probe while another caller
+   * is about: for `resetTimeout` from now when the breaker is still half-open (a probe cancelled or
+   * answered with a model mistake), or through the whole next half-open period when it reopened.
+   */
+  #endProbe(ctx: ToolContext, succeeded: boolean): void {
+    this.#probing = false;
+    if (succeeded) {
+      this.#barredId = undefined;
+      return;
+    }
+    const { resetTimeout } = this.settings;
+    this.#barredId = ctx.caller.id;
+    this.#barredUntil = this.#opossum.opened
+      ? this.#openedAt + 2 * resetTimeout
+      : performance.now() + resetTimeout;
+  }
+
+  /** The call's caller differs from the last one (by reference): its identity and its slot holder. */
+  #noteCaller(caller: CallerIdentity): void {
+    const id = caller.id;
+    if (id !== this.#seenId) {
+      this.#otherId = this.#seenId;
+      this.#otherAt = this.#seenAt;
+      this.#seenId = id;
+    }
+    let holder = this.#holders.get(id);
+    if (holder === undefined) {
+      if (this.#holders.size >= MAX_HOLDERS) this.#dropIdleHolders();
+      holder = { id, held: 0 };
+      this.#holders.set(id, holder);
+    }
+    this.#lastCaller = caller;
+    this.#lastHolder = holder;
+  }
+
+  /** Whether a caller other than the current call's has called within the rolling window. */
+  #othersAbout(): boolean {
+    return this.#otherId !== undefined && this.#rotations - this.#otherAt < this.settings.rollingCountBuckets;
+  }
+
+  /** Forgets the callers that hold no slot (but the last one, whose holder is kept by reference). */
+  #dropIdleHolders(): void {
+    for (const [id, holder] of this.#holders) {
+      if (holder.held === 0 && holder !== this.#lastHolder) this.#holders.delete(id);
     }
   }
 
@@ -304,8 +413,8 @@ export class DependencyBreaker implements CallOwner {
       return;
     }
     const failed = verdict === 'failure';
-    // Failures of a closed breaker are weighed per caller (isolateCallers); a probe's are the dependency's.
-    const callers = failed && !probe && this.#opossum.closed ? this.#callers : undefined;
+    // Failures of a closed breaker and of the probe are weighed per caller (isolateCallers).
+    const callers = failed && (probe || this.#opossum.closed) ? this.#callers : undefined;
     if (callers?.refusing && callers.refusedFor(ctx, performance.now()) !== undefined) {
       // A call of a caller refused while it ran: its failure stays out of the window and the streak.
       this.#totals.failures += 1;
@@ -318,6 +427,21 @@ export class DependencyBreaker implements CallOwner {
       this.#totals.successes += 1;
       this.#consecutive = 0;
       this.#callers?.noteSuccess(ctx);
+    }
+    if (probe && callers !== undefined) {
+      // A failed probe would reopen the breaker for everyone. Weighed like any failure that would open
+      // it: when another caller succeeded within the window (or this caller's failures are already
+      // weighed as its own), it is this caller's, who alone is refused; the breaker stays half-open and
+      // the next call is the probe.
+      const route = callers.weighFailure(
+        ctx,
+        generation,
+        performance.now(),
+        this.settings.resetTimeout,
+        true,
+      );
+      if (route.to === 'open-caller') this.#openCaller(ctx, route.tag, route.again, true);
+      if (route.to !== 'shared') return;
     }
     const replayed = this.#opossum.fire({ ctx, failed });
     // A success of a closed breaker changes nothing and cannot reject; a failure may open the breaker
@@ -373,12 +497,14 @@ export class DependencyBreaker implements CallOwner {
   }
 
   /** One caller alone is refused from now: the decision, a throttled log line (its tag only) and the event. */
-  #openCaller(ctx: ToolContext, tag: string, again: boolean): void {
+  #openCaller(ctx: ToolContext, tag: string, again: boolean, probe = false): void {
     this.#totals.callerOpens += 1;
     const resetTimeoutMs = this.settings.resetTimeout;
     const reason = again
       ? "the caller's calls failed again after its reset period"
-      : "the failures that would open the breaker are one caller's, while other callers succeed";
+      : probe
+        ? "the probe call failed, but other callers succeeded within the window: the failure is this caller's"
+        : "the failures that would open the breaker are one caller's, while other callers succeed";
     this.#decide(ctx, 'open-caller', reason, { caller: tag, retryAfterMs: resetTimeoutMs });
     // A flood of callers each refused in turn would otherwise write a line apiece.
     this.#throttle('open-caller', (suppressed) =>
@@ -401,7 +527,7 @@ export class DependencyBreaker implements CallOwner {
 
   #refuseCaller(ctx: ToolContext, retryAfterMs: number): ToolResult {
     this.#totals.callerShortCircuits += 1;
-    const caller = callerTag(ctx);
+    const caller = identityTag(ctx.caller);
     this.#decide(
       ctx,
       'short-circuit',
@@ -459,8 +585,10 @@ export class DependencyBreaker implements CallOwner {
       this.#totals.closed += 1;
       // Start the closed breaker with an empty window (as Hystrix does): the failures that opened it
       // would otherwise reopen it at the first new failure.
+      this.#emptying = true;
       for (let bucket = 0; bucket < this.settings.rollingCountBuckets; bucket += 1)
         this.#rotator.emit('rotate');
+      this.#emptying = false;
       this.#throttle.flush();
       fields.openMs = Math.round(performance.now() - this.#outageStartedAt);
       fields.shortCircuits = this.#outageShortCircuits;
@@ -477,21 +605,26 @@ export class DependencyBreaker implements CallOwner {
     this.#emit(transition, ctx?.toolName);
   }
 
-  /** `noSlot`: half-open, but the probe finds every slot taken (see `run`). */
-  #shortCircuit(ctx: ToolContext, noSlot = false): ToolResult {
+  /**
+   * `noSlot`: half-open, but the probe finds every slot taken (see `run`). `barredMs`: half-open, but
+   * this caller's own last probe did not succeed and the next one is left to other callers for so long.
+   */
+  #shortCircuit(ctx: ToolContext, noSlot = false, barredMs?: number): ToolResult {
     const open = this.#opossum.opened;
     const retryAfterMs = open
       ? this.#retryAfterMs()
       : noSlot
         ? this.settings.resetTimeout
-        : this.#probeWaitMs();
+        : (barredMs ?? this.#probeWaitMs());
     this.#totals.shortCircuits += 1;
     this.#outageShortCircuits += 1;
     const reason = open
       ? 'breaker open'
       : noSlot
         ? 'half-open: every slot is held by a call still running'
-        : 'half-open: a probe call is in flight';
+        : barredMs !== undefined
+          ? "half-open: this caller's last probe did not succeed; the next probe is left to other callers"
+          : 'half-open: a probe call is in flight';
     this.#decide(ctx, 'short-circuit', reason, { state: open ? 'open' : 'half-open', retryAfterMs });
     this.#emit('short-circuit', ctx.toolName);
     return open || noSlot
@@ -499,7 +632,8 @@ export class DependencyBreaker implements CallOwner {
       : probingAnswer(ctx.toolName, retryAfterMs);
   }
 
-  #rejectCapacity(ctx: ToolContext): ToolResult {
+  /** `share`: the caller holds its whole share of the capacity while other callers are about. */
+  #rejectCapacity(ctx: ToolContext, share = false): ToolResult {
     this.#totals.capacityRejections += 1;
     // A slot frees when a call ends, at the latest when the oldest one hits its deadline.
     const untilDeadline = this.#deadlines?.untilOldestMs();
@@ -507,12 +641,25 @@ export class DependencyBreaker implements CallOwner {
       1,
       Math.min(CAPACITY_RETRY_AFTER_MS, untilDeadline ?? CAPACITY_RETRY_AFTER_MS),
     );
-    this.#decide(ctx, 'reject-capacity', `${this.settings.capacity} calls already in flight`, {
-      capacity: this.settings.capacity,
+    const { capacity } = this.settings;
+    if (share) {
+      const slots = this.#callerSlots;
+      const caller = identityTag(ctx.caller);
+      this.#decide(
+        ctx,
+        'reject-capacity',
+        `this caller already has ${slots} calls in flight, its share of ${capacity} while other callers are about`,
+        { capacity, callerCapacity: slots, caller, retryAfterMs },
+      );
+      this.#emit('reject-capacity', ctx.toolName, caller);
+      return callerCapacityAnswer(ctx.toolName, slots, retryAfterMs);
+    }
+    this.#decide(ctx, 'reject-capacity', `${capacity} calls already in flight`, {
+      capacity,
       retryAfterMs,
     });
     this.#emit('reject-capacity', ctx.toolName);
-    return capacityAnswer(ctx.toolName, this.settings.capacity, retryAfterMs);
+    return capacityAnswer(ctx.toolName, capacity, retryAfterMs);
   }
 
   /** Time until the reset timer lets a probe through. */

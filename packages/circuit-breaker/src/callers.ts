@@ -1,4 +1,22 @@
-import { callerScope, callerTag, type ToolContext } from '@toolgate/core';
+import { type CallerIdentity, callerTag, type ToolContext } from '@toolgate/core';
+
+const UNBOUND: Readonly<Record<string, unknown>> = Object.freeze({});
+let taggedId: string | undefined;
+let lastTag = '';
+
+/**
+ * core's `callerTag` of the caller's identity alone, whatever values the tool bound: the tag the same
+ * caller has on a tool that binds nothing. The breaker weighs and refuses callers by identity, so one
+ * person reaching a dependency through tools that bind different values is one caller, not several.
+ * The last one is kept: a server mostly sees one caller at a time.
+ */
+export function identityTag(caller: CallerIdentity): string {
+  if (caller.id !== taggedId) {
+    lastTag = callerTag({ caller, bindings: UNBOUND });
+    taggedId = caller.id;
+  }
+  return lastTag;
+}
 
 /**
  * Most callers whose failures one breaker remembers (about 100 bytes each). Past it, the least recently
@@ -32,10 +50,12 @@ const SHARED: FailureRoute = Object.freeze({ to: 'shared' });
 const REFUSED: FailureRoute = Object.freeze({ to: 'refused-caller' });
 
 /**
- * Which callers a breaker's failures come from, and which callers it refuses on their own. Callers are
- * keyed by core's `callerTag` (identity plus bindings, digested: the raw scope is never held as a key
- * nor logged). Successes are tracked without a lookup: the last successful caller and the last one
- * before it that differs, compared by reference first, so a steady caller costs two comparisons.
+ * Which callers a breaker's failures come from, and which callers it refuses on their own. A caller is
+ * its identity (core's `CallerIdentity` id), not identity plus bindings: one person calling two tools of
+ * one dependency that bind different values is one failing caller, refused on both. Records are keyed
+ * by `identityTag` (digested: the raw identity is never held as a key nor logged). Successes are tracked
+ * without a lookup: the last successful caller and the last one before it that differs, compared by
+ * reference first, so a steady caller costs one comparison.
  */
 export class CallerLedger {
   readonly #records = new Map<string, CallerRecord>();
@@ -48,9 +68,8 @@ export class CallerLedger {
   #flagged = 0;
   /** The latest `openUntil` of any caller; 0 when none is refused (the per-call check reads only this). */
   #refusingUntil = 0;
-  // The last successful caller (by reference, and its scope) and the last one before it with another scope.
+  // The last successful caller (by reference, and its id) and the last one before it with another id.
   #okCaller: unknown;
-  #okBindings: unknown;
   #okScope: string | undefined;
   #okRotation = 0;
   #otherScope: string | undefined;
@@ -85,7 +104,7 @@ export class CallerLedger {
    * like anyone's, not refused at once.
    */
   noteSuccess(ctx: ToolContext): void {
-    if (ctx.caller !== this.#okCaller || ctx.bindings !== this.#okBindings) this.#noteCaller(ctx);
+    if (ctx.caller !== this.#okCaller) this.#noteCaller(ctx);
     this.#okRotation = this.#rotations;
     // Only while some caller is refused or on probation: a steady caller otherwise pays no lookup.
     if (this.#flagged !== 0) this.#endProbation(ctx);
@@ -97,7 +116,7 @@ export class CallerLedger {
       this.#refusingUntil = 0;
       return undefined;
     }
-    const record = this.#records.get(callerTag(ctx));
+    const record = this.#records.get(identityTag(ctx.caller));
     if (record === undefined || record.openUntil <= now) return undefined;
     return Math.max(1, Math.ceil(record.openUntil - now));
   }
@@ -115,14 +134,14 @@ export class CallerLedger {
     resetTimeout: number,
     trips: boolean,
   ): FailureRoute {
-    const tag = callerTag(ctx);
+    const tag = identityTag(ctx.caller);
     const record = this.#touch(tag, generation, now);
     if (record.openUntil > now) return REFUSED;
     record.failures += 1;
     // On probation (refused before, within the window): its next failure refuses it again at once.
     const again = record.openUntil !== 0;
     if (!again && !trips) return SHARED;
-    if (!this.#othersSucceeded(callerScope(ctx))) return SHARED;
+    if (!this.#othersSucceeded(ctx.caller.id)) return SHARED;
     if (!again && this.#failingCallers(tag, generation, now) >= this.#minFailingCallers) return SHARED;
     const failures = record.failures;
     record.failures = 0;
@@ -139,19 +158,18 @@ export class CallerLedger {
   }
 
   #noteCaller(ctx: ToolContext): void {
-    const scope = callerScope(ctx);
+    const scope = ctx.caller.id;
     if (scope !== this.#okScope) {
       this.#otherScope = this.#okScope;
       this.#otherRotation = this.#okRotation;
       this.#okScope = scope;
     }
     this.#okCaller = ctx.caller;
-    this.#okBindings = ctx.bindings;
   }
 
   /** Ends the probation of `ctx`'s caller, if it is on probation (not while it is still refused). */
   #endProbation(ctx: ToolContext): void {
-    const record = this.#records.get(callerTag(ctx));
+    const record = this.#records.get(identityTag(ctx.caller));
     if (record === undefined || record.openUntil === 0 || record.openUntil > performance.now()) return;
     this.#setOpen(record, 0);
   }

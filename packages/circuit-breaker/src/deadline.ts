@@ -11,13 +11,18 @@ import {
 } from '@toolgate/core';
 import type { DeadlineEntry, DeadlineQueue } from './deadline-queue.js';
 
+/** The capacity slots one caller holds in one breaker. */
+export interface SlotHolder {
+  held: number;
+}
+
 /** How the wait for the rest of the chain ended. */
 export type Ending = 'returned' | 'threw' | 'timed-out' | 'cancelled';
 
 /** What a GuardedCall reports to: the breaker that counts its outcome. */
 export interface CallOwner {
   /** The chain's work itself settled (which may be after the wait ended): its slot is free. */
-  release(): void;
+  release(call: GuardedCall): void;
   /**
    * Called once, when the wait ends: `value` is the result (`returned`) or the error (`threw`).
    * Returns the call's answer.
@@ -52,6 +57,8 @@ export class GuardedCall implements DeadlineEntry, SignalSource {
   readonly generation: number;
   /** The half-open breaker's probe call. */
   readonly probe: boolean;
+  /** The count of slots its caller holds, which this call adds to until its work settles. */
+  readonly holder: SlotHolder;
   deadline = 0;
   prev: DeadlineEntry | undefined = undefined;
   next: DeadlineEntry | undefined = undefined;
@@ -83,6 +90,7 @@ export class GuardedCall implements DeadlineEntry, SignalSource {
     deadlines: DeadlineQueue | undefined,
     generation: number,
     probe: boolean,
+    holder: SlotHolder,
   ) {
     this.#owner = owner;
     this.ctx = ctx;
@@ -90,13 +98,14 @@ export class GuardedCall implements DeadlineEntry, SignalSource {
     this.#deadlines = deadlines;
     this.generation = generation;
     this.probe = probe;
+    this.holder = holder;
   }
 
   /** Runs `next()` and answers with what the owner concludes. */
   run(next: NextFn): Promise<ToolResult> {
     const outer = this.#outer;
     if (outer.aborted) {
-      this.#owner.release();
+      this.#owner.release(this);
       this.#done = true;
       return Promise.resolve(this.#conclude('cancelled', undefined));
     }
@@ -158,7 +167,7 @@ export class GuardedCall implements DeadlineEntry, SignalSource {
   }
 
   #settle(ending: Ending, value: unknown): void {
-    this.#owner.release();
+    this.#owner.release(this);
     // The chain settled in time: a signal nobody read inside it is the caller's again. Middleware
     // outside the breaker that reads `ctx.signal` afterwards (most check `aborted` once the chain
     // returns) then gets the caller's signal instead of forcing a new AbortController per call.

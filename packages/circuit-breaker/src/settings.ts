@@ -11,6 +11,7 @@ export interface ResolvedSettings {
   readonly rollingCountBuckets: number;
   readonly resetTimeout: number;
   readonly capacity: number;
+  readonly callerShare: number;
   readonly isolateCallers: boolean;
   readonly minFailingCallers: number;
 }
@@ -19,8 +20,9 @@ export interface ResolvedSettings {
  * Defaults for a tool server: a deadline under the SDK client's 60 s request timeout, five failures
  * in a row to open (a dead dependency trips it within a handful of calls), a window long enough for an
  * agent's call rate, a volume threshold, because opossum's default of 0 lets a single failure
- * open the breaker on the rate rule, and failures of one caller alone, while others succeed, refusing
- * that caller rather than everyone.
+ * open the breaker on the rate rule, failures of one caller alone, while others succeed, refusing
+ * that caller rather than everyone, and one caller holding at most half the capacity while another is
+ * about.
  */
 export const CIRCUIT_BREAKER_DEFAULTS: ResolvedSettings = Object.freeze({
   timeout: 30_000,
@@ -31,6 +33,7 @@ export const CIRCUIT_BREAKER_DEFAULTS: ResolvedSettings = Object.freeze({
   rollingCountBuckets: 12,
   resetTimeout: 30_000,
   capacity: 32,
+  callerShare: 0.5,
   isolateCallers: true,
   minFailingCallers: 2,
 });
@@ -63,6 +66,7 @@ const SETTING_KEYS = [
   'rollingCountBuckets',
   'resetTimeout',
   'capacity',
+  'callerShare',
   'isolateCallers',
   'minFailingCallers',
 ] as const;
@@ -177,6 +181,10 @@ function checkSettings(settings: Readonly<ResolvedSettings>, where: string): voi
   const capacity = settings.capacity;
   if (!(capacity === Number.POSITIVE_INFINITY || (Number.isInteger(capacity) && capacity >= 1))) {
     fail('capacity', 'an integer of at least 1, or Infinity');
+  }
+  const share = settings.callerShare;
+  if (!(typeof share === 'number' && share > 0 && share <= 1)) {
+    fail('callerShare', 'a number above 0 and at most 1 (1: one caller may take the whole capacity)');
   }
   if (typeof settings.isolateCallers !== 'boolean') fail('isolateCallers', 'true or false');
   if (!(Number.isInteger(settings.minFailingCallers) && settings.minFailingCallers >= 2)) {

@@ -34,8 +34,16 @@ export interface BreakerSettings {
    */
   capacity?: number;
   /**
+   * The part of `capacity` one caller (core's `CallerIdentity` id) may hold while another caller has
+   * called this breaker within the rolling window: `ceil(capacity × callerShare)` calls, at least 1. Its
+   * next call is answered `rate_limited` (never counted); other callers are not affected. A caller alone
+   * (stdio's `local`, or nobody else within the window) may still use the whole capacity. `1` turns it off.
+   * @default 0.5
+   */
+  callerShare?: number;
+  /**
    * When the breaker would open but the failures in question come from one caller (core's
-   * `callerScope`: identity plus bound values) while another caller succeeded within the window, the
+   * `CallerIdentity` id, whatever values its tools bind) while another caller succeeded within the window, the
    * dependency evidently works: that caller alone is refused (`unavailable`) for `resetTimeout`, and its
    * failures leave the window. With one caller only (stdio), failures of several callers, or no success
    * of anyone else, the breaker opens for everyone as before. `false` always opens for everyone.

@@ -21,6 +21,7 @@ describe('createCircuitBreaker options', () => {
       rollingCountBuckets: 12,
       resetTimeout: 30_000,
       capacity: 32,
+      callerShare: 0.5,
       isolateCallers: true,
       minFailingCallers: 2,
     });
@@ -98,7 +99,7 @@ describe('createCircuitBreaker options', () => {
   it('refuses an unknown per-tool option, naming the tool and what a tool may set', () => {
     expect(refused({ tools: { track_shipment: { timeoutMs: 5_000 } as never } })).toThrow(
       new TypeError(
-        'createCircuitBreaker: tools.track_shipment has unknown option(s) timeoutMs; a tool may set timeout, consecutiveFailures, errorThresholdPercentage, volumeThreshold, rollingCountTimeout, rollingCountBuckets, resetTimeout, capacity, isolateCallers, minFailingCallers, dependency',
+        'createCircuitBreaker: tools.track_shipment has unknown option(s) timeoutMs; a tool may set timeout, consecutiveFailures, errorThresholdPercentage, volumeThreshold, rollingCountTimeout, rollingCountBuckets, resetTimeout, capacity, callerShare, isolateCallers, minFailingCallers, dependency',
       ),
     );
     expect(refused({ dependency: 'db' } as never)).toThrow(
