@@ -42,11 +42,15 @@ export interface FieldProbe {
   readonly filling: readonly boolean[];
   /** Per run: whether its variant wrote each of the field's strings `x` (nothing of the model's text left). */
   readonly clean?: readonly boolean[];
+  /** Whether the field holds keys of records in the real input (no `x` probe renames one led by a letter). */
+  readonly keyed?: () => boolean;
   /**
-   * The field's texts in the real input (`fieldTexts`): its strings when `values`, and the keys of
-   * its records; read only when a dash element is judged against them (`dashMayLeadFrom`).
+   * The declaration's run with every letter and digit of the field changed, its punctuation kept
+   * (`movedOf`); run only when a dash element is judged against it (`modelLedDash`), once.
    */
-  readonly texts?: (values: boolean) => readonly string[];
+  readonly moved?: () => ProbeRun | typeof NOTHING_MOVED;
+  /** The declaration's run with only the field's digits changed (`renumberedOf`), run once when asked. */
+  readonly renumbered?: () => ProbeRun;
   /**
    * For a number field: `-` and its value, an element a declaration may write itself (`` `-${input.n}` ``);
    * a probe of the number that changes it to no number (`all` for 0) is no evidence against it.
@@ -57,6 +61,9 @@ export interface FieldProbe {
   readonly same?: ProbeRun;
 }
 
+/** `FieldProbe.moved` of a field with no letter or digit to change. */
+export const NOTHING_MOVED = Symbol('nothing moved');
+
 /** The declaration's answers for the probe inputs of a call (`probeDeclaration`). */
 export interface ArgProbes {
   /** Every string `x`, every number 1 (`probeInputOf`). */
@@ -65,6 +72,8 @@ export interface ArgProbes {
   readonly dashless?: ProbeRun;
   /** Each field of the input changed alone, the rest real. */
   readonly fields?: readonly FieldProbe[];
+  /** The declaration's source text (`String(args)`): a literal it holds is its own (`modelLedDash`). */
+  readonly source?: string;
 }
 
 /**
@@ -239,10 +248,29 @@ interface Evidence {
   readonly unsettled: readonly UnsettledLeaf[];
   /**
    * Fields whose text no lined-up probe replaced whole (every `x` run threw or built another number
-   * of entries), with the texts a dash may still have come from: every probe that lined up kept their
-   * white space and punctuation, which a declaration may turn into `-` (`dashMayLeadFrom`).
+   * of entries, or the field holds record keys, which no `x` probe renames when a letter leads them):
+   * every probe that lined up kept their white space and punctuation, which a declaration may turn
+   * into `-` after splitting, parsing or decoding the text (`modelLedDash`).
    */
-  readonly open: ReadonlyArray<{ readonly path: string; readonly texts: () => readonly string[] }>;
+  readonly open: readonly OpenField[];
+  readonly source: string | undefined;
+}
+
+/** A field no lined-up probe replaced whole (`Evidence.open`). */
+interface OpenField {
+  readonly path: string;
+  /** A lined-up probe wrote every string of the field `x`: only its keys are open. */
+  readonly cleared: boolean;
+  readonly keyed: () => boolean;
+  /** Whether the field holds a letter or digit (`movedOf` changes something). */
+  readonly lettered: () => boolean;
+  /** The runs that did not throw with every letter and digit of the field changed (`x`, moved). */
+  readonly changed: () => ReadonlyArray<readonly ArgEntry[]>;
+  /**
+   * When no such run could be made: every other probe run that did not throw, the field's run with
+   * only its digits changed (`renumberedOf`, which keeps a date a date) among them.
+   */
+  readonly others: () => ReadonlyArray<readonly ArgEntry[]>;
 }
 
 function evidenceOf(entries: readonly ArgEntry[], probes: ArgProbes): Evidence {
@@ -250,7 +278,9 @@ function evidenceOf(entries: readonly ArgEntry[], probes: ArgProbes): Evidence {
     Array.isArray(run) && run.length === entries.length;
   const aligned: AlignedProbe[] = [];
   const unsettled: UnsettledLeaf[] = [];
-  const open: Array<{ path: string; texts: () => readonly string[] }> = [];
+  const open: OpenField[] = [];
+  const succeeded = (run: ProbeRun): run is readonly ArgEntry[] => Array.isArray(run);
+  const everyRun = [probes.filled, probes.dashless, ...(probes.fields ?? []).flatMap((field) => field.runs)];
   for (const field of probes.fields ?? []) {
     let settled = lines(probes.filled) && field.dash?.key !== true;
     // The filled probe writes every string `x` (keys stay).
@@ -270,14 +300,28 @@ function evidenceOf(entries: readonly ArgEntry[], probes: ArgProbes): Evidence {
     if (!settled && field.dash !== undefined) {
       unsettled.push({ ...field.dash, same: lines(field.same) ? field.same : undefined });
     }
-    const texts = field.texts;
-    if (texts !== undefined) open.push({ path: field.path, texts: () => texts(!cleared) });
+    const { keyed, moved } = field;
+    if (keyed === undefined || moved === undefined) continue;
+    open.push({
+      path: field.path,
+      cleared,
+      keyed,
+      lettered: () => moved() !== NOTHING_MOVED,
+      changed: () => {
+        const first = moved();
+        const runs: ProbeRun[] = first === NOTHING_MOVED ? [] : [first];
+        // `x` runs rename no key a letter leads: for keys, only the moved run changed every letter.
+        if (!keyed()) runs.push(...field.runs.filter((_, index) => field.clean?.[index] === true));
+        return runs.filter(succeeded);
+      },
+      others: () => [field.renumbered?.(), ...everyRun].filter(succeeded),
+    });
   }
   // After the fields' own probes, so a refusal names the field when one is to blame.
   for (const run of [probes.filled, probes.dashless]) {
     if (lines(run)) aligned.push({ entries: run, path: undefined, extending: true, filling: false });
   }
-  return { aligned, unsettled, open };
+  return { aligned, unsettled, open, source: probes.source };
 }
 
 function textOf(entry: ArgEntry | undefined): string | undefined {
@@ -320,52 +364,133 @@ function modelLedDash(element: string, index: number, evidence: Evidence): strin
     return leaf.path;
   }
   // No probe showed the dash to be the model's, but none that lined up replaced every text it may have
-  // come from either: fail closed where such a text holds the element's words after a character a
-  // transform may have turned into the dash.
+  // come from either (a text split into entries, parsed, decoded, normalised): the element is the
+  // declaration's own only where a run with the field's letters and digits changed holds it too. A
+  // constant flag does; an element made of the model's text (`-o/tmp/x` from `' o/tmp/x'`, `'\u006f'`,
+  // `'%6F'`, `'ö'`, `'ｏ'`) comes out changed.
+  // A literal of the declaration's own source (`input.sort === 'desc' ? ['--reverse'] : []`).
+  if (evidence.open.length > 0 && evidence.source?.includes(element)) return undefined;
   for (const field of evidence.open) {
-    if (dashMayLeadFrom(element, field.texts())) return field.path;
+    if (field.cleared && !field.keyed()) continue;
+    // A field with no letter or digit (`[]`, punctuation alone) gives the element none of its own.
+    if (!field.lettered()) continue;
+    const changed = field.changed();
+    // No such run could be made (each threw: a date, a strict format): any other probe run that did not
+    // throw; none, and every dash element is refused.
+    const runs = changed.length > 0 ? changed : field.others();
+    if (!runs.some((run) => holdsOwn(run, element))) return field.path;
   }
   return undefined;
 }
 
-/** Words of an element or a text: runs of letters and digits, lower-cased. */
-const WORD = /[\p{L}\p{N}]+/gu;
-const WORD_CHARACTER = /[\p{L}\p{N}]/u;
-/** How many of an element's words `dashMayLeadFrom` compares. */
-const COMPARED_WORDS = 16;
+/**
+ * Whether a run holds `element` itself, or the same option with another inline value: the same long
+ * option up to its `=` (`--since=${day}` run with another day), the same short option or cluster with
+ * text behind it (`-f${keys}`, `-nri${pattern}`), so the element's tail is that option's value.
+ */
+function holdsOwn(run: readonly ArgEntry[], element: string): boolean {
+  return run.some((entry) => {
+    const text = textOf(entry);
+    if (text === undefined) return false;
+    if (text === element) return true;
+    let common = 0;
+    while (common < text.length && text[common] === element[common]) common += 1;
+    if (common === text.length || common === element.length) return false;
+    const shared = element.slice(0, common);
+    return element.startsWith('--')
+      ? /^--[^=]*[\p{L}\p{N}][^=]*=/u.test(shared)
+      : /^-[\p{L}\p{N}]/u.test(shared);
+  });
+}
+
+const LETTERS_AND_DIGITS = /[\p{L}\p{N}]/gu;
+/** JSON keys read as names a declaration looks up (`JSON.parse(spec).name`): kept by `movedOf`. */
+const LOOKED_UP_KEY = /^[a-z][A-Za-z0-9]*$/;
 
 /**
- * Whether `element` (starting with `-`) may be one of `texts` after a transform that turned the
- * character before its words into the dash (`' o/tmp/x'` slugged to `-o/tmp/x`, `'.hidden'` to
- * `-hidden`): a text holds, right after a character that is neither a letter nor a digit, the
- * element's first word, and then its next words (case aside, whatever separates them) until the text
- * or the element ends. A declaration's own flag (`--format`) is refused too when such a text holds its
- * name so (`json format`): the probes cannot tell the two apart there.
+ * An ASCII letter or digit moved to a neighbour that stays a hex digit when it was one (`%2F` to
+ * `%3E`, `\x6f` to `\y7e`): `0`-`8` up, `9` down, `a`-`e` up, `f` down, `g`-`y` up, `z` down.
  */
-function dashMayLeadFrom(element: string, texts: readonly string[]): boolean {
-  const words = element.toLowerCase().match(WORD)?.slice(0, COMPARED_WORDS);
-  if (words === undefined) return false;
-  const first = words[0]!;
-  for (const text of texts) {
-    const lower = text.toLowerCase();
-    for (let at = lower.indexOf(first, 1); at !== -1; at = lower.indexOf(first, at + 1)) {
-      if (WORD_CHARACTER.test(lower[at - 1]!) || WORD_CHARACTER.test(lower[at + first.length] ?? ''))
-        continue;
-      WORD.lastIndex = at;
-      let matched = 0;
-      let ended = false;
-      while (matched < words.length) {
-        const word = WORD.exec(lower);
-        ended = word === null;
-        if (word === null || word[0] !== words[matched]) break;
-        matched += 1;
-      }
-      WORD.lastIndex = 0;
-      // Every word of the element, or every word the text has from there (the element holds more).
-      if (matched === words.length || (ended && matched > 0)) return true;
+function moveAscii(character: string): string {
+  const code = character.charCodeAt(0);
+  return /[9fFzZ]/.test(character) ? String.fromCharCode(code - 1) : String.fromCharCode(code + 1);
+}
+
+/**
+ * A letter or digit changed so that a decoder or normaliser does not give it back: an ASCII one moved
+ * (`moveAscii`), another one through the ASCII letter or digit it decomposes to (`ö`, `ｏ` to `p`), or
+ * to the code point next to it (`ø` to `ù`).
+ */
+function moveCharacter(character: string): string {
+  if (character.length === 1 && /[A-Za-z0-9]/.test(character)) return moveAscii(character);
+  const base = character.normalize('NFKD').charAt(0);
+  if (/[A-Za-z0-9]/.test(base)) return moveAscii(base);
+  return String.fromCodePoint(character.codePointAt(0)! ^ 1);
+}
+
+/**
+ * A text with every letter and digit changed and its punctuation kept, so a declaration that splits,
+ * decodes or normalises it still can; a JSON object or array has its string values and numbers changed
+ * and its keys too, but a key spelled like a name the declaration looks up (`LOOKED_UP_KEY`).
+ */
+function movedText(text: string): string {
+  if (/^\s*[[{]/.test(text)) {
+    try {
+      return JSON.stringify(movedDeep(JSON.parse(text) as unknown, true));
+    } catch {
+      // Not JSON: moved as text.
     }
   }
-  return false;
+  return text.replace(LETTERS_AND_DIGITS, moveCharacter);
+}
+
+/** A text, number or (deep) value with every letter and digit changed (`movedText`); keys too unless `lookups` keeps them. */
+function movedDeep(node: unknown, lookups: boolean, depth = 0): unknown {
+  if (typeof node === 'string') return movedText(node);
+  if (typeof node === 'number' || typeof node === 'bigint') return sameFormOf(node) ?? node;
+  if (typeof node !== 'object' || node === null || depth > MAX_INPUT_DEPTH) return node;
+  if (Array.isArray(node)) return node.map((item) => movedDeep(item, lookups, depth + 1));
+  return Object.fromEntries(
+    Object.entries(node).map(([key, child]) => [
+      lookups && LOOKED_UP_KEY.test(key) ? key : movedText(key),
+      movedDeep(child, lookups, depth + 1),
+    ]),
+  );
+}
+
+/**
+ * A text with each run of digits changed to another of its width that any date or time field takes
+ * (`01` or `02`, `1` or `2`, `1026` for `2026`), its letters kept: evidence only where every run with
+ * the letters changed threw (`modelLedDash`).
+ */
+function renumberedOf(node: unknown): unknown {
+  if (typeof node !== 'string') return node;
+  return node.replace(/\d+/g, (digits) => {
+    const first = digits[0] === '1' ? '2' : '1';
+    return digits.length === 2 ? `0${first}` : `${first}${digits.slice(1)}`;
+  });
+}
+
+/** The input with every letter and digit of a field changed (`movedText`): its texts, numbers and keys. */
+function movedOf(field: Field, input: unknown): unknown {
+  switch (field.kind) {
+    case 'leaf':
+      return mapAt(input, field.segments, (node) =>
+        typeof node === 'string' || typeof node === 'number' || typeof node === 'bigint'
+          ? movedDeep(node, false)
+          : node,
+      );
+    case 'keys':
+      return mapAt(input, field.segments, (node) =>
+        isRecord(node)
+          ? Object.fromEntries(Object.entries(node).map(([key, child]) => [movedText(key), child]))
+          : node,
+      );
+    case 'opaque':
+      return mapAt(input, field.segments, (node) => movedDeep(node, true));
+    default:
+      return input;
+  }
 }
 
 /**
@@ -943,25 +1068,15 @@ function dashLeafOf(field: Field, input: unknown): DashLeaf | undefined {
   return undefined;
 }
 
-/**
- * The texts a field holds in `input`: its strings when `values` (a leaf's, or every one beneath an
- * opaque field), and the keys of its records (a `keys` field's, an opaque field's), which no probe
- * replaces when they start with a letter or digit.
- */
-function fieldTexts(field: Field, input: unknown, values: boolean): string[] {
-  const texts: string[] = [];
-  const walk = (node: unknown, depth: number, deep: boolean): void => {
-    if (typeof node === 'string') {
-      if (values) texts.push(node);
-      return;
-    }
-    if (typeof node !== 'object' || node === null || depth > MAX_INPUT_DEPTH) return;
-    if (!Array.isArray(node) && (deep || field.kind === 'keys')) texts.push(...Object.keys(node));
-    if (deep) for (const child of Object.values(node)) walk(child, depth + 1, true);
+/** Whether a field holds keys of records in `input`: a `keys` field's, or any beneath an opaque field. */
+function holdsKeys(field: Field, input: unknown): boolean {
+  const walk = (node: unknown, depth: number): boolean => {
+    if (typeof node !== 'object' || node === null || depth > MAX_INPUT_DEPTH) return false;
+    if (!Array.isArray(node) && Object.keys(node).length > 0) return true;
+    return field.kind === 'opaque' && Object.values(node).some((child) => walk(child, depth + 1));
   };
-  if (field.kind === 'fill') return texts;
-  for (const { node } of nodesAt(input, field.segments)) walk(node, 0, field.kind === 'opaque');
-  return texts;
+  if (field.kind !== 'keys' && field.kind !== 'opaque') return false;
+  return nodesAt(input, field.segments).some(({ node }) => walk(node, 0));
 }
 
 /** The probe inputs of a field (`CHANGES`, each only when it changes something), then its fill. */
@@ -1033,6 +1148,7 @@ export function probeDeclaration(
   input: unknown,
   run: (probe: unknown) => ProbeRun,
   schema?: unknown,
+  source?: string,
 ): ArgProbes {
   const filled = run(probeInputOf(input));
   const dashless = run(dashlessInputOf(input));
@@ -1075,13 +1191,34 @@ export function probeDeclaration(
       extending,
       filling,
       clean,
-      texts: (values) => fieldTexts(field, input, values),
+      keyed: once(() => holdsKeys(field, input)),
+      moved: once(() => {
+        const moved = movedOf(field, input);
+        return moved === input ? NOTHING_MOVED : run(moved);
+      }),
+      renumbered: once(() => {
+        const renumbered = field.kind === 'leaf' ? mapAt(input, field.segments, renumberedOf) : input;
+        return renumbered === input ? undefined : run(renumbered);
+      }),
       ...(ownDash === undefined ? {} : { ownDash }),
       ...(dash === undefined ? {} : { dash }),
       ...(same === undefined ? {} : { same }),
     });
   }
-  return { filled, dashless, fields };
+  return { filled, dashless, fields, ...(source === undefined ? {} : { source }) };
+}
+
+/** `compute` run once, on the first call. */
+function once<T>(compute: () => T): () => T {
+  let done = false;
+  let value: T;
+  return () => {
+    if (!done) {
+      value = compute();
+      done = true;
+    }
+    return value;
+  };
 }
 
 /**

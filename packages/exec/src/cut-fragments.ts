@@ -24,6 +24,14 @@ export function edgeForm(form: string, unit: number): EdgeForm {
   return { form, head: form.slice(0, least), tail: form.slice(form.length - least) };
 }
 
+/**
+ * Whether a cut part holds `MIN_CUT_FRAGMENT` letters or digits: the dashes of a PEM armour line
+ * (`-----`) end and start much output, and are no part of a secret worth hiding.
+ */
+function enoughWordCharacters(part: string): boolean {
+  return (part.match(/[\p{L}\p{N}]/gu)?.length ?? 0) >= MIN_CUT_FRAGMENT;
+}
+
 /** White space and NUL: what may follow a cut part at the output's end (`cut -z`, a final line break). */
 function isEdgeSpace(code: number): boolean {
   return code === 0 || code === 0x20 || code === 0x09 || code === 0x0a || code === 0x0d;
@@ -47,14 +55,17 @@ export function edgeFragmentRanges(text: string, edges: readonly EdgeForm[]): Ar
     if (form.length <= head.length) continue;
     const last = text.slice(Math.max(start, end - form.length + 1), end);
     for (let at = last.indexOf(head); at !== -1; at = last.indexOf(head, at + 1)) {
-      if (form.startsWith(last.slice(at))) {
+      if (form.startsWith(last.slice(at)) && enoughWordCharacters(last.slice(at))) {
         found.push([end - last.length + at, end]);
         break;
       }
     }
     const first = text.slice(start, Math.min(end, start + form.length - 1));
     for (let at = first.lastIndexOf(tail); at !== -1; at = at > 0 ? first.lastIndexOf(tail, at - 1) : -1) {
-      if (form.endsWith(first.slice(0, at + tail.length))) {
+      if (
+        form.endsWith(first.slice(0, at + tail.length)) &&
+        enoughWordCharacters(first.slice(0, at + tail.length))
+      ) {
         found.push([start, start + at + tail.length]);
         break;
       }

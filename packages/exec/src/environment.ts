@@ -366,14 +366,17 @@ function derivedForms(secretValues: readonly string[]): DerivedForms {
     }
   }
   const folded = secretValues
-    .filter((value) => value.length >= MIN_FOLDED_VALUE && /[A-Za-z]/.test(value))
+    // A value of letters alone (`postgres`) is a word output holds in other cases (`PostgreSQL`).
+    .filter((value) => value.length >= MIN_FOLDED_VALUE && /[A-Za-z]/.test(value) && /[0-9]/.test(value))
     .map((value) => value.toLowerCase());
   derived = { edges, folded: [...new Set(folded)] };
   derivedCache.set(secretValues, derived);
   return derived;
 }
 
-const LINE_BREAKS = /\r?\n/g;
+// `sed -n l` wraps a long line with a `\` before the break: removed with it.
+const LINE_BREAKS = /\\?\r?\n/g;
+const BREAK_AFTER_BACKSLASH = /^\r?\n/;
 
 /**
  * `text` with each known value that shows only once its line breaks (`\n`, `\r\n`) are removed
@@ -390,6 +393,7 @@ function scrubBrokenLines(text: string, secretValues: readonly string[]): string
   for (let index = 0; index < text.length; index += 1) {
     const code = text.charCodeAt(index);
     if (code === 0x0a || (code === 0x0d && text.charCodeAt(index + 1) === 0x0a)) continue;
+    if (code === 0x5c && BREAK_AFTER_BACKSLASH.test(text.slice(index + 1, index + 3))) continue;
     origin[length++] = index;
   }
   const ranges: Array<[number, number]> = [];

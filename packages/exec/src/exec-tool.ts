@@ -44,6 +44,8 @@ export function execTool<const S extends InputSchema>(
   const normalised = normaliseExecOptions(options.command, options);
   const exitCodes = checkExitCodes(options.name, options.exitCodes ?? {});
   const buildArgs = options.args;
+  // Read once: a literal of the declaration is its own flag (`modelLedDash`).
+  const source = Function.prototype.toString.call(buildArgs);
   const tool: ToolDefinition<InferArgs<S>> = defineTool({
     name: options.name,
     title: options.title,
@@ -60,7 +62,7 @@ export function execTool<const S extends InputSchema>(
           args,
           normalised.maxArgvBytes,
           // The schema fixes which fields are probed alone, whatever the model sends.
-          probeDeclaration(args, (probe) => probeArgs(buildArgs, probe), tool.inputSchema),
+          probeDeclaration(args, (probe) => probeArgs(buildArgs, probe), tool.inputSchema, source),
         );
       } catch (error) {
         if (!(error instanceof ArgumentRefusal)) throw error;

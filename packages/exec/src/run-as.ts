@@ -2,10 +2,11 @@ import { spawnSync } from 'node:child_process';
 import {
   closeSync,
   existsSync,
+  lstatSync,
   openSync,
   readFileSync,
+  readlinkSync,
   readSync,
-  realpathSync,
   type Stats,
   statSync,
 } from 'node:fs';
@@ -150,30 +151,82 @@ function unusable(target: string, runAs: Readonly<RunAs>, command: boolean): str
  * interpreter is held to the same (an interpreter named through `/usr/bin/env` is looked up in PATH at
  * each run and is not checked).
  */
-function unsafe(command: string, runAs: Readonly<RunAs>, what: string): string | undefined {
-  const stats = statSync(command);
+function unsafe(command: string, runAs: Readonly<RunAs>, what: string, depth = 0): string | undefined {
+  const walked = walkPath(command, runAs);
+  if (walked.problem !== undefined) return walked.problem;
+  const real = walked.real;
+  const stats = statSync(real);
   if ((stats.mode & SET_ID) !== 0) {
     return `${what} is set-user-ID or set-group-ID (${command}), so it would run with its owner's rights, not the user's`;
   }
-  const capabilities = fileCapabilities(command, stats);
+  const capabilities = fileCapabilities(real, stats);
   if (capabilities !== undefined) {
     return `${what} has file capabilities (${command}: ${capabilities}), so it would run with them, not as the user alone`;
   }
   if (changeableBy(stats, runAs))
     return `${what} can be changed by that user (${command}): a call could rewrite it`;
-  for (let dir = path.dirname(command); ; dir = path.dirname(dir)) {
-    const dirStats = statSync(dir);
-    // A sticky directory (/tmp) lets a user replace only its own entries, and those are refused above.
-    if (changeableBy(dirStats, runAs) && (dirStats.mode & STICKY) === 0) {
-      return `that user can replace files in ${dir}, on the way to ${command}`;
+  // The kernel runs a #! script's interpreter, itself possibly a #! script, up to 4 levels deep.
+  if (depth < MAX_INTERPRETER_DEPTH && isScript(real)) {
+    const interpreter = interpreterOf(real);
+    if (interpreter !== undefined) {
+      return unsafe(
+        interpreter,
+        runAs,
+        depth === 0 ? 'its #! interpreter' : `its #! interpreter (${depth + 1} levels down)`,
+        depth + 1,
+      );
     }
-    if (path.dirname(dir) === dir) break;
-  }
-  if (what === 'it' && isScript(command)) {
-    const interpreter = interpreterOf(command);
-    if (interpreter !== undefined) return unsafe(interpreter, runAs, 'its #! interpreter');
   }
   return undefined;
+}
+
+/** How deep the kernel follows `#!` interpreters that are themselves scripts (Linux: 4, then ELOOP). */
+const MAX_INTERPRETER_DEPTH = 4;
+/** How many symbolic links a path may pass through (Linux: 40, then ELOOP). */
+const MAX_SYMLINK_HOPS = 40;
+
+/**
+ * Walks `literal` as the kernel does at each exec: every directory on the way, and each symbolic
+ * link's own directory, then its target (`venv/bin/python` -> `/usr/bin/python3`). A problem when the
+ * user could change what the path names: it may replace entries of a directory on the way (a sticky
+ * one, such as /tmp, only its own entries), or owns a symbolic link there. Else the path it reaches.
+ */
+function walkPath(literal: string, runAs: Readonly<RunAs>): { problem?: string; real: string } {
+  let pending = literal.split('/').filter(Boolean);
+  let current = '/';
+  let hops = 0;
+  const rootStats = statSync('/');
+  if (changeableBy(rootStats, runAs))
+    return { problem: `that user can replace files in /, on the way to ${literal}`, real: '/' };
+  while (pending.length > 0) {
+    const name = pending.shift()!;
+    if (name === '.') continue;
+    if (name === '..') {
+      current = path.dirname(current);
+      continue;
+    }
+    const next = path.join(current, name);
+    const dirStats = statSync(current);
+    const entry = lstatSync(next);
+    // A sticky directory (/tmp) lets a user replace only its own entries.
+    if (changeableBy(dirStats, runAs) && ((dirStats.mode & STICKY) === 0 || entry.uid === runAs.uid)) {
+      return { problem: `that user can replace files in ${current}, on the way to ${literal}`, real: next };
+    }
+    if (entry.isSymbolicLink()) {
+      hops += 1;
+      if (hops > MAX_SYMLINK_HOPS)
+        return { problem: `${literal} passes through too many symbolic links`, real: next };
+      if (entry.uid === runAs.uid) {
+        return { problem: `that user owns the symbolic link ${next}, on the way to ${literal}`, real: next };
+      }
+      const target = readlinkSync(next);
+      if (target.startsWith('/')) current = '/';
+      pending = [...target.split('/').filter(Boolean), ...pending];
+      continue;
+    }
+    current = next;
+  }
+  return { real: current };
 }
 
 /** Owned by the user (who may chmod it), or writable by it as the kernel judges the mode bits. */
@@ -181,7 +234,7 @@ function changeableBy(stats: Stats, runAs: Readonly<RunAs>): boolean {
   return stats.uid === runAs.uid || permits(stats, runAs, WRITE);
 }
 
-/** A script's `#!` interpreter as a real path, or undefined (not absolute, or not there). */
+/** A script's `#!` interpreter as written (the kernel resolves it at each exec), or undefined (not absolute, or not there). */
 function interpreterOf(script: string): string | undefined {
   const head = Buffer.alloc(256);
   let fd: number | undefined;
@@ -196,12 +249,8 @@ function interpreterOf(script: string): string | undefined {
   }
   const line = head.subarray(2, read).toString('latin1').split('\n', 1)[0] ?? '';
   const named = line.trim().split(/[ \t]+/, 1)[0] ?? '';
-  if (!named.startsWith('/')) return undefined;
-  try {
-    return realpathSync(named);
-  } catch {
-    return undefined;
-  }
+  if (!named.startsWith('/') || !existsSync(named)) return undefined;
+  return named;
 }
 
 // getcap's answers by file (device, inode and change time: setting capabilities changes the ctime), so
