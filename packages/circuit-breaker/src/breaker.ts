@@ -19,7 +19,7 @@ import {
   probingAnswer,
   timeoutAnswer,
 } from './answers.js';
-import { CallerLedger, identityTag } from './callers.js';
+import { CallerLedger, type FailureRoute, identityTag } from './callers.js';
 import { type Verdict, verdictOfResult, verdictOfThrow } from './classify.js';
 import { type CallOwner, type Ending, GuardedCall, type SlotHolder } from './deadline.js';
 import { DeadlineQueue } from './deadline-queue.js';
@@ -43,6 +43,8 @@ const MAX_HOLDERS = 1024;
 /** The slots one caller holds, keyed by its identity. */
 interface Holder extends SlotHolder {
   readonly id: string;
+  /** core's `local` caller (stdio, in-process): the only caller there is, held to no share. */
+  readonly local: boolean;
 }
 
 // opossum's action: it only replays an outcome that already happened (see DependencyBreaker).
@@ -83,6 +85,10 @@ export class DependencyBreaker implements CallOwner {
   #generation = 0;
   #lastTransition: Transition = 'close';
   #probing = false;
+  /** The probe in flight (while `#probing`), when it started (performance.now()), and whose it is. */
+  #probeCall: GuardedCall | undefined;
+  #probeStartedAt = 0;
+  #probeId: string | undefined;
   #inFlight = 0;
   /** Counted failures in a row in this generation; a success resets it. */
   #consecutive = 0;
@@ -106,7 +112,7 @@ export class DependencyBreaker implements CallOwner {
   #rotations = 0;
   /** Set while closing empties the window: those rotations are no passing time. */
   #emptying = false;
-  /** Slots one caller may hold while another caller is about (`callerShare` of `capacity`). */
+  /** Slots one caller that is not `local` may hold (`callerShare` of `capacity`). */
   readonly #callerSlots: number;
   /** Slots held per caller identity. */
   readonly #holders = new Map<string, Holder>();
@@ -120,11 +126,12 @@ export class DependencyBreaker implements CallOwner {
   #otherId: string | undefined;
   #otherAt = 0;
   /**
-   * The caller whose probe last ended without a success, and until when (performance.now()) it may not
-   * take the next probe while another caller is about: the probe goes to someone else.
+   * The callers whose probe ended without a success (or outran resetTimeout), and until when
+   * (performance.now()) each may not take the next probe: the probe goes to someone else. The `local`
+   * caller is barred only while another caller is about. Emptied when a probe succeeds; at most
+   * MAX_HOLDERS, the oldest bar dropped first.
    */
-  #barredId: string | undefined;
-  #barredUntil = 0;
+  readonly #barred = new Map<string, number>();
   readonly #totals: BreakerStats['totals'] = {
     successes: 0,
     failures: 0,
@@ -198,17 +205,22 @@ export class DependencyBreaker implements CallOwner {
     // Who is calling: one reference comparison for the caller of the last call.
     if (ctx.caller !== this.#lastCaller) this.#noteCaller(ctx.caller);
     this.#seenAt = this.#rotations;
+    const holder = this.#lastHolder as Holder;
     let probe = false;
     if (!breaker.closed) {
-      if (!breaker.halfOpen || this.#probing) return Promise.resolve(this.#shortCircuit(ctx));
+      if (!breaker.halfOpen) return Promise.resolve(this.#shortCircuit(ctx));
+      // A probe that has run longer than resetTimeout (a slow call, or no deadline at all) no longer
+      // holds the breaker half-open against other callers: another caller may take the next probe.
+      if (this.#probing && !this.#probeOverrun()) return Promise.resolve(this.#shortCircuit(ctx));
       // Every slot is held by a call that began before the breaker opened (a dependency that swallows
       // requests): the outage goes on, so say so rather than "at capacity, retry in a second".
       if (this.#inFlight >= this.settings.capacity) return Promise.resolve(this.#shortCircuit(ctx, true));
-      // The last probe was this caller's and did not succeed (cancelled, a mistake, a failure): the next
-      // one goes to another caller, so that no caller can hold the breaker half-open or open by taking
-      // every probe. A caller alone probes again as before.
-      if (this.#barredId === this.#seenId && this.#othersAbout()) {
-        const barredMs = this.#barredUntil - performance.now();
+      // The last probe was this caller's and did not succeed (cancelled, a mistake, a failure, overrun):
+      // the next one goes to another caller, so that no caller can hold the breaker half-open or open by
+      // taking every probe. The `local` caller (the only one there is) probes again as before.
+      const barredUntil = this.#barred.size === 0 ? undefined : this.#barred.get(this.#seenId as string);
+      if (barredUntil !== undefined && (!holder.local || this.#othersAbout())) {
+        const barredMs = barredUntil - performance.now();
         if (barredMs > 0) return Promise.resolve(this.#shortCircuit(ctx, false, Math.ceil(barredMs)));
       }
       probe = true;
@@ -220,19 +232,31 @@ export class DependencyBreaker implements CallOwner {
       if (retryAfterMs !== undefined) return Promise.resolve(this.#refuseCaller(ctx, retryAfterMs));
     }
     if (this.#inFlight >= this.settings.capacity) return Promise.resolve(this.#rejectCapacity(ctx));
-    const holder = this.#lastHolder as Holder;
-    // One caller's share: it cannot take every slot from callers who are about (nor hold them with
-    // slow calls it cancels, which count as nothing).
-    if (holder.held >= this.#callerSlots && this.#othersAbout()) {
+    // One caller's share, whether or not anyone else is about: it cannot take every slot from callers
+    // still to come (nor hold them with slow calls it cancels, or that ignore their deadline).
+    if (holder.held >= this.#callerSlots && !holder.local) {
       return Promise.resolve(this.#rejectCapacity(ctx, true));
     }
     if (probe) {
+      // The overrun probe's caller is barred as if its probe had failed; its outcome counts for nothing.
+      if (this.#probing) this.#barProber(this.#probeId, performance.now() + this.settings.resetTimeout);
       this.#probing = true;
+      this.#probeStartedAt = performance.now();
+      this.#probeId = this.#seenId;
       this.#decide(ctx, 'half-open', 'probe call after the reset timeout');
     }
     this.#inFlight += 1;
     holder.held += 1;
-    return new GuardedCall(this, ctx, this.#deadlines, this.#generation, probe, holder).run(next);
+    const call = new GuardedCall(this, ctx, this.#deadlines, this.#generation, probe, holder);
+    if (probe) this.#probeCall = call;
+    return call.run(next);
+  }
+
+  /** The probe in flight has run past resetTimeout, and this call is another caller's. */
+  #probeOverrun(): boolean {
+    return (
+      this.#seenId !== this.#probeId && performance.now() - this.#probeStartedAt >= this.settings.resetTimeout
+    );
   }
 
   /** A call's own work settled: its slot is free (CallOwner). */
@@ -257,7 +281,11 @@ export class DependencyBreaker implements CallOwner {
   }
 
   async #concludeCounted(call: GuardedCall, ending: Ending, value: unknown): Promise<ToolResult> {
-    const { ctx, generation, probe } = call;
+    const { ctx } = call;
+    // A probe another caller's probe replaced (it outran resetTimeout): its outcome is stale.
+    const superseded = call.probe && call !== this.#probeCall;
+    const probe = call.probe && !superseded;
+    const generation = superseded ? -1 : call.generation;
     // Only a probe that succeeded leaves its caller free to take the next probe at once.
     let verdict: Verdict = 'ignored';
     try {
@@ -300,15 +328,25 @@ export class DependencyBreaker implements CallOwner {
    */
   #endProbe(ctx: ToolContext, succeeded: boolean): void {
     this.#probing = false;
+    this.#probeCall = undefined;
     if (succeeded) {
-      this.#barredId = undefined;
+      this.#barred.clear();
       return;
     }
     const { resetTimeout } = this.settings;
-    this.#barredId = ctx.caller.id;
-    this.#barredUntil = this.#opossum.opened
-      ? this.#openedAt + 2 * resetTimeout
-      : performance.now() + resetTimeout;
+    this.#barProber(
+      ctx.caller.id,
+      this.#opossum.opened ? this.#openedAt + 2 * resetTimeout : performance.now() + resetTimeout,
+    );
+  }
+
+  #barProber(id: string | undefined, until: number): void {
+    if (id === undefined) return;
+    const now = performance.now();
+    for (const [other, otherUntil] of this.#barred) if (otherUntil <= now) this.#barred.delete(other);
+    if (this.#barred.size >= MAX_HOLDERS) this.#barred.delete(this.#barred.keys().next().value as string);
+    this.#barred.delete(id);
+    this.#barred.set(id, until);
   }
 
   /** The call's caller differs from the last one (by reference): its identity and its slot holder. */
@@ -322,7 +360,7 @@ export class DependencyBreaker implements CallOwner {
     let holder = this.#holders.get(id);
     if (holder === undefined) {
       if (this.#holders.size >= MAX_HOLDERS) this.#dropIdleHolders();
-      holder = { id, held: 0 };
+      holder = { id, held: 0, local: caller.kind === 'local' };
       this.#holders.set(id, holder);
     }
     this.#lastCaller = caller;
@@ -413,9 +451,11 @@ export class DependencyBreaker implements CallOwner {
       return;
     }
     const failed = verdict === 'failure';
-    // Failures of a closed breaker and of the probe are weighed per caller (isolateCallers).
+    // Failures of a closed breaker and of the probe are weighed per caller (isolateCallers), and noted
+    // at once: failures that land together (one tick, each waiting for opossum below) must each find
+    // the others when weighed, or the first is taken for one caller's alone and the rest never trip it.
     const callers = failed && (probe || this.#opossum.closed) ? this.#callers : undefined;
-    if (callers?.refusing && callers.refusedFor(ctx, performance.now()) !== undefined) {
+    if (callers !== undefined && !callers.noteFailure(ctx, generation, performance.now())) {
       // A call of a caller refused while it ran: its failure stays out of the window and the streak.
       this.#totals.failures += 1;
       return;
@@ -440,7 +480,7 @@ export class DependencyBreaker implements CallOwner {
         this.settings.resetTimeout,
         true,
       );
-      if (route.to === 'open-caller') this.#openCaller(ctx, route.tag, route.again, true);
+      if (route.to === 'open-caller') this.#openCaller(ctx, route, true);
       if (route.to !== 'shared') return;
     }
     const replayed = this.#opossum.fire({ ctx, failed });
@@ -473,7 +513,7 @@ export class DependencyBreaker implements CallOwner {
       if (route.to === 'open-caller') {
         this.#forget(route.failures);
         this.#consecutive = 0;
-        this.#openCaller(ctx, route.tag, route.again);
+        this.#openCaller(ctx, route);
         return;
       }
     }
@@ -497,14 +537,19 @@ export class DependencyBreaker implements CallOwner {
   }
 
   /** One caller alone is refused from now: the decision, a throttled log line (its tag only) and the event. */
-  #openCaller(ctx: ToolContext, tag: string, again: boolean, probe = false): void {
+  #openCaller(ctx: ToolContext, route: Extract<FailureRoute, { to: 'open-caller' }>, probe = false): void {
     this.#totals.callerOpens += 1;
+    const { tag, again, othersSucceeded } = route;
     const resetTimeoutMs = this.settings.resetTimeout;
     const reason = again
       ? "the caller's calls failed again after its reset period"
-      : probe
-        ? "the probe call failed, but other callers succeeded within the window: the failure is this caller's"
-        : "the failures that would open the breaker are one caller's, while other callers succeed";
+      : !othersSucceeded
+        ? probe
+          ? "the probe call failed, and no other caller failed within the window: the failure is this caller's"
+          : "the failures that would open the breaker are one caller's; no other caller failed within the window"
+        : probe
+          ? "the probe call failed, but other callers succeeded within the window: the failure is this caller's"
+          : "the failures that would open the breaker are one caller's, while other callers succeed";
     this.#decide(ctx, 'open-caller', reason, { caller: tag, retryAfterMs: resetTimeoutMs });
     // A flood of callers each refused in turn would otherwise write a line apiece.
     this.#throttle('open-caller', (suppressed) =>
@@ -519,7 +564,7 @@ export class DependencyBreaker implements CallOwner {
         },
         suppressed > 0
           ? `circuit breaker refused one caller (${suppressed} more times since the last line)`
-          : 'circuit breaker refused one caller: its calls fail while other callers succeed',
+          : "circuit breaker refused one caller: its calls fail, other callers' do not",
       ),
     );
     this.#emit('open-caller', ctx.toolName, tag);
@@ -531,7 +576,7 @@ export class DependencyBreaker implements CallOwner {
     this.#decide(
       ctx,
       'short-circuit',
-      'this caller is refused: its calls failed while other callers succeeded',
+      "this caller is refused on its own: its calls failed, other callers' did not",
       {
         state: 'open-caller',
         caller,
@@ -667,10 +712,15 @@ export class DependencyBreaker implements CallOwner {
     return Math.max(1, Math.ceil(this.#openedAt + this.settings.resetTimeout - performance.now()));
   }
 
-  /** The probe ends within its deadline; without one, suggest one reset period. */
+  /**
+   * Until the probe in flight ends (its deadline) or no longer holds half-open (resetTimeout after it
+   * began), whichever comes first; one such period for the probe's own caller once it overran.
+   */
   #probeWaitMs(): number {
     const { timeout, resetTimeout } = this.settings;
-    return timeout === false ? resetTimeout : Math.min(timeout, resetTimeout);
+    const wait = timeout === false ? resetTimeout : Math.min(timeout, resetTimeout);
+    const left = this.#probeStartedAt + wait - performance.now();
+    return left >= 1 ? Math.ceil(left) : wait;
   }
 
   #decide(ctx: ToolContext, action: string, reason: string, detail: Record<string, unknown> = {}): void {

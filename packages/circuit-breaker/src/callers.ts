@@ -44,7 +44,14 @@ export type FailureRoute =
   /** The caller was refused while this failure was on its way: it leaves the window again. */
   | { readonly to: 'refused-caller' }
   /** The caller alone is refused from now; its `failures` in the window leave it. */
-  | { readonly to: 'open-caller'; readonly tag: string; readonly failures: number; readonly again: boolean };
+  | {
+      readonly to: 'open-caller';
+      readonly tag: string;
+      readonly failures: number;
+      readonly again: boolean;
+      /** Whether another caller succeeded within the window (for the reason given). */
+      readonly othersSucceeded: boolean;
+    };
 
 const SHARED: FailureRoute = Object.freeze({ to: 'shared' });
 const REFUSED: FailureRoute = Object.freeze({ to: 'refused-caller' });
@@ -122,10 +129,26 @@ export class CallerLedger {
   }
 
   /**
-   * Attributes a failure of a closed breaker, just counted in the shared window, to its caller. `trips`
-   * says whether the window now opens the breaker for everyone. The caller alone is refused instead
-   * when the failures in question are its own (fewer than `minFailingCallers` distinct callers failing)
-   * while another caller succeeded within the window: the dependency evidently works.
+   * Notes a counted failure of `ctx`'s caller as soon as it is counted, before it is weighed, so that
+   * failures landing together are all seen by the first one weighed. False when the caller is refused
+   * now (a call that was running when it was refused): its failure counts for nothing.
+   */
+  noteFailure(ctx: ToolContext, generation: number, now: number): boolean {
+    const record = this.#touch(identityTag(ctx.caller), generation, now);
+    if (record.openUntil > now) return false;
+    record.failures += 1;
+    return true;
+  }
+
+  /**
+   * Attributes a failure (already noted) that may open the breaker to its caller. `trips` says whether
+   * the window now opens the breaker for everyone. The breaker opens for everyone when at least
+   * `minFailingCallers` distinct callers failed within the window (callers refused on their own
+   * included). Otherwise the caller alone is refused: always for a caller that is not `local`, whether
+   * or not anyone else called (one identity failing while nobody else is about is no outage, and would
+   * otherwise open the breaker for the next caller to come); for core's `local` caller (stdio,
+   * in-process: the only caller there is) only while another caller succeeded within the window, so a
+   * caller alone opens it as before.
    */
   weighFailure(
     ctx: ToolContext,
@@ -135,19 +158,21 @@ export class CallerLedger {
     trips: boolean,
   ): FailureRoute {
     const tag = identityTag(ctx.caller);
-    const record = this.#touch(tag, generation, now);
+    const record = this.#records.get(tag);
+    // Forgotten meanwhile (a flood of new callers): weighed as anyone's.
+    if (record === undefined) return SHARED;
     if (record.openUntil > now) return REFUSED;
-    record.failures += 1;
     // On probation (refused before, within the window): its next failure refuses it again at once.
     const again = record.openUntil !== 0;
     if (!again && !trips) return SHARED;
-    if (!this.#othersSucceeded(ctx.caller.id)) return SHARED;
-    if (!again && this.#failingCallers(tag, generation, now) >= this.#minFailingCallers) return SHARED;
+    const local = ctx.caller.kind === 'local';
+    if (local && !this.#othersSucceeded(ctx.caller.id)) return SHARED;
+    if (this.#failingCallers(tag, generation) >= this.#minFailingCallers) return SHARED;
     const failures = record.failures;
     record.failures = 0;
     this.#setOpen(record, now + resetTimeout);
     if (record.openUntil > this.#refusingUntil) this.#refusingUntil = record.openUntil;
-    return { to: 'open-caller', tag, failures, again };
+    return { to: 'open-caller', tag, failures, again, othersSucceeded: this.#othersSucceeded(ctx.caller.id) };
   }
 
   /** Callers tracked, and callers refused now. */
@@ -197,11 +222,14 @@ export class CallerLedger {
     return this.#otherScope !== undefined && this.#otherScope !== scope && this.#recent(this.#otherRotation);
   }
 
-  /** Distinct callers, `tag`'s included, with failures in the window that are not refused; stops at the threshold. */
-  #failingCallers(tag: string, generation: number, now: number): number {
+  /**
+   * Distinct callers, `tag`'s included, that failed within the window in this generation: with failures
+   * counted, or refused on their own (now or on probation); stops at the threshold.
+   */
+  #failingCallers(tag: string, generation: number): number {
     let count = 1;
     for (const [other, record] of this.#records) {
-      if (other === tag || record.failures === 0 || record.openUntil > now) continue;
+      if (other === tag || (record.failures === 0 && record.openUntil === 0)) continue;
       if (record.generation !== generation || !this.#recent(record.rotation)) continue;
       count += 1;
       if (count >= this.#minFailingCallers) break;

@@ -34,25 +34,27 @@ export interface BreakerSettings {
    */
   capacity?: number;
   /**
-   * The part of `capacity` one caller (core's `CallerIdentity` id) may hold while another caller has
-   * called this breaker within the rolling window: `ceil(capacity × callerShare)` calls, at least 1. Its
-   * next call is answered `rate_limited` (never counted); other callers are not affected. A caller alone
-   * (stdio's `local`, or nobody else within the window) may still use the whole capacity. `1` turns it off.
+   * The part of `capacity` one caller (core's `CallerIdentity` id) may hold, whether or not anyone else
+   * is calling: `ceil(capacity × callerShare)` calls, at least 1. Its next call is answered
+   * `rate_limited` (never counted); other callers are not affected. Only core's `local` caller (stdio,
+   * in-process: the only caller there is) may use the whole capacity; a lone HTTP caller (or every
+   * caller of an unauthenticated transport, all `anonymous`) gets its share. `1` turns it off.
    * @default 0.5
    */
   callerShare?: number;
   /**
-   * When the breaker would open but the failures in question come from one caller (core's
-   * `CallerIdentity` id, whatever values its tools bind) while another caller succeeded within the window, the
-   * dependency evidently works: that caller alone is refused (`unavailable`) for `resetTimeout`, and its
-   * failures leave the window. With one caller only (stdio), failures of several callers, or no success
-   * of anyone else, the breaker opens for everyone as before. `false` always opens for everyone.
+   * When the breaker would open (or a failed probe would reopen it) but fewer than `minFailingCallers`
+   * callers (core's `CallerIdentity` id, whatever values its tools bind) failed within the window, that
+   * caller alone is refused (`unavailable`) for `resetTimeout`, and its failures leave the window: for a
+   * caller that is not `local` whether or not anyone else called; for core's `local` caller (stdio) only
+   * while another caller succeeded within the window, so a local caller alone opens it as before.
+   * `false` always opens for everyone.
    * @default true
    */
   isolateCallers?: boolean;
   /**
-   * Distinct failing callers (not refused) in the window that open the breaker for everyone even while
-   * other callers succeed (at least 2).
+   * Distinct callers that failed within the window (those refused on their own included) that open the
+   * breaker for everyone (at least 2).
    * @default 2
    */
   minFailingCallers?: number;

@@ -168,22 +168,28 @@ describe('a handler failing on a schedule', () => {
 
     const probing = h.client.callTool('track_shipment', {});
     await waitFor(() => track.calls === 3);
+    // retryAfterMs: until the probe ends or no longer holds half-open (resetTimeout after it began).
+    let last = 101;
     for (let i = 0; i < 3; i += 1) {
-      expect(expectFailure(await h.client.callTool('track_shipment', { id: `x${i}` }))).toEqual({
+      const answer = expectFailure(await h.client.callTool('track_shipment', { id: `x${i}` }));
+      expect(answer).toEqual({
         ok: false,
         error: 'unavailable',
         message: 'track_shipment is temporarily unavailable: a service it depends on is being re-checked.',
         hint: OPEN_HINT,
         retryable: true,
-        retryAfterMs: 100,
+        retryAfterMs: expect.any(Number),
       });
+      expect(answer.retryAfterMs).toBeGreaterThan(0);
+      expect(answer.retryAfterMs).toBeLessThanOrEqual(last);
+      last = answer.retryAfterMs as number;
     }
     expect(track.calls).toBe(3);
     expect(actions(h.decisions.at(-1))).toEqual(['short-circuit']);
     expect(h.decisions.at(-1)![0]!.detail).toEqual({
       breaker: 'track_shipment',
       state: 'half-open',
-      retryAfterMs: 100,
+      retryAfterMs: last,
     });
 
     probe.resolve();

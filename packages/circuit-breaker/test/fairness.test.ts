@@ -2,9 +2,10 @@
 // every capacity slot, not by holding or failing every half-open probe, not by one failure right after
 // the breaker closed, and not by counting as two callers through tools that bind different values.
 import { callerTag, defineTool, fail, ok, type ToolDefinition } from '@toolgate/core';
-import { expectFailure, parseResultText, type TestClient } from '@toolgate/core/testing';
+import { expectFailure, parseResultText, serveTools, type TestClient } from '@toolgate/core/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
+import { createCircuitBreaker } from '../src/index.js';
 import { actions, closeAll, serveCallers, sleep, waitFor } from './harness.js';
 
 afterEach(closeAll);
@@ -54,10 +55,16 @@ function slowCall(client: TestClient, tool = 'search') {
   return { abort: () => controller.abort(), done };
 }
 
-/** Bob's five failures during a real outage open the breaker (nobody else succeeded); then it heals. */
-async function outage(h: Awaited<ReturnType<typeof serveCallers>>, bob: TestClient): Promise<void> {
+/**
+ * A real outage: five failures of two callers in turn open the breaker (two failing callers,
+ * minFailingCallers); then the dependency heals. One identity's failures alone refuse it alone.
+ */
+async function outage(
+  h: Awaited<ReturnType<typeof serveCallers>>,
+  [first, second]: TestClient[],
+): Promise<void> {
   dependencyUp = false;
-  for (let i = 0; i < 5; i += 1) await bob.callTool('search', { q: 'x' });
+  for (let i = 0; i < 5; i += 1) await (i % 2 === 0 ? first : second)!.callTool('search', { q: 'x' });
   expect(h.breakers.state('search')).toBe('open');
   dependencyUp = true;
 }
@@ -99,16 +106,38 @@ describe('capacity: one caller holds at most its share while others are about', 
     expect(h.breakers.state('search')).toBe('closed');
   });
 
-  it('still lets a caller alone use the whole capacity', async () => {
-    const h = await serveCallers([search], ['alice'], { capacity: 4, timeout: 5_000 });
-    const alice = h.as('alice');
-    const calls = Array.from({ length: 4 }, () => slowCall(alice));
-    await waitFor(() => h.breakers.stats().search?.inFlight === 4);
-    const fifth = expectFailure(await alice.callTool('search', { q: 'order 1' }));
-    expect(fifth).toMatchObject({
-      error: 'rate_limited',
-      message: 'The server is at capacity: 4 search calls are already running.',
-    });
+  it('still lets the local caller (stdio, in-process) use the whole capacity', async () => {
+    const breakers = createCircuitBreaker({ capacity: 4, timeout: 5_000 });
+    const local = await serveTools([search], { middleware: [breakers] });
+    try {
+      const calls = Array.from({ length: 4 }, () => slowCall(local));
+      await waitFor(() => breakers.stats().search?.inFlight === 4);
+      const fifth = expectFailure(await local.callTool('search', { q: 'order 1' }));
+      expect(fifth).toMatchObject({
+        error: 'rate_limited',
+        message: 'The server is at capacity: 4 search calls are already running.',
+      });
+      for (const call of calls) call.abort();
+      await Promise.all(calls.map((call) => call.done));
+    } finally {
+      breakers.close();
+      await local.close();
+    }
+  });
+
+  // Changed (red team W): the share applied only while another caller had called within the window,
+  // so one identity could take every slot while nobody else was about, and hold it (a handler that
+  // ignores its deadline) against everyone who came later.
+  it('holds a caller that is not local to its share even while nobody else is about', async () => {
+    const h = await serveCallers([search], ['mallory', 'victim'], { capacity: 4, timeout: 5_000 });
+    const mallory = h.as('mallory');
+    const calls = Array.from({ length: 4 }, () => slowCall(mallory));
+    await waitFor(() => h.breakers.stats().search?.inFlight === 2);
+    const refused = (await Promise.all(calls.slice(2).map((call) => call.done))) as { error: string }[];
+    expect(refused.map((answer) => answer.error)).toEqual(['rate_limited', 'rate_limited']);
+    // The victim, who had not called at all, is served at once.
+    await searchOk(h.as('victim'), 'order 1');
+    expect(h.breakers.stats().search?.inFlight).toBe(2);
     for (const call of calls) call.abort();
     await Promise.all(calls.map((call) => call.done));
   });
@@ -135,7 +164,7 @@ describe('half-open: the probe is nobody\u2019s to keep', () => {
     const h = await serveCallers([search], ['mallory', 'bob'], { resetTimeout: 100, timeout: 5_000 });
     const mallory = h.as('mallory');
     const bob = h.as('bob');
-    await outage(h, bob);
+    await outage(h, [bob, mallory]);
     await waitFor(() => h.breakers.state('search') === 'half-open');
     const probe = slowCall(mallory);
     await waitFor(() => received.includes('everything'));
@@ -160,37 +189,51 @@ describe('half-open: the probe is nobody\u2019s to keep', () => {
     expect(actions(h.decisions.at(-1))).toEqual(['half-open', 'close']);
   });
 
-  it('lets a caller alone probe again at once after cancelling its probe', async () => {
-    const h = await serveCallers([search], ['alice'], { resetTimeout: 100, timeout: 5_000 });
-    const alice = h.as('alice');
-    await outage(h, alice);
-    await waitFor(() => h.breakers.state('search') === 'half-open');
-    const probe = slowCall(alice);
-    await waitFor(() => received.includes('everything'));
-    probe.abort();
-    await probe.done;
-    await waitFor(() => h.breakers.stats().search?.inFlight === 0);
-    await searchOk(alice, 'order 1');
-    expect(h.breakers.state('search')).toBe('closed');
+  it('lets the local caller probe again at once after cancelling its probe', async () => {
+    const breakers = createCircuitBreaker({ resetTimeout: 100, timeout: 5_000 });
+    const local = await serveTools([search], { middleware: [breakers] });
+    try {
+      dependencyUp = false;
+      for (let i = 0; i < 5; i += 1) await local.callTool('search', { q: 'x' });
+      expect(breakers.state('search')).toBe('open');
+      dependencyUp = true;
+      await waitFor(() => breakers.state('search') === 'half-open');
+      const probe = slowCall(local);
+      await waitFor(() => received.includes('everything'));
+      probe.abort();
+      await probe.done;
+      await waitFor(() => breakers.stats().search?.inFlight === 0);
+      await searchOk(local, 'order 1');
+      expect(breakers.state('search')).toBe('closed');
+    } finally {
+      breakers.close();
+      await local.close();
+    }
   });
 
-  it('does not give the next probe to a caller whose failing probe reopened the breaker, while another asks', async () => {
-    const h = await serveCallers([search], ['alice', 'bob'], { resetTimeout: 100 });
-    const alice = h.as('alice');
-    const bob = h.as('bob');
-    await outage(h, bob);
+  it('in an outage that goes on, refuses a failed probe\u2019s caller alone until a second caller\u2019s probe fails, then reopens; that caller does not get the next probe', async () => {
+    const h = await serveCallers([search], ['alice', 'bob', 'carol'], { resetTimeout: 100 });
+    const [alice, bob, carol] = ['alice', 'bob', 'carol'].map((s) => h.as(s)) as TestClient[];
+    await outage(h, [bob!, alice!]);
+    dependencyUp = false;
     await waitFor(() => h.breakers.state('search') === 'half-open');
-    // Alice takes the probe with a query that fails: nobody succeeded lately, so it reopens for everyone.
-    expect(expectFailure(await alice.callTool('search', { q: 'broken' })).error).toBe('unavailable');
+    // Alice's probe fails: the only failing caller of this half-open period, refused alone.
+    expect(expectFailure(await alice!.callTool('search', { q: 'x' })).error).toBe('unavailable');
+    expect(actions(h.decisions.at(-1))).toEqual(['half-open', 'open-caller']);
+    expect(h.breakers.state('search')).toBe('half-open');
+    // Bob's probe fails too: two failing callers, so it reopens for everyone.
+    expect(expectFailure(await bob!.callTool('search', { q: 'x' })).error).toBe('unavailable');
+    expect(actions(h.decisions.at(-1))).toEqual(['half-open', 'open']);
     expect(h.breakers.state('search')).toBe('open');
-    expect(expectFailure(await bob.callTool('search', { q: 'order 1' })).error).toBe('unavailable');
+    expect(expectFailure(await carol!.callTool('search', { q: 'order 1' })).error).toBe('unavailable');
+    dependencyUp = true;
     await waitFor(() => h.breakers.state('search') === 'half-open');
-    // First again, she is refused the probe (the dependency never sees her query); Bob's call is the probe.
+    // First again, Bob is refused the probe (the dependency never sees his query); Carol's call is the probe.
     const before = received.length;
-    expect(expectFailure(await alice.callTool('search', { q: 'broken' })).error).toBe('unavailable');
+    expect(expectFailure(await bob!.callTool('search', { q: 'order 2' })).error).toBe('unavailable');
     expect(received.length).toBe(before);
     expect(h.breakers.state('search')).toBe('half-open');
-    await searchOk(bob, 'order 2');
+    await searchOk(carol!, 'order 3');
     expect(h.breakers.state('search')).toBe('closed');
   });
 
@@ -221,7 +264,7 @@ describe('closing keeps the success that closed it', () => {
     const h = await serveCallers([search], ['alice', 'bob'], { resetTimeout: 100 });
     const alice = h.as('alice');
     const bob = h.as('bob');
-    await outage(h, bob);
+    await outage(h, [bob, alice]);
     await waitFor(() => h.breakers.state('search') === 'half-open');
     await searchOk(bob, 'order 1');
     expect(h.breakers.state('search')).toBe('closed');
@@ -278,5 +321,82 @@ describe('a caller is its identity, whatever its tools bind', () => {
       });
     }
     expect(received.length).toBe(before);
+  });
+});
+
+// Red team W: what still let one caller deny the tool to others who were not about when it acted.
+describe('a caller that is not local, while nobody else is about', () => {
+  it('does not get the next probe after cancelling its own, even while nobody else asks; a caller who comes later does', async () => {
+    // A window shorter than resetTimeout: when the breaker goes half-open, Bob is no longer about.
+    const h = await serveCallers([search], ['mallory', 'bob', 'victim'], {
+      resetTimeout: 100,
+      rollingCountTimeout: 60,
+      timeout: 5_000,
+    });
+    const mallory = h.as('mallory');
+    await outage(h, [h.as('bob'), mallory]);
+    await waitFor(() => h.breakers.state('search') === 'half-open');
+    const probe = slowCall(mallory);
+    await waitFor(() => received.includes('everything'));
+    probe.abort();
+    await probe.done;
+    await waitFor(() => h.breakers.stats().search?.inFlight === 0);
+    // Nobody else has called since: still, her next call is not the probe.
+    const answer = expectFailure(await mallory.callTool('search', { q: 'everything' }));
+    expect(answer.error).toBe('unavailable');
+    expect(answer.retryAfterMs).toBeLessThanOrEqual(100);
+    expect(received.filter((q) => q === 'everything')).toHaveLength(1);
+    await searchOk(h.as('victim'), 'order 1');
+    expect(h.breakers.state('search')).toBe('closed');
+  });
+
+  it('a probe without a deadline (timeout: false) holds half-open for resetTimeout at most: then another caller probes, and the overrun one counts for nothing', async () => {
+    const h = await serveCallers([search], ['mallory', 'bob', 'victim'], {
+      resetTimeout: 100,
+      timeout: false,
+    });
+    const mallory = h.as('mallory');
+    await outage(h, [h.as('bob'), mallory]);
+    await waitFor(() => h.breakers.state('search') === 'half-open');
+    const probe = slowCall(mallory);
+    await waitFor(() => received.includes('everything'));
+    // Within resetTimeout of its start the probe holds: the victim is told how long, at most.
+    const early = expectFailure(await h.as('victim').callTool('search', { q: 'order 1' }));
+    expect(early.error).toBe('unavailable');
+    expect(early.retryAfterMs).toBeLessThanOrEqual(100);
+    await sleep(early.retryAfterMs as number);
+    // Past it, the victim's call is the probe, and the dependency is healthy: closed for everyone.
+    await searchOk(h.as('victim'), 'order 2');
+    expect(actions(h.decisions.at(-1))).toEqual(['half-open', 'close']);
+    expect(h.breakers.state('search')).toBe('closed');
+    // The overrun probe ends later: stale, it neither closes nor reopens anything.
+    probe.abort();
+    await probe.done;
+    await waitFor(() => h.breakers.stats().search?.inFlight === 0);
+    expect(h.breakers.state('search')).toBe('closed');
+    expect(h.breakers.stats().search?.totals).toMatchObject({ opened: 1, closed: 1, ignored: 1 });
+  });
+
+  it('an overrun probe\u2019s caller is barred from the next probe as if its probe had failed', async () => {
+    const h = await serveCallers([search], ['mallory', 'bob', 'victim'], {
+      resetTimeout: 100,
+      timeout: false,
+    });
+    const mallory = h.as('mallory');
+    await outage(h, [h.as('bob'), mallory]);
+    await waitFor(() => h.breakers.state('search') === 'half-open');
+    const probe = slowCall(mallory);
+    await waitFor(() => received.includes('everything'));
+    await sleep(110);
+    // The victim takes over the probe: it fails for her input alone, and she alone is refused.
+    expect(expectFailure(await h.as('victim').callTool('search', { q: 'broken' })).error).toBe('unavailable');
+    expect(actions(h.decisions.at(-1))).toEqual(['half-open', 'open-caller']);
+    // Mallory may not take the next probe either; her first probe still runs and counts for nothing.
+    const before = received.length;
+    expect(expectFailure(await mallory.callTool('search', { q: 'order 2' })).error).toBe('unavailable');
+    expect(received.length).toBe(before);
+    probe.abort();
+    await probe.done;
+    expect(h.breakers.state('search')).toBe('half-open');
   });
 });
