@@ -48,7 +48,7 @@ export const USAGE = `order-service: a read-only order assistant MCP server (too
 Usage: order-service [--http] [--port N] [--host H] [--insecure-no-auth] [--help]
 
 Transports: stdio by default (stdout carries JSON-RPC only); --http serves Streamable HTTP (stateless) at /mcp,
-plus GET /health (process alive) and GET /ready (database reachable, not shutting down), without auth.
+plus GET /health (process alive) and GET /ready (database reachable, audit storing, not shutting down), without auth.
 Shutdown: SIGTERM/SIGINT stop accepting, let in-flight calls finish, flush audit, close breakers and the
 database, then exit 0 (each closing step is bounded; exit 1 when one had to be left behind). Over stdio,
 the client closing stdin or stdout ends the session the same way.

@@ -122,7 +122,13 @@ async function main(): Promise<void> {
           const running = service.inFlight;
           const { abandoned: left } = await service.drain(CLOSE_STEP_MS);
           await new Promise((done) => setImmediate(done));
-          logger.info({ running, left }, 'shutdown: aborted calls returned');
+          if (left > 0) {
+            logger.error(
+              { running, left },
+              'shutdown: calls did not return once aborted; their records may be lost',
+            );
+            exitCode = 1;
+          } else logger.info({ running }, 'shutdown: aborted calls returned');
         }
       }
       if (stopStdio) {
@@ -281,6 +287,10 @@ async function main(): Promise<void> {
  */
 async function databaseReachable(service: OrderService, timeoutMs: number): Promise<boolean> {
   const { db } = service;
+  // Audit's sink holding a write longer than the ping may take (a silent connection to the audit
+  // database): calls are answered but not recorded (with durable audit, not answered), so the balancer
+  // should send them elsewhere until the sink stores again.
+  if (service.audit.stats().writingMs > timeoutMs) return false;
   // pg reads `query_timeout` from a query's config as well (its types declare it for clients only).
   const ping = { text: 'SELECT 1', query_timeout: timeoutMs };
   if (db.pool) await db.pool.query(ping);

@@ -42,6 +42,9 @@ import { trackShipmentTool } from './tools/track-shipment.js';
 import { cancelOrderTool, requestRefundTool } from './tools/write-orders.js';
 import { writeTransactions } from './write-transaction.js';
 
+/** How long one audit statement may go unanswered before it is retried on a new connection. */
+export const AUDIT_STATEMENT_TIMEOUT_MS = 5_000;
+
 const APP_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 /**
@@ -220,7 +223,10 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
     : undefined;
   auditPool?.on('error', () => {});
   const sink: AuditSink = auditPool
-    ? createPostgresSink({ client: auditPool })
+    ? // A statement the audit database leaves unanswered (a silent connection) fails after 5 s and is
+      // retried on a new connection: well within audit's 10 s close, where the default 30 s would hold
+      // every record (and with durable audit every call) for 30 s, and lose them at a shutdown meanwhile.
+      createPostgresSink({ client: auditPool, timeoutMs: AUDIT_STATEMENT_TIMEOUT_MS })
     : config.auditFile
       ? createFileSink(config.auditFile)
       : createStderrSink();

@@ -32,7 +32,9 @@ export const STAT_HEAD_SEQ = 7;
  * seqlock as the counters: a record is counted either in the ring or in the writer, never both or neither.
  */
 export const STAT_CONSUMED = 8;
-const STAT_SLOTS = 9;
+/** When the writer's outstanding write began (epoch ms), 0 when none (`AuditStats.writingMs`). */
+export const STAT_WRITING_SINCE = 9;
+const STAT_SLOTS = 10;
 
 const CONTROL_BYTES = CONTROL_SLOTS * 4;
 const STATS_OFFSET = CONTROL_BYTES;

@@ -20,6 +20,7 @@ import {
   STAT_PENDING_BYTES,
   STAT_REJECTED,
   STAT_RETRIES,
+  STAT_WRITING_SINCE,
   STAT_WRITTEN,
   STATS_VERSION,
   WRITE,
@@ -55,6 +56,7 @@ interface Counters {
   headSeq: number;
   headHash: string;
   consumed: number;
+  writingSince: number;
 }
 
 /**
@@ -172,6 +174,8 @@ export class ThreadedWriter {
       pending: counters.pending + (this.#dead ? 0 : inRing) + this.#waiting.length,
       pendingBytes:
         counters.pendingBytes + (this.#dead ? 0 : (this.#write - read + capacity) % capacity) + waitingBytes,
+      writingMs:
+        counters.writingSince > 0 && !this.#dead ? Math.max(0, Date.now() - counters.writingSince) : 0,
     };
   }
 
@@ -362,6 +366,7 @@ export class ThreadedWriter {
           pendingBytes: stats[STAT_PENDING_BYTES]!,
           headSeq: stats[STAT_HEAD_SEQ]!,
           consumed: stats[STAT_CONSUMED]!,
+          writingSince: stats[STAT_WRITING_SINCE]!,
           headHash: Buffer.from(headHash).toString('latin1'),
         };
         if (Atomics.load(control, STATS_VERSION) === before || tries >= 100_000) return counters;
@@ -421,7 +426,7 @@ export class ThreadedWriter {
   /** No more records reach the sink: the lost ones are counted, everyone waiting is told. */
   #stop(lost: number): void {
     // Frozen: a thread still running after a deadline must not count what was just counted as lost.
-    this.#final = { ...this.#counters(), pending: 0, pendingBytes: 0 };
+    this.#final = { ...this.#counters(), pending: 0, pendingBytes: 0, writingSince: 0 };
     this.#dead = true;
     this.#dropped += lost;
     if (this.#roomTimer !== undefined) clearTimeout(this.#roomTimer);

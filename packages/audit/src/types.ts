@@ -264,6 +264,14 @@ export interface AuditStats {
   readonly pending: number;
   /** Serialised size of the records waiting (what `maxBufferBytes` bounds). */
   readonly pendingBytes: number;
+  /**
+   * How long the sink has held the write now outstanding, retries included, in ms; 0 when no write is
+   * outstanding. A sink that has gone silent (a partition without a reset) shows here long before its
+   * `timeoutMs` fails the write: a readiness check can take the server out of its balancer when records
+   * stop being stored. With `thread: true`, as the writer thread last reported it (each time it takes
+   * records).
+   */
+  readonly writingMs: number;
 }
 
 /** The audit middleware, with the controls of its writer. */

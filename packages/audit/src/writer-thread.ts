@@ -23,6 +23,7 @@ import {
   STAT_PENDING_BYTES,
   STAT_REJECTED,
   STAT_RETRIES,
+  STAT_WRITING_SINCE,
   STAT_WRITTEN,
   STATS_VERSION,
   WRITE,
@@ -122,6 +123,7 @@ function runWriterThread(data: WriterThreadData): void {
     out[STAT_PENDING_BYTES] = stats.pendingBytes;
     out[STAT_HEAD_SEQ] = head?.seq ?? 0;
     out[STAT_CONSUMED] = consumed;
+    out[STAT_WRITING_SINCE] = writer.writingSince();
     if (head !== undefined) views.headHash.set(Buffer.from(head.hash, 'latin1'));
     Atomics.add(control, STATS_VERSION, 1);
   };

@@ -111,6 +111,8 @@ export class AuditWriter {
   #retries = 0;
   #duplicates = 0;
   #failingSince: number | undefined;
+  /** When the write now outstanding began (its first attempt), or undefined. */
+  #writingSince: number | undefined;
   #failures = 0;
   readonly #dropLog: IncidentLog;
   readonly #transientLog: IncidentLog;
@@ -296,7 +298,17 @@ export class AuditWriter {
       duplicateBatches: this.#duplicates,
       pending: this.#buffer.length + this.#waiters.length + this.#inFlight,
       pendingBytes: this.#bufferBytes + this.#inFlightBytes,
+      // A write close() gave up on is no longer outstanding: its records are counted as lost.
+      writingMs:
+        this.#writingSince === undefined || this.#abandoned
+          ? 0
+          : Math.max(0, Date.now() - this.#writingSince),
     };
+  }
+
+  /** When the write now outstanding began (epoch ms), or 0: the writer thread reports it as a number. */
+  writingSince(): number {
+    return this.#abandoned ? 0 : (this.#writingSince ?? 0);
   }
 
   /** The chain's last stored record: the head the sink gave at start, then each acknowledged batch's last. */
@@ -494,7 +506,22 @@ export class AuditWriter {
     attempt: () => Promise<T>,
     records: number,
   ): Promise<T | typeof GIVE_UP | typeof REFUSED> {
+    this.#writingSince = Date.now();
+    try {
+      return await this.#attemptUntilDone(attempt, records);
+    } finally {
+      this.#writingSince = undefined;
+    }
+  }
+
+  async #attemptUntilDone<T>(
+    attempt: () => Promise<T>,
+    records: number,
+  ): Promise<T | typeof GIVE_UP | typeof REFUSED> {
     for (let failures = 0; ; failures += 1) {
+      // The outage starts when the failed try began: a write the sink held silent for 30 s before it
+      // timed out was an outage of 30 s, not of the moment it failed.
+      const tried = Date.now();
       try {
         const value = await attempt();
         if (this.#failingSince !== undefined && !this.#abandoned) {
@@ -517,7 +544,7 @@ export class AuditWriter {
         }
         this.#retries += 1;
         this.#failures += 1;
-        this.#failingSince ??= Date.now();
+        this.#failingSince ??= tried;
         this.#transientLog.note(records, { err: error, pending: this.stats().pending });
         const delay = Math.min(RETRY_FIRST_MS * 2 ** failures, RETRY_MAX_MS);
         if (Date.now() + delay > this.#closeDeadline) return GIVE_UP;
