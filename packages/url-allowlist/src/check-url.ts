@@ -39,13 +39,11 @@ export async function checkUrl(
     const verdict = checkAddress(host.name, policy.allowPrivate);
     if (!verdict.ok) throw addressRefusal(host.name, verdict.range, { addresses: [host.name] });
   }
-  if (!matchesHost(host, policy.patterns)) {
-    throw new UrlRefusedError('host', `Host ${host.name} is not on this tool's allowlist.`, {
-      host: host.name,
-      hint: hostHint(policy),
-    });
-  }
+  if (!matchesHost(host, policy.patterns)) throw hostRefusal(host.name, policy);
   if (!policy.ports[scheme as 'https' | 'http'].has(port)) {
+    // Without hints the allowlist stays unsaid: a wrong port reads as a wrong host (the model could
+    // otherwise confirm a guessed host by its answer, and read the allowed ports off the hint).
+    if (!policy.hintAllowedHosts) throw hostRefusal(host.name, policy, 'port', { port });
     throw new UrlRefusedError('port', `Port ${port} is not allowed for ${host.name}.`, {
       host: host.name,
       hint: `Use the ${scheme} URL without a port, or one of the allowed ports: ${[...policy.ports[scheme as 'https' | 'http']].join(', ')}.`,
@@ -238,6 +236,20 @@ function unresolvable(host: string, cause: unknown): UrlRefusedError {
     host,
     cause,
     hint: 'Check the host name for typos; if it is right, the service may be down: tell the user.',
+  });
+}
+
+/** The refusal of a host off the allowlist; without hints a wrong port reads the same (`detail` tells the log). */
+function hostRefusal(
+  host: string,
+  policy: NormalPolicy,
+  reason: 'host' | 'port' = 'host',
+  detail?: Record<string, unknown>,
+): UrlRefusedError {
+  return new UrlRefusedError(reason, `Host ${host} is not on this tool's allowlist.`, {
+    host,
+    hint: hostHint(policy),
+    ...(detail === undefined ? {} : { detail }),
   });
 }
 

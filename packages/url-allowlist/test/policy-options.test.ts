@@ -171,6 +171,33 @@ describe('wildcard entries', () => {
       hint: 'Only hosts on the allowlist can be fetched. Do not retry with another host.',
     });
   });
+
+  // Red team Y (session 38): with the hosts unsaid, a wrong port still listed the allowed ports (the
+  // order service's carrier port) and its own message confirmed that a guessed host was on the list.
+  it('without hints, a wrong port on an allowed host reads exactly as a host off the list', async () => {
+    const quiet = createUrlPolicy({
+      allow: ['*.example.org'],
+      ports: [8443],
+      resolve: dns.resolve,
+      hintAllowedHosts: false,
+    });
+    const wrongPort = await quiet.check('https://api.example.org:9443/').catch((error: unknown) => error);
+    const wrongHost = await quiet.check('https://api.example.com:9443/').catch((error: unknown) => error);
+    const seen = (error: unknown) => {
+      const { code, message, hint } = error as { code: string; message: string; hint: string };
+      return { code, message: message.replace(/api\.example\.(org|com)/, 'HOST'), hint };
+    };
+    expect(seen(wrongPort)).toEqual(seen(wrongHost));
+    expect(JSON.stringify(seen(wrongPort))).not.toContain('8443');
+    // The log still knows which it was.
+    expect(wrongPort).toMatchObject({ reason: 'port', detail: { port: 9443 } });
+    // With hints (the default) the allowed ports are named, as before.
+    const told = createUrlPolicy({ allow: ['*.example.org'], ports: [8443], resolve: dns.resolve });
+    await expect(told.check('https://api.example.org:9443/')).rejects.toMatchObject({
+      reason: 'port',
+      hint: 'Use the https URL without a port, or one of the allowed ports: 8443.',
+    });
+  });
 });
 
 describe('address checks', () => {
