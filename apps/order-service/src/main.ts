@@ -12,6 +12,7 @@ import { createTokenVerifier } from './auth.js';
 import { readConfig, USAGE, UsageError } from './config.js';
 import { type FakeCarrier, startFakeCarrier } from './fake-carrier.js';
 import { startHttpServer } from './http.js';
+import { urlSecrets } from './server-secrets.js';
 import { createOrderService, type OrderService, SERVER_INFO } from './service.js';
 import { startTracing } from './tracing.js';
 
@@ -94,6 +95,11 @@ async function main(): Promise<void> {
       callsPerMinute: config.callsPerMinute,
       // --insecure-no-auth (loopback only): no token, so no per-tool scopes to check either.
       openAccess: config.http && config.insecureNoAuth && !config.tokens && !config.jwt,
+      // Secrets the service config does not hold: no answer may carry them either.
+      extraSecrets: [
+        ...(config.tokens?.tokens.map((entry) => entry.token) ?? []),
+        ...urlSecrets(config.jwt?.jwksUrl),
+      ],
     },
     logger,
   );

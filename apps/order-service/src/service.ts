@@ -35,6 +35,7 @@ import { pgliteQueryable, pgQueryable, type Queryable } from '@toolgate/sql';
 import { createUrlPolicy } from '@toolgate/url-allowlist';
 import pg from 'pg';
 import { ORDER_FIELDS, ORDER_STATUSES, type OrderDatabase, openDatabase } from './db.js';
+import { createServerSecrets, serverSecretValues } from './server-secrets.js';
 import { getOrderStatusTool, searchOrdersTool } from './tools/orders.js';
 import { renderInvoiceTool } from './tools/render-invoice.js';
 import { searchDocsTool } from './tools/search-docs.js';
@@ -110,6 +111,11 @@ export interface OrderServiceConfig {
   callsPerMinute?: number | undefined;
   /** Let every caller see and call every tool (HTTP without auth on loopback: no scopes to check). @default false */
   openAccess?: boolean;
+  /**
+   * Further secret values no answer may carry, besides those this config holds (main passes the static
+   * bearer tokens and the JWKS URL's secret parts). @default []
+   */
+  extraSecrets?: readonly string[];
 }
 
 /** Everything built once per process: the database, the tools and the shared middleware. */
@@ -153,10 +159,24 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
     timeoutMs: config.carrierTimeoutMs ?? 3000,
     maxBodyBytes: 64 * 1024,
     maxRedirects: 2,
+    // The carrier's host and port are configuration, not something the model can use: a refused
+    // tracking_url says only that it is not the carrier (red team Y: the hint named the carrier's port).
+    hintAllowedHosts: false,
     logger,
   });
   const customerScoped = config.customerScoped ?? false;
   const writes = writeTransactions(db);
+  const confirmSecret = config.confirmSecret ?? randomBytes(32).toString('base64url');
+  // The service's own secrets, gathered once: a tool relaying a third party's words (the carrier
+  // echoing the URL it was asked for, key and all) or a document's never passes one on, and neither
+  // does an error (redact-errors' patterns below).
+  const secrets = createServerSecrets(
+    serverSecretValues({
+      urls: [config.carrierUrl, config.databaseUrl, config.auditDatabaseUrl, config.redisUrl],
+      values: [confirmSecret, ...(config.extraSecrets ?? [])],
+      keys: [config.auditKey],
+    }),
+  );
   const tools: ToolDefinition[] = [
     searchOrdersTool({ db: queryable, customerScoped }),
     getOrderStatusTool({ db: queryable, customerScoped }),
@@ -165,8 +185,9 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
       policy: carrierPolicy,
       db: queryable,
       customerScoped,
+      secrets,
     }),
-    searchDocsTool({ root: config.docsRoot ?? resolve(APP_DIR, 'docs'), logger, customerScoped }),
+    searchDocsTool({ root: config.docsRoot ?? resolve(APP_DIR, 'docs'), logger, customerScoped, secrets }),
     renderInvoiceTool({
       db: queryable,
       invoiceCli: resolve(APP_DIR, 'dist', 'invoice-cli.js'),
@@ -239,7 +260,7 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
     ...(config.durableAudit ? { durable: true } : {}),
     ...(config.auditKey ? { key: config.auditKey } : {}),
   });
-  const redact = createRedactErrors({ logger });
+  const redact = createRedactErrors({ logger, patterns: secrets.pattern ? [secrets.pattern] : [] });
   // Who may see and call what: reading orders needs orders:read, the policies docs:read, and the two
   // write tools orders:write (hidden from every other token). stdio is the local user: allowed.
   const authz = config.openAccess
@@ -293,7 +314,7 @@ export async function createOrderService(config: OrderServiceConfig, logger: Log
   const refundCurrency = new AsyncLocalStorage<string | undefined>();
   const currencyOfRefund = refundCurrencyLookup(queryable, customerScoped, refundCurrency);
   const confirm = createConfirm({
-    secret: config.confirmSecret ?? randomBytes(32).toString('base64url'),
+    secret: confirmSecret,
     audience: deployment,
     store: stateStore,
     tools: {

@@ -1,11 +1,12 @@
 import { opendir, realpath, stat } from 'node:fs/promises';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { defineTool, fail, type Logger, ok, redactSecretsInText, type ToolDefinition } from '@toolgate/core';
+import { defineTool, fail, type Logger, ok, type ToolDefinition } from '@toolgate/core';
 import * as z from 'zod';
 import { bindCustomerIdIfAny } from '../customer-scope.js';
 import { isUnderRoot, readFileUnderRoot, SafeFileRefusal } from '../safe-file.js';
-import { visibleText } from '../visible-text.js';
+import type { ServerSecrets } from '../server-secrets.js';
+import { documentText } from '../third-party-text.js';
 
 export const SEARCH_DOCS_MAX_TOP_K = 5;
 /** Longest `text` of one hit: a longer line is cut around its first match, `…` marking each cut. */
@@ -49,6 +50,8 @@ export interface SearchDocsOptions {
    * per-caller budget as the scoped tools'. @default false
    */
   customerScoped?: boolean;
+  /** The service's own secret values, never returned from a document's line or name. */
+  secrets?: ServerSecrets;
 }
 
 /** What one call's listing may still take, and whether it had to stop. */
@@ -271,9 +274,9 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
       // redacted in what is returned, and control characters that would drive a terminal or reorder
       // the text shown are made visible.
       const items = search.best.map((hit) => ({
-        file: visibleText(redactSecretsInText(hit.file), false),
+        file: documentText(hit.file, false, options.secrets),
         line: hit.line,
-        text: visibleText(redactSecretsInText(excerpt(hit.text, hit.lowerAt)), true),
+        text: documentText(excerpt(hit.text, hit.lowerAt), true, options.secrets),
         score: hit.score,
       }));
       const notes: string[] = [];

@@ -1,17 +1,10 @@
-import {
-  defineTool,
-  fail,
-  mapStrings,
-  ok,
-  redactSecrets,
-  type ToolDefinition,
-  ToolError,
-} from '@toolgate/core';
+import { defineTool, fail, ok, type ToolDefinition, ToolError } from '@toolgate/core';
 import type { Queryable } from '@toolgate/sql';
 import { createUrlGuard, type UrlPolicy } from '@toolgate/url-allowlist';
 import * as z from 'zod';
 import { bindCustomerId } from '../customer-scope.js';
-import { visibleText } from '../visible-text.js';
+import type { ServerSecrets } from '../server-secrets.js';
+import { thirdPartyAnswer } from '../third-party-text.js';
 
 export interface TrackShipmentOptions {
   /** The carrier tracking API's base URL (its host is the only one allowlisted). */
@@ -26,13 +19,15 @@ export interface TrackShipmentOptions {
    * @default false
    */
   customerScoped?: boolean;
+  /** The service's own secret values (CARRIER_URL's key among them), never passed on from the carrier's answer. */
+  secrets?: ServerSecrets;
 }
 
 const TRACKING_NUMBER = /^TRK\d{8}$/;
 const OWN_SHIPMENT = 'SELECT 1 FROM orders WHERE tracking_number = $1 AND customer_id = $2';
 
-// What the carrier may say, bounded: its text reaches the model as it is (a success passes core's
-// boundary unscrubbed), so an answer past these sizes is the carrier's bug, answered `internal`.
+// What the carrier may say, bounded: an answer past these sizes is the carrier's bug, answered
+// `internal` (a success passes core's boundary unscrubbed: what is returned is what the model reads).
 const CarrierAnswer = z.object({
   trackingNumber: z.string().max(64),
   carrier: z.string().max(200),
@@ -112,10 +107,11 @@ export function trackShipmentTool(options: TrackShipmentOptions): ToolDefinition
       }
       // A malformed answer is the carrier's bug, not the model's: it surfaces as an internal error.
       const answer = CarrierAnswer.parse(JSON.parse(response.body));
-      // A third party's words: a credential or connection string in them (a carrier echoing its own
-      // error into an event) is redacted before the model reads it, and a terminal escape or a
-      // direction override in them is written out as visible text (the person may read it too).
-      return ok(mapStrings(redactSecrets(answer), (text) => visibleText(text, false)) as typeof answer);
+      // A third party's words: the service's own secrets (the carrier echoing the URL it was asked for,
+      // key and all), credentials, and the carrier's internals (hosts, ports, paths, SQL, stack frames)
+      // are removed before the model reads them, and a terminal escape or a direction override is
+      // written out as visible text (the person may read it too).
+      return ok(thirdPartyAnswer(answer, options.secrets));
     },
   });
 }
