@@ -14,6 +14,7 @@ import {
 import { createShapeJson } from './args-shape.js';
 import { checkChainId, defaultChainId } from './chain-id.js';
 import { chainKeyOf } from './chain-key.js';
+import { DurableWaits } from './durable-wait.js';
 import { fileSinkOptionsOf } from './file-sink.js';
 import { type CapturedRecord, captureCall, type RecordSettings, resultOfThrow } from './record.js';
 import { createRedactedJson } from './redacted-json.js';
@@ -42,6 +43,11 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
   const maxArgsChars = positive(options.maxArgsChars ?? 65_536, 'maxArgsChars');
   const chainId = options.chainId === undefined ? defaultChainId() : checkChainId(options.chainId);
   const durable = options.durable ?? false;
+  const durableWaitMs = options.durableWaitMs ?? 10_000;
+  // Infinity: a durable call waits for its record until it is stored or given up (close()).
+  if (durableWaitMs !== Number.POSITIVE_INFINITY) positive(durableWaitMs, 'durableWaitMs');
+  const waits =
+    durable && durableWaitMs !== Number.POSITIVE_INFINITY ? new DurableWaits(durableWaitMs) : undefined;
   const key = options.key === undefined ? undefined : chainKeyOf(options.key, 'createAudit: key');
   const sink = options.sink ?? createStderrSink();
   const writerSettings: WriterSettings = {
@@ -169,11 +175,15 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
       }
       const captured = capture(ctx, result, settings);
       if (result.isError === true) watchLate(ctx, result, settings);
-      const stored = captured ? await writer.push(captured, true) : false;
+      const pushed = captured ? writer.push(captured, true) : undefined;
+      // Past durableWaitMs the answer is withheld while the record stays queued: written once the sink
+      // takes it, a record without an answer (as after a crash between the write and the answer).
+      const stored = pushed === undefined ? false : await (waits === undefined ? pushed : waits.wait(pushed));
       if (stored !== true) {
         return fail('unavailable', 'The call could not be recorded; its result is withheld.', {
           hint: 'The audit trail is unavailable. Try again later.',
           retryable: true,
+          retryAfterMs: RETRY_AFTER_MS,
         });
       }
       if (thrown) throw thrown.error;
@@ -243,6 +253,12 @@ function threadedWriter(
     key === undefined ? undefined : typeof key === 'string' ? Buffer.from(key, 'utf8') : Uint8Array.from(key);
   return new ThreadedWriter(file, bytes, settings);
 }
+
+/**
+ * What a durable call answered `unavailable` suggests to wait before trying again: the writer's longest
+ * backoff between two tries of a failing sink, so the sink has been tried again by then.
+ */
+const RETRY_AFTER_MS = 5_000;
 
 function positive(value: number, name: string): number {
   if (!Number.isInteger(value) || value < 1)

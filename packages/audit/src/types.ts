@@ -188,12 +188,22 @@ export interface AuditOptions extends Partial<AuditToolOptions> {
   /**
    * Release a call's answer only once its record is stored (the sink acknowledged the batch holding
    * it). Concurrent calls still share a batch. A record that cannot be stored (dropped, refused by
-   * the sink, audit closed) turns the answer into `unavailable`: no answer leaves without its record.
+   * the sink, audit closed) or not stored within `durableWaitMs` turns the answer into `unavailable`:
+   * no answer leaves without its record.
    * Without it, answers leave at once and a crash (kill -9) loses the records not yet written: at most
    * the batch in flight plus what waits in the buffer, normally the last `batchDelayMs` + one write.
    * @default false
    */
   durable?: boolean;
+  /**
+   * With `durable: true`, how long a call waits for its record to be stored, in milliseconds. Past it
+   * the call answers `unavailable` (retryable, `retryAfterMs` 5000) whatever the sink does (failing
+   * with a transient error and retried, or holding a write silent up to the PostgreSQL sink's
+   * `timeoutMs`), and its record stays queued: it is written once when the sink takes it, a record of
+   * a call whose result was withheld. `Infinity` waits until the record is stored or given up.
+   * @default 10000
+   */
+  durableWaitMs?: number;
   /**
    * A secret (at least 32 bytes) that keys the chain: each record's `hash` is HMAC-SHA256 under it
    * instead of SHA-256, and each record names the key by `keyId`. Someone who can write the file or
