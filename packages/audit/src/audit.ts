@@ -54,6 +54,7 @@ export function createAudit(options: AuditOptions = {}): AuditMiddleware {
     chainId,
     key,
     batchSize: positive(options.batchSize ?? 4096, 'batchSize'),
+    maxBatchBytes: positive(options.maxBatchBytes ?? 4 * 2 ** 20, 'maxBatchBytes'),
     // Durable calls wait for their batch: a timer would add a millisecond to each, and batches form
     // anyway while the previous write is in flight.
     batchDelayMs: Math.max(0, options.batchDelayMs ?? (durable ? 0 : 1)),

@@ -108,6 +108,7 @@ export class ThreadedWriter {
       chainId: settings.chainId,
       key,
       batchSize: settings.batchSize,
+      maxBatchBytes: settings.maxBatchBytes,
       batchDelayMs: settings.batchDelayMs,
       maxBufferBytes: settings.maxBufferBytes,
       bufferSize: settings.bufferSize,

@@ -227,6 +227,14 @@ export interface AuditOptions extends Partial<AuditToolOptions> {
   /** Most records per sink write (one file write, one INSERT). @default 4096 */
   batchSize?: number;
   /**
+   * Most bytes (records as serialised) per sink write; a record larger than this is written alone. A
+   * write must finish within the sink's own limit (the PostgreSQL sink's `timeoutMs`): bounded by count
+   * alone, a buffer of large records made one write of up to `maxBufferBytes` (64 MiB), which a slow link
+   * could never finish in time, so it was retried for good and nothing more was stored.
+   * @default 4 MiB
+   */
+  maxBatchBytes?: number;
+  /**
    * How long the writer waits for more records before it starts a write, in milliseconds. Durable
    * mode needs no wait: its calls wait for the write, and batches form while one is in flight.
    * @default 1 (0 with `durable: true`)

@@ -39,6 +39,7 @@ export interface WriterThreadData {
   readonly chainId: string;
   readonly key: Uint8Array | undefined;
   readonly batchSize: number;
+  readonly maxBatchBytes: number;
   readonly batchDelayMs: number;
   readonly maxBufferBytes: number;
   readonly bufferSize: number;
@@ -88,6 +89,7 @@ function runWriterThread(data: WriterThreadData): void {
     chainId: data.chainId,
     key,
     batchSize: data.batchSize,
+    maxBatchBytes: data.maxBatchBytes,
     // The ring's wait (below) gathers the batch.
     batchDelayMs: 0,
     maxBufferBytes: data.maxBufferBytes,

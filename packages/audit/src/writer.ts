@@ -29,6 +29,7 @@ export interface WriterSettings {
   /** Hashes records with HMAC-SHA256 under it, each naming it by `keyId`; undefined: plain SHA-256. */
   readonly key: ChainKey | undefined;
   readonly batchSize: number;
+  readonly maxBatchBytes: number;
   readonly batchDelayMs: number;
   readonly maxBufferBytes: number;
   readonly bufferSize: number;
@@ -363,7 +364,7 @@ export class AuditWriter {
             continue;
           }
         }
-        const entries = this.#takeBatch(this.#settings.batchSize);
+        const entries = this.#takeBatch(this.#settings.batchSize, this.#settings.maxBatchBytes);
         let sealedHashes: string[] | undefined;
         try {
           const { batch, head: sealedHead, hashes } = this.#seal(entries);
@@ -413,11 +414,20 @@ export class AuditWriter {
   }
 
   /** Moves up to `count` entries from the buffer to the batch in flight, and lets waiting calls in. */
-  #takeBatch(count: number): CapturedRecord[] {
+  #takeBatch(most: number, maxBytes = Number.POSITIVE_INFINITY): CapturedRecord[] {
+    // Up to `most` records and `maxBytes` bytes, at least one record (a larger one goes alone).
+    let count = Math.min(most, this.#buffer.length);
+    let bytes = 0;
+    for (let index = 0; index < count; index += 1) {
+      const size = this.#buffer[index]!.bytes;
+      if (index > 0 && bytes + size > maxBytes) {
+        count = index;
+        break;
+      }
+      bytes += size;
+    }
     const entries = this.#buffer.length <= count ? this.#buffer : this.#buffer.slice(0, count);
     this.#buffer = this.#buffer.length <= count ? [] : this.#buffer.slice(count);
-    let bytes = 0;
-    for (const entry of entries) bytes += entry.bytes;
     this.#bufferBytes -= bytes;
     this.#inFlight = entries.length;
     this.#inFlightBytes = bytes;
