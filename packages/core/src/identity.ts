@@ -56,6 +56,7 @@ const PERSON_CLAIMS = new Set([
 export const TENANT_CLAIMS: readonly string[] = Object.freeze([
   'org_id',
   'org_name',
+  'org_slug',
   'organization',
   'organization_id',
   'org',
@@ -63,7 +64,24 @@ export const TENANT_CLAIMS: readonly string[] = Object.freeze([
   'tenant',
   'tenant_id',
   'tenantId',
+  'tenant_name',
 ]);
+
+const TENANT_CLAIM_SET: ReadonlySet<string> = new Set(TENANT_CLAIMS);
+
+/**
+ * Whether a claim names the tenant: one of TENANT_CLAIMS, or a namespaced custom claim whose last
+ * segment is one (`https://app.example/org_id`, `urn:app:tenant`: Auth0 and others namespace the claims
+ * an app adds).
+ */
+function isTenantClaim(claim: string): boolean {
+  if (TENANT_CLAIM_SET.has(claim)) return true;
+  const cut = Math.max(claim.lastIndexOf('/'), claim.lastIndexOf(':'));
+  return cut >= 0 && cut < claim.length - 1 && TENANT_CLAIM_SET.has(claim.slice(cut + 1));
+}
+
+/** Past this many characters a tenant part is written as its SHA-256 (a claim may hold a long list). */
+const MAX_TENANT_PART = 256;
 
 /**
  * Marks where a subject id's tenant part starts: an issuer part never holds `%T` (its `%` is always
@@ -282,12 +300,16 @@ function escapePart(text: string): string {
  */
 function tenantOf(extra: Readonly<Record<string, unknown>>): string | undefined {
   let tenant: Record<string, unknown> | undefined;
-  for (const claim of TENANT_CLAIMS) {
-    const value = ownClaim(extra, claim);
+  for (const claim of Object.keys(extra)) {
+    if (!isTenantClaim(claim)) continue;
+    const value = extra[claim];
     if (value == null) continue;
     if (typeof value === 'object' && nestedPast(value, MAX_CLAIM_DEPTH)) return TOO_DEEP;
     tenant ??= Object.create(null) as Record<string, unknown>;
     tenant[claim] = value;
   }
-  return tenant === undefined ? undefined : canonicalJson(tenant);
+  if (tenant === undefined) return undefined;
+  const json = canonicalJson(tenant);
+  // The id starts every per-caller key and audit row: a long tenant part is written as its digest.
+  return json.length <= MAX_TENANT_PART ? json : `#${hash('sha256', json, 'base64url')}`;
 }

@@ -93,6 +93,37 @@ describe('a subject identity carries the token tenant', () => {
     expect(ids.size).toBe(8);
   });
 
+  // Red team AA (session 38): namespaced custom claims (Auth0's `https://app/...`) and `org_slug`,
+  // `tenant_name` were not read, and a tenant claim of 200,000 items made a 3 MB caller id.
+  it.each([
+    ['https://app.example/org_id'],
+    ['https://app.example/tenant'],
+    ['urn:app:organization'],
+    ['org_slug'],
+    ['tenant_name'],
+  ])('reads %s as a tenant claim', (claim) => {
+    const a = idOf(token('a', { iss: 'https://idp.example', sub: 'pat', [claim]: 'acme' }));
+    const b = idOf(token('b', { iss: 'https://idp.example', sub: 'pat', [claim]: 'globex' }));
+    expect(a).not.toBe(b);
+    expect(a.startsWith('sub:https://idp.example%T')).toBe(true);
+  });
+
+  it('a claim merely ending in a tenant word, or naming nothing after its namespace, is no tenant claim', () => {
+    const plain = idOf(token('p', { iss: 'https://idp.example', sub: 'pat' }));
+    expect(
+      idOf(token('q', { iss: 'https://idp.example', sub: 'pat', subtenant: 'x', 'https://app/': 'y' })),
+    ).toBe(plain);
+  });
+
+  it('a long tenant part is written as its digest: the id stays short, and two tenants stay apart', () => {
+    const many = (tag: string) => Array.from({ length: 200_000 }, (_, index) => `${tag}-${index}`);
+    const a = idOf(token('a', { iss: 'https://idp.example', sub: 'pat', org: many('a') }));
+    const b = idOf(token('b', { iss: 'https://idp.example', sub: 'pat', org: many('b') }));
+    expect(a.length).toBeLessThan(120);
+    expect(a).toMatch(/^sub:https:\/\/idp\.example%T#[A-Za-z0-9_-]{43}\|pat$/);
+    expect(a).not.toBe(b);
+  });
+
   it('a tenant claim nested past the depth bound makes the token its own client caller, without throwing', () => {
     let deep: unknown = 'leaf';
     for (let level = 0; level < 5_000; level += 1) deep = [deep];
