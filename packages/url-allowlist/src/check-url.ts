@@ -34,6 +34,10 @@ export async function checkUrl(
   const { url, host } = parseTarget(policy, input);
   const scheme = url.protocol.slice(0, -1);
   const port = url.port === '' ? defaultPort(scheme) : Number(url.port);
+  // Without hints a literal off the allowlist reads as any host off it: judged by its address first, a
+  // private one would be refused as such, and an allowPrivate entry (the one a service talks to) told
+  // apart from the rest of its range by the answer.
+  if (!policy.hintAllowedHosts && !matchesHost(host, policy.patterns)) throw hostRefusal(host.name, policy);
   if (host.kind !== 'domain') {
     // A literal is judged by its address first, so the table of numeric forms is refused as such.
     const verdict = checkAddress(host.name, policy.allowPrivate);

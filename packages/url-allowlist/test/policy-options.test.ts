@@ -191,6 +191,25 @@ describe('wildcard entries', () => {
     expect(JSON.stringify(seen(wrongPort))).not.toContain('8443');
     // The log still knows which it was.
     expect(wrongPort).toMatchObject({ reason: 'port', detail: { port: 9443 } });
+    // Red team AA: nor does a private literal tell the allowPrivate entry apart from the rest of its range.
+    const loopback = createUrlPolicy({
+      allow: ['127.0.0.1'],
+      allowPrivate: ['127.0.0.1'],
+      ports: [47811],
+      resolve: dns.resolve,
+      hintAllowedHosts: false,
+      schemes: ['http'],
+    });
+    const answers = await Promise.all(
+      ['http://127.0.0.2:47811/', 'http://[::1]:47811/', 'http://127.0.0.1:1/', 'http://10.0.0.1:47811/'].map(
+        (url) => loopback.check(url).catch((error: unknown) => error),
+      ),
+    );
+    const shown = answers.map((error) => {
+      const { code, message, hint } = error as { code: string; message: string; hint: string };
+      return { code, message: message.replace(/^Host \S+ /, 'Host HOST '), hint };
+    });
+    expect(new Set(shown.map((answer) => JSON.stringify(answer))).size).toBe(1);
     // With hints (the default) the allowed ports are named, as before.
     const told = createUrlPolicy({ allow: ['*.example.org'], ports: [8443], resolve: dns.resolve });
     await expect(told.check('https://api.example.org:9443/')).rejects.toMatchObject({
