@@ -1,51 +1,74 @@
 import { REDACTED, type SecretPattern } from '@toolgate/core';
+import { decodedView, NEEDS_VIEW } from './decoded-view.js';
 
 // The service's own secrets, known from its configuration: no tool's answer may carry one, whatever
 // the text that carries it looks like (a carrier echoing the URL it was asked for, `?key=…` included,
-// passes core's generic patterns). Built once at start; one regular expression over every value.
+// passes core's generic patterns), however it is written. Built once at start; one regular expression
+// over every value, run over the text's decoded view (decoded-view.ts).
 
 /** Shorter values are never looked for: they would match ordinary words and numbers in any text. */
 export const MIN_SECRET_LENGTH = 6;
 
-// Query parameters that carry an option, not a credential: their values are words, dates or versions
-// that ordinary text holds too (`?format=json`, `?version=2024-01-01`), so they are looked for only
-// when they look like a credential themselves.
-const OPTION_NAMES = new Set([
-  'format',
-  'lang',
-  'language',
-  'locale',
-  'version',
-  'v',
-  'api-version',
-  'apiversion',
-  'units',
-  'country',
-  'region',
-  'type',
-  'mode',
-  'output',
-  'fields',
-  'sort',
-  'page',
-  'limit',
+// A query parameter whose name says it holds a credential (`key`, `apiKey`, `X-Api-Key`, `app_id`,
+// `client_secret`, `X-Amz-Signature`): its value is a secret whatever it looks like. The name's words
+// (split at separators and lower-to-upper case changes) are matched, and the name without separators.
+const SECRET_NAME_WORDS = new Set([
+  'key',
+  'token',
+  'secret',
+  'sig',
+  'signature',
+  'auth',
+  'authorization',
+  'password',
+  'passwd',
+  'pass',
+  'passphrase',
+  'pwd',
+  'license',
+  'licence',
+  'credential',
+  'credentials',
+  'session',
+  'sid',
+  'apikey',
+  'appid',
+  'appkey',
 ]);
+const SECRET_NAMES = new Set(['apikey', 'appid', 'appkey', 'clientsecret', 'accesstoken', 'sessionid']);
+
+/** Whether a query parameter's name says its value is a credential (see SECRET_NAME_WORDS). */
+export function secretName(name: string): boolean {
+  const words = name
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .toLowerCase()
+    .split(/[^a-z0-9]+/);
+  if (words.some((word) => SECRET_NAME_WORDS.has(word))) return true;
+  return SECRET_NAMES.has(words.join(''));
+}
 
 /**
  * A credential's shape: at least 12 characters holding a letter and a digit (`CK1_Zq9xYabc…`,
  * `7f3a…` hex), or at least 32 characters of any kind. Path segments and option values such as `v1`,
- * `track`, `api`, `2024-01-01` or `shipments` never have it.
+ * `track`, `api`, `2024-01-01`, `Chicago` or `shipments` never have it.
  */
 export function credentialLike(value: string): boolean {
   if (value.length >= 32) return true;
   return value.length >= 12 && /[A-Za-z]/.test(value) && /\d/.test(value);
 }
 
+/** Letters only and shorter than 12: a word of the language, which ordinary text holds too. */
+export function plainWord(value: string): boolean {
+  return value.length < 12 && /^\p{L}+$/u.test(value);
+}
+
 /**
- * The secret parts of a configured URL: the userinfo password (and a user name shaped like a
- * credential, as APIs that take the key as the user name want it), every query value except those of
- * the option names above that do not look like a credential, and every path segment shaped like a
- * credential (`/k/<key>/track`). Unparsable text is taken whole when it looks like a credential.
+ * The secret parts of a configured URL: the userinfo password unless it is a plain word (`orders`:
+ * letters only, shorter than 12; it would hide that word in every carrier text and names nothing a
+ * model could use), a user name shaped like a credential (as APIs that take the key as the user name
+ * want it), every query value under a secret name (`secretName`) or shaped like a credential
+ * (`?account=Chicago` is neither), and every path segment shaped like a credential
+ * (`/k/<key>/track`). Unparsable text is taken whole when it looks like a credential.
  */
 export function urlSecrets(text: string | undefined): string[] {
   if (!text) return [];
@@ -59,10 +82,11 @@ export function urlSecrets(text: string | undefined): string[] {
       return part;
     }
   };
-  if (url.password) found.push(decoded(url.password));
+  const password = decoded(url.password);
+  if (password && !plainWord(password)) found.push(password);
   if (url.username && credentialLike(decoded(url.username))) found.push(decoded(url.username));
   for (const [name, value] of url.searchParams) {
-    if (!OPTION_NAMES.has(name.toLowerCase()) || credentialLike(value)) found.push(value);
+    if (secretName(name) || credentialLike(value)) found.push(value);
   }
   for (const segment of url.pathname.split('/')) {
     const value = decoded(segment);
@@ -104,35 +128,142 @@ export function serverSecretValues(sources: SecretSources): string[] {
 
 /** Removes the service's own secret values from third-party text. */
 export interface ServerSecrets {
-  /** `text` with every secret value, also percent-encoded or JSON-escaped, replaced by `[REDACTED]`. */
+  /**
+   * `text` with every secret value, however it is written (see `createServerSecrets`), replaced by
+   * `[REDACTED]`; a line break inside a replaced span stays, so a document keeps its line numbers.
+   */
   hide(text: string): string;
-  /** The same as a pattern (for redact-errors' `patterns`), or undefined when there is no secret. */
+  /**
+   * A regular expression for redact-errors' `patterns` (error results): each value raw, percent-encoded,
+   * JSON-escaped, reversed, in base64 and hex, in any case; undefined when there is no secret.
+   */
   readonly pattern: SecretPattern | undefined;
 }
 
 /**
- * One matcher for every value and its percent-encoded (`encodeURIComponent`, and with `+` for spaces)
- * and JSON-escaped forms, longest first, so a value inside a longer one goes whole. A string costs one
- * regular-expression scan (a few hundred nanoseconds for a short one); without secrets, nothing.
+ * A matcher of the values in the decoded view of a text (`decodedView`: escapes of any kind and case
+ * decoded, invisible characters dropped, fullwidth and other compatibility forms folded, lower case),
+ * so every way of writing a value is found without listing it: `%2b` and `%2B`, a needless `%5F`,
+ * `\u005f`, PHP's `\/`, .NET's `\u002B`, `&#95;`, `CK1_ZQ9X…`, `Z\u200bq`, `Ｚq`. Besides the
+ * value, three shapes a program gives it are looked for there as fixed texts: reversed, hex, and
+ * base64 (and base64url) at each of the three alignments (the characters only the value's bits decide,
+ * as @toolgate/exec's output scrubber does). One regular expression, longest first, so a value inside
+ * a longer one goes whole. Not found: a value split over two strings (two events, two fields: each
+ * string is read alone) or spread out with spaces. Cost: text of plain ASCII is lower-cased and
+ * scanned once (a few hundred nanoseconds for a carrier's short string); text with an escape, a
+ * control or a character past ASCII is first read into its view (about 10 ms a MiB); without secrets,
+ * nothing.
  */
 export function createServerSecrets(values: readonly string[]): ServerSecrets {
-  const forms = new Set<string>();
+  const viewForms = new Set<string>();
+  // A value holding what the view decodes (`p%41ss`): also looked for as written, in lower case.
+  const rawForms = new Set<string>();
+  const errorForms = new Set<string>();
+  const keep = (set: Set<string>, form: string): void => {
+    if (form.length >= MIN_SECRET_LENGTH) set.add(form);
+  };
   for (const value of values) {
-    forms.add(value);
-    forms.add(encodeURIComponent(value));
-    forms.add(encodeURIComponent(value).replace(/%20/g, '+'));
-    forms.add(JSON.stringify(value).slice(1, -1));
-    // JSON quoted in JSON (a carrier's error body in its answer's text).
-    forms.add(JSON.stringify(JSON.stringify(value)).slice(2, -2));
+    const written = value.includes(' ') ? [value, value.replaceAll(' ', '+')] : [value];
+    for (const form of written) {
+      const seen = decodedView(form).view;
+      keep(viewForms, seen);
+      if (form.toLowerCase() !== seen) keep(rawForms, form.toLowerCase());
+    }
+    const reshaped = reshapedForms(value);
+    for (const form of reshaped) keep(viewForms, form.toLowerCase());
+    for (const form of [
+      value,
+      encodeURIComponent(value),
+      encodeURIComponent(value).replace(/%20/g, '+'),
+      JSON.stringify(value).slice(1, -1),
+      // JSON quoted in JSON (a carrier's error body in its answer's text).
+      JSON.stringify(JSON.stringify(value)).slice(2, -2),
+      ...reshaped,
+    ]) {
+      keep(errorForms, form);
+    }
   }
-  if (forms.size === 0) return { hide: (text) => text, pattern: undefined };
+  if (viewForms.size === 0) return { hide: (text) => text, pattern: undefined };
+  const inView = alternation(viewForms, 'g');
+  const asWritten = rawForms.size > 0 ? alternation(rawForms, 'g') : undefined;
+  return {
+    hide: (text) => {
+      const ranges: Array<[number, number]> = [];
+      if (!NEEDS_VIEW.test(text)) {
+        // Plain ASCII is its own view.
+        collect(inView, text.toLowerCase(), ranges, undefined, undefined);
+      } else {
+        const { view, starts, ends } = decodedView(text);
+        collect(inView, view, ranges, starts, ends);
+        const lower = text.toLowerCase();
+        if (asWritten !== undefined && lower.length === text.length) {
+          collect(asWritten, lower, ranges, undefined, undefined);
+        }
+      }
+      return replaceRanges(text, ranges);
+    },
+    pattern: { name: 'server-secret', pattern: alternation(errorForms, 'gi'), replace: REDACTED },
+  };
+}
+
+function alternation(forms: ReadonlySet<string>, flags: string): RegExp {
   const source = [...forms]
     .sort((a, b) => b.length - a.length)
     .map((form) => form.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&'))
     .join('|');
-  const pattern = new RegExp(source, 'g');
-  return {
-    hide: (text) => text.replace(pattern, REDACTED),
-    pattern: { name: 'server-secret', pattern, replace: REDACTED },
-  };
+  return new RegExp(source, flags);
+}
+
+/** Adds the [start, end) in the text of each match of `pattern` in `view` (the text itself without `starts`). */
+function collect(
+  pattern: RegExp,
+  view: string,
+  ranges: Array<[number, number]>,
+  starts: Uint32Array | undefined,
+  ends: Uint32Array | undefined,
+): void {
+  pattern.lastIndex = 0;
+  for (let found = pattern.exec(view); found !== null; found = pattern.exec(view)) {
+    const last = found.index + found[0].length - 1;
+    ranges.push(
+      starts === undefined || ends === undefined
+        ? [found.index, last + 1]
+        : [starts[found.index]!, ends[last]!],
+    );
+  }
+}
+
+/**
+ * `text` with each of `ranges` replaced by one `[REDACTED]` a run of overlapping ones, the line breaks
+ * a range held kept after it.
+ */
+function replaceRanges(text: string, ranges: Array<[number, number]>): string {
+  if (ranges.length === 0) return text;
+  ranges.sort((a, b) => a[0] - b[0]);
+  let out = '';
+  let copied = 0;
+  for (const [start, end] of ranges) {
+    if (end <= copied) continue;
+    const from = Math.max(start, copied);
+    if (start >= copied) out += text.slice(copied, start) + REDACTED;
+    out += '\n'.repeat(text.slice(from, end).split('\n').length - 1);
+    copied = end;
+  }
+  return out + text.slice(copied);
+}
+
+/**
+ * The shapes of `value` a program's reshaping gives it: reversed, hex of its UTF-8, and base64 (and
+ * base64url) of its UTF-8 at each alignment (3: where the value starts in the encoded input), the
+ * characters that only the value's bits decide.
+ */
+function reshapedForms(value: string): string[] {
+  const bytes = Buffer.from(value);
+  const forms = [[...value].reverse().join(''), bytes.toString('hex')];
+  for (let offset = 0; offset < 3; offset += 1) {
+    const encoded = Buffer.concat([Buffer.alloc(offset), bytes]).toString('base64');
+    const form = encoded.slice(Math.ceil((offset * 8) / 6), Math.floor(((offset + bytes.length) * 8) / 6));
+    forms.push(form, form.replaceAll('+', '-').replaceAll('/', '_'));
+  }
+  return forms.filter((form) => form !== value);
 }

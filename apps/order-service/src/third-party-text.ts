@@ -15,7 +15,8 @@ const PLAIN =
 
 /**
  * A third party's answer (the carrier's), every string and key of it, as the model may see it: the
- * service's own secret values gone (`secrets`, also percent-encoded or JSON-escaped), then any
+ * service's own secret values gone (`secrets`, however each string writes them: escaped, in another
+ * case, with invisible characters, fullwidth, base64, hex; one split over two strings is not found), then any
  * credential core's patterns know (also split over sibling strings), then what the service's errors
  * never show either (redact-errors' `scrubErrorText`: hosts and IP addresses with their ports, paths,
  * URLs, connection strings, SQL, stack frames), then control characters and direction overrides
@@ -32,7 +33,9 @@ export function thirdPartyAnswer<T>(value: T, secrets: ServerSecrets = NO_SECRET
 /**
  * A line or name of the operator's own documents: the service's secret values and core's credential
  * patterns redacted, control characters made visible (a line keeps its tabs). Paths, hosts and URLs
- * stay: a policy may name a returns address or its own web page.
+ * stay: a policy may name a returns address or its own web page. search_docs hides the service's
+ * secrets in a whole document before searching it and redacts a line before cutting it, so a line's
+ * excerpt comes here with `secrets` already applied.
  */
 export function documentText(text: string, keepTab: boolean, secrets: ServerSecrets = NO_SECRETS): string {
   return visibleText(redactSecretsInText(secrets.hide(text)), keepTab);

@@ -1,7 +1,7 @@
 import { opendir, realpath, stat } from 'node:fs/promises';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { defineTool, fail, type Logger, ok, type ToolDefinition } from '@toolgate/core';
+import { defineTool, fail, type Logger, ok, redactSecretsInText, type ToolDefinition } from '@toolgate/core';
 import * as z from 'zod';
 import { bindCustomerIdIfAny } from '../customer-scope.js';
 import { isUnderRoot, readFileUnderRoot, SafeFileRefusal } from '../safe-file.js';
@@ -19,6 +19,8 @@ export const SEARCH_DOCS_MAX_FILE_BYTES = 1024 * 1024;
 export const SEARCH_DOCS_DEFAULT_MAX_BYTES = 8 * 1024 * 1024;
 /** How much of a cut line is kept before its first match. */
 const TEXT_BEFORE_MATCH = 60;
+/** Characters of a long line redacted on each side of its excerpt before the cut (see `excerpt`). */
+const REDACT_MARGIN = 8 * 1024;
 const DEFAULT_TOP_K = 3;
 const DEFAULT_MAX_FILES = 200;
 const DEFAULT_MAX_DEPTH = 16;
@@ -117,6 +119,7 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
   const maxDepth = positiveInteger('maxDepth', options.maxDepth, DEFAULT_MAX_DEPTH);
   const maxBytes = positiveInteger('maxBytes', options.maxBytes, SEARCH_DOCS_DEFAULT_MAX_BYTES);
   const maxEntries = maxFiles * ENTRIES_PER_FILE;
+  const hide = options.secrets?.hide ?? ((text: string) => text);
   return defineTool({
     name: 'search_docs',
     title: 'Search policy documents',
@@ -251,7 +254,9 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
           documents += 1;
           // At most what was asked for (the read is cut there); invalid UTF-8 only makes it count more.
           bytesLeft -= Math.min(Buffer.byteLength(text), bytesLeft);
-          await scoreDocument(search, name, text);
+          // The service's own secrets go before the search: a query can neither show one nor tell,
+          // by what it finds, how one starts (a keyword matches the start of a word).
+          await scoreDocument(search, name, hide(text));
         }
       } finally {
         // What the call cost, for an operator (and a test) to see without timing it.
@@ -276,7 +281,7 @@ export function searchDocsTool(options: SearchDocsOptions): ToolDefinition {
       const items = search.best.map((hit) => ({
         file: documentText(hit.file, false, options.secrets),
         line: hit.line,
-        text: documentText(excerpt(hit.text, hit.lowerAt), true, options.secrets),
+        text: documentText(excerpt(hit.text, hit.lowerAt, search.trie), true),
         score: hit.score,
       }));
       const notes: string[] = [];
@@ -523,18 +528,62 @@ function isWordCharacter(point: number): boolean {
  * match (`lowerAt`, an offset in the lowercased line). A document may hold a line of up to a megabyte
  * (an inlined image, control bytes that JSON escapes sixfold): returned whole, five of them flood the
  * model's context, and one can push the answer past the 10 MiB a stdio client accepts in one message.
+ *
+ * Credentials (core's patterns) are redacted before the cut, so the cut never leaves part of one no
+ * pattern recognises: in the line, or in a long line in a window of REDACT_MARGIN characters more on
+ * each side of the excerpt (a credential longer than that, across the window's edge, may lose its
+ * start there), and the first match is looked for again in what is left.
  */
-function excerpt(untrimmed: string, lowerAt: number): string {
+function excerpt(untrimmed: string, lowerAt: number, trie: TermNode): string {
   const line = untrimmed.trim();
-  if (line.length <= SEARCH_DOCS_MAX_TEXT) return line;
   const lead = untrimmed.length - untrimmed.trimStart().length;
   const match = Math.max(0, textOffset(untrimmed, lowerAt) - lead);
-  let start = Math.max(0, Math.min(match - TEXT_BEFORE_MATCH, line.length - SEARCH_DOCS_MAX_TEXT));
-  let end = start + SEARCH_DOCS_MAX_TEXT;
+  let from = 0;
+  let to = line.length;
+  if (line.length > SEARCH_DOCS_MAX_TEXT + 2 * REDACT_MARGIN) {
+    from = Math.max(0, match - TEXT_BEFORE_MATCH - REDACT_MARGIN);
+    to = Math.min(line.length, match + SEARCH_DOCS_MAX_TEXT + REDACT_MARGIN);
+    if (isLowSurrogate(line.charCodeAt(from))) from += 1;
+    if (isLowSurrogate(line.charCodeAt(to))) to -= 1;
+  }
+  const window = redactSecretsInText(line.slice(from, to));
+  if (from === 0 && to === line.length && window.length <= SEARCH_DOCS_MAX_TEXT) return window;
+  const found = firstMatch(trie, window);
+  const at = found ?? Math.min(match - from, window.length);
+  let start = Math.max(0, Math.min(at - TEXT_BEFORE_MATCH, window.length - SEARCH_DOCS_MAX_TEXT));
+  let end = Math.min(window.length, start + SEARCH_DOCS_MAX_TEXT);
   // Never split a surrogate pair.
-  if (isLowSurrogate(line.charCodeAt(start))) start += 1;
-  if (isLowSurrogate(line.charCodeAt(end))) end -= 1;
-  return `${start > 0 ? '…' : ''}${line.slice(start, end)}${end < line.length ? '…' : ''}`;
+  if (isLowSurrogate(window.charCodeAt(start))) start += 1;
+  if (isLowSurrogate(window.charCodeAt(end))) end -= 1;
+  const before = start > 0 || from > 0 ? '…' : '';
+  const after = end < window.length || to < line.length ? '…' : '';
+  return `${before}${window.slice(start, end)}${after}`;
+}
+
+/** Where in `text` the first word a keyword starts begins (as `scoreDocument` finds it), or undefined. */
+function firstMatch(trie: TermNode, text: string): number | undefined {
+  const lower = text.toLowerCase();
+  let node: TermNode | undefined;
+  let wordStart = -1;
+  for (let index = 0; index < lower.length; index += 1) {
+    const point = lower.codePointAt(index)!;
+    const width = point > 0xffff ? 2 : 1;
+    if (!isWordCharacter(point)) {
+      node = undefined;
+      wordStart = -1;
+    } else {
+      if (wordStart < 0) {
+        wordStart = index;
+        node = trie;
+      }
+      for (let unit = 0; unit < width && node !== undefined; unit += 1) {
+        node = node.next.get(lower.charCodeAt(index + unit));
+        if (node !== undefined && node.bit !== 0) return textOffset(text, wordStart);
+      }
+    }
+    index += width - 1;
+  }
+  return undefined;
 }
 
 /** The offset in `line` of offset `lowerAt` of `line.toLowerCase()` (only U+0130 lowercases to two units). */
