@@ -166,7 +166,7 @@ function unsafe(command: string, runAs: Readonly<RunAs>, what: string, depth = 0
   if (changeableBy(stats, runAs))
     return `${what} can be changed by that user (${command}): a call could rewrite it`;
   // The kernel runs a #! script's interpreter, itself possibly a #! script, up to 4 levels deep.
-  if (depth < MAX_INTERPRETER_DEPTH && isScript(real)) {
+  if (depth < MAX_INTERPRETER_DEPTH) {
     const interpreter = interpreterOf(real);
     if (interpreter !== undefined) {
       return unsafe(
@@ -234,23 +234,32 @@ function changeableBy(stats: Stats, runAs: Readonly<RunAs>): boolean {
   return stats.uid === runAs.uid || permits(stats, runAs, WRITE);
 }
 
-/** A script's `#!` interpreter as written (the kernel resolves it at each exec), or undefined (not absolute, or not there). */
+/** A script's `#!` interpreter as written (the kernel resolves it at each exec), or undefined (no `#!` script, not absolute, or not there). */
 function interpreterOf(script: string): string | undefined {
-  const head = Buffer.alloc(256);
+  const head = headOf(script, 256);
+  if (head === undefined || !head.startsWith('#!')) return undefined;
+  const named =
+    head
+      .slice(2)
+      .split('\n', 1)[0]!
+      .trim()
+      .split(/[ \t]+/, 1)[0] ?? '';
+  if (!named.startsWith('/') || !existsSync(named)) return undefined;
+  return named;
+}
+
+/** The first `bytes` bytes of a file as Latin-1 text, or undefined when it cannot be read. */
+function headOf(file: string, bytes: number): string | undefined {
+  const head = Buffer.alloc(bytes);
   let fd: number | undefined;
-  let read = 0;
   try {
-    fd = openSync(script, 'r');
-    read = readSync(fd, head, 0, head.length, 0);
+    fd = openSync(file, 'r');
+    return head.toString('latin1', 0, readSync(fd, head, 0, bytes, 0));
   } catch {
     return undefined;
   } finally {
     if (fd !== undefined) closeSync(fd);
   }
-  const line = head.subarray(2, read).toString('latin1').split('\n', 1)[0] ?? '';
-  const named = line.trim().split(/[ \t]+/, 1)[0] ?? '';
-  if (!named.startsWith('/') || !existsSync(named)) return undefined;
-  return named;
 }
 
 // getcap's answers by file (device, inode and change time: setting capabilities changes the ctime), so
@@ -285,14 +294,5 @@ function permits(stats: Stats, runAs: Readonly<RunAs>, bit: number): boolean {
 }
 
 function isScript(file: string): boolean {
-  const head = Buffer.alloc(2);
-  let fd: number | undefined;
-  try {
-    fd = openSync(file, 'r');
-    return readSync(fd, head, 0, 2, 0) === 2 && head.toString('latin1') === '#!';
-  } catch {
-    return false;
-  } finally {
-    if (fd !== undefined) closeSync(fd);
-  }
+  return headOf(file, 2) === '#!';
 }
